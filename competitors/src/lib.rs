@@ -1,0 +1,1 @@
+//! competitors (work in progress).

@@ -1,0 +1,1 @@
+//! datasets (work in progress).

@@ -1,0 +1,1 @@
+//! loaderx (work in progress).

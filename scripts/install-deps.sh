@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything the tests, benchmarks and harness need on a fresh Debian machine.
+# Idempotent: every step checks before it installs. Safe to run repeatedly.
+#   - apt: libhdf5-dev (HDF5 competitor), pkg-config
+#   - a Python venv at $LOADERX_VENV (default: .venv) with maturin, numpy, ml_dtypes,
+#     pytest, hypothesis, array-record (ArrayRecord competitor), datasets is optional.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=${LOADERX_VENV:-$root/.venv}
+
+need_apt=()
+for pkg in libhdf5-dev pkg-config; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "install-deps: creating venv $venv"
+  python3 -m venv "$venv"
+fi
+stamp="$venv/.loaderx-deps-v1"
+if [ ! -f "$stamp" ]; then
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q \
+    'maturin>=1.9,<2' 'numpy>=2' 'ml_dtypes>=0.5' 'pytest>=8' 'pytest-timeout>=2' \
+    'hypothesis>=6' 'array-record>=0.8' 'pyarrow>=16' 'datasets>=2.19'
+  touch "$stamp"
+fi
+echo "install-deps: ok ($venv)"

@@ -1,0 +1,34 @@
+//! # zrecord
+//!
+//! A typed, immutable, random-access record container.
+//!
+//! * **Dense** stores hold one fixed-shape array per record (`dtype`, `item_shape`, 0-D allowed).
+//! * **Ragged** stores hold variable-shape arrays of one dtype with `ndim >= 1`; every record is
+//!   non-empty and carries its own `u64` shape.
+//! * Codecs: `raw`, `zstd` (level 3, each record independently) and `zstd_dict` (a shared dictionary
+//!   stored inside the container). A record that compression does not shrink is stored raw and
+//!   flagged as such in its index entry.
+//! * A writer spreads records over `1..=255` data shards written in parallel and publishes the
+//!   container atomically on `close()` (private temp directory, fsync every file and the directory,
+//!   `rename` without replace, fsync the parent).
+//! * Every stored byte is covered by a CRC32C: each record is checksummed with a seed derived from
+//!   the container id and its index, and the manifest, index pages and shard headers carry their
+//!   own checksums. Reads verify by default.
+//!
+//! The byte-level format is specified in [`docs/format.md`](../../docs/format.md).
+//!
+//! An open store is not indexable: bind it to an [`Allocator`] to get a view, whose gathers return
+//! batches in memory the allocator hands out (never memory the store owns).
+
+mod alloc;
+mod dtype;
+mod error;
+pub mod vfs;
+
+pub use alloc::{
+    AllocStats, Allocation, Allocator, Device, DeviceType, RegionHome, SystemAllocator, alloc_host_region,
+    free_host_region,
+};
+pub use dtype::{DType, dlpack_code};
+pub use error::{Error, Location, Result};
+pub use vfs::{StdFs, Vfs};

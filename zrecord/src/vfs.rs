@@ -1,0 +1,203 @@
+//! The small file-system interface every zrecord read and write goes through.
+//!
+//! Production code uses [`StdFs`] (positional writes, `fsync`, `renameat2(RENAME_NOREPLACE)`, read-only
+//! memory maps). Tests substitute their own implementation to inject I/O errors or to record every
+//! operation of a publish and replay crash images (see the reliability suite).
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A file being written. Writes are positional so shards can be filled independently.
+pub trait WriteFile: Send + Sync {
+    /// Writes all of `data` at `offset`.
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Makes the file's contents durable (`fsync`).
+    fn sync(&self) -> io::Result<()>;
+}
+
+/// A file opened for reading, exposed as one immutable byte slice.
+pub trait ReadFile: Send + Sync {
+    /// The whole file.
+    fn bytes(&self) -> &[u8];
+}
+
+/// A held advisory lock; dropping it releases the lock.
+pub trait LockGuard: Send + Sync {}
+
+/// File-system operations used by zrecord.
+pub trait Vfs: Send + Sync + fmt::Debug {
+    /// Creates one directory; fails if it exists.
+    fn create_dir(&self, path: &Path) -> io::Result<()>;
+    /// Creates a directory and its missing parents; returns the directories it created (outermost first).
+    fn create_dir_all(&self, path: &Path) -> io::Result<Vec<std::path::PathBuf>>;
+    /// Creates a new file for writing; fails if it exists.
+    fn create_file(&self, path: &Path) -> io::Result<Box<dyn WriteFile>>;
+    /// Makes a directory's entries durable (`fsync` on the directory).
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Renames `from` to `to`, failing (with `AlreadyExists`) if `to` exists.
+    fn rename_noreplace(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a directory tree.
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Whether anything exists at `path`.
+    fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Opens an existing file for reading.
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>>;
+    /// Names of the entries of a directory.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>>;
+    /// Creates `path` if needed and takes an exclusive advisory lock on it without blocking;
+    /// `Ok(None)` when someone else holds it.
+    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>>;
+}
+
+/// The real file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StdFs;
+
+struct StdWriteFile(File);
+
+impl WriteFile for StdWriteFile {
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.0.write_all_at(data, offset)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.0.sync_all()
+    }
+}
+
+enum StdReadFile {
+    Mapped(memmap2::Mmap),
+    Empty,
+}
+
+impl ReadFile for StdReadFile {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            StdReadFile::Mapped(m) => m,
+            StdReadFile::Empty => &[],
+        }
+    }
+}
+
+struct StdLock(#[allow(dead_code)] File);
+impl LockGuard for StdLock {}
+
+impl Vfs for StdFs {
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        std::fs::create_dir(path)
+    }
+
+    fn create_dir_all(&self, path: &Path) -> io::Result<Vec<std::path::PathBuf>> {
+        let mut missing = Vec::new();
+        let mut cur = Some(path);
+        while let Some(p) = cur {
+            if p.as_os_str().is_empty() || p.exists() {
+                break;
+            }
+            missing.push(p.to_path_buf());
+            cur = p.parent();
+        }
+        missing.reverse();
+        for p in &missing {
+            match std::fs::create_dir(p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(missing)
+    }
+
+    fn create_file(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
+        let f = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        Ok(Box::new(StdWriteFile(f)))
+    }
+
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        File::open(path)?.sync_all()
+    }
+
+    fn rename_noreplace(&self, from: &Path, to: &Path) -> io::Result<()> {
+        rename_noreplace(from, to)
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir_all(path)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        path.try_exists()
+    }
+
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
+        let f = File::open(path)?;
+        let len = f.metadata()?.len();
+        if len == 0 {
+            return Ok(Arc::new(StdReadFile::Empty));
+        }
+        // SAFETY: containers are immutable after publish; the map is read-only. A process that
+        // truncates a published container underneath a reader is outside the contract (documented in
+        // docs/format.md: such truncation raises SIGBUS, as with any mmap reader).
+        let m = unsafe { memmap2::Mmap::map(&f)? };
+        Ok(Arc::new(StdReadFile::Mapped(m)))
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {
+        std::fs::read_dir(path)?.map(|e| e.map(|e| e.file_name())).collect()
+    }
+
+    fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        match f.try_lock() {
+            Ok(()) => Ok(Some(Box::new(StdLock(f)))),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let a = CString::new(from.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
+    let b = CString::new(to.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
+    // SAFETY: both pointers are valid NUL-terminated strings that outlive the call.
+    let rc = unsafe {
+        libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_NOREPLACE)
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    // Some file systems do not support the flag: fall back to check-then-rename (a directory
+    // rename onto a non-empty directory still fails, and our destination is checked first).
+    if matches!(err.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) {
+        if to.exists() {
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, "destination exists"));
+        }
+        return std::fs::rename(from, to);
+    }
+    Err(err)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    if to.exists() {
+        return Err(io::Error::new(io::ErrorKind::AlreadyExists, "destination exists"));
+    }
+    std::fs::rename(from, to)
+}

@@ -43,7 +43,10 @@ impl DeviceType {
 
     /// Whether the CPU can read and write this memory directly.
     pub const fn host_accessible(self) -> bool {
-        matches!(self, DeviceType::Cpu | DeviceType::CudaHost | DeviceType::RocmHost)
+        matches!(
+            self,
+            DeviceType::Cpu | DeviceType::CudaHost | DeviceType::RocmHost
+        )
     }
 }
 
@@ -58,7 +61,10 @@ pub struct Device {
 
 impl Device {
     /// Host memory, device 0.
-    pub const CPU: Device = Device { kind: DeviceType::Cpu, id: 0 };
+    pub const CPU: Device = Device {
+        kind: DeviceType::Cpu,
+        id: 0,
+    };
 }
 
 impl fmt::Display for Device {
@@ -150,7 +156,14 @@ impl Allocation {
         home: Option<Arc<dyn RegionHome>>,
     ) -> Self {
         debug_assert!(capacity >= len);
-        Allocation { ptr, len, capacity, align, device, home }
+        Allocation {
+            ptr,
+            len,
+            capacity,
+            align,
+            device,
+            home,
+        }
     }
 
     /// An empty allocation on `device` (no region behind it).
@@ -158,7 +171,14 @@ impl Allocation {
         let align = align.max(1);
         // A dangling, aligned, non-null pointer: never dereferenced for a zero-length region.
         let ptr = NonNull::new(align as *mut u8).unwrap_or(NonNull::dangling());
-        Allocation { ptr, len: 0, capacity: 0, align, device, home: None }
+        Allocation {
+            ptr,
+            len: 0,
+            capacity: 0,
+            align,
+            device,
+            home: None,
+        }
     }
 
     /// Logical size in bytes.
@@ -251,7 +271,8 @@ pub fn alloc_host_region(capacity: usize, align: usize) -> Result<NonNull<u8>> {
     debug_assert!(capacity > 0);
     // SAFETY: layout has non-zero size (callers never request zero-capacity regions).
     let p = unsafe { std::alloc::alloc_zeroed(layout) };
-    NonNull::new(p).ok_or_else(|| Error::Alloc(format!("out of memory allocating {capacity} bytes")))
+    NonNull::new(p)
+        .ok_or_else(|| Error::Alloc(format!("out of memory allocating {capacity} bytes")))
 }
 
 /// Frees a region from [`alloc_host_region`].
@@ -261,7 +282,10 @@ pub fn alloc_host_region(capacity: usize, align: usize) -> Result<NonNull<u8>> {
 pub unsafe fn free_host_region(ptr: NonNull<u8>, capacity: usize, align: usize) {
     // SAFETY: the caller guarantees the same layout that allocated it.
     unsafe {
-        std::alloc::dealloc(ptr.as_ptr(), Layout::from_size_align_unchecked(capacity, align.max(1)));
+        std::alloc::dealloc(
+            ptr.as_ptr(),
+            Layout::from_size_align_unchecked(capacity, align.max(1)),
+        );
     }
 }
 
@@ -295,7 +319,9 @@ impl Allocator for SystemAllocator {
 
     fn acquire(&self, bytes: usize, align: usize) -> Result<Allocation> {
         if !align.is_power_of_two() {
-            return Err(Error::invalid(format!("alignment {align} is not a power of two")));
+            return Err(Error::invalid(format!(
+                "alignment {align} is not a power of two"
+            )));
         }
         if bytes == 0 {
             return Ok(Allocation::empty(Device::CPU, align));
@@ -304,7 +330,11 @@ impl Allocator for SystemAllocator {
         let home: Arc<dyn RegionHome> = self.home.clone();
         // SAFETY: fresh region of `bytes` bytes with this alignment, released through SystemHome,
         // which frees with the same layout.
-        Ok(unsafe { Allocation::from_raw_parts(ptr, bytes, bytes, align, Device::CPU, Some(home)) })
+        Ok(
+            unsafe {
+                Allocation::from_raw_parts(ptr, bytes, bytes, align, Device::CPU, Some(home))
+            },
+        )
     }
 }
 

@@ -106,7 +106,10 @@ impl DType {
 
     /// Looks a dtype up by its DLPack `(code, bits, lanes)`.
     pub fn from_dlpack(code: u8, bits: u8, lanes: u16) -> Option<DType> {
-        DType::ALL.iter().copied().find(|d| d.dlpack() == (code, bits, lanes))
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| d.dlpack() == (code, bits, lanes))
     }
 }
 

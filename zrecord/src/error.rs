@@ -91,7 +91,11 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
-        Error::Io { op, path: path.into(), source }
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 
     pub(crate) fn corrupt(
@@ -109,7 +113,10 @@ impl Error {
     }
 
     pub(crate) fn format(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        Error::Format { path: path.into(), reason: reason.into() }
+        Error::Format {
+            path: path.into(),
+            reason: reason.into(),
+        }
     }
 
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
@@ -135,17 +142,33 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
-            Error::Corrupt { at, what, expected, found } => {
-                write!(f, "corrupt container at {at}: {what}: expected {expected}, found {found}")
+            Error::Corrupt {
+                at,
+                what,
+                expected,
+                found,
+            } => {
+                write!(
+                    f,
+                    "corrupt container at {at}: {what}: expected {expected}, found {found}"
+                )
             }
-            Error::Format { path, reason } => write!(f, "{}: not a usable zrecord container: {reason}", path.display()),
+            Error::Format { path, reason } => write!(
+                f,
+                "{}: not a usable zrecord container: {reason}",
+                path.display()
+            ),
             Error::InvalidInput(m) => write!(f, "invalid input: {m}"),
             Error::IndexOutOfRange { index, len } => {
                 write!(f, "index {index} out of range for a store of {len} records")
             }
             Error::AlreadyExists(p) => write!(f, "destination {} already exists", p.display()),
             Error::LimitExceeded(m) => write!(f, "limit exceeded: {m}"),
-            Error::Poisoned(p) => write!(f, "writer for {} failed earlier and is unusable", p.display()),
+            Error::Poisoned(p) => write!(
+                f,
+                "writer for {} failed earlier and is unusable",
+                p.display()
+            ),
             Error::Closed(m) => write!(f, "{m} is closed"),
             Error::Alloc(m) => write!(f, "allocation failed: {m}"),
         }

@@ -26,9 +26,33 @@ mod error;
 pub mod vfs;
 
 pub use alloc::{
-    AllocStats, Allocation, Allocator, Device, DeviceType, RegionHome, SystemAllocator, alloc_host_region,
-    free_host_region,
+    AllocStats, Allocation, Allocator, Device, DeviceType, RegionHome, SystemAllocator,
+    alloc_host_region, free_host_region,
 };
 pub use dtype::{DType, dlpack_code};
 pub use error::{Error, Location, Result};
 pub use vfs::{StdFs, Vfs};
+mod format;
+mod reader;
+mod writer;
+
+pub use format::{Codec, Kind};
+pub use reader::{
+    DEFAULT_DICT_BYTES, DenseBatch, DenseStore, DenseView, DictSample, OUTPUT_ALIGN, OpenOptions,
+    RaggedBatch, RaggedStore, RaggedView, ViewGather, container_files, train_dict, train_dict_from,
+};
+pub use writer::{
+    DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER,
+    WriterOptions, gc,
+};
+
+/// Deliberate protocol breakages, for proving the crash-simulation suite has teeth. Only honoured
+/// when the `mutations` feature is enabled.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// Skip fsync step k (shards 0..S, then index, manifest, temp dir, parent).
+    SkipSync(usize),
+    /// Rename the temp directory into place before any fsync.
+    RenameBeforeSync,
+}

@@ -116,7 +116,11 @@ impl Vfs for StdFs {
     }
 
     fn create_file(&self, path: &Path) -> io::Result<Box<dyn WriteFile>> {
-        let f = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)?;
         Ok(Box::new(StdWriteFile(f)))
     }
 
@@ -154,11 +158,18 @@ impl Vfs for StdFs {
     }
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {
-        std::fs::read_dir(path)?.map(|e| e.map(|e| e.file_name())).collect()
+        std::fs::read_dir(path)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect()
     }
 
     fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
         match f.try_lock() {
             Ok(()) => Ok(Some(Box::new(StdLock(f)))),
             Err(std::fs::TryLockError::WouldBlock) => Ok(None),
@@ -177,7 +188,13 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
     // SAFETY: both pointers are valid NUL-terminated strings that outlive the call.
     let rc = unsafe {
-        libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_NOREPLACE)
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
     };
     if rc == 0 {
         return Ok(());
@@ -187,7 +204,10 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     // rename onto a non-empty directory still fails, and our destination is checked first).
     if matches!(err.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) {
         if to.exists() {
-            return Err(io::Error::new(io::ErrorKind::AlreadyExists, "destination exists"));
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "destination exists",
+            ));
         }
         return std::fs::rename(from, to);
     }
@@ -197,7 +217,10 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
 #[cfg(not(target_os = "linux"))]
 fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     if to.exists() {
-        return Err(io::Error::new(io::ErrorKind::AlreadyExists, "destination exists"));
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "destination exists",
+        ));
     }
     std::fs::rename(from, to)
 }

@@ -1,0 +1,1136 @@
+//! Reading: open and validate a container, bind it to an allocator, gather batches.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rayon::prelude::*;
+
+use crate::alloc::{Allocation, Allocator};
+use crate::dtype::DType;
+use crate::error::{Error, Location, Result};
+use crate::format::{
+    self, Codec, Entry, FLAG_STORED_RAW, HEADER_LEN, INDEX_FILE, Kind, MANIFEST_FILE,
+    MAX_RECORD_BYTES, Manifest,
+};
+use crate::vfs::{ReadFile, StdFs, Vfs};
+
+/// Alignment of every output region and of each field inside a Ragged region.
+pub const OUTPUT_ALIGN: usize = 64;
+/// Batches smaller than this are gathered on the calling thread; larger ones are split over rayon.
+const PARALLEL_BYTES: usize = 1 << 20;
+/// Copy-then-checksum granularity: each piece is checksummed while it is still in L1/L2.
+const VERIFY_CHUNK: usize = 32 << 10;
+
+/// How to open a store.
+#[derive(Clone)]
+pub struct OpenOptions {
+    /// Verify each record's CRC32C on every read (default `true`).
+    pub verify: bool,
+    /// File system to read through.
+    pub vfs: Arc<dyn Vfs>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            verify: true,
+            vfs: Arc::new(StdFs),
+        }
+    }
+}
+
+impl fmt::Debug for OpenOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenOptions")
+            .field("verify", &self.verify)
+            .finish()
+    }
+}
+
+struct Inner {
+    path: PathBuf,
+    m: Manifest,
+    shard_paths: Vec<PathBuf>,
+    shards: Vec<Arc<dyn ReadFile>>,
+    index: Arc<dyn ReadFile>,
+    index_path: PathBuf,
+    entry: usize,
+    stride: u64,
+    ddict: Option<zstd::dict::DecoderDictionary<'static>>,
+    verify: bool,
+    closed: AtomicBool,
+}
+
+impl Inner {
+    fn open(path: &Path, kind: Kind, opts: &OpenOptions) -> Result<Inner> {
+        let vfs = &opts.vfs;
+        let mp = path.join(MANIFEST_FILE);
+        let mfile = vfs.open_read(&mp).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound && !path.exists() {
+                Error::io("open", path, e)
+            } else if e.kind() == std::io::ErrorKind::NotFound {
+                Error::format(
+                    path,
+                    "no manifest.zrm: not a zrecord container (or not published)",
+                )
+            } else {
+                Error::io("open", &mp, e)
+            }
+        })?;
+        let m = Manifest::decode(mfile.bytes(), &mp)?;
+        if m.kind != kind {
+            let (want, got) = match kind {
+                Kind::Dense => ("Dense", "Ragged"),
+                Kind::Ragged => ("Ragged", "Dense"),
+            };
+            return Err(Error::format(
+                path,
+                format!("expected a {want} container, found a {got} one"),
+            ));
+        }
+        let index_path = path.join(INDEX_FILE);
+        let index = vfs
+            .open_read(&index_path)
+            .map_err(|e| Error::io("open", &index_path, e))?;
+        let ib = index.bytes();
+        if ib.len() as u64 != m.index_len {
+            return Err(Error::corrupt(
+                Location {
+                    path: index_path.clone(),
+                    ..Default::default()
+                },
+                "index file length",
+                m.index_len,
+                ib.len(),
+            ));
+        }
+        let entry = m.entry_size();
+        format::check_header(
+            ib,
+            &format::encode_index_header(&m.uuid, m.records, entry),
+            &index_path,
+            None,
+            "index header",
+        )?;
+        // Verify every index page checksum.
+        let page_bytes = format::PAGE_ENTRIES as usize * entry;
+        let mut pos = HEADER_LEN;
+        let mut page = 0u64;
+        let mut left = m.records;
+        while left > 0 {
+            let k = left.min(format::PAGE_ENTRIES) as usize;
+            let body = &ib[pos..pos + k * entry];
+            let stored = format::rd_u32(ib, pos + k * entry);
+            let actual = crc32c::crc32c_append(format::page_seed(&m.uuid, page), body);
+            if stored != actual {
+                return Err(Error::corrupt(
+                    Location {
+                        path: index_path.clone(),
+                        offset: Some((pos + k * entry) as u64),
+                        ..Default::default()
+                    },
+                    format!("index page {page} crc32c"),
+                    format!("{actual:#010x}"),
+                    format!("{stored:#010x}"),
+                ));
+            }
+            debug_assert!(k * entry <= page_bytes);
+            pos += k * entry + 4;
+            left -= k as u64;
+            page += 1;
+        }
+        let nshards = m.shard_count();
+        let mut shards = Vec::with_capacity(nshards as usize);
+        let mut shard_paths = Vec::with_capacity(nshards as usize);
+        for s in 0..nshards {
+            let p = path.join(format::shard_file_name(s));
+            let f = vfs.open_read(&p).map_err(|e| Error::io("open", &p, e))?;
+            let b = f.bytes();
+            let want = m.shards[s as usize].len;
+            if b.len() as u64 != want {
+                return Err(Error::corrupt(
+                    Location {
+                        path: p.clone(),
+                        shard: Some(s),
+                        ..Default::default()
+                    },
+                    "shard file length",
+                    want,
+                    b.len(),
+                ));
+            }
+            format::check_header(
+                b,
+                &format::encode_shard_header(&m.uuid, s, nshards),
+                &p,
+                Some(s),
+                "shard header",
+            )?;
+            shards.push(f);
+            shard_paths.push(p);
+        }
+        let stride = match m.kind {
+            Kind::Dense => m.dense_stride().unwrap_or(0),
+            Kind::Ragged => 0,
+        };
+        let ddict = match m.codec {
+            Codec::ZstdDict => Some(zstd::dict::DecoderDictionary::copy(&m.dict)),
+            _ => None,
+        };
+        let inner = Inner {
+            path: path.to_path_buf(),
+            m,
+            shard_paths,
+            shards,
+            index,
+            index_path,
+            entry,
+            stride,
+            ddict,
+            verify: opts.verify,
+            closed: AtomicBool::new(false),
+        };
+        inner.validate_entries()?;
+        Ok(inner)
+    }
+
+    /// Structural check of every index entry: records tile each shard exactly (so every shard byte
+    /// is covered by some record checksum), sizes are within limits, flags are known.
+    fn validate_entries(&self) -> Result<()> {
+        let m = &self.m;
+        let nshards = m.shard_count();
+        let mut cursor = vec![HEADER_LEN as u64; nshards as usize];
+        let isz = m.dtype.itemsize() as u64;
+        for i in 0..m.records {
+            let e = self.entry(i);
+            let s = format::shard_of(i, m.block_records, nshards);
+            let bad = |what: &str, expected: String, found: String| {
+                Error::corrupt(
+                    Location {
+                        path: self.index_path.clone(),
+                        record: Some(i),
+                        offset: Some(format::entry_offset(i, self.entry) as u64),
+                        ..Default::default()
+                    },
+                    what.to_string(),
+                    expected,
+                    found,
+                )
+            };
+            if e.offset != cursor[s as usize] {
+                return Err(bad(
+                    "record offset in its shard",
+                    cursor[s as usize].to_string(),
+                    e.offset.to_string(),
+                ));
+            }
+            if e.flags & !FLAG_STORED_RAW != 0 {
+                return Err(bad("entry flags", "0 or 1".into(), e.flags.to_string()));
+            }
+            let raw_len = match m.kind {
+                Kind::Dense => self.stride,
+                Kind::Ragged => {
+                    let shape = self.shape_words(i);
+                    let mut count: u64 = 1;
+                    for d in shape {
+                        count = count.checked_mul(d).ok_or_else(|| {
+                            bad("record shape", "no overflow".into(), "overflow".into())
+                        })?;
+                    }
+                    if count == 0 {
+                        return Err(bad("record element count", "> 0".into(), "0".into()));
+                    }
+                    count
+                        .checked_mul(isz)
+                        .filter(|&b| b <= MAX_RECORD_BYTES)
+                        .ok_or_else(|| bad("record size", "<= 2 GiB".into(), "larger".into()))?
+                }
+            };
+            let raw_flag = e.flags & FLAG_STORED_RAW != 0;
+            if m.codec == Codec::Raw && !raw_flag {
+                return Err(bad(
+                    "entry flags for a raw container",
+                    "1".into(),
+                    e.flags.to_string(),
+                ));
+            }
+            if raw_flag && u64::from(e.stored_len) != raw_len {
+                return Err(bad(
+                    "stored length of an uncompressed record",
+                    raw_len.to_string(),
+                    e.stored_len.to_string(),
+                ));
+            }
+            if !raw_flag && (e.stored_len == 0 || u64::from(e.stored_len) >= raw_len) {
+                return Err(bad(
+                    "compressed length",
+                    format!("1..{raw_len}"),
+                    e.stored_len.to_string(),
+                ));
+            }
+            cursor[s as usize] += u64::from(e.stored_len);
+        }
+        for (s, c) in cursor.iter().enumerate() {
+            if *c != m.shards[s].len {
+                return Err(Error::corrupt(
+                    Location {
+                        path: self.shard_paths[s].clone(),
+                        shard: Some(s as u32),
+                        ..Default::default()
+                    },
+                    "shard length covered by its records",
+                    c,
+                    m.shards[s].len,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn entry(&self, i: u64) -> Entry {
+        let off = format::entry_offset(i, self.entry);
+        format::decode_entry(&self.index.bytes()[off..off + 16])
+    }
+
+    #[inline]
+    fn shape_words(&self, i: u64) -> impl Iterator<Item = u64> + '_ {
+        let off = format::entry_offset(i, self.entry) + 16;
+        let b = &self.index.bytes()[off..off + 8 * self.m.ndim as usize];
+        b.chunks_exact(8).map(|c| format::rd_u64(c, 0))
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed(format!("store {}", self.path.display())));
+        }
+        Ok(())
+    }
+
+    fn check_indices(&self, idx: &[u64]) -> Result<()> {
+        let len = self.m.records;
+        if let Some(&bad) = idx.iter().find(|&&i| i >= len) {
+            return Err(Error::IndexOutOfRange { index: bad, len });
+        }
+        Ok(())
+    }
+
+    fn raw_len(&self, i: u64) -> u64 {
+        match self.m.kind {
+            Kind::Dense => self.stride,
+            Kind::Ragged => self.shape_words(i).product::<u64>() * self.m.dtype.itemsize() as u64,
+        }
+    }
+
+    fn loc(&self, i: u64, s: u32, offset: u64) -> Location {
+        Location {
+            path: self.shard_paths[s as usize].clone(),
+            shard: Some(s),
+            record: Some(i),
+            offset: Some(offset),
+        }
+    }
+
+    /// Decodes record `i` into `dst` (exactly its raw size), verifying as configured.
+    fn read_record(
+        &self,
+        i: u64,
+        dst: &mut [u8],
+        dec: &mut Decoder<'_>,
+        verify: bool,
+    ) -> Result<()> {
+        let m = &self.m;
+        let s = format::shard_of(i, m.block_records, m.shard_count());
+        let e = self.entry(i);
+        let shard = self.shards[s as usize].bytes();
+        let stored = &shard[e.offset as usize..e.offset as usize + e.stored_len as usize];
+        if e.flags & FLAG_STORED_RAW != 0 {
+            if verify {
+                copy_verified(dst, stored, format::record_seed(&m.uuid, i), e.crc)
+                    .map_err(|(exp, got)| self.crc_error(i, s, e.offset, exp, got))?;
+            } else {
+                dst.copy_from_slice(stored);
+            }
+            return Ok(());
+        }
+        if verify {
+            let got = crc32c::crc32c_append(format::record_seed(&m.uuid, i), stored);
+            if got != e.crc {
+                return Err(self.crc_error(i, s, e.offset, e.crc, got));
+            }
+        }
+        let n = dec.decompress(stored, dst).map_err(|err| {
+            Error::corrupt(
+                self.loc(i, s, e.offset),
+                "zstd frame",
+                "a valid frame",
+                err.to_string(),
+            )
+        })?;
+        if n != dst.len() {
+            return Err(Error::corrupt(
+                self.loc(i, s, e.offset),
+                "decompressed record size",
+                dst.len(),
+                n,
+            ));
+        }
+        Ok(())
+    }
+
+    fn crc_error(&self, i: u64, s: u32, off: u64, expected: u32, found: u32) -> Error {
+        Error::corrupt(
+            self.loc(i, s, off),
+            "record crc32c",
+            format!("{expected:#010x}"),
+            format!("{found:#010x}"),
+        )
+    }
+
+    fn decoder(&self) -> Result<Decoder<'_>> {
+        match (&self.ddict, self.m.codec) {
+            (_, Codec::Raw) => Ok(Decoder::None),
+            (Some(d), _) => zstd::bulk::Decompressor::with_prepared_dictionary(d)
+                .map(Decoder::Zstd)
+                .map_err(|e| Error::io("zstd init", &self.path, e)),
+            (None, _) => zstd::bulk::Decompressor::new()
+                .map(Decoder::Zstd)
+                .map_err(|e| Error::io("zstd init", &self.path, e)),
+        }
+    }
+
+    /// Fills `out` with the records `idx`, where record k goes to `out[offsets[k]..offsets[k+1]]`.
+    fn fill(
+        &self,
+        idx: &[u64],
+        out: &mut [u8],
+        offsets: &(dyn Fn(usize) -> usize + Sync),
+    ) -> Result<()> {
+        let verify = self.verify;
+        let total = out.len();
+        let compressed = self.m.codec != Codec::Raw;
+        if idx.is_empty() {
+            return Ok(());
+        }
+        if (total < PARALLEL_BYTES && !compressed)
+            || idx.len() == 1
+            || rayon::current_num_threads() == 1
+        {
+            let mut dec = self.decoder()?;
+            for (k, &i) in idx.iter().enumerate() {
+                let (a, b) = (offsets(k), offsets(k + 1));
+                self.read_record(i, &mut out[a..b], &mut dec, verify)?;
+            }
+            return Ok(());
+        }
+        // Split the output into contiguous pieces of roughly equal bytes, one task per piece.
+        let threads = rayon::current_num_threads();
+        let pieces = (threads * 4).min(idx.len());
+        let target = total.div_ceil(pieces).max(1);
+        let mut bounds = vec![0usize];
+        let mut next = target;
+        for k in 1..idx.len() {
+            if offsets(k) >= next {
+                bounds.push(k);
+                next = offsets(k) + target;
+            }
+        }
+        bounds.push(idx.len());
+        let mut slices: Vec<(usize, usize, &mut [u8])> = Vec::with_capacity(bounds.len());
+        let mut rest = out;
+        let mut consumed = 0;
+        for w in bounds.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let end = offsets(b);
+            let (head, tail) = rest.split_at_mut(end - consumed);
+            slices.push((a, b, head));
+            rest = tail;
+            consumed = end;
+        }
+        slices
+            .into_par_iter()
+            .try_for_each(|(a, b, buf)| -> Result<()> {
+                let mut dec = self.decoder()?;
+                let base = offsets(a);
+                for (k, &i) in idx.iter().enumerate().take(b).skip(a) {
+                    let (x, y) = (offsets(k) - base, offsets(k + 1) - base);
+                    self.read_record(i, &mut buf[x..y], &mut dec, verify)?;
+                }
+                Ok(())
+            })
+    }
+
+    fn verify_all(&self) -> Result<()> {
+        let m = &self.m;
+        for (s, f) in self.shards.iter().enumerate() {
+            let crc = crc32c::crc32c(f.bytes());
+            if crc != m.shards[s].crc {
+                // Locate the damaged record for a precise report, then fall back to the file.
+                let nshards = m.shard_count();
+                let mut dec = self.decoder()?;
+                let mut buf = Vec::new();
+                for i in (0..m.records)
+                    .filter(|&i| format::shard_of(i, m.block_records, nshards) == s as u32)
+                {
+                    buf.resize(self.raw_len(i) as usize, 0);
+                    self.read_record(i, &mut buf, &mut dec, true)?;
+                }
+                return Err(Error::corrupt(
+                    Location {
+                        path: self.shard_paths[s].clone(),
+                        shard: Some(s as u32),
+                        ..Default::default()
+                    },
+                    "shard file crc32c",
+                    format!("{:#010x}", m.shards[s].crc),
+                    format!("{crc:#010x}"),
+                ));
+            }
+        }
+        // Every record decodes to its declared size (catches compressed frames that lie).
+        let ids: Vec<u64> = (0..m.records).collect();
+        ids.par_chunks(1024).try_for_each(|chunk| -> Result<()> {
+            let mut dec = self.decoder()?;
+            let mut buf = Vec::new();
+            for &i in chunk {
+                buf.resize(self.raw_len(i) as usize, 0);
+                self.read_record(i, &mut buf, &mut dec, true)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        let mut total = 0;
+        for p in self
+            .shard_paths
+            .iter()
+            .chain([&self.index_path, &self.path.join(MANIFEST_FILE)])
+        {
+            if let Ok(md) = std::fs::metadata(p) {
+                use std::os::unix::fs::MetadataExt;
+                total += md.blocks() * 512;
+            }
+        }
+        total
+    }
+}
+
+enum Decoder<'a> {
+    None,
+    Zstd(zstd::bulk::Decompressor<'a>),
+}
+
+impl Decoder<'_> {
+    fn decompress(&mut self, src: &[u8], dst: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Decoder::None => Err(std::io::Error::other(
+                "record flagged compressed in a raw container",
+            )),
+            Decoder::Zstd(d) => d.decompress_to_buffer(src, dst),
+        }
+    }
+}
+
+/// Copies `src` into `dst` and checks the CRC of what landed in `dst` (so what the caller gets is
+/// exactly what was verified), piece by piece while each piece is hot in cache.
+#[inline]
+fn copy_verified(
+    dst: &mut [u8],
+    src: &[u8],
+    seed: u32,
+    expected: u32,
+) -> std::result::Result<(), (u32, u32)> {
+    let mut crc = seed;
+    for (d, s) in dst.chunks_mut(VERIFY_CHUNK).zip(src.chunks(VERIFY_CHUNK)) {
+        d.copy_from_slice(s);
+        crc = crc32c::crc32c_append(crc, d);
+    }
+    if crc == expected {
+        Ok(())
+    } else {
+        Err((expected, crc))
+    }
+}
+
+macro_rules! store_common {
+    ($store:ident, $view:ident, $kind:expr, $kname:literal) => {
+        impl $store {
+            /// Opens and validates a published container (structure, manifest, index and header
+            /// checksums). Record payloads are verified when read.
+            pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+                Self::open_with(path, OpenOptions::default())
+            }
+
+            /// Opens with explicit options.
+            pub fn open_with(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Self> {
+                Ok($store {
+                    inner: Arc::new(Inner::open(path.as_ref(), $kind, &opts)?),
+                })
+            }
+
+            /// Number of records.
+            pub fn len(&self) -> u64 {
+                self.inner.m.records
+            }
+
+            /// True when the store holds no records.
+            pub fn is_empty(&self) -> bool {
+                self.inner.m.records == 0
+            }
+
+            /// Element type.
+            pub fn dtype(&self) -> DType {
+                self.inner.m.dtype
+            }
+
+            /// Codec the records were written with.
+            pub fn codec(&self) -> Codec {
+                self.inner.m.codec
+            }
+
+            /// Number of data shards.
+            pub fn data_shards(&self) -> u32 {
+                self.inner.m.shard_count()
+            }
+
+            /// Container directory.
+            pub fn path(&self) -> &Path {
+                &self.inner.path
+            }
+
+            /// The dictionary stored in a `zstd_dict` container.
+            pub fn dictionary(&self) -> Option<&[u8]> {
+                (!self.inner.m.dict.is_empty()).then_some(&self.inner.m.dict[..])
+            }
+
+            /// Allocated bytes on disk (all files).
+            pub fn disk_bytes(&self) -> u64 {
+                self.inner.disk_bytes()
+            }
+
+            /// Reads and checks every byte: whole-shard checksums, every record's checksum, every
+            /// compressed record's decoded size.
+            pub fn verify(&self) -> Result<()> {
+                self.inner.check_open()?;
+                self.inner.verify_all()
+            }
+
+            /// Binds the store to a placement. The view gathers into memory from `allocator`.
+            pub fn bind(&self, allocator: Arc<dyn Allocator>) -> $view {
+                let alloc = allocator.bind_view().unwrap_or(allocator);
+                $view {
+                    inner: self.inner.clone(),
+                    alloc,
+                }
+            }
+
+            /// Releases the store: every view bound to it fails with [`Error::Closed`] afterwards.
+            /// Batches already gathered stay valid (they own their memory).
+            pub fn close(&self) {
+                self.inner.closed.store(true, Ordering::Release);
+            }
+
+            /// Whether [`close`](Self::close) was called.
+            pub fn is_closed(&self) -> bool {
+                self.inner.closed.load(Ordering::Acquire)
+            }
+        }
+
+        impl fmt::Debug for $store {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($store))
+                    .field("path", &self.inner.path)
+                    .field("records", &self.inner.m.records)
+                    .field("dtype", &self.inner.m.dtype)
+                    .field("codec", &self.inner.m.codec)
+                    .finish()
+            }
+        }
+
+        impl $view {
+            /// Number of records.
+            pub fn len(&self) -> u64 {
+                self.inner.m.records
+            }
+
+            /// True when the store holds no records.
+            pub fn is_empty(&self) -> bool {
+                self.inner.m.records == 0
+            }
+
+            /// Element type.
+            pub fn dtype(&self) -> DType {
+                self.inner.m.dtype
+            }
+
+            /// Codec.
+            pub fn codec(&self) -> Codec {
+                self.inner.m.codec
+            }
+
+            /// The allocator (view handle) batches come from.
+            pub fn allocator(&self) -> &Arc<dyn Allocator> {
+                &self.alloc
+            }
+
+            /// The dictionary of a `zstd_dict` store.
+            pub fn dictionary(&self) -> Option<&[u8]> {
+                (!self.inner.m.dict.is_empty()).then_some(&self.inner.m.dict[..])
+            }
+
+            /// Whether the underlying store has been closed.
+            pub fn is_closed(&self) -> bool {
+                self.inner.closed.load(Ordering::Acquire)
+            }
+
+            /// Gathers the records `range.start..range.end` in order.
+            pub fn range(&self, range: Range<u64>) -> Result<<Self as ViewGather>::Batch> {
+                if range.start > range.end || range.end > self.len() {
+                    return Err(Error::IndexOutOfRange {
+                        index: range.end.max(range.start),
+                        len: self.len(),
+                    });
+                }
+                let idx: Vec<u64> = range.collect();
+                self.gather(&idx)
+            }
+        }
+
+        impl fmt::Debug for $view {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($view))
+                    .field("path", &self.inner.path)
+                    .field("records", &self.inner.m.records)
+                    .field("device", &self.alloc.device())
+                    .finish()
+            }
+        }
+    };
+}
+
+/// Batch type of a view (used by generic code such as the loader).
+pub trait ViewGather {
+    /// What a gather returns.
+    type Batch;
+    /// Gathers `idx` in order.
+    fn gather(&self, idx: &[u64]) -> Result<Self::Batch>;
+}
+
+/// An opened Dense container. Bind it to an allocator to read.
+#[derive(Clone)]
+pub struct DenseStore {
+    inner: Arc<Inner>,
+}
+
+/// A Dense store bound to a placement.
+#[derive(Clone)]
+pub struct DenseView {
+    inner: Arc<Inner>,
+    alloc: Arc<dyn Allocator>,
+}
+
+store_common!(DenseStore, DenseView, Kind::Dense, "Dense");
+
+impl DenseStore {
+    /// Shape of one record.
+    pub fn item_shape(&self) -> &[u64] {
+        &self.inner.m.item_shape
+    }
+
+    /// Bytes per record.
+    pub fn record_bytes(&self) -> u64 {
+        self.inner.stride
+    }
+}
+
+impl DenseView {
+    /// Shape of one record.
+    pub fn item_shape(&self) -> &[u64] {
+        &self.inner.m.item_shape
+    }
+
+    /// Bytes per record.
+    pub fn record_bytes(&self) -> u64 {
+        self.inner.stride
+    }
+
+    /// One record, without a batch axis.
+    pub fn get(&self, i: u64) -> Result<DenseBatch> {
+        let mut b = self.gather(&[i])?;
+        b.shape.remove(0);
+        Ok(b)
+    }
+
+    /// One record per step, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Result<DenseBatch>> + '_ {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+
+    /// Gathers `idx` (any order, duplicates allowed) into one contiguous `(n, *item_shape)` batch.
+    pub fn gather(&self, idx: &[u64]) -> Result<DenseBatch> {
+        <Self as ViewGather>::gather(self, idx)
+    }
+}
+
+impl ViewGather for DenseView {
+    type Batch = DenseBatch;
+
+    fn gather(&self, idx: &[u64]) -> Result<DenseBatch> {
+        let inner = &*self.inner;
+        inner.check_open()?;
+        inner.check_indices(idx)?;
+        let stride = inner.stride as usize;
+        let bytes = idx.len().checked_mul(stride).ok_or_else(|| {
+            Error::LimitExceeded(format!("{} records of {stride} bytes", idx.len()))
+        })?;
+        let mut alloc = self.alloc.acquire(bytes, OUTPUT_ALIGN)?;
+        let out = alloc.host_slice_mut_or_err()?;
+        inner.fill(idx, out, &|k| k * stride)?;
+        let mut shape = Vec::with_capacity(1 + inner.m.item_shape.len());
+        shape.push(idx.len() as u64);
+        shape.extend_from_slice(&inner.m.item_shape);
+        Ok(DenseBatch {
+            alloc,
+            shape,
+            dtype: inner.m.dtype,
+        })
+    }
+}
+
+/// A gathered Dense batch, in memory from the view's allocator.
+pub struct DenseBatch {
+    alloc: Allocation,
+    shape: Vec<u64>,
+    dtype: DType,
+}
+
+impl DenseBatch {
+    /// The records, back to back, C order.
+    pub fn bytes(&self) -> &[u8] {
+        self.alloc.host_slice().unwrap_or(&[])
+    }
+
+    /// `(n, *item_shape)` for a gather, `item_shape` for a single `get`.
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The memory backing the batch.
+    pub fn allocation(&self) -> &Allocation {
+        &self.alloc
+    }
+
+    /// Splits into the allocation and the shape.
+    pub fn into_parts(self) -> (Allocation, Vec<u64>, DType) {
+        (self.alloc, self.shape, self.dtype)
+    }
+}
+
+impl fmt::Debug for DenseBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DenseBatch")
+            .field("shape", &self.shape)
+            .field("dtype", &self.dtype)
+            .finish()
+    }
+}
+
+/// An opened Ragged container. Bind it to an allocator to read.
+#[derive(Clone)]
+pub struct RaggedStore {
+    inner: Arc<Inner>,
+}
+
+/// A Ragged store bound to a placement.
+#[derive(Clone)]
+pub struct RaggedView {
+    inner: Arc<Inner>,
+    alloc: Arc<dyn Allocator>,
+}
+
+store_common!(RaggedStore, RaggedView, Kind::Ragged, "Ragged");
+
+impl RaggedStore {
+    /// Rank of every record.
+    pub fn ndim(&self) -> u32 {
+        self.inner.m.ndim
+    }
+
+    /// Shape of record `i`.
+    pub fn shape_of(&self, i: u64) -> Result<Vec<u64>> {
+        self.inner.check_indices(&[i])?;
+        Ok(self.inner.shape_words(i).collect())
+    }
+}
+
+impl RaggedView {
+    /// Rank of every record.
+    pub fn ndim(&self) -> u32 {
+        self.inner.m.ndim
+    }
+
+    /// Shape of record `i` (from the index, no payload read).
+    pub fn shape_of(&self, i: u64) -> Result<Vec<u64>> {
+        self.inner.check_indices(&[i])?;
+        Ok(self.inner.shape_words(i).collect())
+    }
+
+    /// One record as a one-record batch.
+    pub fn get(&self, i: u64) -> Result<RaggedBatch> {
+        self.gather(&[i])
+    }
+
+    /// One record per step, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Result<RaggedBatch>> + '_ {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+
+    /// Gathers `idx` into one packed batch: values, `cu_seqlens` (int32, n+1) and shapes
+    /// (u64, n x ndim), all in one allocation sized exactly before any copy.
+    pub fn gather(&self, idx: &[u64]) -> Result<RaggedBatch> {
+        <Self as ViewGather>::gather(self, idx)
+    }
+}
+
+impl ViewGather for RaggedView {
+    type Batch = RaggedBatch;
+
+    fn gather(&self, idx: &[u64]) -> Result<RaggedBatch> {
+        let inner = &*self.inner;
+        inner.check_open()?;
+        inner.check_indices(idx)?;
+        let n = idx.len();
+        let ndim = inner.m.ndim as usize;
+        let isz = inner.m.dtype.itemsize();
+        // Pass 1: element counts and offsets from the index (no payload touched).
+        let mut cu: Vec<i32> = Vec::with_capacity(n + 1);
+        cu.push(0);
+        let mut total: u64 = 0;
+        for &i in idx {
+            total += inner.shape_words(i).product::<u64>();
+            if total > i32::MAX as u64 {
+                return Err(Error::LimitExceeded(format!(
+                    "a ragged batch holds at most {} values (int32 cu_seqlens); these {n} records hold more",
+                    i32::MAX
+                )));
+            }
+            cu.push(total as i32);
+        }
+        let values_len = total as usize * isz;
+        let cu_off = values_len.next_multiple_of(OUTPUT_ALIGN);
+        let shapes_off = (cu_off + 4 * (n + 1)).next_multiple_of(OUTPUT_ALIGN);
+        let bytes = shapes_off + 8 * n * ndim;
+        let mut alloc = self.alloc.acquire(bytes, OUTPUT_ALIGN)?;
+        let out = alloc.host_slice_mut_or_err()?;
+        {
+            let (values, meta) = out.split_at_mut(cu_off);
+            for (k, c) in cu.iter().enumerate() {
+                meta[4 * k..4 * k + 4].copy_from_slice(&c.to_ne_bytes());
+            }
+            let shapes = &mut meta[shapes_off - cu_off..];
+            let mut p = 0;
+            for &i in idx {
+                for d in inner.shape_words(i) {
+                    shapes[p..p + 8].copy_from_slice(&d.to_ne_bytes());
+                    p += 8;
+                }
+            }
+            inner.fill(idx, &mut values[..values_len], &|k| cu[k] as usize * isz)?;
+        }
+        Ok(RaggedBatch {
+            alloc,
+            n,
+            ndim,
+            dtype: inner.m.dtype,
+            values_len,
+            cu_off,
+            shapes_off,
+        })
+    }
+}
+
+/// A gathered Ragged batch: one allocation holding `values | cu_seqlens | shapes`, each field
+/// aligned to 64 bytes.
+pub struct RaggedBatch {
+    alloc: Allocation,
+    n: usize,
+    ndim: usize,
+    dtype: DType,
+    values_len: usize,
+    cu_off: usize,
+    shapes_off: usize,
+}
+
+impl RaggedBatch {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True for an empty gather.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Rank of every record.
+    pub fn ndim(&self) -> usize {
+        self.ndim
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Packed values (bytes).
+    pub fn values(&self) -> &[u8] {
+        &self.alloc.host_slice().unwrap_or(&[])[..self.values_len]
+    }
+
+    /// Element offsets of each record, `n + 1` entries starting at 0.
+    pub fn cu_seqlens(&self) -> &[i32] {
+        let b =
+            &self.alloc.host_slice().unwrap_or(&[])[self.cu_off..self.cu_off + 4 * (self.n + 1)];
+        // SAFETY: the region is 64-byte aligned and cu_off is a multiple of 64, so the pointer is
+        // aligned for i32; the length is exactly n + 1 i32 values written by gather; the slice
+        // borrows `self`, which owns the allocation.
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i32>(), self.n + 1) }
+    }
+
+    /// Shapes, `n * ndim` values in record order.
+    pub fn shapes(&self) -> &[u64] {
+        let b = &self.alloc.host_slice().unwrap_or(&[])
+            [self.shapes_off..self.shapes_off + 8 * self.n * self.ndim];
+        // SAFETY: as for cu_seqlens: 64-byte aligned offset inside an aligned region, exact length.
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<u64>(), self.n * self.ndim) }
+    }
+
+    /// Values of record `k` (bytes).
+    pub fn record(&self, k: usize) -> &[u8] {
+        let cu = self.cu_seqlens();
+        let isz = self.dtype.itemsize();
+        &self.values()[cu[k] as usize * isz..cu[k + 1] as usize * isz]
+    }
+
+    /// The memory backing the batch.
+    pub fn allocation(&self) -> &Allocation {
+        &self.alloc
+    }
+
+    /// Byte offsets of `(values, cu_seqlens, shapes)` inside the allocation.
+    pub fn field_offsets(&self) -> (usize, usize, usize) {
+        (0, self.cu_off, self.shapes_off)
+    }
+
+    /// Byte length of the values field.
+    pub fn values_bytes(&self) -> usize {
+        self.values_len
+    }
+
+    /// Takes the allocation.
+    pub fn into_allocation(self) -> Allocation {
+        self.alloc
+    }
+}
+
+impl fmt::Debug for RaggedBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RaggedBatch")
+            .field("records", &self.n)
+            .field("ndim", &self.ndim)
+            .field("dtype", &self.dtype)
+            .finish()
+    }
+}
+
+/// Trains a zstd dictionary of at most `max_bytes` from a sample of a store's records (up to 4,096
+/// records spread evenly over the store, at most 100x `max_bytes` of sample data). Never called
+/// automatically.
+pub fn train_dict_from(records: &[Vec<u8>], max_bytes: usize) -> Result<Vec<u8>> {
+    if records.is_empty() {
+        return Err(Error::invalid(
+            "cannot train a dictionary from zero records",
+        ));
+    }
+    zstd::dict::from_samples(records, max_bytes)
+        .map_err(|e| Error::invalid(format!("dictionary training failed: {e}")))
+}
+
+/// Default dictionary size for [`train_dict`].
+pub const DEFAULT_DICT_BYTES: usize = 112_640;
+
+/// Something whose records can feed dictionary training.
+pub trait DictSample {
+    /// Number of records.
+    fn record_count(&self) -> u64;
+    /// Raw bytes of record `i`.
+    fn record_bytes(&self, i: u64) -> Result<Vec<u8>>;
+}
+
+impl DictSample for DenseView {
+    fn record_count(&self) -> u64 {
+        self.len()
+    }
+
+    fn record_bytes(&self, i: u64) -> Result<Vec<u8>> {
+        Ok(self.gather(&[i])?.bytes().to_vec())
+    }
+}
+
+impl DictSample for RaggedView {
+    fn record_count(&self) -> u64 {
+        self.len()
+    }
+
+    fn record_bytes(&self, i: u64) -> Result<Vec<u8>> {
+        Ok(self.gather(&[i])?.values().to_vec())
+    }
+}
+
+/// Trains a dictionary from an evenly spread sample of `view`'s records.
+pub fn train_dict(view: &dyn DictSample, max_bytes: usize) -> Result<Vec<u8>> {
+    let n = view.record_count();
+    if n == 0 {
+        return Err(Error::invalid(
+            "cannot train a dictionary from an empty store",
+        ));
+    }
+    let want = n.min(4096);
+    let budget = max_bytes.saturating_mul(100);
+    let mut samples = Vec::with_capacity(want as usize);
+    let mut used = 0usize;
+    for k in 0..want {
+        let i = k * n / want;
+        let mut r = view.record_bytes(i)?;
+        // Very large records: train on a prefix (dictionaries help most with small records).
+        r.truncate(128 << 10);
+        used += r.len();
+        samples.push(r);
+        if used >= budget {
+            break;
+        }
+    }
+    train_dict_from(&samples, max_bytes)
+}
+
+/// Paths of the files inside a container (for tools and tests).
+pub fn container_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
+    let p = path.as_ref();
+    let mp = p.join(MANIFEST_FILE);
+    let bytes = std::fs::read(&mp).map_err(|e| Error::io("read", &mp, e))?;
+    let m = Manifest::decode(&bytes, &mp)?;
+    let mut v = vec![mp, p.join(INDEX_FILE)];
+    for s in 0..m.shard_count() {
+        v.push(p.join(format::shard_file_name(s)));
+    }
+    Ok(v)
+}

@@ -1,0 +1,220 @@
+//! Gather and write throughput of zrecord beside the physical limit measured in the same run.
+//!
+//! * `dense147k/*`: 256 random records of `uint8[3,224,224]` (147 KiB): zrecord raw (verify on and
+//!   off) vs `memcpy-limit` (the same bytes copied from an in-memory array with the same rayon
+//!   thread count).
+//! * `dense2k/*`: 256 random `int32[512]` records (2 KiB): zrecord raw vs a per-record memcpy
+//!   gather out of one mmap of a plain `.npy`-style file (what `np.load(mmap_mode='r')[idx]` does).
+//! * `ragged_tokens/*`: 256 random int32 sequences of 16..512 tokens, raw / zstd / zstd_dict.
+//! * `write/*`: raw Dense write of 64 MiB vs `std::fs::write` of the same bytes.
+//!
+//! Criterion reports time per iteration; throughput is set to the logical bytes, so ratios can be
+//! read off directly. Run: `cargo bench -p zrecord --bench gather`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use rayon::prelude::*;
+use zrecord::{
+    Allocator, Codec, DType, DenseStore, DenseWriter, OpenOptions, RaggedStore, RaggedWriter,
+    SystemAllocator, WriterOptions,
+};
+
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+fn payload(n: usize, seed: u64) -> Vec<u8> {
+    let mut r = xorshift(seed);
+    // Image-like: smooth-ish bytes with noise (compressible a little, like decoded photos).
+    (0..n)
+        .map(|k| ((k / 7) as u8).wrapping_add((r() % 16) as u8))
+        .collect()
+}
+
+fn indices(n: u64, count: usize, seed: u64) -> Vec<Vec<u64>> {
+    let mut r = xorshift(seed);
+    (0..64)
+        .map(|_| (0..count).map(|_| r() % n).collect())
+        .collect()
+}
+
+fn memcpy_gather(src: &[u8], stride: usize, idx: &[u64], out: &mut [u8], parallel: bool) {
+    if parallel {
+        out.par_chunks_mut(stride)
+            .zip(idx.par_iter())
+            .for_each(|(d, &i)| {
+                d.copy_from_slice(&src[i as usize * stride..(i as usize + 1) * stride]);
+            });
+    } else {
+        for (d, &i) in out.chunks_mut(stride).zip(idx) {
+            d.copy_from_slice(&src[i as usize * stride..(i as usize + 1) * stride]);
+        }
+    }
+}
+
+fn dense_bench(c: &mut Criterion, name: &str, dtype: DType, item: &[u64], n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let stride = item.iter().product::<u64>() as usize * dtype.itemsize();
+    let data = payload(stride * n, 1);
+    let path = dir.path().join("store");
+    let mut w =
+        DenseWriter::create(&path, dtype, item, Codec::Raw, WriterOptions::default()).unwrap();
+    w.append(&data).unwrap();
+    w.close().unwrap();
+    // The `.npy`-style file: 128-byte header + payload, mmapped.
+    let npy = dir.path().join("plain.npy");
+    let mut file_bytes = vec![0u8; 128];
+    file_bytes.extend_from_slice(&data);
+    std::fs::write(&npy, &file_bytes).unwrap();
+    drop(file_bytes);
+    let f = std::fs::File::open(&npy).unwrap();
+    // SAFETY: the benchmark's own temp file, not modified while mapped.
+    let map = unsafe { memmap2::Mmap::map(&f).unwrap() };
+    let alloc: Arc<dyn Allocator> = Arc::new(SystemAllocator::new());
+    let verified = DenseStore::open(&path).unwrap().bind(alloc.clone());
+    let unverified = DenseStore::open_with(
+        &path,
+        OpenOptions {
+            verify: false,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap()
+    .bind(alloc);
+    let sets = indices(n as u64, 256, 7);
+    let parallel = 256 * stride >= 1 << 20;
+    let mut g = c.benchmark_group(name);
+    g.throughput(Throughput::Bytes((256 * stride) as u64));
+    let mut k = 0;
+    g.bench_function("zrecord-raw", |b| {
+        b.iter(|| {
+            k = (k + 1) % sets.len();
+            black_box(verified.gather(&sets[k]).unwrap());
+        })
+    });
+    g.bench_function("zrecord-raw-noverify", |b| {
+        b.iter(|| {
+            k = (k + 1) % sets.len();
+            black_box(unverified.gather(&sets[k]).unwrap());
+        })
+    });
+    g.bench_function("memcpy-limit", |b| {
+        b.iter(|| {
+            k = (k + 1) % sets.len();
+            let mut out = vec![0u8; 256 * stride];
+            memcpy_gather(&data, stride, &sets[k], &mut out, parallel);
+            black_box(out);
+        })
+    });
+    g.bench_function("npy-mmap-per-record", |b| {
+        b.iter(|| {
+            k = (k + 1) % sets.len();
+            let mut out = vec![0u8; 256 * stride];
+            memcpy_gather(&map[128..], stride, &sets[k], &mut out, false);
+            black_box(out);
+        })
+    });
+    g.finish();
+}
+
+fn dense(c: &mut Criterion) {
+    dense_bench(c, "dense147k", DType::UInt8, &[3, 224, 224], 600);
+    dense_bench(c, "dense2k", DType::Int32, &[512], 50_000);
+}
+
+fn ragged(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 50_000usize;
+    let mut r = xorshift(3);
+    let mut values: Vec<u8> = Vec::new();
+    let mut cu = vec![0i32];
+    let mut shapes = Vec::new();
+    for _ in 0..n {
+        let len = 16 + (r() % 497) as usize;
+        for _ in 0..len {
+            // Token-like ids: Zipf-ish small numbers.
+            let t = (r() % 50_000) as u32 >> (r() % 8);
+            values.extend_from_slice(&(t as i32).to_ne_bytes());
+        }
+        cu.push((values.len() / 4) as i32);
+        shapes.push(len as u64);
+    }
+    let samples: Vec<Vec<u8>> = (0..2000)
+        .map(|k| values[cu[k] as usize * 4..cu[k + 1] as usize * 4].to_vec())
+        .collect();
+    let dict = zrecord::train_dict_from(&samples, 64 << 10).unwrap();
+    let alloc: Arc<dyn Allocator> = Arc::new(SystemAllocator::new());
+    let sets = indices(n as u64, 256, 9);
+    let mut g = c.benchmark_group("ragged_tokens");
+    g.throughput(Throughput::Elements(256));
+    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+        let path = dir.path().join(codec.name());
+        let opts = WriterOptions {
+            dict: (codec == Codec::ZstdDict).then(|| dict.clone()),
+            ..WriterOptions::default()
+        };
+        let mut w = RaggedWriter::create(&path, DType::Int32, 1, codec, opts).unwrap();
+        w.append(&values, &cu, &shapes).unwrap();
+        w.close().unwrap();
+        let view = RaggedStore::open(&path).unwrap().bind(alloc.clone());
+        let mut k = 0;
+        g.bench_with_input(BenchmarkId::new("zrecord", codec.name()), &view, |b, v| {
+            b.iter(|| {
+                k = (k + 1) % sets.len();
+                black_box(v.gather(&sets[k]).unwrap());
+            })
+        });
+    }
+    g.finish();
+}
+
+fn write(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = payload(64 << 20, 5);
+    let mut g = c.benchmark_group("write");
+    g.sample_size(10);
+    g.throughput(Throughput::Bytes(data.len() as u64));
+    let mut k = 0u64;
+    g.bench_function("zrecord-raw", |b| {
+        b.iter(|| {
+            k += 1;
+            let p = dir.path().join(format!("z{k}"));
+            let mut w = DenseWriter::create(
+                &p,
+                DType::UInt8,
+                &[3, 224, 224],
+                Codec::Raw,
+                WriterOptions::default(),
+            )
+            .unwrap();
+            w.append(&data[..(data.len() / 150_528) * 150_528]).unwrap();
+            w.close().unwrap();
+            std::fs::remove_dir_all(&p).unwrap();
+        })
+    });
+    g.bench_function("std-fs-write", |b| {
+        b.iter(|| {
+            k += 1;
+            let p = dir.path().join(format!("f{k}"));
+            std::fs::write(&p, &data[..(data.len() / 150_528) * 150_528]).unwrap();
+            std::fs::File::open(&p).unwrap().sync_all().unwrap();
+            std::fs::remove_file(&p).unwrap();
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(std::time::Duration::from_secs(3)).warm_up_time(std::time::Duration::from_secs(1));
+    targets = dense, ragged, write
+}
+criterion_main!(benches);

@@ -1,0 +1,347 @@
+//! Bad input is rejected with a typed error and changes nothing; publish is atomic.
+
+mod common;
+
+use common::*;
+use zrecord::{
+    Codec, DType, DenseStore, DenseWriter, Error, RaggedStore, RaggedWriter, WriterOptions,
+};
+
+fn list(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn nothing_is_visible_before_close_and_nothing_after_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c");
+    let mut w =
+        DenseWriter::create(&p, DType::UInt8, &[4], Codec::Raw, WriterOptions::default()).unwrap();
+    w.append(&[1u8; 40]).unwrap();
+    assert!(
+        !p.exists(),
+        "the destination must not appear before close()"
+    );
+    assert!(DenseStore::open(&p).is_err());
+    w.close().unwrap();
+    assert!(p.exists());
+    assert_eq!(
+        list(dir.path()),
+        vec!["c".to_string()],
+        "no temp dir or lock file may remain"
+    );
+    assert_eq!(DenseStore::open(&p).unwrap().len(), 10);
+
+    let q = dir.path().join("dropped");
+    let mut w =
+        RaggedWriter::create(&q, DType::Int32, 1, Codec::Zstd, WriterOptions::default()).unwrap();
+    w.append(&[0u8; 12], &[0, 3], &[3]).unwrap();
+    drop(w);
+    assert!(!q.exists());
+    assert_eq!(
+        list(dir.path()),
+        vec!["c".to_string()],
+        "a dropped writer leaves nothing behind"
+    );
+}
+
+#[test]
+fn destination_must_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c");
+    dense_fixture(&p, Codec::Raw, 2, 3, &[2]);
+    let e = DenseWriter::create(&p, DType::UInt8, &[4], Codec::Raw, WriterOptions::default())
+        .unwrap_err();
+    assert!(matches!(e, Error::AlreadyExists(ref x) if x == &p), "{e}");
+    // A destination that appears while the writer runs is not clobbered either.
+    let q = dir.path().join("late");
+    let mut w =
+        DenseWriter::create(&q, DType::UInt8, &[1], Codec::Raw, WriterOptions::default()).unwrap();
+    w.append(&[9]).unwrap();
+    std::fs::create_dir(&q).unwrap();
+    std::fs::write(q.join("keep"), b"mine").unwrap();
+    let e = w.close().unwrap_err();
+    assert!(matches!(e, Error::AlreadyExists(_)), "{e}");
+    assert_eq!(std::fs::read(q.join("keep")).unwrap(), b"mine");
+    assert_eq!(list(dir.path()), vec!["c".to_string(), "late".to_string()]);
+}
+
+#[test]
+fn missing_parents_are_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("xsub/train/joint");
+    let mut w = DenseWriter::create(
+        &p,
+        DType::Float32,
+        &[],
+        Codec::Zstd,
+        WriterOptions::default(),
+    )
+    .unwrap();
+    w.append(&1.5f32.to_ne_bytes()).unwrap();
+    w.close().unwrap();
+    let v = DenseStore::open(&p).unwrap().bind(alloc());
+    let r = v.get(0).unwrap();
+    assert_eq!(r.shape(), &[] as &[u64]);
+    assert_eq!(r.bytes(), &1.5f32.to_ne_bytes());
+}
+
+#[test]
+fn rejected_appends_change_nothing_and_writer_stays_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("d");
+    let mut w = DenseWriter::create(
+        &p,
+        DType::Int16,
+        &[3],
+        Codec::Zstd,
+        WriterOptions::default(),
+    )
+    .unwrap();
+    w.append(&[1u8; 12]).unwrap();
+    for bad in [&[0u8; 5][..], &[0u8; 7][..], &[0u8; 13][..]] {
+        let e = w.append(bad).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+        assert!(e.to_string().contains("6-byte records"), "{e}");
+    }
+    assert_eq!(w.len(), 2);
+    w.append(&[2u8; 6]).unwrap();
+    w.close().unwrap();
+    let v = DenseStore::open(&p).unwrap().bind(alloc());
+    assert_eq!(v.len(), 3);
+    assert_eq!(
+        v.range(0..3).unwrap().bytes(),
+        &[[1u8; 12].as_slice(), &[2u8; 6]].concat()[..]
+    );
+
+    let q = dir.path().join("r");
+    let mut w =
+        RaggedWriter::create(&q, DType::Int32, 2, Codec::Raw, WriterOptions::default()).unwrap();
+    let vals = [7u8; 24];
+    let cases: Vec<(&[u8], Vec<i32>, Vec<u64>, &str)> = vec![
+        (&vals[..23], vec![0, 6], vec![2, 3], "multiple of itemsize"),
+        (&vals, vec![], vec![], "n + 1"),
+        (&vals, vec![1, 6], vec![2, 3], "must be 0"),
+        (&vals, vec![0, 6], vec![2, 3, 1], "shapes hold"),
+        (
+            &vals,
+            vec![0, 3, 3, 6],
+            vec![1, 3, 0, 3, 1, 3],
+            "strictly increase",
+        ),
+        (&vals, vec![0, 6], vec![3, 3], "has 9 elements"),
+        (&vals, vec![0, 5], vec![5, 1], "ends at 5"),
+        (&vals, vec![0, 6], vec![u64::MAX, 2], "overflows"),
+    ];
+    for (v, cu, sh, needle) in cases {
+        let e = w.append(v, &cu, &sh).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+        assert!(
+            e.to_string().contains(needle),
+            "{e} should mention {needle}"
+        );
+    }
+    assert_eq!(w.len(), 0);
+    w.append(&vals, &[0, 2, 6], &[1, 2, 2, 2]).unwrap();
+    w.close().unwrap();
+    let b = RaggedStore::open(&q)
+        .unwrap()
+        .bind(alloc())
+        .gather(&[1, 0])
+        .unwrap();
+    assert_eq!(b.shapes(), &[2, 2, 1, 2]);
+    assert_eq!(b.cu_seqlens(), &[0, 4, 6]);
+}
+
+#[test]
+fn bad_writer_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x");
+    let o = |s: u32, d: Option<Vec<u8>>| WriterOptions {
+        data_shards: s,
+        dict: d,
+        ..WriterOptions::default()
+    };
+    for s in [0, 256] {
+        let e = DenseWriter::create(&p, DType::UInt8, &[1], Codec::Raw, o(s, None)).unwrap_err();
+        assert!(e.to_string().contains("1..=255"), "{e}");
+    }
+    assert!(DenseWriter::create(&p, DType::UInt8, &[1], Codec::ZstdDict, o(4, None)).is_err());
+    assert!(
+        DenseWriter::create(
+            &p,
+            DType::UInt8,
+            &[1],
+            Codec::Zstd,
+            o(4, Some(vec![1, 2, 3]))
+        )
+        .is_err()
+    );
+    assert!(DenseWriter::create(&p, DType::UInt8, &[2, 0], Codec::Raw, o(4, None)).is_err());
+    let e = DenseWriter::create(
+        &p,
+        DType::Float64,
+        &[1 << 20, 1 << 20],
+        Codec::Raw,
+        o(4, None),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::LimitExceeded(_)), "{e}");
+    assert!(RaggedWriter::create(&p, DType::UInt8, 0, Codec::Raw, o(4, None)).is_err());
+    assert!(!p.exists());
+    assert!(
+        list(dir.path()).is_empty(),
+        "rejected writers leave nothing: {:?}",
+        list(dir.path())
+    );
+    assert_eq!(Codec::from_name("lz4"), None);
+}
+
+#[test]
+fn out_of_range_and_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("d");
+    dense_fixture(&p, Codec::Raw, 2, 5, &[2]);
+    let store = DenseStore::open(&p).unwrap();
+    let v = store.bind(alloc());
+    let e = v.gather(&[0, 5]).unwrap_err();
+    assert!(
+        matches!(e, Error::IndexOutOfRange { index: 5, len: 5 }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("index 5") && e.to_string().contains("5 records"));
+    assert!(v.range(3..6).is_err());
+    let kept = v.gather(&[1]).unwrap();
+    store.close();
+    let e = v.gather(&[0]).unwrap_err();
+    assert!(matches!(e, Error::Closed(_)), "{e}");
+    assert!(store.verify().is_err());
+    assert_eq!(
+        kept.bytes().len(),
+        4,
+        "batches gathered before close stay valid"
+    );
+}
+
+#[test]
+fn wrong_kind_and_foreign_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("d");
+    dense_fixture(&p, Codec::Raw, 1, 2, &[2]);
+    let e = RaggedStore::open(&p).unwrap_err();
+    assert!(e.to_string().contains("expected a Ragged container"), "{e}");
+    let e = DenseStore::open(dir.path().join("nope")).unwrap_err();
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    let e = DenseStore::open(dir.path().join("empty")).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    std::fs::create_dir(dir.path().join("foreign")).unwrap();
+    std::fs::write(
+        dir.path().join("foreign/manifest.zrm"),
+        b"PAR1 not ours at all",
+    )
+    .unwrap();
+    let e = DenseStore::open(dir.path().join("foreign")).unwrap_err();
+    assert!(e.to_string().contains("magic"), "{e}");
+}
+
+#[test]
+fn every_single_bit_flip_is_detected_and_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures: Vec<(std::path::PathBuf, bool)> = [Codec::Raw, Codec::Zstd, Codec::ZstdDict]
+        .iter()
+        .flat_map(|&c| {
+            let d = dir.path().join(format!("d-{}", c.name()));
+            dense_fixture(&d, c, 3, 7, &[5]);
+            let r = dir.path().join(format!("r-{}", c.name()));
+            ragged_fixture(&r, c, 2, 5);
+            [(d, true), (r, false)]
+        })
+        .collect();
+    let mut flips = 0u64;
+    for (path, dense) in &fixtures {
+        let check = || -> zrecord::Result<()> {
+            if *dense {
+                let s = DenseStore::open(path)?;
+                s.verify()?;
+                s.bind(alloc()).range(0..s.len())?;
+            } else {
+                let s = RaggedStore::open(path)?;
+                s.verify()?;
+                s.bind(alloc()).range(0..s.len())?;
+            }
+            Ok(())
+        };
+        check().expect("untouched fixture must verify (no false alarm)");
+        for file in zrecord::container_files(path).unwrap() {
+            let orig = std::fs::read(&file).unwrap();
+            for bit in 0..orig.len() * 8 {
+                let mut b = orig.clone();
+                b[bit / 8] ^= 1 << (bit % 8);
+                std::fs::write(&file, &b).unwrap();
+                let e = check().expect_err("flip must be detected");
+                assert!(
+                    e.is_corruption(),
+                    "{}: bit {bit}: not a corruption error: {e}",
+                    file.display()
+                );
+                assert_eq!(
+                    e.corrupt_path(),
+                    Some(file.as_path()),
+                    "bit {bit}: error must name the flipped file: {e}"
+                );
+                flips += 1;
+            }
+            std::fs::write(&file, &orig).unwrap();
+        }
+        check().unwrap();
+    }
+    assert!(flips > 10_000, "only {flips} flips tested");
+}
+
+#[test]
+fn every_truncation_and_extension_is_detected_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d");
+    dense_fixture(&d, Codec::Zstd, 2, 6, &[3]);
+    let r = dir.path().join("r");
+    ragged_fixture(&r, Codec::Raw, 3, 4);
+    for (path, dense) in [(&d, true), (&r, false)] {
+        let open = || -> zrecord::Result<()> {
+            if dense {
+                DenseStore::open(path).map(drop)
+            } else {
+                RaggedStore::open(path).map(drop)
+            }
+        };
+        for file in zrecord::container_files(path).unwrap() {
+            let orig = std::fs::read(&file).unwrap();
+            for len in 0..orig.len() {
+                std::fs::write(&file, &orig[..len]).unwrap();
+                let e = open().expect_err("truncation must be detected at open");
+                assert!(
+                    e.is_corruption(),
+                    "{} truncated to {len}: {e}",
+                    file.display()
+                );
+            }
+            let mut longer = orig.clone();
+            longer.push(0);
+            std::fs::write(&file, &longer).unwrap();
+            assert!(open().unwrap_err().is_corruption());
+            std::fs::remove_file(&file).unwrap();
+            assert!(
+                open().is_err(),
+                "missing {} must be detected",
+                file.display()
+            );
+            std::fs::write(&file, &orig).unwrap();
+        }
+        open().unwrap();
+    }
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The project's test command (README and .ci/run call exactly this).
+#   1. installs system and Python dependencies (idempotent),
+#   2. checks formatting and lints,
+#   3. runs every Rust test in the workspace (competitor adapters included),
+#   4. builds and installs the Python wheel into the venv and runs its pytest suite,
+#   5. runs the CI tier of the reliability suite (fuzzing) when present.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export LOADERX_VENV=${LOADERX_VENV:-$root/.venv}
+py="$LOADERX_VENV/bin/python"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "install dependencies"
+bash scripts/install-deps.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test --workspace"
+cargo test --workspace
+
+if [ -f pyproject.toml ]; then
+  step "pip install . (maturin, release) + pytest"
+  "$py" -m pip install -q --no-build-isolation .
+  "$py" -m pytest -q loaderx/py/tests
+fi
+
+if [ -x scripts/reliability-ci.sh ]; then
+  step "reliability CI tier"
+  bash scripts/reliability-ci.sh
+fi
+step "all tests passed"

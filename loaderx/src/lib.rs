@@ -1,1 +1,24 @@
-//! loaderx (work in progress).
+//! # loaderx
+//!
+//! The data-loading half of the zrecord/loaderx pair:
+//!
+//! * [`sampler`]: stateless, counter-based index samplers ([`IndexSampler`], [`Mode`]) behind the
+//!   [`Sampler`] trait any user type can implement. The batch at step `s` is a pure function of
+//!   `(len, batch, mode, seed, s)`; `seek` is O(1).
+//! * [`pool`]: [`PooledAllocator`], a bounded, size-classed pool implementing [`zrecord::Allocator`],
+//!   with per-view recent size classes and hit/miss/live counters.
+//! * [`loader`]: [`Loader`], which draws global index batches, splits them into per-shard slices,
+//!   gathers every named stream ([`StreamView`]) at each shard position, and runs a transform, inline
+//!   or on worker threads with a bounded output queue.
+//!
+//! See `docs/loaderx.md` for the algorithms and bounds.
+
+mod error;
+pub mod loader;
+pub mod pool;
+pub mod sampler;
+
+pub use error::{Error, Result};
+pub use loader::{Batch, Loader, LoaderOptions, Shard, StreamView, Transform};
+pub use pool::{DEFAULT_POOL_SIZE, HostSource, PooledAllocator, RegionSource, size_class};
+pub use sampler::{IndexSampler, Mode, Sampler};

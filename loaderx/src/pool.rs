@@ -1,0 +1,427 @@
+//! A bounded, size-classed pool of regions behind the [`zrecord::Allocator`] contract.
+//!
+//! * Every request is rounded up to a **size class** (64-byte granules below 4 KiB, otherwise eight
+//!   classes per power of two, so a region wastes at most 12.5 % of its size) and to an alignment of at
+//!   least 64 bytes.
+//! * A dropped [`Allocation`] returns its region to the pool's idle list for its class. Idle regions
+//!   are kept up to `pool_size` bytes **in aggregate** for the allocator and every view bound to it; a
+//!   release that would exceed the bound first evicts idle regions of classes no live view has used
+//!   recently, and if it still does not fit, the released region is freed.
+//! * A request served from an idle list is a **hit**; one that needs a fresh region is a **miss**.
+//! * Each view (one per `store.bind(allocator)`, through [`Allocator::bind_view`]) remembers its last
+//!   [`RECENT_CLASSES`] size classes. That buys two things a pool-wide policy cannot see:
+//!   1. *Fallback reuse for varying sizes.* A ragged view asks for a slightly different size every
+//!      batch; on an exact-class miss it takes an idle region of a larger class it has itself used
+//!      recently (at most one power of two larger), instead of allocating fresh.
+//!   2. *Stale-class eviction.* When the pool is full, idle regions of classes that no live view has
+//!      requested recently (e.g. after a batch-size change, or from a dropped view) are freed first, so
+//!      the bounded pool keeps what the current workload will ask for again.
+//!
+//! Regions come from a [`RegionSource`]; [`HostSource`] is the CPU one. A pinned-host or GPU source
+//! plugs in through [`PooledAllocator::with_source`] without changing the pool or the stores.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use zrecord::{AllocStats, Allocation, Allocator, Device, RegionHome};
+
+/// Default aggregate bound on idle bytes: 256 MiB.
+pub const DEFAULT_POOL_SIZE: u64 = 256 << 20;
+
+/// How many recent size classes each view remembers.
+pub const RECENT_CLASSES: usize = 8;
+
+/// Minimum alignment of pooled regions (so regions of one class are interchangeable across requests).
+const MIN_ALIGN: usize = 64;
+
+/// Where fresh regions come from and where overflow goes. Implementations: [`HostSource`] (CPU);
+/// later pinned-host and device sources.
+pub trait RegionSource: Send + Sync + fmt::Debug {
+    /// The placement of every region.
+    fn device(&self) -> Device;
+
+    /// A fresh region of exactly `capacity > 0` bytes aligned to `align`.
+    fn alloc(&self, capacity: usize, align: usize) -> zrecord::Result<NonNull<u8>>;
+
+    /// Frees a region.
+    ///
+    /// # Safety
+    /// `ptr` must come from `self.alloc(capacity, align)` and not be used afterwards.
+    unsafe fn free(&self, ptr: NonNull<u8>, capacity: usize, align: usize);
+}
+
+/// Ordinary host memory from the global allocator (zeroed on first allocation).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HostSource;
+
+impl RegionSource for HostSource {
+    fn device(&self) -> Device {
+        Device::CPU
+    }
+
+    fn alloc(&self, capacity: usize, align: usize) -> zrecord::Result<NonNull<u8>> {
+        zrecord::alloc_host_region(capacity, align)
+    }
+
+    unsafe fn free(&self, ptr: NonNull<u8>, capacity: usize, align: usize) {
+        // SAFETY: forwarded contract: the region came from alloc_host_region(capacity, align).
+        unsafe { zrecord::free_host_region(ptr, capacity, align) }
+    }
+}
+
+/// The size class (region capacity) a request of `bytes > 0` is served with.
+pub fn size_class(bytes: usize) -> usize {
+    const SMALL: usize = 4096;
+    if bytes <= SMALL {
+        return bytes.div_ceil(64) * 64;
+    }
+    // Eight classes per octave: granule = 2^(floor(log2(bytes)) - 3), waste < 1/8 of the region.
+    let log = usize::BITS - 1 - bytes.leading_zeros();
+    let granule = 1usize << (log - 3);
+    bytes.div_ceil(granule).saturating_mul(granule)
+}
+
+/// Idle regions are keyed by (class, alignment).
+type Key = (usize, usize);
+
+/// One idle region; the pointer is only ever touched by the thread that pops it under the lock.
+struct Idle(NonNull<u8>);
+
+// SAFETY: an idle region is exclusively owned by the pool (no Allocation refers to it), and a raw
+// region can be handed between threads like a `Box<[u8]>`.
+unsafe impl Send for Idle {}
+
+#[derive(Default)]
+struct PoolState {
+    idle: HashMap<Key, Vec<Idle>>,
+    retained: u64,
+    hits: u64,
+    misses: u64,
+    live: u64,
+    live_bytes: u64,
+    peak_live: u64,
+}
+
+/// Per-view memory of recent size classes (a small ring).
+#[derive(Debug, Default)]
+struct ViewState {
+    recent: Mutex<Recent>,
+}
+
+#[derive(Debug, Default)]
+struct Recent {
+    keys: [Key; RECENT_CLASSES],
+    len: usize,
+    next: usize,
+}
+
+impl Recent {
+    fn note(&mut self, key: Key) {
+        if self.keys[..self.len].contains(&key) {
+            return;
+        }
+        self.keys[self.next] = key;
+        self.next = (self.next + 1) % RECENT_CLASSES;
+        self.len = (self.len + 1).min(RECENT_CLASSES);
+    }
+
+    fn as_slice(&self) -> &[Key] {
+        &self.keys[..self.len]
+    }
+}
+
+struct Pool {
+    source: Arc<dyn RegionSource>,
+    pool_size: u64,
+    state: Mutex<PoolState>,
+    views: Mutex<Vec<Weak<ViewState>>>,
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("source", &self.source)
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
+}
+
+impl Pool {
+    fn stats(&self) -> AllocStats {
+        let s = self.state.lock();
+        AllocStats {
+            bytes_retained: s.retained,
+            pool_size: self.pool_size,
+            hits: s.hits,
+            misses: s.misses,
+            live_allocations: s.live,
+            live_bytes: s.live_bytes,
+            peak_live_allocations: s.peak_live,
+        }
+    }
+
+    /// Classes some live view used recently.
+    fn recent_union(&self) -> Vec<Key> {
+        let mut views = self.views.lock();
+        views.retain(|w| w.strong_count() > 0);
+        let mut keys = Vec::new();
+        for v in views.iter().filter_map(Weak::upgrade) {
+            keys.extend_from_slice(v.recent.lock().as_slice());
+        }
+        keys
+    }
+
+    fn acquire(
+        self: &Arc<Self>,
+        view: &ViewState,
+        bytes: usize,
+        align: usize,
+    ) -> zrecord::Result<Allocation> {
+        let device = self.source.device();
+        if !align.is_power_of_two() {
+            return Err(zrecord::Error::InvalidInput(format!(
+                "alignment {align} is not a power of two"
+            )));
+        }
+        if bytes == 0 {
+            return Ok(Allocation::empty(device, align));
+        }
+        let align = align.max(MIN_ALIGN);
+        let class = size_class(bytes);
+        let key = (class, align);
+        // Fallback classes: larger classes this view used recently, at most one octave up.
+        let fallback: Vec<Key> = {
+            let mut r = view.recent.lock();
+            r.note(key);
+            let mut f: Vec<Key> = r
+                .as_slice()
+                .iter()
+                .copied()
+                .filter(|&(c, a)| a == align && c > class && c <= class.saturating_mul(2))
+                .collect();
+            f.sort_unstable();
+            f
+        };
+        let popped = {
+            let mut s = self.state.lock();
+            let mut got = s.idle.get_mut(&key).and_then(Vec::pop).map(|p| (p, class));
+            if got.is_none() {
+                for &(c, a) in &fallback {
+                    if let Some(p) = s.idle.get_mut(&(c, a)).and_then(Vec::pop) {
+                        got = Some((p, c));
+                        break;
+                    }
+                }
+            }
+            match got {
+                Some((_, cap)) => {
+                    s.hits += 1;
+                    s.retained -= cap as u64;
+                    Self::count_live(&mut s, cap);
+                }
+                None => s.misses += 1,
+            }
+            got
+        };
+        let (ptr, cap) = match popped {
+            Some((Idle(p), cap)) => (p, cap),
+            None => {
+                let p = self.source.alloc(class, align)?;
+                Self::count_live(&mut self.state.lock(), class);
+                (p, class)
+            }
+        };
+        let home: Arc<dyn RegionHome> = self.clone();
+        // SAFETY: `ptr` is a region of `cap >= bytes` bytes aligned to `align`, from this pool's source
+        // (fresh, or idle and owned by nobody else); it is host-readable when the source's device is
+        // (the source contract), initialized (zeroed on allocation, written since), and released back
+        // through this pool with the same (cap, align).
+        Ok(unsafe { Allocation::from_raw_parts(ptr, bytes, cap, align, device, Some(home)) })
+    }
+
+    fn count_live(s: &mut PoolState, cap: usize) {
+        s.live += 1;
+        s.live_bytes += cap as u64;
+        s.peak_live = s.peak_live.max(s.live);
+    }
+}
+
+impl RegionHome for Pool {
+    unsafe fn release(&self, ptr: NonNull<u8>, len: usize, align: usize) {
+        let cap = len as u64;
+        let mut to_free: Vec<(Idle, Key)> = Vec::new();
+        {
+            let mut s = self.state.lock();
+            s.live -= 1;
+            s.live_bytes -= cap;
+            if s.retained + cap > self.pool_size && cap <= self.pool_size {
+                // Over the bound: evict idle regions of classes no live view used recently.
+                drop(s);
+                let keep = self.recent_union();
+                s = self.state.lock();
+                let st = &mut *s;
+                let stale: Vec<Key> = st
+                    .idle
+                    .keys()
+                    .copied()
+                    .filter(|k| !keep.contains(k))
+                    .collect();
+                for k in stale {
+                    if let Some(list) = st.idle.get_mut(&k) {
+                        while st.retained + cap > self.pool_size {
+                            let Some(p) = list.pop() else { break };
+                            st.retained -= k.0 as u64;
+                            to_free.push((p, k));
+                        }
+                    }
+                }
+            }
+            if s.retained + cap <= self.pool_size {
+                s.retained += cap;
+                s.idle.entry((len, align)).or_default().push(Idle(ptr));
+            } else {
+                to_free.push((Idle(ptr), (len, align)));
+            }
+        }
+        for (Idle(p), (c, a)) in to_free {
+            // SAFETY: each region came from this pool's source with (c, a) (idle entries are keyed by
+            // the exact capacity and alignment they were allocated with; the released one by the
+            // caller's contract) and nothing refers to it any more.
+            unsafe { self.source.free(p, c, a) };
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let idle = std::mem::take(&mut self.state.get_mut().idle);
+        for ((c, a), list) in idle {
+            for Idle(p) in list {
+                // SAFETY: idle regions came from this source with (c, a); the pool is the last owner.
+                unsafe { self.source.free(p, c, a) };
+            }
+        }
+    }
+}
+
+/// A bounded pooled allocator. Cloning shares the pool; [`Allocator::bind_view`] hands each bound
+/// view its own handle (with its own recent size classes) over the same pool.
+#[derive(Debug, Clone)]
+pub struct PooledAllocator {
+    pool: Arc<Pool>,
+    view: Arc<ViewState>,
+}
+
+impl Default for PooledAllocator {
+    fn default() -> Self {
+        Self::new(DEFAULT_POOL_SIZE)
+    }
+}
+
+impl PooledAllocator {
+    /// A CPU pool retaining at most `pool_size` idle bytes.
+    pub fn new(pool_size: u64) -> Self {
+        Self::with_source(Arc::new(HostSource), pool_size)
+    }
+
+    /// A pool over any region source (pinned host, device memory, ...).
+    pub fn with_source(source: Arc<dyn RegionSource>, pool_size: u64) -> Self {
+        let pool = Arc::new(Pool {
+            source,
+            pool_size,
+            state: Mutex::new(PoolState::default()),
+            views: Mutex::new(Vec::new()),
+        });
+        let view = Arc::new(ViewState::default());
+        pool.views.lock().push(Arc::downgrade(&view));
+        PooledAllocator { pool, view }
+    }
+
+    /// The aggregate bound on idle bytes.
+    pub fn pool_size(&self) -> u64 {
+        self.pool.pool_size
+    }
+
+    /// Current counters (same as [`Allocator::stats`], without the `Option`).
+    pub fn pool_stats(&self) -> AllocStats {
+        self.pool.stats()
+    }
+
+    /// The size classes this handle requested most recently (oldest first is not guaranteed).
+    pub fn recent_classes(&self) -> Vec<usize> {
+        self.view
+            .recent
+            .lock()
+            .as_slice()
+            .iter()
+            .map(|k| k.0)
+            .collect()
+    }
+
+    /// Frees every idle region now (live allocations are untouched and still return to the pool).
+    pub fn trim(&self) {
+        let idle = {
+            let mut s = self.pool.state.lock();
+            s.retained = 0;
+            std::mem::take(&mut s.idle)
+        };
+        for ((c, a), list) in idle {
+            for Idle(p) in list {
+                // SAFETY: idle regions came from this source with (c, a) and are owned by nobody.
+                unsafe { self.pool.source.free(p, c, a) };
+            }
+        }
+    }
+}
+
+impl Allocator for PooledAllocator {
+    fn device(&self) -> Device {
+        self.pool.source.device()
+    }
+
+    fn acquire(&self, bytes: usize, align: usize) -> zrecord::Result<Allocation> {
+        self.pool.acquire(&self.view, bytes, align)
+    }
+
+    fn bind_view(&self) -> Option<Arc<dyn Allocator>> {
+        let view = Arc::new(ViewState::default());
+        self.pool.views.lock().push(Arc::downgrade(&view));
+        Some(Arc::new(PooledAllocator {
+            pool: self.pool.clone(),
+            view,
+        }))
+    }
+
+    fn stats(&self) -> Option<AllocStats> {
+        Some(self.pool.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes_waste_at_most_an_eighth() {
+        let mut prev = 0;
+        for bytes in (1..300_000usize)
+            .step_by(37)
+            .chain([4096, 4097, 1 << 20, (1 << 20) + 1])
+        {
+            let c = size_class(bytes);
+            assert!(c >= bytes);
+            if bytes > 4096 {
+                assert!((c - bytes) * 8 <= c, "bytes {bytes} class {c}");
+            } else {
+                assert!(c - bytes < 64);
+            }
+            if bytes > prev {
+                assert!(c >= size_class(prev.max(1)));
+            }
+            prev = bytes;
+        }
+    }
+}

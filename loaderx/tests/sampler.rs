@@ -1,0 +1,347 @@
+//! Sampler behavior: determinism, O(1) seek, cyclic coverage and uniformity, IID uniformity, huge
+//! index spaces.
+
+use std::collections::HashSet;
+
+use loaderx::{Error, IndexSampler, Mode, Sampler};
+use proptest::prelude::*;
+
+/// Upper critical value of chi-square with `df` degrees of freedom at p = 0.001 (Wilson–Hilferty).
+fn chi2_critical(df: usize) -> f64 {
+    let k = df as f64;
+    let z = 3.09;
+    let a = 2.0 / (9.0 * k);
+    k * (1.0 - a + z * a.sqrt()).powi(3)
+}
+
+fn chi2(counts: &[u64]) -> f64 {
+    let total: u64 = counts.iter().sum();
+    let expected = total as f64 / counts.len() as f64;
+    counts
+        .iter()
+        .map(|&c| (c as f64 - expected).powi(2) / expected)
+        .sum()
+}
+
+fn draws(s: &mut IndexSampler, n: usize) -> Vec<Vec<u64>> {
+    (0..n).map(|_| s.next().unwrap().to_vec()).collect()
+}
+
+#[test]
+fn construction_errors_are_typed() {
+    assert!(matches!(
+        IndexSampler::new(0, 4, Mode::Iid, 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        IndexSampler::new(10, 0, Mode::Sequential, 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    let e = IndexSampler::new(3, 4, Mode::Cyclic, 1).unwrap_err();
+    assert!(e.to_string().contains("len >= batch"), "{e}");
+    // Sequential and IID accept len < batch.
+    assert!(IndexSampler::new(3, 4, Mode::Sequential, 1).is_ok());
+    assert!(IndexSampler::new(3, 4, Mode::Iid, 1).is_ok());
+}
+
+#[test]
+fn sequential_walks_in_order_and_wraps() {
+    let mut s = IndexSampler::new(10, 4, Mode::Sequential, 0).unwrap();
+    assert_eq!(s.next().unwrap(), &[0, 1, 2, 3]);
+    assert_eq!(s.next().unwrap(), &[4, 5, 6, 7]);
+    assert_eq!(s.next().unwrap(), &[8, 9, 0, 1]);
+    assert_eq!(s.next().unwrap(), &[2, 3, 4, 5]);
+    assert_eq!(s.step(), 4);
+    let mut small = IndexSampler::new(3, 4, Mode::Sequential, 0).unwrap();
+    assert_eq!(small.next().unwrap(), &[0, 1, 2, 0]);
+    assert_eq!(small.next().unwrap(), &[1, 2, 0, 1]);
+}
+
+#[test]
+fn same_seed_same_batches_different_seed_different_batches() {
+    for mode in [Mode::Iid, Mode::Cyclic] {
+        let a = draws(&mut IndexSampler::new(1000, 32, mode, 7).unwrap(), 50);
+        let b = draws(&mut IndexSampler::new(1000, 32, mode, 7).unwrap(), 50);
+        let c = draws(&mut IndexSampler::new(1000, 32, mode, 8).unwrap(), 50);
+        assert_eq!(a, b, "{mode:?}");
+        assert_ne!(a, c, "{mode:?}");
+        assert!(a.iter().flatten().all(|&i| i < 1000));
+    }
+}
+
+#[test]
+fn seek_equals_drawing_that_many_batches() {
+    for mode in [Mode::Sequential, Mode::Iid, Mode::Cyclic] {
+        let mut run = IndexSampler::new(997, 13, mode, 42).unwrap();
+        let all = draws(&mut run, 400);
+        for s in [0u64, 1, 75, 76, 77, 152, 399] {
+            let mut resumed = IndexSampler::new(997, 13, mode, 42).unwrap();
+            resumed.seek(s).unwrap();
+            assert_eq!(resumed.step(), s);
+            let rest = draws(&mut resumed, 400 - s as usize);
+            assert_eq!(rest, all[s as usize..], "{mode:?} seek {s}");
+        }
+        // batch_at is the same pure function.
+        let mut buf = vec![0; 13];
+        run.batch_at(123, &mut buf).unwrap();
+        assert_eq!(buf, all[123]);
+        assert!(run.batch_at(0, &mut [0; 3]).is_err());
+    }
+}
+
+#[test]
+fn cyclic_batches_of_a_cycle_are_disjoint_and_cover_all_but_the_remainder() {
+    for (len, batch) in [
+        (100u64, 10usize),
+        (103, 10),
+        (1000, 7),
+        (64, 64),
+        (65, 64),
+        (5, 1),
+        (1, 1),
+    ] {
+        let mut s = IndexSampler::new(len, batch, Mode::Cyclic, 3).unwrap();
+        let per_cycle = (len / batch as u64) as usize;
+        assert_eq!(s.steps_per_cycle(), per_cycle as u64);
+        let mut omitted_sets = Vec::new();
+        for cycle in 0..6 {
+            let mut seen = HashSet::new();
+            for _ in 0..per_cycle {
+                let b = s.next().unwrap();
+                assert_eq!(b.len(), batch);
+                for &i in b {
+                    assert!(i < len);
+                    assert!(
+                        seen.insert(i),
+                        "len {len} batch {batch} cycle {cycle}: {i} repeated"
+                    );
+                }
+            }
+            assert_eq!(seen.len() as u64, len - len % batch as u64);
+            let omitted: Vec<u64> = (0..len).filter(|i| !seen.contains(i)).collect();
+            omitted_sets.push(omitted);
+        }
+        if len % batch as u64 != 0 && len > 20 {
+            // A different remainder is omitted on (at least some) different cycles.
+            let distinct: HashSet<_> = omitted_sets.iter().collect();
+            assert!(
+                distinct.len() > 1,
+                "len {len} batch {batch}: the same remainder every cycle"
+            );
+        }
+    }
+}
+
+#[test]
+fn consecutive_cycles_are_different_permutations() {
+    let mut s = IndexSampler::new(1000, 100, Mode::Cyclic, 11).unwrap();
+    let c0: Vec<u64> = draws(&mut s, 10).concat();
+    let c1: Vec<u64> = draws(&mut s, 10).concat();
+    let c2: Vec<u64> = draws(&mut s, 10).concat();
+    assert_ne!(c0, c1);
+    assert_ne!(c1, c2);
+    // Not merely rotated or reversed: positions agree about as often as chance (1/len each).
+    let same = c0.iter().zip(&c1).filter(|(a, b)| a == b).count();
+    assert!(same < 10, "{same} fixed positions between cycles");
+    // And not the identity.
+    assert!(
+        c0.iter()
+            .enumerate()
+            .filter(|&(p, &i)| p as u64 == i)
+            .count()
+            < 10
+    );
+}
+
+#[test]
+fn cyclic_position_in_cycle_is_uniform() {
+    // For a few fixed ids, the batch slot they land in (or "omitted") over many cycles is uniform.
+    let (len, batch) = (103u64, 10usize);
+    let slots = (len / batch as u64) as usize; // 10 batches + 1 omitted bucket of weight 3/103
+    let mut s = IndexSampler::new(len, batch, Mode::Cyclic, 99).unwrap();
+    let ids = [0u64, 1, 51, 102];
+    let cycles = 4000;
+    let mut counts = vec![vec![0u64; len as usize]; ids.len()];
+    for _ in 0..cycles {
+        let mut pos = 0usize;
+        let mut in_cycle = vec![false; ids.len()];
+        for _ in 0..slots {
+            for &i in s.next().unwrap() {
+                if let Some(k) = ids.iter().position(|&x| x == i) {
+                    counts[k][pos] += 1;
+                    in_cycle[k] = true;
+                }
+                pos += 1;
+            }
+        }
+        // Omitted ids occupy the remaining positions; spread them over those slots uniformly is not
+        // observable, so count them in one bucket and compare by weight below.
+        for (k, seen) in in_cycle.iter().enumerate() {
+            if !seen {
+                counts[k][pos] += 1;
+            }
+        }
+    }
+    for (k, c) in counts.iter().enumerate() {
+        let visible = &c[..slots * batch];
+        let omitted = c[slots * batch];
+        let chi = chi2(visible);
+        assert!(
+            chi < chi2_critical(visible.len() - 1),
+            "id {}: chi2 {chi}",
+            ids[k]
+        );
+        // Omitted about 3/103 of the time.
+        let expect = cycles as f64 * (len % batch as u64) as f64 / len as f64;
+        assert!(
+            (omitted as f64 - expect).abs() < 5.0 * expect.sqrt(),
+            "id {}: omitted {omitted}",
+            ids[k]
+        );
+    }
+}
+
+#[test]
+fn cyclic_ids_are_uniform_over_the_first_position() {
+    // Which id comes first in a cycle is uniform over [0, len).
+    let (len, batch) = (50u64, 5usize);
+    let mut s = IndexSampler::new(len, batch, Mode::Cyclic, 5).unwrap();
+    let mut counts = vec![0u64; len as usize];
+    for cycle in 0..20_000u64 {
+        s.seek(cycle * s.steps_per_cycle()).unwrap();
+        counts[s.next().unwrap()[0] as usize] += 1;
+    }
+    let chi = chi2(&counts);
+    assert!(chi < chi2_critical(counts.len() - 1), "chi2 {chi}");
+}
+
+#[test]
+fn iid_is_uniform() {
+    for len in [10u64, 97, 1000] {
+        let mut s = IndexSampler::new(len, 256, Mode::Iid, 1234).unwrap();
+        let mut counts = vec![0u64; len as usize];
+        for _ in 0..2000 {
+            for &i in s.next().unwrap() {
+                counts[i as usize] += 1;
+            }
+        }
+        let chi = chi2(&counts);
+        assert!(
+            chi < chi2_critical(counts.len() - 1),
+            "len {len}: chi2 {chi}"
+        );
+    }
+}
+
+#[test]
+fn iid_with_a_biased_modulus_is_still_uniform() {
+    // len just above 2^63: a naive `h % len` would put ids below 2^64 - len twice as often.
+    let len = (1u64 << 63) + (1 << 62);
+    let mut s = IndexSampler::new(len, 1024, Mode::Iid, 9).unwrap();
+    let mut low = 0u64;
+    let n = 200 * 1024;
+    for _ in 0..200 {
+        low += s.next().unwrap().iter().filter(|&&i| i < (1 << 62)).count() as u64;
+    }
+    // P(i < 2^62) = 1/3 exactly.
+    let p = 1.0 / 3.0;
+    let sd = (n as f64 * p * (1.0 - p)).sqrt();
+    assert!(
+        (low as f64 - n as f64 * p).abs() < 5.0 * sd,
+        "low {low} of {n}"
+    );
+}
+
+#[test]
+fn huge_index_spaces_work_without_memory_growth() {
+    let len = 1u64 << 40;
+    for mode in [Mode::Sequential, Mode::Iid, Mode::Cyclic] {
+        let mut s = IndexSampler::new(len, 4096, mode, 77).unwrap();
+        s.seek(u64::MAX / 8192).unwrap();
+        let mut seen = HashSet::new();
+        for _ in 0..16 {
+            for &i in s.next().unwrap() {
+                assert!(i < len);
+                seen.insert(i);
+            }
+        }
+        if mode != Mode::Iid {
+            assert_eq!(seen.len(), 16 * 4096, "{mode:?}");
+        }
+        // The sampler holds one batch buffer and a few words, nothing of size len.
+        assert!(std::mem::size_of_val(&s) < 256);
+    }
+    // Cyclic with len = 2^40 + 1 (domain 2^41, the worst cycle-walking ratio) stays within range.
+    let mut s = IndexSampler::new((1 << 40) + 1, 256, Mode::Cyclic, 1).unwrap();
+    assert!(s.next().unwrap().iter().all(|&i| i <= 1 << 40));
+}
+
+/// A user-defined sampler plugged in through the trait.
+struct Every3rd {
+    step: u64,
+    buf: Vec<u64>,
+}
+
+impl Sampler for Every3rd {
+    fn next(&mut self) -> loaderx::Result<&[u64]> {
+        for (k, o) in self.buf.iter_mut().enumerate() {
+            *o = (self.step * 3 + k as u64 * 3) % 30;
+        }
+        self.step += 1;
+        Ok(&self.buf)
+    }
+    fn batch_size(&self) -> usize {
+        self.buf.len()
+    }
+    fn len(&self) -> u64 {
+        30
+    }
+    fn step(&self) -> u64 {
+        self.step
+    }
+    fn seek(&mut self, step: u64) -> loaderx::Result<()> {
+        self.step = step;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_user_sampler_works_through_a_box_dyn() {
+    let mut s: Box<dyn Sampler> = Box::new(Every3rd {
+        step: 0,
+        buf: vec![0; 2],
+    });
+    assert_eq!(s.next().unwrap(), &[0, 3]);
+    s.seek(5).unwrap();
+    assert_eq!(s.next().unwrap(), &[15, 18]);
+    assert!(!s.is_empty());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn cyclic_is_a_permutation_for_any_shape(len in 1u64..3000, batch in 1usize..64, seed in any::<u64>(), cycle in 0u64..1000) {
+        prop_assume!(len >= batch as u64);
+        let mut s = IndexSampler::new(len, batch, Mode::Cyclic, seed).unwrap();
+        let per = s.steps_per_cycle();
+        s.seek(cycle * per).unwrap();
+        let mut seen = HashSet::new();
+        for _ in 0..per {
+            for &i in s.next().unwrap() {
+                prop_assert!(i < len);
+                prop_assert!(seen.insert(i));
+            }
+        }
+        prop_assert_eq!(seen.len() as u64, per * batch as u64);
+    }
+
+    #[test]
+    fn every_mode_stays_in_range(len in 1u64..u64::MAX, batch in 1usize..300, seed in any::<u64>(), step in any::<u64>()) {
+        for mode in [Mode::Sequential, Mode::Iid, Mode::Cyclic] {
+            let Ok(mut s) = IndexSampler::new(len, batch, mode, seed) else { continue };
+            s.seek(step).unwrap();
+            prop_assert!(s.next().unwrap().iter().all(|&i| i < len));
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! `memcpy-limit`: the physical limit row. The "store" is an in-memory copy of the source; a gather
+//! copies the same records into one output buffer with per-record `memcpy`, on rayon's global pool
+//! when the batch holds at least [`crate::PAR_MIN_BYTES`] (the same rule and pool every parallel
+//! adapter here uses).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Result, bail};
+use crate::output::Batch;
+use crate::source::Source;
+use crate::util::{check_indices, fill_dense, ragged_out};
+use crate::{Competitor, Geometry, Reader, Stored};
+
+#[derive(Debug)]
+enum Mem {
+    Dense {
+        stride: usize,
+        item_shape: Vec<u64>,
+        data: Vec<u8>,
+    },
+    Ragged {
+        itemsize: usize,
+        ndim: usize,
+        values: Vec<u8>,
+        byte_offsets: Vec<usize>,
+        shapes: Vec<u64>,
+    },
+}
+
+/// The in-memory `memcpy` limit row.
+#[derive(Debug, Default)]
+pub struct MemcpyLimit {
+    mem: Option<Arc<Mem>>,
+}
+
+impl Competitor for MemcpyLimit {
+    fn name(&self) -> &'static str {
+        "memcpy-limit"
+    }
+
+    fn supports(&self, _geometry: Geometry) -> bool {
+        true
+    }
+
+    fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored> {
+        source.validate()?;
+        std::fs::create_dir_all(dir)?;
+        let mem = match source {
+            Source::Dense(d) => Mem::Dense {
+                stride: d.stride(),
+                item_shape: d.item_shape.clone(),
+                data: d.data.to_vec(),
+            },
+            Source::Ragged(r) => {
+                let it = r.dtype.itemsize();
+                let base = r.offsets[0];
+                Mem::Ragged {
+                    itemsize: it,
+                    ndim: r.ndim,
+                    values: r.values
+                        [base as usize * it..*r.offsets.last().expect("n+1") as usize * it]
+                        .to_vec(),
+                    byte_offsets: r
+                        .offsets
+                        .iter()
+                        .map(|&o| (o - base) as usize * it)
+                        .collect(),
+                    shapes: r.shapes.to_vec(),
+                }
+            }
+        };
+        self.mem = Some(Arc::new(mem));
+        Ok(Stored {
+            backend: self.name(),
+            dir: dir.to_path_buf(),
+            geometry: source.geometry(),
+            len: source.len(),
+            write_seconds: None,
+        })
+    }
+
+    fn open(&self, stored: &Stored) -> Result<Box<dyn Reader>> {
+        let Some(mem) = self.mem.clone() else {
+            bail!("memcpy-limit: open before write (the store lives in memory)");
+        };
+        Ok(Box::new(MemcpyReader {
+            mem,
+            len: stored.len,
+        }))
+    }
+}
+
+struct MemcpyReader {
+    mem: Arc<Mem>,
+    len: u64,
+}
+
+impl Reader for MemcpyReader {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn gather(&mut self, indices: &[u64]) -> Result<Batch> {
+        check_indices(indices, self.len)?;
+        match &*self.mem {
+            Mem::Dense {
+                stride,
+                item_shape,
+                data,
+            } => {
+                let s = *stride;
+                let out = fill_dense(indices.len(), s, item_shape, |k| {
+                    let i = indices[k] as usize;
+                    &data[i * s..(i + 1) * s]
+                });
+                Ok(Batch::Dense(Box::new(out)))
+            }
+            Mem::Ragged {
+                itemsize,
+                ndim,
+                values,
+                byte_offsets,
+                shapes,
+            } => {
+                let recs: Vec<&[u8]> = indices
+                    .iter()
+                    .map(|&i| &values[byte_offsets[i as usize]..byte_offsets[i as usize + 1]])
+                    .collect();
+                let mut sh = Vec::with_capacity(indices.len() * ndim);
+                for &i in indices {
+                    sh.extend_from_slice(&shapes[i as usize * ndim..(i as usize + 1) * ndim]);
+                }
+                Ok(Batch::Ragged(Box::new(ragged_out(&recs, *itemsize, sh)?)))
+            }
+        }
+    }
+}

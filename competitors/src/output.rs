@@ -1,0 +1,175 @@
+//! Gather outputs: the common packed layouts, as traits so zrecord's own batch types can be
+//! returned without copying.
+
+use crate::error::{Result, bail};
+
+/// A Dense batch: one contiguous `(n, *item_shape)` buffer in the requested order.
+pub trait DenseOutput: Send {
+    /// `n * stride` bytes.
+    fn bytes(&self) -> &[u8];
+    /// `[n, *item_shape]`.
+    fn shape(&self) -> &[u64];
+}
+
+/// A Ragged batch in zrecord's packed layout.
+pub trait RaggedOutput: Send {
+    /// Packed values, records back to back in the requested order.
+    fn values(&self) -> &[u8];
+    /// Element boundaries: `n + 1` entries starting at 0.
+    fn cu_seqlens(&self) -> &[i32];
+    /// `n * ndim` dims.
+    fn shapes(&self) -> &[u64];
+}
+
+/// An owned Dense batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DenseOut {
+    /// Record bytes.
+    pub bytes: Vec<u8>,
+    /// `[n, *item_shape]`.
+    pub shape: Vec<u64>,
+}
+
+impl DenseOutput for DenseOut {
+    fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+    fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+}
+
+/// An owned Ragged batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RaggedOut {
+    /// Packed values.
+    pub values: Vec<u8>,
+    /// Element boundaries (`n + 1`).
+    pub cu_seqlens: Vec<i32>,
+    /// `n * ndim` dims.
+    pub shapes: Vec<u64>,
+}
+
+impl RaggedOutput for RaggedOut {
+    fn values(&self) -> &[u8] {
+        &self.values
+    }
+    fn cu_seqlens(&self) -> &[i32] {
+        &self.cu_seqlens
+    }
+    fn shapes(&self) -> &[u64] {
+        &self.shapes
+    }
+}
+
+/// The result of one gather.
+pub enum Batch {
+    /// Dense geometry.
+    Dense(Box<dyn DenseOutput>),
+    /// Ragged geometry.
+    Ragged(Box<dyn RaggedOutput>),
+}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Batch::Dense(d) => write!(
+                f,
+                "Batch::Dense(shape {:?}, {} bytes)",
+                d.shape(),
+                d.bytes().len()
+            ),
+            Batch::Ragged(r) => write!(
+                f,
+                "Batch::Ragged({} records, {} value bytes)",
+                r.cu_seqlens().len().saturating_sub(1),
+                r.values().len()
+            ),
+        }
+    }
+}
+
+impl Batch {
+    /// Payload bytes in the batch (Dense bytes or Ragged values; metadata excluded).
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            Batch::Dense(d) => d.bytes().len(),
+            Batch::Ragged(r) => r.values().len(),
+        }
+    }
+
+    /// The Dense view, if Dense.
+    pub fn as_dense(&self) -> Option<&dyn DenseOutput> {
+        match self {
+            Batch::Dense(d) => Some(d.as_ref()),
+            Batch::Ragged(_) => None,
+        }
+    }
+
+    /// The Ragged view, if Ragged.
+    pub fn as_ragged(&self) -> Option<&dyn RaggedOutput> {
+        match self {
+            Batch::Ragged(r) => Some(r.as_ref()),
+            Batch::Dense(_) => None,
+        }
+    }
+}
+
+/// Checks that `got` is byte-identical to `want` (shape, values, cu_seqlens, shapes).
+pub fn verify(got: &Batch, want: &Batch) -> Result<()> {
+    match (got, want) {
+        (Batch::Dense(g), Batch::Dense(w)) => {
+            if g.shape() != w.shape() {
+                bail!("dense shape {:?} != expected {:?}", g.shape(), w.shape());
+            }
+            if let Some(p) = first_diff(g.bytes(), w.bytes()) {
+                bail!(
+                    "dense bytes differ at byte {p} (len {} vs {})",
+                    g.bytes().len(),
+                    w.bytes().len()
+                );
+            }
+        }
+        (Batch::Ragged(g), Batch::Ragged(w)) => {
+            if g.cu_seqlens() != w.cu_seqlens() {
+                bail!(
+                    "ragged cu_seqlens differ: {:?}... vs {:?}...",
+                    head(g.cu_seqlens()),
+                    head(w.cu_seqlens())
+                );
+            }
+            if g.shapes() != w.shapes() {
+                bail!(
+                    "ragged shapes differ: {:?}... vs {:?}...",
+                    head(g.shapes()),
+                    head(w.shapes())
+                );
+            }
+            if let Some(p) = first_diff(g.values(), w.values()) {
+                bail!(
+                    "ragged values differ at byte {p} (len {} vs {})",
+                    g.values().len(),
+                    w.values().len()
+                );
+            }
+        }
+        _ => bail!("geometry mismatch: got {got:?}, expected {want:?}"),
+    }
+    Ok(())
+}
+
+fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
+    if a == b {
+        return None;
+    }
+    Some(
+        a.iter()
+            .zip(b)
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.len().min(b.len())),
+    )
+}
+
+fn head<T: Copy>(s: &[T]) -> Vec<T> {
+    s.iter().take(8).copied().collect()
+}

@@ -1,0 +1,255 @@
+//! The prepared sources every writer receives (whole, in one call) and the reference gather that
+//! defines the expected bytes.
+
+use zrecord::DType;
+
+use crate::error::{Result, bail};
+use crate::output::{Batch, DenseOut, RaggedOut};
+use crate::{Geometry, util};
+
+/// A Dense source: `n` records of `item_shape`, row-major, native-endian (a `.npy` payload).
+#[derive(Clone, Debug)]
+pub struct DenseSource<'a> {
+    /// Element type.
+    pub dtype: DType,
+    /// Shape of one record (may be empty: 0-D records).
+    pub item_shape: Vec<u64>,
+    /// `n * stride` bytes.
+    pub data: &'a [u8],
+}
+
+impl DenseSource<'_> {
+    /// Bytes per record.
+    pub fn stride(&self) -> usize {
+        self.item_shape.iter().product::<u64>() as usize * self.dtype.itemsize()
+    }
+
+    /// Number of records (0 when `stride == 0`).
+    pub fn len(&self) -> u64 {
+        match self.stride() {
+            0 => 0,
+            s => (self.data.len() / s) as u64,
+        }
+    }
+
+    /// Whether the source holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of record `i`.
+    pub fn record(&self, i: u64) -> &[u8] {
+        let s = self.stride();
+        &self.data[i as usize * s..(i as usize + 1) * s]
+    }
+
+    /// Checks that the payload is a whole number of non-empty records.
+    pub fn validate(&self) -> Result<()> {
+        let s = self.stride();
+        if s == 0 {
+            bail!(
+                "dense source: zero-byte records (item_shape {:?}) are not supported",
+                self.item_shape
+            );
+        }
+        if !self.data.len().is_multiple_of(s) {
+            bail!(
+                "dense source: {} bytes is not a multiple of the {s}-byte stride",
+                self.data.len()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A Ragged source: flat values plus element offsets and per-record shapes (the `tokens.npy` +
+/// `offsets.npy` layout, or a flattened Arrow List payload plus a shape column).
+#[derive(Clone, Debug)]
+pub struct RaggedSource<'a> {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions per record (>= 1).
+    pub ndim: usize,
+    /// Flat values, native-endian.
+    pub values: &'a [u8],
+    /// Element offsets into `values`, `n + 1` entries, non-decreasing; record `i` is
+    /// `values[offsets[i]..offsets[i + 1]]` (in elements).
+    pub offsets: &'a [i64],
+    /// `n * ndim` dims; the product of record `i`'s dims equals its element count.
+    pub shapes: &'a [u64],
+}
+
+impl RaggedSource<'_> {
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.offsets.len().saturating_sub(1) as u64
+    }
+
+    /// Whether the source holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Byte range of record `i` inside `values`.
+    pub fn byte_range(&self, i: u64) -> std::ops::Range<usize> {
+        let it = self.dtype.itemsize();
+        let i = i as usize;
+        self.offsets[i] as usize * it..self.offsets[i + 1] as usize * it
+    }
+
+    /// Bytes of record `i`.
+    pub fn record(&self, i: u64) -> &[u8] {
+        &self.values[self.byte_range(i)]
+    }
+
+    /// Shape of record `i`.
+    pub fn shape(&self, i: u64) -> &[u64] {
+        let i = i as usize;
+        &self.shapes[i * self.ndim..(i + 1) * self.ndim]
+    }
+
+    /// Element count of record `i`.
+    pub fn elements(&self, i: u64) -> u64 {
+        (self.offsets[i as usize + 1] - self.offsets[i as usize]) as u64
+    }
+
+    /// Checks offsets, shapes and sizes for consistency.
+    pub fn validate(&self) -> Result<()> {
+        if self.ndim == 0 {
+            bail!("ragged source: ndim must be >= 1");
+        }
+        if self.offsets.is_empty() {
+            bail!("ragged source: offsets needs n + 1 entries");
+        }
+        let n = self.len() as usize;
+        if self.shapes.len() != n * self.ndim {
+            bail!(
+                "ragged source: {} shape dims for {n} records of ndim {}",
+                self.shapes.len(),
+                self.ndim
+            );
+        }
+        let it = self.dtype.itemsize();
+        for i in 0..n {
+            let (a, b) = (self.offsets[i], self.offsets[i + 1]);
+            if a < 0 || b < a || b as usize * it > self.values.len() {
+                bail!("ragged source: bad offsets {a}..{b} for record {i}");
+            }
+            let prod: u64 = self.shape(i as u64).iter().product();
+            if prod != (b - a) as u64 {
+                bail!(
+                    "ragged source: record {i} has {} elements but shape {:?}",
+                    b - a,
+                    self.shape(i as u64)
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A prepared source of either geometry.
+#[derive(Clone, Debug)]
+pub enum Source<'a> {
+    /// Fixed-shape records.
+    Dense(DenseSource<'a>),
+    /// Variable-shape records.
+    Ragged(RaggedSource<'a>),
+}
+
+impl Source<'_> {
+    /// The source's geometry.
+    pub fn geometry(&self) -> Geometry {
+        match self {
+            Source::Dense(_) => Geometry::Dense,
+            Source::Ragged(_) => Geometry::Ragged,
+        }
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Source::Dense(d) => d.dtype,
+            Source::Ragged(r) => r.dtype,
+        }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        match self {
+            Source::Dense(d) => d.len(),
+            Source::Ragged(r) => r.len(),
+        }
+    }
+
+    /// Whether the source holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Payload bytes of record `i`.
+    pub fn record(&self, i: u64) -> &[u8] {
+        match self {
+            Source::Dense(d) => d.record(i),
+            Source::Ragged(r) => r.record(i),
+        }
+    }
+
+    /// Total payload bytes.
+    pub fn payload_bytes(&self) -> u64 {
+        match self {
+            Source::Dense(d) => d.data.len() as u64,
+            Source::Ragged(r) => {
+                let it = r.dtype.itemsize() as u64;
+                (r.offsets.last().copied().unwrap_or(0) - r.offsets.first().copied().unwrap_or(0))
+                    as u64
+                    * it
+            }
+        }
+    }
+
+    /// Checks the source for consistency.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            Source::Dense(d) => d.validate(),
+            Source::Ragged(r) => r.validate(),
+        }
+    }
+
+    /// The expected batch for `indices`, built directly from the source (single-threaded,
+    /// straightforward): the definition every backend is verified against.
+    pub fn gather_reference(&self, indices: &[u64]) -> Result<Batch> {
+        util::check_indices(indices, self.len())?;
+        match self {
+            Source::Dense(d) => {
+                let mut bytes = Vec::with_capacity(indices.len() * d.stride());
+                for &i in indices {
+                    bytes.extend_from_slice(d.record(i));
+                }
+                let mut shape = vec![indices.len() as u64];
+                shape.extend_from_slice(&d.item_shape);
+                Ok(Batch::Dense(Box::new(DenseOut { bytes, shape })))
+            }
+            Source::Ragged(r) => {
+                let mut values = Vec::new();
+                let mut cu = vec![0i32];
+                let mut shapes = Vec::with_capacity(indices.len() * r.ndim);
+                let mut total = 0u64;
+                for &i in indices {
+                    values.extend_from_slice(r.record(i));
+                    total += r.elements(i);
+                    cu.push(
+                        i32::try_from(total)
+                            .map_err(|_| crate::Error::msg("batch exceeds i32 elements"))?,
+                    );
+                    shapes.extend_from_slice(r.shape(i));
+                }
+                Ok(Batch::Ragged(Box::new(RaggedOut {
+                    values,
+                    cu_seqlens: cu,
+                    shapes,
+                })))
+            }
+        }
+    }
+}

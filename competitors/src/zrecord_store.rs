@@ -1,0 +1,206 @@
+//! `zrecord-raw`, `zrecord-zstd`, `zrecord-zstdict`: this workspace's container.
+//!
+//! Writers get the whole source in one `append` (Ragged: values + int32 `cu_seqlens` built from the
+//! source offsets + shapes; split into several appends only if one would exceed `i32::MAX`
+//! elements) with the default `WriterOptions` (`data_shards = 4`, zstd level 3). For
+//! `zrecord-zstdict` the dictionary is trained in [`Competitor::prepare`] (untimed, like the seed)
+//! with `zrecord::train_dict` over the source and [`zrecord::DEFAULT_DICT_BYTES`]. Readers open the
+//! store with default options (CRC32C verified on every read) bound to a `SystemAllocator`; a gather
+//! is `DenseView::gather` / `RaggedView::gather`, whose batches are returned without copying.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use zrecord::{
+    Allocator, Codec, DenseBatch, DenseStore, DenseView, DenseWriter, DictSample, RaggedBatch,
+    RaggedStore, RaggedView, RaggedWriter, SystemAllocator, WriterOptions,
+};
+
+use crate::error::{Error, Result, bail};
+use crate::output::{Batch, DenseOutput, RaggedOutput};
+use crate::source::Source;
+use crate::util::check_indices;
+use crate::{Competitor, Geometry, Reader, Stored};
+
+/// zrecord codec choice for the three zrecord rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZrecordCodec {
+    /// `zrecord-raw`.
+    Raw,
+    /// `zrecord-zstd`.
+    Zstd,
+    /// `zrecord-zstdict`.
+    ZstdDict,
+}
+
+/// The zrecord rows.
+#[derive(Debug)]
+pub struct ZrecordStore {
+    codec: ZrecordCodec,
+    dict: Option<Vec<u8>>,
+}
+
+impl ZrecordStore {
+    /// A zrecord row with `codec`.
+    pub fn new(codec: ZrecordCodec) -> ZrecordStore {
+        ZrecordStore { codec, dict: None }
+    }
+
+    /// The trained dictionary (after `prepare` for `zrecord-zstdict`).
+    pub fn dictionary(&self) -> Option<&[u8]> {
+        self.dict.as_deref()
+    }
+}
+
+struct SourceSample<'s, 'a>(&'s Source<'a>);
+
+impl DictSample for SourceSample<'_, '_> {
+    fn record_count(&self) -> u64 {
+        self.0.len()
+    }
+    fn record_bytes(&self, i: u64) -> zrecord::Result<Vec<u8>> {
+        Ok(self.0.record(i).to_vec())
+    }
+}
+
+const DIR: &str = "store.zr";
+
+impl Competitor for ZrecordStore {
+    fn name(&self) -> &'static str {
+        match self.codec {
+            ZrecordCodec::Raw => "zrecord-raw",
+            ZrecordCodec::Zstd => "zrecord-zstd",
+            ZrecordCodec::ZstdDict => "zrecord-zstdict",
+        }
+    }
+
+    fn supports(&self, _geometry: Geometry) -> bool {
+        true
+    }
+
+    fn prepare(&mut self, source: &Source<'_>) -> Result<()> {
+        source.validate()?;
+        if self.codec == ZrecordCodec::ZstdDict {
+            self.dict = Some(zrecord::train_dict(
+                &SourceSample(source),
+                zrecord::DEFAULT_DICT_BYTES,
+            )?);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored> {
+        if self.codec == ZrecordCodec::ZstdDict && self.dict.is_none() {
+            bail!(
+                "zrecord-zstdict: call prepare() first (dictionary training is a separate, untimed step)"
+            );
+        }
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(DIR);
+        let codec = match self.codec {
+            ZrecordCodec::Raw => Codec::Raw,
+            ZrecordCodec::Zstd => Codec::Zstd,
+            ZrecordCodec::ZstdDict => Codec::ZstdDict,
+        };
+        let opts = WriterOptions {
+            dict: self.dict.clone(),
+            ..Default::default()
+        };
+        match source {
+            Source::Dense(d) => {
+                let mut w = DenseWriter::create(&path, d.dtype, &d.item_shape, codec, opts)?;
+                w.append(d.data)?;
+                w.close()?;
+            }
+            Source::Ragged(r) => {
+                let mut w = RaggedWriter::create(&path, r.dtype, r.ndim as u32, codec, opts)?;
+                let it = r.dtype.itemsize();
+                let n = r.len() as usize;
+                let mut a = 0usize;
+                while a < n {
+                    // Largest run of records starting at `a` whose elements fit in i32.
+                    let base = r.offsets[a];
+                    let b =
+                        a + r.offsets[a + 1..=n].partition_point(|&o| o - base <= i32::MAX as i64);
+                    if b == a {
+                        bail!("zrecord: record {a} exceeds i32::MAX elements");
+                    }
+                    let cu: Vec<i32> = r.offsets[a..=b]
+                        .iter()
+                        .map(|&o| (o - base) as i32)
+                        .collect();
+                    let values = &r.values[base as usize * it..r.offsets[b] as usize * it];
+                    w.append(values, &cu, &r.shapes[a * r.ndim..b * r.ndim])?;
+                    a = b;
+                }
+                w.close()?;
+            }
+        }
+        Ok(Stored {
+            backend: self.name(),
+            dir: dir.to_path_buf(),
+            geometry: source.geometry(),
+            len: source.len(),
+            write_seconds: None,
+        })
+    }
+
+    fn open(&self, stored: &Stored) -> Result<Box<dyn Reader>> {
+        let path = stored.dir.join(DIR);
+        let alloc: Arc<dyn Allocator> = Arc::new(SystemAllocator::new());
+        Ok(match stored.geometry {
+            Geometry::Dense => Box::new(ZDense(DenseStore::open(&path)?.bind(alloc))),
+            Geometry::Ragged => Box::new(ZRagged(RaggedStore::open(&path)?.bind(alloc))),
+        })
+    }
+}
+
+struct ZDense(DenseView);
+struct ZRagged(RaggedView);
+struct ZDenseBatch(DenseBatch);
+struct ZRaggedBatch(RaggedBatch);
+
+impl DenseOutput for ZDenseBatch {
+    fn bytes(&self) -> &[u8] {
+        self.0.bytes()
+    }
+    fn shape(&self) -> &[u64] {
+        self.0.shape()
+    }
+}
+
+impl RaggedOutput for ZRaggedBatch {
+    fn values(&self) -> &[u8] {
+        self.0.values()
+    }
+    fn cu_seqlens(&self) -> &[i32] {
+        self.0.cu_seqlens()
+    }
+    fn shapes(&self) -> &[u64] {
+        self.0.shapes()
+    }
+}
+
+impl Reader for ZDense {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn gather(&mut self, indices: &[u64]) -> Result<Batch> {
+        check_indices(indices, self.0.len())?;
+        Ok(Batch::Dense(Box::new(ZDenseBatch(
+            self.0.gather(indices).map_err(Error::from)?,
+        ))))
+    }
+}
+
+impl Reader for ZRagged {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn gather(&mut self, indices: &[u64]) -> Result<Batch> {
+        check_indices(indices, self.0.len())?;
+        Ok(Batch::Ragged(Box::new(ZRaggedBatch(
+            self.0.gather(indices).map_err(Error::from)?,
+        ))))
+    }
+}

@@ -1,1 +1,37 @@
-//! Python bindings (work in progress).
+//! Python bindings for zrecord and loaderx: the `loaderx._loaderx` extension module (PyO3, abi3).
+//!
+//! The Python package (`loaderx/py/python/loaderx`) re-exports these classes; see `docs/python.md`.
+
+mod dlpack;
+mod dtypes;
+mod errors;
+mod loader;
+mod sampler;
+mod store;
+mod tensor;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _loaderx(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<store::PyAllocator>()?;
+    m.add_class::<store::PyDenseStore>()?;
+    m.add_class::<store::PyRaggedStore>()?;
+    m.add_class::<store::PyDenseView>()?;
+    m.add_class::<store::PyRaggedView>()?;
+    m.add_class::<store::PyDenseWriter>()?;
+    m.add_class::<store::PyRaggedWriter>()?;
+    m.add_class::<tensor::PyDLTensor>()?;
+    m.add_class::<tensor::PyRaggedBatch>()?;
+    m.add_class::<sampler::PySampler>()?;
+    m.add_class::<sampler::PyMode>()?;
+    m.add_class::<loader::PyLoader>()?;
+    m.add_function(wrap_pyfunction!(store::train_dict, m)?)?;
+    m.add_function(wrap_pyfunction!(store::_bench_gather, m)?)?;
+    m.add("DEFAULT_DICT_BYTES", zrecord::DEFAULT_DICT_BYTES)?;
+    m.add("DEFAULT_POOL_SIZE", loaderx::DEFAULT_POOL_SIZE)?;
+    m.add("DEFAULT_DATA_SHARDS", zrecord::DEFAULT_DATA_SHARDS)?;
+    m.add("_DTYPES", dtypes::catalog_table(py)?)?;
+    Ok(())
+}

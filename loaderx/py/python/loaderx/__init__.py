@@ -1,0 +1,58 @@
+"""loaderx: typed record containers (zrecord) and a step-based multi-stream loader.
+
+Rust core, Python API; every read is handed over through DLPack.
+"""
+
+from __future__ import annotations
+
+from . import backend, dtypes, errors, sampler, zrecord
+from ._loaderx import DEFAULT_POOL_SIZE, Allocator, Loader
+from .errors import (
+    AllocationError,
+    AlreadyExistsError,
+    ClosedError,
+    CorruptError,
+    DTypeError,
+    Error,
+    FormatError,
+    IndexOutOfRangeError,
+    InternalError,
+    InvalidInputError,
+    LimitExceededError,
+    NotFoundError,
+    PoisonedError,
+    SamplerError,
+    StorageIOError,
+    UnsupportedColumnError,
+    UnsupportedDeviceError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Allocator",
+    "DEFAULT_POOL_SIZE",
+    "Loader",
+    "backend",
+    "dtypes",
+    "errors",
+    "sampler",
+    "zrecord",
+    "Error",
+    "AllocationError",
+    "AlreadyExistsError",
+    "ClosedError",
+    "CorruptError",
+    "DTypeError",
+    "FormatError",
+    "IndexOutOfRangeError",
+    "InternalError",
+    "InvalidInputError",
+    "LimitExceededError",
+    "NotFoundError",
+    "PoisonedError",
+    "SamplerError",
+    "StorageIOError",
+    "UnsupportedColumnError",
+    "UnsupportedDeviceError",
+]

@@ -1,0 +1,540 @@
+//! Hand-written DLPack 1.x ABI: export of loaderx allocations (versioned and legacy capsules) and
+//! import of foreign CPU tensors for append and indexing.
+//!
+//! The capsule pointer is the `DLManagedTensor(Versioned)*` itself; a consumer takes ownership by
+//! renaming the capsule, otherwise the capsule destructor calls the deleter.
+
+use std::ffi::{CStr, c_void};
+use std::sync::Arc;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyType};
+use zrecord::{Allocation, DType, dlpack_code};
+
+use crate::dtypes::ml_storage_dtype;
+use crate::errors::raise;
+use crate::tensor::PyDLTensor;
+
+pub(crate) const VERSIONED: &CStr = c"dltensor_versioned";
+pub(crate) const LEGACY: &CStr = c"dltensor";
+pub(crate) const KDL_CPU: i32 = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DLDevice {
+    pub device_type: i32,
+    pub device_id: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DLDataType {
+    pub code: u8,
+    pub bits: u8,
+    pub lanes: u16,
+}
+
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct DLTensor {
+    pub data: *mut c_void,
+    pub device: DLDevice,
+    pub ndim: i32,
+    pub dtype: DLDataType,
+    pub shape: *mut i64,
+    pub strides: *mut i64,
+    pub byte_offset: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DLPackVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct DLManagedTensor {
+    pub dl_tensor: DLTensor,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+}
+
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct DLManagedTensorVersioned {
+    pub version: DLPackVersion,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+    pub flags: u64,
+    pub dl_tensor: DLTensor,
+}
+
+/// What a managed tensor keeps alive: the allocation and the shape array `dl_tensor.shape` points to.
+struct Ctx {
+    _owner: Arc<Allocation>,
+    shape: Vec<i64>,
+}
+
+unsafe extern "C" fn delete_versioned(p: *mut DLManagedTensorVersioned) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: `p` was produced by `Box::into_raw` in `export` and its `manager_ctx` by
+    // `Box::into_raw(Box<Ctx>)`; the DLPack contract calls the deleter exactly once.
+    unsafe {
+        let m = Box::from_raw(p);
+        drop(Box::from_raw(m.manager_ctx.cast::<Ctx>()));
+    }
+}
+
+unsafe extern "C" fn delete_legacy(p: *mut DLManagedTensor) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: as in `delete_versioned`, for the legacy struct.
+    unsafe {
+        let m = Box::from_raw(p);
+        drop(Box::from_raw(m.manager_ctx.cast::<Ctx>()));
+    }
+}
+
+unsafe extern "C" fn capsule_dtor_versioned(cap: *mut ffi::PyObject) {
+    // SAFETY: called by CPython with a live capsule. If it still carries its original name, no
+    // consumer took ownership, so the managed tensor is still ours to delete (exactly once, here).
+    unsafe {
+        if ffi::PyCapsule_IsValid(cap, VERSIONED.as_ptr()) == 1 {
+            let p = ffi::PyCapsule_GetPointer(cap, VERSIONED.as_ptr())
+                .cast::<DLManagedTensorVersioned>();
+            if !p.is_null()
+                && let Some(d) = (*p).deleter
+            {
+                d(p);
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn capsule_dtor_legacy(cap: *mut ffi::PyObject) {
+    // SAFETY: as in `capsule_dtor_versioned`, for the legacy capsule name.
+    unsafe {
+        if ffi::PyCapsule_IsValid(cap, LEGACY.as_ptr()) == 1 {
+            let p = ffi::PyCapsule_GetPointer(cap, LEGACY.as_ptr()).cast::<DLManagedTensor>();
+            if !p.is_null()
+                && let Some(d) = (*p).deleter
+            {
+                d(p);
+            }
+        }
+    }
+}
+
+/// Exports `shape` elements of `dtype` starting `offset` bytes into `owner` as a DLPack capsule:
+/// versioned (`"dltensor_versioned"`, version `version`) or legacy (`"dltensor"`). The data pointer
+/// is `base + offset` with `byte_offset = 0`, strides are NULL (C-contiguous), flags are 0 (writable).
+pub(crate) fn export<'py>(
+    py: Python<'py>,
+    owner: &Arc<Allocation>,
+    offset: usize,
+    shape: &[u64],
+    dtype: DType,
+    version: Option<DLPackVersion>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (code, bits, lanes) = dtype.dlpack();
+    let mut ctx = Box::new(Ctx {
+        _owner: owner.clone(),
+        shape: shape.iter().map(|&d| d as i64).collect(),
+    });
+    let dl = DLTensor {
+        data: owner
+            .as_ptr()
+            .wrapping_add(offset)
+            .cast_mut()
+            .cast::<c_void>(),
+        device: DLDevice {
+            device_type: KDL_CPU,
+            device_id: 0,
+        },
+        ndim: shape.len() as i32,
+        dtype: DLDataType { code, bits, lanes },
+        shape: ctx.shape.as_mut_ptr(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    };
+    let ctx = Box::into_raw(ctx).cast::<c_void>();
+    match version {
+        Some(version) => {
+            let m = Box::into_raw(Box::new(DLManagedTensorVersioned {
+                version,
+                manager_ctx: ctx,
+                deleter: Some(delete_versioned),
+                flags: 0,
+                dl_tensor: dl,
+            }));
+            // SAFETY: `m` is a valid heap pointer we own; on failure we delete it ourselves.
+            unsafe {
+                let c =
+                    ffi::PyCapsule_New(m.cast(), VERSIONED.as_ptr(), Some(capsule_dtor_versioned));
+                if c.is_null() {
+                    delete_versioned(m);
+                }
+                Bound::from_owned_ptr_or_err(py, c)
+            }
+        }
+        None => {
+            let m = Box::into_raw(Box::new(DLManagedTensor {
+                dl_tensor: dl,
+                manager_ctx: ctx,
+                deleter: Some(delete_legacy),
+            }));
+            // SAFETY: as above, for the legacy struct.
+            unsafe {
+                let c = ffi::PyCapsule_New(m.cast(), LEGACY.as_ptr(), Some(capsule_dtor_legacy));
+                if c.is_null() {
+                    delete_legacy(m);
+                }
+                Bound::from_owned_ptr_or_err(py, c)
+            }
+        }
+    }
+}
+
+/// A foreign CPU tensor imported through DLPack (or the read-only buffer fallback). Keeps the
+/// capsule / exporter alive while its memory is in use.
+pub(crate) struct Imported<'py> {
+    _keep: Vec<Bound<'py, PyAny>>,
+    _native: Option<Arc<Allocation>>,
+    ptr: *const u8,
+    /// Shape in elements.
+    pub shape: Vec<u64>,
+    /// Strides in elements (`None` = C-contiguous).
+    pub strides: Option<Vec<i64>>,
+    /// Element type.
+    pub dtype: DType,
+}
+
+impl Imported<'_> {
+    /// Element count.
+    pub(crate) fn numel(&self) -> u64 {
+        self.shape.iter().product()
+    }
+
+    /// Whether the layout is C-contiguous (dims of extent 1 may carry any stride).
+    pub(crate) fn is_c_contiguous(&self) -> bool {
+        let Some(strides) = &self.strides else {
+            return true;
+        };
+        if self.numel() == 0 {
+            return true;
+        }
+        let mut expect: i64 = 1;
+        for (&d, &s) in self.shape.iter().zip(strides).rev() {
+            if d != 1 && s != expect {
+                return false;
+            }
+            expect = expect.saturating_mul(d as i64);
+        }
+        true
+    }
+
+    /// The bytes of a C-contiguous tensor.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        let n = self.numel() as usize * self.dtype.itemsize();
+        if n == 0 {
+            return &[];
+        }
+        // SAFETY: `import` checked the pointer is non-null and aligned for a non-empty tensor; the
+        // producer guarantees `numel * itemsize` readable bytes for a C-contiguous tensor (callers
+        // check `is_c_contiguous` first) and the capsule / exporter in `_keep` (or the native
+        // allocation) keeps them alive as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, n) }
+    }
+
+    /// Integer elements as `i128` (any strides), for index arrays.
+    pub(crate) fn int_elements(&self) -> Option<Vec<i128>> {
+        let (code, bits, _) = self.dtype.dlpack();
+        if code != dlpack_code::INT && code != dlpack_code::UINT {
+            return None;
+        }
+        let n = self.numel() as usize;
+        let isz = self.dtype.itemsize() as isize;
+        let step = match (&self.strides, self.shape.len()) {
+            (Some(s), 1) => s[0] as isize,
+            _ => 1,
+        };
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n as isize {
+            // SAFETY: element `i` of a tensor with `n` elements and stride `step` (1-D or
+            // contiguous) lies inside the producer's buffer, which `_keep` keeps alive; reads are
+            // unaligned-tolerant.
+            let p = unsafe { self.ptr.offset(i * step * isz) };
+            // SAFETY: as above; `read_unaligned` of a plain integer of the tensor's width.
+            let v: i128 = unsafe {
+                match (code == dlpack_code::INT, bits) {
+                    (true, 8) => p.cast::<i8>().read_unaligned() as i128,
+                    (true, 16) => p.cast::<i16>().read_unaligned() as i128,
+                    (true, 32) => p.cast::<i32>().read_unaligned() as i128,
+                    (true, 64) => p.cast::<i64>().read_unaligned() as i128,
+                    (false, 8) => p.read_unaligned() as i128,
+                    (false, 16) => p.cast::<u16>().read_unaligned() as i128,
+                    (false, 32) => p.cast::<u32>().read_unaligned() as i128,
+                    (false, 64) => p.cast::<u64>().read_unaligned() as i128,
+                    _ => return None,
+                }
+            };
+            out.push(v);
+        }
+        Some(out)
+    }
+}
+
+fn np_ndarray(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static T: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    T.import(py, "numpy", "ndarray")
+}
+
+fn invalid(py: Python<'_>, msg: String) -> PyErr {
+    raise(py, "InvalidInputError", msg)
+}
+
+/// Imports `obj` (a DLPack CPU tensor, or a read-only buffer) without copying. `what` names the
+/// argument in error messages.
+pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
+    let py = obj.py();
+    if let Ok(t) = obj.cast::<PyDLTensor>() {
+        let t = t.get();
+        return Ok(Imported {
+            _keep: Vec::new(),
+            _native: Some(t.alloc.clone()),
+            ptr: t.alloc.as_ptr().wrapping_add(t.offset),
+            shape: t.shape.clone(),
+            strides: None,
+            dtype: t.dtype,
+        });
+    }
+    let tname = obj
+        .get_type()
+        .name()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    if let Ok(f) = obj.getattr(pyo3::intern!(py, "__dlpack_device__")) {
+        let dev: (i32, i32) = f.call0()?.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what}: __dlpack_device__ of {tname} did not return (device_type, device_id)"
+            ))
+        })?;
+        if dev.0 != KDL_CPU {
+            return Err(raise(
+                py,
+                "UnsupportedDeviceError",
+                format!(
+                    "{what}: DLPack device {dev:?} of {tname} is not supported; only CPU (device_type 1) tensors are accepted, transfer it to the CPU first"
+                ),
+            ));
+        }
+    }
+    if !obj.hasattr(pyo3::intern!(py, "__dlpack__"))? {
+        return import_buffer(obj, what, &tname);
+    }
+    // NumPy cannot export ml_dtypes (bfloat16, float8) through DLPack: export the same bytes as the
+    // unsigned integer of equal width and restore the dtype.
+    let mut src = obj.clone();
+    let mut storage_of: Option<DType> = None;
+    if obj.is_instance(np_ndarray(py)?)? {
+        let dt = obj.getattr(pyo3::intern!(py, "dtype"))?;
+        if let Some((d, uint)) = ml_storage_dtype(py, &dt)? {
+            src = obj.call_method1(pyo3::intern!(py, "view"), (uint,))?;
+            storage_of = Some(d);
+        }
+    }
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("max_version", (1u32, 0u32))?;
+    let cap = match src.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+        Ok(c) => c,
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => src
+            .call_method0(pyo3::intern!(py, "__dlpack__"))
+            .map_err(|e2| export_failed(py, what, &tname, e2))?,
+        Err(e) => return Err(export_failed(py, what, &tname, e)),
+    };
+    parse_capsule(cap, src, what, &tname, storage_of)
+}
+
+fn export_failed(py: Python<'_>, what: &str, tname: &str, e: PyErr) -> PyErr {
+    let err = PyTypeError::new_err(format!("{what}: {tname}.__dlpack__() failed: {e}"));
+    err.set_cause(py, Some(e));
+    err
+}
+
+fn parse_capsule<'py>(
+    cap: Bound<'py, PyAny>,
+    src: Bound<'py, PyAny>,
+    what: &str,
+    tname: &str,
+    storage_of: Option<DType>,
+) -> PyResult<Imported<'py>> {
+    let py = cap.py();
+    let p = cap.as_ptr();
+    // SAFETY: `p` is a live object (held by `cap`); PyCapsule_IsValid accepts any object and sets no
+    // exception.
+    let (versioned, legacy) = unsafe {
+        (
+            ffi::PyCapsule_IsValid(p, VERSIONED.as_ptr()) == 1,
+            ffi::PyCapsule_IsValid(p, LEGACY.as_ptr()) == 1,
+        )
+    };
+    let dl: *const DLTensor = if versioned {
+        // SAFETY: the capsule is valid with this name, so the pointer is the producer's
+        // DLManagedTensorVersioned, alive while the capsule is.
+        let m = unsafe {
+            ffi::PyCapsule_GetPointer(p, VERSIONED.as_ptr()).cast::<DLManagedTensorVersioned>()
+        };
+        if m.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        // SAFETY: `m` is non-null and valid (above).
+        let major = unsafe { (*m).version.major };
+        if major != 1 {
+            return Err(PyTypeError::new_err(format!(
+                "{what}: {tname} exported DLPack version {major}.x; only 1.x is understood"
+            )));
+        }
+        // SAFETY: field of the valid struct above.
+        unsafe { &raw const (*m).dl_tensor }
+    } else if legacy {
+        // SAFETY: as above, for the legacy struct.
+        let m = unsafe { ffi::PyCapsule_GetPointer(p, LEGACY.as_ptr()).cast::<DLManagedTensor>() };
+        if m.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        // SAFETY: field of the valid struct above.
+        unsafe { &raw const (*m).dl_tensor }
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "{what}: {tname}.__dlpack__() did not return a DLPack capsule"
+        )));
+    };
+    // SAFETY: `dl` points into the producer's managed tensor, alive while `cap` is.
+    let dl = unsafe { &*dl };
+    if dl.device.device_type != KDL_CPU {
+        return Err(raise(
+            py,
+            "UnsupportedDeviceError",
+            format!(
+                "{what}: DLPack device type {} of {tname} is not supported; only CPU (1) is accepted",
+                dl.device.device_type
+            ),
+        ));
+    }
+    if !(0..=64).contains(&dl.ndim) {
+        return Err(invalid(
+            py,
+            format!("{what}: DLPack ndim {} is out of range", dl.ndim),
+        ));
+    }
+    let ndim = dl.ndim as usize;
+    if ndim > 0 && dl.shape.is_null() {
+        return Err(invalid(
+            py,
+            format!("{what}: DLPack tensor of ndim {ndim} has a NULL shape"),
+        ));
+    }
+    let shape_i: &[i64] = if ndim == 0 {
+        &[]
+    } else {
+        // SAFETY: non-null (checked) and `ndim` entries by the DLPack contract.
+        unsafe { std::slice::from_raw_parts(dl.shape, ndim) }
+    };
+    if shape_i.iter().any(|&d| d < 0) {
+        return Err(invalid(
+            py,
+            format!("{what}: negative extent in DLPack shape {shape_i:?}"),
+        ));
+    }
+    let shape: Vec<u64> = shape_i.iter().map(|&d| d as u64).collect();
+    let strides = if ndim == 0 || dl.strides.is_null() {
+        None
+    } else {
+        // SAFETY: non-null and `ndim` entries by the DLPack contract.
+        Some(unsafe { std::slice::from_raw_parts(dl.strides, ndim) }.to_vec())
+    };
+    let DLDataType { code, bits, lanes } = dl.dtype;
+    let dtype = match storage_of {
+        Some(d) if code == dlpack_code::UINT && usize::from(bits) == d.itemsize() * 8 && lanes == 1 => Some(d),
+        Some(_) => None,
+        None => DType::from_dlpack(code, bits, lanes),
+    }
+    .ok_or_else(|| {
+        raise(
+            py,
+            "DTypeError",
+            format!("{what}: DLPack dtype (code {code}, bits {bits}, lanes {lanes}) of {tname} is not in the loaderx dtype catalog"),
+        )
+    })?;
+    let numel = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+    let Some(numel) = numel else {
+        return Err(invalid(py, format!("{what}: shape {shape:?} overflows")));
+    };
+    let addr = (dl.data as usize).wrapping_add(dl.byte_offset as usize);
+    if numel > 0 {
+        if dl.data.is_null() {
+            return Err(invalid(
+                py,
+                format!("{what}: non-empty DLPack tensor with a NULL data pointer"),
+            ));
+        }
+        if !addr.is_multiple_of(dtype.itemsize()) {
+            return Err(invalid(
+                py,
+                format!(
+                    "{what}: data address {addr:#x} is misaligned for {dtype} (itemsize {})",
+                    dtype.itemsize()
+                ),
+            ));
+        }
+    }
+    Ok(Imported {
+        _keep: vec![cap, src],
+        _native: None,
+        ptr: addr as *const u8,
+        shape,
+        strides,
+        dtype,
+    })
+}
+
+/// The non-DLPack fallback: a read-only, C-contiguous CPU buffer, viewed without copying.
+fn import_buffer<'py>(obj: &Bound<'py, PyAny>, what: &str, tname: &str) -> PyResult<Imported<'py>> {
+    let py = obj.py();
+    let builtins = py.import("builtins")?;
+    let mv = builtins.getattr("memoryview")?.call1((obj,)).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what}: expected a DLPack CPU tensor (an object with __dlpack__, e.g. a NumPy array) or a read-only buffer, got {tname}"
+        ))
+    })?;
+    if !mv.getattr("readonly")?.extract::<bool>()? {
+        mv.call_method0("release")?;
+        return Err(PyTypeError::new_err(format!(
+            "{what}: {tname} is a writable buffer-only object; it is rejected because it could change during append. Pass a DLPack tensor (e.g. a NumPy array) or a read-only buffer"
+        )));
+    }
+    if !mv.getattr("c_contiguous")?.extract::<bool>()? {
+        return Err(invalid(
+            py,
+            format!("{what}: the buffer of {tname} is not C-contiguous"),
+        ));
+    }
+    let arr = py.import("numpy")?.getattr("asarray")?.call1((&mv,))?;
+    if !arr.hasattr("__dlpack__")? {
+        return Err(PyTypeError::new_err(format!(
+            "{what}: could not view the buffer of {tname}"
+        )));
+    }
+    let mut imp = import(&arr, what)?;
+    imp._keep.push(mv);
+    imp._keep.push(arr);
+    Ok(imp)
+}

@@ -1,0 +1,198 @@
+//! `loaderx.Loader`: gather in Rust without the GIL, a Python transform in the worker thread.
+
+use std::sync::{Arc, Mutex};
+
+use loaderx::{Batch, Loader, LoaderOptions, Shard, StreamView, Transform};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use crate::errors::{CoreError, IntoPyResult, guard, raise};
+use crate::sampler::{CustomSampler, PySampler};
+use crate::store::{PyDenseView, PyRaggedView, dense_to_py, ragged_to_py};
+
+/// What a worker hands the consumer: the raw shard list (no transform: converted to Python objects
+/// on the consumer side, so workers never need the GIL) or the transform's result.
+pub(crate) enum Item {
+    Shards(Vec<Shard>),
+    Obj(Py<PyAny>),
+}
+
+pub(crate) fn shards_to_py(py: Python<'_>, shards: Vec<Shard>) -> PyResult<Bound<'_, PyList>> {
+    let out = PyList::empty(py);
+    for shard in shards {
+        let d = PyDict::new(py);
+        for (name, batch) in shard.into_pairs() {
+            let v = match batch {
+                Batch::Dense(b) => dense_to_py(py, b)?,
+                Batch::Ragged(b) => ragged_to_py(py, b)?,
+                #[allow(unreachable_patterns)]
+                _ => return Err(raise(py, "Error", "unknown batch kind")),
+            };
+            d.set_item(&*name, v)?;
+        }
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+/// A multi-stream loader. `next()` / iteration yield the shard list `[{name: DLTensor |
+/// RaggedBatch}, ...]` or the transform's result.
+#[pyclass(name = "Loader", module = "loaderx", frozen)]
+pub(crate) struct PyLoader {
+    inner: Mutex<Option<Loader<Item>>>,
+}
+
+fn closed(_: impl std::fmt::Display) -> CoreError {
+    CoreError::Py("InternalError", "loader lock poisoned".into())
+}
+
+#[pymethods]
+impl PyLoader {
+    #[new]
+    #[pyo3(signature = (streams, sampler, transform=None, workers=4, prefetch=4))]
+    fn py_new(
+        py: Python<'_>,
+        streams: &Bound<'_, PyAny>,
+        sampler: &Bound<'_, PyAny>,
+        transform: Option<Py<PyAny>>,
+        workers: usize,
+        prefetch: usize,
+    ) -> PyResult<Self> {
+        let items = streams
+            .call_method0("items")
+            .map_err(|_| PyTypeError::new_err("streams must be a dict {name: [view, ...]}"))?;
+        let mut list: Vec<(String, Vec<StreamView>)> = Vec::new();
+        for item in items.try_iter()? {
+            let item = item?;
+            let (name, views): (String, Bound<'_, PyAny>) = item.extract().map_err(|_| {
+                PyTypeError::new_err("streams must map str names to lists of views")
+            })?;
+            let mut vs = Vec::new();
+            for v in views.try_iter().map_err(|_| {
+                PyTypeError::new_err(format!("stream {name:?}: expected a list of views"))
+            })? {
+                let v = v?;
+                if let Ok(d) = v.cast::<PyDenseView>() {
+                    vs.push(StreamView::Dense(d.get().view.clone()));
+                } else if let Ok(r) = v.cast::<PyRaggedView>() {
+                    vs.push(StreamView::Ragged(r.get().view.clone()));
+                } else {
+                    let t = v
+                        .get_type()
+                        .name()
+                        .map(|s| s.to_string())
+                        .unwrap_or_default();
+                    return Err(PyTypeError::new_err(format!(
+                        "stream {name:?}: expected DenseView or RaggedView (store.bind(allocator)), got {t}"
+                    )));
+                }
+            }
+            list.push((name, vs));
+        }
+        let boxed: Box<dyn loaderx::Sampler> = if let Ok(s) = sampler.cast::<PySampler>() {
+            Box::new(s.get().shared())
+        } else if sampler.hasattr("next")? {
+            Box::new(CustomSampler::new(sampler)?)
+        } else {
+            return Err(PyTypeError::new_err(
+                "sampler must be a loaderx.sampler.Sampler or an object whose next() returns a 1-D index array",
+            ));
+        };
+        let tf: Option<Py<PyAny>> = transform.filter(|t| !t.is_none(py));
+        let transform: Transform<Item> = Arc::new(move |shards: Vec<Shard>| match &tf {
+            None => Ok(Item::Shards(shards)),
+            Some(f) => Python::attach(|py| {
+                let arg = shards_to_py(py, shards)?;
+                f.bind(py).call1((arg,)).map(|o| Item::Obj(o.unbind()))
+            })
+            .map_err(loaderx::Error::transform),
+        });
+        let opts = LoaderOptions::new(workers, prefetch);
+        let loader =
+            guard(|| Loader::with_transform_arc(list, boxed, opts, transform)).py_err(py)?;
+        Ok(PyLoader {
+            inner: Mutex::new(Some(loader)),
+        })
+    }
+
+    /// The next step's result; `StopIteration` once closed (or after an error was delivered).
+    fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match self.__next__(py)? {
+            Some(o) => Ok(o),
+            None => Err(pyo3::exceptions::PyStopIteration::new_err(())),
+        }
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let got = py
+            .detach(|| {
+                guard(|| {
+                    let mut g = self.inner.lock().map_err(closed)?;
+                    Ok::<_, CoreError>(g.as_mut().and_then(|l| l.next()))
+                })
+            })
+            .py_err(py)?;
+        match got {
+            None => Ok(None),
+            Some(Err(e)) => Err(crate::errors::l_to_py(py, e)),
+            Some(Ok(Item::Obj(o))) => Ok(Some(o)),
+            Some(Ok(Item::Shards(s))) => Ok(Some(shards_to_py(py, s)?.into_any().unbind())),
+        }
+    }
+
+    /// The resume position: the first sampler step whose batch was not delivered (exact with 0 or
+    /// 1 worker). Seek a fresh sampler here to resume.
+    #[getter]
+    fn step(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        py.detach(|| {
+            guard(|| {
+                let g = self.inner.lock().map_err(closed)?;
+                Ok::<_, CoreError>(g.as_ref().map(|l| l.step()))
+            })
+        })
+        .py_err(py)
+    }
+
+    /// Stops and joins the workers and drops queued batches. Never closes stores, views,
+    /// allocators or the sampler. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            guard(|| {
+                let l = self.inner.lock().map_err(closed)?.take();
+                drop(l);
+                Ok::<(), CoreError>(())
+            })
+        })
+        .py_err(py)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+}
+
+impl Drop for PyLoader {
+    fn drop(&mut self) {
+        let l = match self.inner.get_mut() {
+            Ok(g) => g.take(),
+            Err(p) => p.into_inner().take(),
+        };
+        if let Some(l) = l {
+            // Workers may be waiting for the GIL (a transform): join them with the GIL released.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Python::attach(|py| py.detach(move || drop(l)));
+            }));
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! `loaderx.sampler.Sampler` and the adapters the loader draws from.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use loaderx::{IndexSampler, Mode, Sampler};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyType};
+
+use crate::errors::IntoPyResult;
+use crate::store::index_vec;
+
+/// Sampling mode: `SEQUENTIAL`, `IID` (uniform with replacement) or `CYCLIC` (a fresh permutation
+/// per cycle, full batches only).
+#[pyclass(name = "Mode", module = "loaderx.sampler", eq, eq_int, frozen, hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum PyMode {
+    #[pyo3(name = "SEQUENTIAL")]
+    Sequential,
+    #[pyo3(name = "IID")]
+    Iid,
+    #[pyo3(name = "CYCLIC")]
+    Cyclic,
+}
+
+/// A stateless batch sampler. `next()` returns a read-only uint64 NumPy view of one reused buffer,
+/// valid until this sampler's next draw; `seek(step)` resumes in O(1).
+#[pyclass(name = "Sampler", module = "loaderx.sampler", frozen)]
+pub(crate) struct PySampler {
+    sampler: IndexSampler,
+    step: Arc<AtomicU64>,
+    buf: Py<PyAny>,
+    ptr: usize,
+}
+
+impl PySampler {
+    /// An adapter sharing this sampler's step counter (the loader draws it forward).
+    pub(crate) fn shared(&self) -> SharedSampler {
+        SharedSampler {
+            buf: vec![0; self.sampler.batch_size()],
+            sampler: self.sampler.clone(),
+            step: self.step.clone(),
+        }
+    }
+}
+
+#[pymethods]
+impl PySampler {
+    #[new]
+    #[pyo3(signature = (n, batch, mode, seed=0))]
+    fn py_new(
+        py: Python<'_>,
+        n: u64,
+        batch: usize,
+        mode: &Bound<'_, PyMode>,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let m = match *mode.get() {
+            PyMode::Sequential => Mode::Sequential,
+            PyMode::Iid => Mode::Iid,
+            PyMode::Cyclic => Mode::Cyclic,
+        };
+        let sampler = IndexSampler::new(n, batch, m, seed).py_err(py)?;
+        let np = py.import("numpy")?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("dtype", np.getattr("uint64")?)?;
+        let buf = np.getattr("zeros")?.call((batch,), Some(&kwargs))?;
+        let ptr: usize = buf
+            .getattr("__array_interface__")?
+            .get_item("data")?
+            .get_item(0)?
+            .extract()?;
+        buf.getattr("flags")?.setattr("writeable", false)?;
+        Ok(PySampler {
+            sampler,
+            step: Arc::new(AtomicU64::new(0)),
+            buf: buf.unbind(),
+            ptr,
+        })
+    }
+
+    #[classattr]
+    #[allow(non_snake_case)]
+    fn Mode(py: Python<'_>) -> Py<PyType> {
+        py.get_type::<PyMode>().unbind()
+    }
+
+    /// Draws the batch at the current step and advances; returns the borrowed index buffer.
+    fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let s = self.step.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `ptr` is the data pointer of `buf`, a C-contiguous uint64 NumPy array of exactly
+        // `batch_size` elements created in `py_new` and kept alive by `self.buf` (its data never
+        // moves: NumPy refuses to resize an array with other references). The GIL is held, so no
+        // Python code reads or writes the buffer during the fill, and no Rust reference to it exists.
+        let out = unsafe {
+            std::slice::from_raw_parts_mut(self.ptr as *mut u64, self.sampler.batch_size())
+        };
+        self.sampler.batch_at(s, out).py_err(py)?;
+        Ok(self.buf.clone_ref(py))
+    }
+
+    /// Moves to `step`: the next draw is the batch at `step`.
+    fn seek(&self, step: u64) {
+        self.step.store(step, Ordering::Relaxed);
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.next(py)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Sampler(len={}, batch={}, mode={:?}, seed={}, step={})",
+            self.sampler.len(),
+            self.sampler.batch_size(),
+            self.sampler.mode(),
+            self.sampler.seed(),
+            self.step.load(Ordering::Relaxed)
+        )
+    }
+}
+
+/// The loader's view of a `loaderx.sampler.Sampler`: same plan, shared step counter.
+pub(crate) struct SharedSampler {
+    sampler: IndexSampler,
+    step: Arc<AtomicU64>,
+    buf: Vec<u64>,
+}
+
+impl Sampler for SharedSampler {
+    fn next(&mut self) -> loaderx::Result<&[u64]> {
+        let s = self.step.fetch_add(1, Ordering::Relaxed);
+        self.sampler.batch_at(s, &mut self.buf)?;
+        Ok(&self.buf)
+    }
+    fn batch_size(&self) -> usize {
+        self.sampler.batch_size()
+    }
+    fn len(&self) -> u64 {
+        self.sampler.len()
+    }
+    fn step(&self) -> u64 {
+        self.step.load(Ordering::Relaxed)
+    }
+    fn seek(&mut self, step: u64) -> loaderx::Result<()> {
+        self.step.store(step, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Any Python object with `next()` returning a 1-D integer index array. Its first draw is taken at
+/// construction (to learn the batch size) and delivered first.
+pub(crate) struct CustomSampler {
+    obj: Py<PyAny>,
+    buf: Vec<u64>,
+    batch: usize,
+    pending: bool,
+    steps: u64,
+}
+
+impl CustomSampler {
+    pub(crate) fn new(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let buf = draw(obj)?;
+        Ok(CustomSampler {
+            obj: obj.clone().unbind(),
+            batch: buf.len(),
+            buf,
+            pending: true,
+            steps: 0,
+        })
+    }
+}
+
+fn draw(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    let r = obj.call_method0(pyo3::intern!(obj.py(), "next"))?;
+    index_vec(&r, u64::MAX)
+}
+
+impl Sampler for CustomSampler {
+    fn next(&mut self) -> loaderx::Result<&[u64]> {
+        if self.pending {
+            self.pending = false;
+        } else {
+            let obj = &self.obj;
+            self.buf =
+                Python::attach(|py| draw(obj.bind(py))).map_err(loaderx::Error::transform)?;
+        }
+        self.steps += 1;
+        Ok(&self.buf)
+    }
+    fn batch_size(&self) -> usize {
+        self.batch
+    }
+    fn len(&self) -> u64 {
+        // Unknown: indices are checked by the gather instead.
+        0
+    }
+    fn step(&self) -> u64 {
+        self.steps
+    }
+    fn seek(&mut self, step: u64) -> loaderx::Result<()> {
+        self.steps = step;
+        Ok(())
+    }
+}

@@ -1,0 +1,407 @@
+//! `DLTensor` (a DLPack-only view of an exclusive allocation) and `RaggedBatch`.
+
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple, PyType};
+use zrecord::{Allocation, Allocator, DType, OUTPUT_ALIGN, SystemAllocator};
+
+use crate::dlpack::{DLPackVersion, KDL_CPU, export};
+use crate::dtypes::{dtype_obj, parse_dtype};
+use crate::errors::{IntoPyResult, raise};
+
+/// A CPU tensor living in a loaderx allocation, consumed through DLPack only.
+#[pyclass(name = "DLTensor", module = "loaderx.zrecord", frozen)]
+pub(crate) struct PyDLTensor {
+    pub alloc: Arc<Allocation>,
+    pub offset: usize,
+    pub shape: Vec<u64>,
+    pub dtype: DType,
+}
+
+impl PyDLTensor {
+    pub(crate) fn new(
+        alloc: Arc<Allocation>,
+        offset: usize,
+        shape: Vec<u64>,
+        dtype: DType,
+    ) -> Self {
+        PyDLTensor {
+            alloc,
+            offset,
+            shape,
+            dtype,
+        }
+    }
+
+    pub(crate) fn nbytes(&self) -> usize {
+        self.shape.iter().product::<u64>() as usize * self.dtype.itemsize()
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        let all = self.alloc.host_slice().unwrap_or(&[]);
+        all.get(self.offset..self.offset + self.nbytes())
+            .unwrap_or(&[])
+    }
+}
+
+fn shape_tuple<'py>(py: Python<'py>, shape: &[u64]) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, shape)
+}
+
+#[pymethods]
+impl PyDLTensor {
+    /// DLPack export. `max_version >= (1, 0)` gives a versioned capsule (writable: the flags word is
+    /// 0), otherwise the legacy capsule. Only the CPU device is offered; `copy=True` copies into a
+    /// fresh allocation.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(s) = &stream
+            && !s.is_none()
+            && s.extract::<i64>().ok() != Some(-1)
+        {
+            return Err(PyBufferError::new_err(format!(
+                "stream {s} is not valid for a CPU tensor (pass None)"
+            )));
+        }
+        if let Some(dev) = dl_device
+            && dev != (KDL_CPU, 0)
+        {
+            return Err(raise(
+                py,
+                "UnsupportedDeviceError",
+                format!(
+                    "cannot export to DLPack device {dev:?}: this tensor lives on the CPU (1, 0) and loaderx does not transfer between devices"
+                ),
+            ));
+        }
+        let version = match max_version {
+            Some((major, minor)) if major >= 1 => Some(DLPackVersion {
+                major: 1,
+                minor: if major > 1 || minor >= 1 { 1 } else { 0 },
+            }),
+            _ => None,
+        };
+        if copy == Some(true) {
+            let n = self.nbytes();
+            let sys = SystemAllocator::new();
+            let mut a = sys.acquire(n, OUTPUT_ALIGN).py_err(py)?;
+            if let Some(dst) = a.host_slice_mut() {
+                dst.copy_from_slice(self.bytes());
+            }
+            return export(py, &Arc::new(a), 0, &self.shape, self.dtype, version);
+        }
+        export(
+            py,
+            &self.alloc,
+            self.offset,
+            &self.shape,
+            self.dtype,
+            version,
+        )
+    }
+
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (KDL_CPU, 0)
+    }
+
+    /// Shape (tuple of ints).
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        shape_tuple(py, &self.shape)
+    }
+
+    /// Element dtype (a NumPy dtype from `loaderx.dtypes`).
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        dtype_obj(py, self.dtype)
+    }
+
+    /// Number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Size in bytes.
+    #[getter(nbytes)]
+    fn py_nbytes(&self) -> usize {
+        self.nbytes()
+    }
+
+    /// The DLPack device, `(1, 0)` (CPU).
+    #[getter]
+    fn device(&self) -> (i32, i32) {
+        (KDL_CPU, 0)
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        self.shape
+            .first()
+            .map(|&d| d as usize)
+            .ok_or_else(|| PyTypeError::new_err("len() of a 0-d DLTensor"))
+    }
+
+    /// The same bytes reinterpreted as another catalog dtype of equal itemsize (no copy), e.g.
+    /// `t.bitcast(dtypes.uint16)` for a bfloat16 tensor that NumPy should import.
+    fn bitcast(&self, dtype: &Bound<'_, PyAny>) -> PyResult<PyDLTensor> {
+        let d = parse_dtype(dtype)?;
+        if d.itemsize() != self.dtype.itemsize() {
+            return Err(raise(
+                dtype.py(),
+                "DTypeError",
+                format!(
+                    "bitcast needs equal itemsize: {} has {}, {} has {}",
+                    self.dtype,
+                    self.dtype.itemsize(),
+                    d,
+                    d.itemsize()
+                ),
+            ));
+        }
+        Ok(PyDLTensor::new(
+            self.alloc.clone(),
+            self.offset,
+            self.shape.clone(),
+            d,
+        ))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DLTensor(shape={:?}, dtype={}, device=cpu)",
+            self.shape, self.dtype
+        )
+    }
+}
+
+/// A gathered Ragged batch: `values | cu_seqlens | shapes` in one allocation.
+pub(crate) struct StoredRagged {
+    pub alloc: Arc<Allocation>,
+    pub n: usize,
+    pub ndim: usize,
+    pub dtype: DType,
+    pub values_len: usize,
+    pub cu_off: usize,
+    pub shapes_off: usize,
+}
+
+impl StoredRagged {
+    pub(crate) fn from_batch(b: zrecord::RaggedBatch) -> Self {
+        let (_, cu_off, shapes_off) = b.field_offsets();
+        let (n, ndim, dtype, values_len) = (b.len(), b.ndim(), b.dtype(), b.values_bytes());
+        StoredRagged {
+            alloc: Arc::new(b.into_allocation()),
+            n,
+            ndim,
+            dtype,
+            values_len,
+            cu_off,
+            shapes_off,
+        }
+    }
+
+    fn slice(&self, off: usize, len: usize) -> &[u8] {
+        self.alloc
+            .host_slice()
+            .unwrap_or(&[])
+            .get(off..off + len)
+            .unwrap_or(&[])
+    }
+
+    pub(crate) fn values(&self) -> &[u8] {
+        self.slice(0, self.values_len)
+    }
+
+    pub(crate) fn cu(&self) -> Vec<i32> {
+        self.slice(self.cu_off, 4 * (self.n + 1))
+            .chunks_exact(4)
+            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    pub(crate) fn shapes(&self) -> Vec<u64> {
+        self.slice(self.shapes_off, 8 * self.n * self.ndim)
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect()
+    }
+}
+
+pub(crate) enum Ragged {
+    Stored(StoredRagged),
+    User {
+        values: Py<PyAny>,
+        cu_seqlens: Py<PyAny>,
+        shapes: Py<PyAny>,
+    },
+}
+
+/// A packed ragged batch: `values` (1-D, store dtype), `cu_seqlens` (int32, n + 1) and `shapes`
+/// (uint64, (n, ndim)).
+#[pyclass(name = "RaggedBatch", module = "loaderx.zrecord", frozen)]
+pub(crate) struct PyRaggedBatch {
+    pub repr: Ragged,
+}
+
+fn ragged_helper<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("loaderx._ragged")?.getattr(name)
+}
+
+#[pymethods]
+impl PyRaggedBatch {
+    /// Wraps three packed fields (any DLPack CPU tensors); they are validated by `append`.
+    #[new]
+    fn py_new(values: Py<PyAny>, cu_seqlens: Py<PyAny>, shapes: Py<PyAny>) -> Self {
+        PyRaggedBatch {
+            repr: Ragged::User {
+                values,
+                cu_seqlens,
+                shapes,
+            },
+        }
+    }
+
+    /// Packs a finite iterable of NumPy arrays (same dtype and ndim >= 1, each non-empty).
+    #[classmethod]
+    #[pyo3(signature = (records, dtype=None, ndim=None))]
+    fn from_records(
+        _cls: &Bound<'_, PyType>,
+        records: &Bound<'_, PyAny>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        ndim: Option<usize>,
+    ) -> PyResult<Self> {
+        let py = records.py();
+        let (values, cu_seqlens, shapes): (Py<PyAny>, Py<PyAny>, Py<PyAny>) =
+            ragged_helper(py, "from_records")?
+                .call1((records, dtype, ndim))?
+                .extract()?;
+        Ok(PyRaggedBatch {
+            repr: Ragged::User {
+                values,
+                cu_seqlens,
+                shapes,
+            },
+        })
+    }
+
+    /// Packed values, 1-D in the store dtype.
+    #[getter]
+    fn values(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match &self.repr {
+            Ragged::Stored(s) => {
+                let n = (s.values_len / s.dtype.itemsize()) as u64;
+                Ok(Py::new(py, PyDLTensor::new(s.alloc.clone(), 0, vec![n], s.dtype))?.into_any())
+            }
+            Ragged::User { values, .. } => Ok(values.clone_ref(py)),
+        }
+    }
+
+    /// Record offsets, int32, `len(batch) + 1` entries starting at 0.
+    #[getter]
+    fn cu_seqlens(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match &self.repr {
+            Ragged::Stored(s) => Ok(Py::new(
+                py,
+                PyDLTensor::new(
+                    s.alloc.clone(),
+                    s.cu_off,
+                    vec![s.n as u64 + 1],
+                    DType::Int32,
+                ),
+            )?
+            .into_any()),
+            Ragged::User { cu_seqlens, .. } => Ok(cu_seqlens.clone_ref(py)),
+        }
+    }
+
+    /// Per-record shapes, uint64 `(len(batch), ndim)`.
+    #[getter]
+    fn shapes(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match &self.repr {
+            Ragged::Stored(s) => Ok(Py::new(
+                py,
+                PyDLTensor::new(
+                    s.alloc.clone(),
+                    s.shapes_off,
+                    vec![s.n as u64, s.ndim as u64],
+                    DType::UInt64,
+                ),
+            )?
+            .into_any()),
+            Ragged::User { shapes, .. } => Ok(shapes.clone_ref(py)),
+        }
+    }
+
+    /// Element dtype.
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.repr {
+            Ragged::Stored(s) => dtype_obj(py, s.dtype),
+            Ragged::User { values, .. } => values.bind(py).getattr("dtype"),
+        }
+    }
+
+    /// Rank of every record.
+    #[getter]
+    fn ndim(&self, py: Python<'_>) -> PyResult<usize> {
+        match &self.repr {
+            Ragged::Stored(s) => Ok(s.ndim),
+            Ragged::User { shapes, .. } => shapes.bind(py).getattr("shape")?.get_item(1)?.extract(),
+        }
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        match &self.repr {
+            Ragged::Stored(s) => Ok(s.n),
+            Ragged::User { cu_seqlens, .. } => Ok(cu_seqlens.bind(py).len()?.saturating_sub(1)),
+        }
+    }
+
+    /// One shape-restored tensor per record (views into the batch, no copy): `DLTensor`s for a
+    /// gathered batch, NumPy arrays for a user-built one.
+    fn to_tensors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        match &self.repr {
+            Ragged::Stored(s) => {
+                let cu = s.cu();
+                let shapes = s.shapes();
+                let isz = s.dtype.itemsize();
+                let out = PyList::empty(py);
+                for k in 0..s.n {
+                    let shape = shapes[k * s.ndim..(k + 1) * s.ndim].to_vec();
+                    out.append(PyDLTensor::new(
+                        s.alloc.clone(),
+                        cu[k] as usize * isz,
+                        shape,
+                        s.dtype,
+                    ))?;
+                }
+                Ok(out)
+            }
+            Ragged::User {
+                values,
+                cu_seqlens,
+                shapes,
+            } => Ok(ragged_helper(py, "to_tensors")?
+                .call1((values, cu_seqlens, shapes))?
+                .cast_into::<PyList>()?),
+        }
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let n = self.__len__(py)?;
+        let dt = self.dtype(py)?.str()?.to_string();
+        Ok(format!(
+            "RaggedBatch(records={n}, ndim={}, dtype={dt})",
+            self.ndim(py)?
+        ))
+    }
+}

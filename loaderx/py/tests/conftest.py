@@ -1,0 +1,96 @@
+import ctypes
+
+import numpy as np
+import pytest
+
+from loaderx import Allocator
+
+
+@pytest.fixture
+def alloc():
+    with Allocator("cpu") as a:
+        yield a
+
+
+@pytest.fixture
+def chdir_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("major", ctypes.c_uint32),
+        ("minor", ctypes.c_uint32),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", _DLTensor),
+    ]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+def read_capsule(cap):
+    """(name, version, flags, device, (code, bits, lanes), shape, strides_is_null) of a DLPack capsule."""
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    name = api.PyCapsule_GetName(cap)
+    ptr = api.PyCapsule_GetPointer(cap, name)
+    if name == b"dltensor_versioned":
+        m = _DLManagedTensorVersioned.from_address(ptr)
+        version, flags, t = (m.major, m.minor), m.flags, m.dl_tensor
+    else:
+        m = _DLManagedTensor.from_address(ptr)
+        version, flags, t = None, None, m.dl_tensor
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    return {
+        "name": name.decode(),
+        "version": version,
+        "flags": flags,
+        "device": (t.device.device_type, t.device.device_id),
+        "dtype": (t.dtype.code, t.dtype.bits, t.dtype.lanes),
+        "shape": shape,
+        "strides_null": not bool(t.strides),
+        "data": t.data,
+        "byte_offset": t.byte_offset,
+    }
+
+
+def random_array(dtype, shape, rng):
+    """Random bytes viewed as dtype (every bit pattern, NaNs included); bool kept to 0/1."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = rng.integers(0, 256, size=n, dtype=np.uint8)
+    if dtype.kind == "b":
+        raw = raw & 1
+    return raw.view(dtype).reshape(shape)
+
+
+def as_bytes(a):
+    return np.ascontiguousarray(a).view(np.uint8).tobytes()

@@ -345,3 +345,51 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn cyclic_position_in_cycle_is_uniform_for_wider_halves() {
+    // The same property as above at a size where each Feistel half is 6-7 bits wide: over many
+    // cycles, the position of a fixed id (bucketed into 20 equal ranges of the cycle) is uniform.
+    let (len, batch) = (5000u64, 50usize);
+    let buckets = 20usize;
+    let mut s = IndexSampler::new(len, batch, Mode::Cyclic, 2024).unwrap();
+    let ids = [0u64, 1, 2, 2500, 4095, 4096, 4999];
+    let mut counts = vec![vec![0u64; buckets]; ids.len()];
+    for _ in 0..1500 {
+        let mut pos = 0usize;
+        for _ in 0..s.steps_per_cycle() {
+            for &i in s.next().unwrap() {
+                if let Some(k) = ids.iter().position(|&x| x == i) {
+                    counts[k][pos * buckets / len as usize] += 1;
+                }
+                pos += 1;
+            }
+        }
+    }
+    for (k, c) in counts.iter().enumerate() {
+        let chi = chi2(c);
+        assert!(
+            chi < chi2_critical(buckets - 1),
+            "id {}: chi2 {chi}",
+            ids[k]
+        );
+    }
+}
+
+#[test]
+fn cyclic_neighbouring_positions_are_independent() {
+    // The ids at positions p and p + 1 of a cycle should not be correlated: bucket both into 8
+    // ranges of [0, len) and test the 8 x 8 contingency table against uniform.
+    let (len, batch) = (4000u64, 40usize);
+    let mut s = IndexSampler::new(len, batch, Mode::Cyclic, 31).unwrap();
+    let mut counts = vec![0u64; 64];
+    let per_cycle = s.steps_per_cycle() as usize;
+    for _ in 0..200 {
+        let cycle: Vec<u64> = draws(&mut s, per_cycle).concat();
+        for w in cycle.windows(2).step_by(2) {
+            counts[(w[0] * 8 / len * 8 + w[1] * 8 / len) as usize] += 1;
+        }
+    }
+    let chi = chi2(&counts);
+    assert!(chi < chi2_critical(63), "chi2 {chi}");
+}

@@ -373,13 +373,15 @@ impl Manifest {
                 dict_id,
             ));
         }
-        let per_shard: u64 = shards.iter().map(|s| s.records).sum();
-        if per_shard != records {
+        let per_shard = shards
+            .iter()
+            .try_fold(0u64, |a, s| a.checked_add(s.records));
+        if per_shard != Some(records) {
             return Err(Error::corrupt(
                 at(48),
                 "record count (sum over shards)",
                 records,
-                per_shard,
+                per_shard.map_or_else(|| "overflow".to_string(), |n| n.to_string()),
             ));
         }
         for (s, d) in shards.iter().enumerate() {
@@ -408,11 +410,12 @@ impl Manifest {
             index_len,
             shards,
         };
-        if m.index_len != index_file_len(records, m.entry_size()) {
+        let want = index_file_len(records, m.entry_size());
+        if want != Some(m.index_len) {
             return Err(Error::corrupt(
                 at(80),
                 "index file length",
-                index_file_len(records, m.entry_size()),
+                want.map_or_else(|| "no overflow".to_string(), |n| n.to_string()),
                 m.index_len,
             ));
         }
@@ -445,9 +448,13 @@ pub(crate) fn entry_size(kind: Kind, ndim: u32) -> usize {
     }
 }
 
-pub(crate) fn index_file_len(records: u64, entry: usize) -> u64 {
+/// Length of the index file of `records` entries; `None` when a (hostile) count overflows.
+pub(crate) fn index_file_len(records: u64, entry: usize) -> Option<u64> {
     let pages = records.div_ceil(PAGE_ENTRIES);
-    HEADER_LEN as u64 + records * entry as u64 + 4 * pages
+    records
+        .checked_mul(entry as u64)?
+        .checked_add(4 * pages)?
+        .checked_add(HEADER_LEN as u64)
 }
 
 /// Shard that holds record `i`.
@@ -683,7 +690,7 @@ mod tests {
             zstd_level: 3,
             dict: vec![],
             dict_id: 0,
-            index_len: index_file_len(10, 16),
+            index_len: index_file_len(10, 16).unwrap(),
             shards: (0..2)
                 .map(|s| ShardDesc {
                     len: 64,

@@ -35,6 +35,11 @@ pub struct WriterOptions {
     pub dict: Option<Vec<u8>>,
     /// zstd level for the zstd codecs (default 3).
     pub zstd_level: i32,
+    /// fsync every file and directory on `close()` (default `true`). `false` still publishes
+    /// atomically (readers and crashed processes never see a partial container) but the container
+    /// may be lost or incomplete after a power failure; benchmarks use it to exclude stable-media
+    /// sync from write timing, as the published methodology does.
+    pub sync: bool,
     /// File system used for every operation (default: the real one).
     pub vfs: Arc<dyn Vfs>,
     /// Test-only protocol mutations for the crash-simulation suite.
@@ -48,6 +53,7 @@ impl Default for WriterOptions {
             data_shards: DEFAULT_DATA_SHARDS,
             dict: None,
             zstd_level: DEFAULT_ZSTD_LEVEL,
+            sync: true,
             vfs: Arc::new(StdFs),
             #[cfg(feature = "mutations")]
             mutation: None,
@@ -101,6 +107,7 @@ struct Core {
     item_shape: Vec<u64>,
     block: u64,
     level: i32,
+    sync: bool,
     dict: Vec<u8>,
     shards: Vec<ShardState>,
     index: Option<IndexWriter>,
@@ -231,6 +238,7 @@ impl Core {
             item_shape,
             block,
             level: opts.zstd_level,
+            sync: opts.sync,
             dict,
             shards: Vec::new(),
             index: None,
@@ -308,6 +316,7 @@ impl Core {
         &mut self,
         n: u64,
         record: &(dyn Fn(u64) -> &'a [u8] + Sync),
+        span: &(dyn Fn(u64, u64) -> &'a [u8] + Sync),
         extra: &(dyn Fn(u64, &mut Vec<u8>) + Sync),
     ) -> Result<()> {
         let start = self.records;
@@ -334,9 +343,21 @@ impl Core {
                         i = (b + ahead.max(1)) * block;
                         continue;
                     }
-                    for r in i..block_end {
-                        let raw = record(r - start);
-                        entries.push(shard.push(r, raw, codec, &uuid)?);
+                    if codec == Codec::Raw {
+                        // The records of one block are adjacent in the input and in the shard:
+                        // checksum each, then write the whole run at once, without staging.
+                        let mut offset = shard.cursor;
+                        for r in i..block_end {
+                            let raw = record(r - start);
+                            entries.push(shard.account(r, raw, offset, &uuid));
+                            offset += raw.len() as u64;
+                        }
+                        shard.write_direct(span(i - start, block_end - start))?;
+                    } else {
+                        for r in i..block_end {
+                            let raw = record(r - start);
+                            entries.push(shard.push(r, raw, codec, &uuid)?);
+                        }
                     }
                     i = block_end;
                 }
@@ -427,7 +448,7 @@ impl Core {
                 })
                 .collect(),
         };
-        debug_assert_eq!(ix.pos, format::index_file_len(self.records, entry));
+        debug_assert_eq!(Some(ix.pos), format::index_file_len(self.records, entry));
         let mp = self.tmp_path.join(MANIFEST_FILE);
         let mfile = self
             .vfs
@@ -441,8 +462,10 @@ impl Core {
         let mutation = self.mutation;
         #[cfg(not(feature = "mutations"))]
         let mutation: Option<crate::Mutation> = None;
-        let skip =
-            |step: usize| matches!(mutation, Some(crate::Mutation::SkipSync(k)) if k == step);
+        let sync = self.sync;
+        let skip = |step: usize| {
+            !sync || matches!(mutation, Some(crate::Mutation::SkipSync(k)) if k == step)
+        };
         let rename_first = matches!(mutation, Some(crate::Mutation::RenameBeforeSync));
         if rename_first {
             self.rename()?;
@@ -480,17 +503,36 @@ impl Core {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        // The container now exists under its final name; from here a failure must not delete it.
+        // The container now exists under its final name.
         self.done = true;
+        let mut durable = Ok(());
         if !skip(ns + 3) {
-            self.vfs
+            durable = self
+                .vfs
                 .sync_dir(&parent)
-                .map_err(|e| Error::io("fsync", &parent, e))?;
+                .map_err(|e| Error::io("fsync", &parent, e));
         }
         for d in self.created_dirs.iter().rev() {
-            if let Some(p) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
-                self.vfs.sync_dir(p).map_err(|e| Error::io("fsync", p, e))?;
+            if durable.is_err() || !sync {
+                break;
             }
+            if let Some(p) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
+                durable = self.vfs.sync_dir(p).map_err(|e| Error::io("fsync", p, e));
+            }
+        }
+        if let Err(e) = durable {
+            // The rename is not durable and close() fails: take the container back out of sight
+            // (atomically, under its temp name) so a failed close never leaves it published; Drop
+            // then removes it. If even that is refused, it stays (complete) under its final name.
+            if !rename_first
+                && self
+                    .vfs
+                    .rename_noreplace(&self.final_path, &self.tmp_path)
+                    .is_ok()
+            {
+                self.done = false;
+            }
+            return Err(e);
         }
         self.poisoned = false;
         self.release_lock();
@@ -531,6 +573,30 @@ impl Drop for Core {
 }
 
 impl ShardState {
+    /// Checksums an uncompressed record that will be written at `offset` by `write_direct`.
+    fn account(&mut self, i: u64, raw: &[u8], offset: u64, uuid: &[u8; 16]) -> Entry {
+        let plain = crc32c::crc32c(raw);
+        let crc = crc32c::crc32c_combine(format::record_seed(uuid, i), plain, raw.len());
+        self.crc = crc32c::crc32c_combine(self.crc, plain, raw.len());
+        self.records += 1;
+        Entry {
+            offset,
+            flags: FLAG_STORED_RAW,
+            stored_len: raw.len() as u32,
+            crc,
+        }
+    }
+
+    /// Writes bytes at the cursor, bypassing the staging buffer (which must be empty).
+    fn write_direct(&mut self, bytes: &[u8]) -> Result<()> {
+        self.flush()?;
+        self.file
+            .write_at(self.cursor, bytes)
+            .map_err(|e| Error::io("write", &self.path, e))?;
+        self.cursor += bytes.len() as u64;
+        Ok(())
+    }
+
     fn push(&mut self, i: u64, raw: &[u8], codec: Codec, uuid: &[u8; 16]) -> Result<Entry> {
         let offset = self.cursor + self.buf.len() as u64;
         let (stored, flags): (&[u8], u8) = match (&mut self.compressor, codec) {
@@ -682,6 +748,7 @@ impl DenseWriter {
         self.core.write_records(
             n,
             &|k| &data[k as usize * stride..(k as usize + 1) * stride],
+            &|a, b| &data[a as usize * stride..b as usize * stride],
             &|_, _| {},
         )
     }
@@ -818,6 +885,10 @@ impl RaggedWriter {
                 &values[cu_seqlens[k as usize] as usize * isz
                     ..cu_seqlens[k as usize + 1] as usize * isz]
             },
+            &|a, b| {
+                &values
+                    [cu_seqlens[a as usize] as usize * isz..cu_seqlens[b as usize] as usize * isz]
+            },
             &|k, out| {
                 for &d in &shapes[k as usize * ndim..(k as usize + 1) * ndim] {
                     out.extend_from_slice(&d.to_le_bytes());
@@ -856,7 +927,22 @@ pub(crate) fn gc_with(vfs: &dyn Vfs, parent: &Path) -> Result<usize> {
     let mut removed = 0;
     for name in names {
         let Some(s) = name.to_str() else { continue };
-        if !s.starts_with('.') || !s.contains(TMP_MARKER) || s.ends_with(".lock") {
+        if !s.starts_with('.') || !s.contains(TMP_MARKER) {
+            continue;
+        }
+        if let Some(dir_name) = s.strip_suffix(".lock") {
+            // A lock file whose writer died before creating (or after removing) its temp
+            // directory: remove it once nobody holds it.
+            let dir = parent.join(dir_name);
+            if !vfs.exists(&dir).unwrap_or(true) {
+                let lock_path = parent.join(s);
+                if let Ok(Some(guard)) = vfs.try_lock(&lock_path) {
+                    if !vfs.exists(&dir).unwrap_or(true) {
+                        let _ = vfs.remove_file(&lock_path);
+                    }
+                    drop(guard);
+                }
+            }
             continue;
         }
         let dir = parent.join(s);

@@ -123,7 +123,9 @@ fn rejected_appends_change_nothing_and_writer_stays_usable() {
     let mut w =
         RaggedWriter::create(&q, DType::Int32, 2, Codec::Raw, WriterOptions::default()).unwrap();
     let vals = [7u8; 24];
-    let cases: Vec<(&[u8], Vec<i32>, Vec<u64>, &str)> = vec![
+    /// values, cu_seqlens, shapes, and a phrase the error must contain.
+    type Case<'a> = (&'a [u8], Vec<i32>, Vec<u64>, &'a str);
+    let cases: Vec<Case> = vec![
         (&vals[..23], vec![0, 6], vec![2, 3], "multiple of itemsize"),
         (&vals, vec![], vec![], "n + 1"),
         (&vals, vec![1, 6], vec![2, 3], "must be 0"),

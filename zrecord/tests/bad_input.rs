@@ -1,0 +1,583 @@
+//! T8 bad-input API calls (Rust side): random, mostly-wrong calls to the writers, stores and
+//! views: wrong byte lengths, bad `cu_seqlens`, zero/overflowing/too-many dimensions, shard counts
+//! 0/256/u32::MAX, zstd levels out of range, dictionary misuse, sizes at and past the 2 GiB record
+//! limit, indices out of range, bad ranges, wrong container kind, closed stores.
+//!
+//! Every call is checked against an independent model of the documented rules:
+//! * 0 panics (each case runs under `catch_unwind`);
+//! * every rejection is a typed error of the right kind and leaves the writer usable and unchanged;
+//! * 0 silent accepts: a call is accepted only if the model says it is valid, and everything
+//!   accepted reads back identical (bytes, shapes, dtype, length);
+//! * valid calls are not refused.
+//!
+//! `ZR_T8_CASES` sets the number of cases (CI 10,000); the total number of API calls is printed.
+
+mod relcommon;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use relcommon::*;
+use zrecord::{
+    Codec, DType, DenseStore, DenseWriter, Error, OpenOptions, RaggedStore, RaggedWriter, Vfs,
+    WriterOptions,
+};
+
+const LIMIT: u64 = 1 << 31;
+
+#[derive(Clone, Debug)]
+struct Append {
+    /// Element counts per record (Ragged: used through random shapes).
+    dims: Vec<Vec<u64>>,
+    /// Dense: number of records.
+    n: usize,
+    perturb: u8,
+    seed: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    ragged: bool,
+    dtype: usize,
+    item: Vec<u64>,
+    ndim: u32,
+    codec: Codec,
+    dict: u8,
+    shards: u32,
+    level: i32,
+    appends: Vec<Append>,
+    reads: Vec<Vec<u64>>,
+    ranges: Vec<(u64, u64)>,
+    close_store: bool,
+}
+
+fn dim() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        30 => 1u64..5,
+        1 => Just(0u64),
+        1 => Just(LIMIT),
+        1 => Just(LIMIT + 1),
+        1 => Just(u64::MAX / 2),
+        1 => Just(u64::MAX),
+    ]
+}
+
+fn append() -> impl Strategy<Value = Append> {
+    (
+        prop::collection::vec(prop::collection::vec(1u64..4, 0..4), 0..6),
+        0usize..6,
+        0u8..24,
+        any::<u64>(),
+    )
+        .prop_map(|(dims, n, perturb, seed)| Append {
+            dims,
+            n,
+            perturb,
+            seed,
+        })
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let head = (
+        any::<bool>(),
+        0..DType::ALL.len(),
+        prop_oneof![
+            10 => prop::collection::vec(dim(), 0..4),
+            1 => prop::collection::vec(Just(1u64), 33..35),
+        ],
+        prop_oneof![20 => 1u32..4, 1 => Just(0u32), 1 => Just(32u32), 1 => Just(33u32)],
+        prop_oneof![Just(Codec::Raw), Just(Codec::Zstd), Just(Codec::ZstdDict)],
+        // 0: the dictionary the codec needs; 1: none; 2: empty; 3: a real one; 4: garbage bytes.
+        prop_oneof![12 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8), 1 => Just(4u8)],
+        prop_oneof![
+            40 => 1u32..5,
+            1 => Just(0u32),
+            1 => Just(255u32),
+            1 => Just(256u32),
+            1 => Just(u32::MAX),
+        ],
+        prop_oneof![
+            30 => 1i32..4,
+            1 => Just(-8i32),
+            1 => Just(-7i32),
+            1 => Just(22i32),
+            1 => Just(23i32),
+        ],
+    );
+    let tail = (
+        prop::collection::vec(append(), 0..5),
+        prop::collection::vec(
+            prop::collection::vec(
+                prop_oneof![
+                    6 => 0u64..40,
+                    1 => Just(u64::MAX),
+                    1 => Just(i64::MAX as u64),
+                    1 => Just(1u64 << 32),
+                ],
+                0..6,
+            ),
+            0..5,
+        ),
+        prop::collection::vec((0u64..45, 0u64..45), 0..3),
+        any::<bool>(),
+    );
+    (head, tail).prop_map(
+        |(
+            (ragged, dtype, item, ndim, codec, dict, shards, level),
+            (appends, reads, ranges, close_store),
+        )| Case {
+            ragged,
+            dtype,
+            item,
+            ndim,
+            codec,
+            dict,
+            shards,
+            level,
+            appends,
+            reads,
+            ranges,
+            close_store,
+        },
+    )
+}
+
+#[derive(Default)]
+struct Counters {
+    calls: AtomicU64,
+    accepted: AtomicU64,
+    rejected: AtomicU64,
+}
+
+impl Counters {
+    fn call(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+    fn outcome<T>(&self, r: &zrecord::Result<T>) {
+        self.call();
+        if r.is_ok() {
+            self.accepted.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)*) => {
+        if !$cond {
+            return Err(TestCaseError::fail(format!($($fmt)*)));
+        }
+    };
+}
+
+fn is_arg_error(e: &Error) -> bool {
+    matches!(e, Error::InvalidInput(_) | Error::LimitExceeded(_))
+}
+
+/// The documented rules for a packed Ragged batch (independent of the implementation).
+fn ragged_valid(values: &[u8], cu: &[i32], shapes: &[u64], ndim: usize, isz: usize) -> bool {
+    if !values.len().is_multiple_of(isz) || cu.is_empty() || cu[0] != 0 {
+        return false;
+    }
+    let n = cu.len() - 1;
+    if shapes.len() != n * ndim {
+        return false;
+    }
+    for k in 0..n {
+        if cu[k + 1] <= cu[k] {
+            return false;
+        }
+        let mut count: u128 = 1;
+        for &d in &shapes[k * ndim..(k + 1) * ndim] {
+            count *= d as u128;
+            if count > u64::MAX as u128 {
+                return false;
+            }
+        }
+        if count != (cu[k + 1] - cu[k]) as u128 || count * isz as u128 > LIMIT as u128 {
+            return false;
+        }
+    }
+    cu[n] as usize * isz == values.len()
+}
+
+fn run_case(c: &Case, ctr: &Counters) -> Result<(), TestCaseError> {
+    let dtype = DType::ALL[c.dtype];
+    let isz = dtype.itemsize();
+    let fs = MemFs::new();
+    let path = Path::new("/t/c");
+    let dict = match c.dict {
+        0 => (c.codec == Codec::ZstdDict).then(tiny_dict_cached),
+        1 => None,
+        2 => Some(Vec::new()),
+        3 => Some(tiny_dict_cached()),
+        _ => Some(bytes(64, 1, false)),
+    };
+    let opts = WriterOptions {
+        data_shards: c.shards,
+        dict: dict.clone(),
+        zstd_level: c.level,
+        vfs: Arc::new(fs.clone()),
+        ..WriterOptions::default()
+    };
+    // Model of create().
+    let has_dict = dict.as_ref().is_some_and(|d| !d.is_empty());
+    let mut valid = (1..=255).contains(&c.shards)
+        && (-7..=22).contains(&c.level)
+        && (c.codec == Codec::ZstdDict) == has_dict;
+    let stride: Option<u64> = if c.ragged {
+        valid &= (1..=32).contains(&c.ndim);
+        None
+    } else {
+        let s = c
+            .item
+            .iter()
+            .try_fold(isz as u64, |a, &d| a.checked_mul(d))
+            .filter(|&s| s <= LIMIT);
+        valid &= c.item.len() <= 32 && !c.item.contains(&0) && s.is_some();
+        s
+    };
+    // Records accepted so far: (bytes, shape).
+    let mut model: Vec<(Vec<u8>, Vec<u64>)> = Vec::new();
+    if c.ragged {
+        let r = RaggedWriter::create(path, dtype, c.ndim, c.codec, opts);
+        ctr.outcome(&r);
+        let mut w = match r {
+            Err(e) => {
+                ensure!(is_arg_error(&e), "create: untyped rejection {e:?}");
+                ensure!(!valid || c.dict == 4, "create refused valid args: {e}");
+                ensure!(!fs.exists(path).unwrap(), "refused create left a container");
+                return Ok(());
+            }
+            Ok(w) => {
+                ensure!(valid, "create accepted invalid args {c:?}");
+                w
+            }
+        };
+        let ndim = c.ndim as usize;
+        for a in &c.appends {
+            // A valid batch: shapes of rank ndim from the generated dims.
+            let mut shapes = Vec::new();
+            let mut recs = Vec::new();
+            for (k, d) in a.dims.iter().enumerate() {
+                let shape: Vec<u64> = (0..ndim).map(|j| *d.get(j).unwrap_or(&1)).collect();
+                let count: u64 = shape.iter().product();
+                recs.push((
+                    bytes(count as usize * isz, a.seed + k as u64, k % 2 == 0),
+                    shape.clone(),
+                ));
+                shapes.extend(shape);
+            }
+            let (mut values, mut cu, _) = pack(&recs, isz);
+            let n = recs.len();
+            match a.perturb {
+                12 if !cu.is_empty() => cu[0] = 1,
+                13 if n >= 2 => cu[1] = cu[2],
+                14 if n >= 1 => cu[n] += 1,
+                15 => {
+                    values.pop();
+                }
+                16 => shapes.push(1),
+                17 if !shapes.is_empty() => {
+                    shapes.pop();
+                }
+                18 if !shapes.is_empty() => shapes[0] *= 2,
+                19 if !shapes.is_empty() => shapes[0] = 0,
+                20 if ndim >= 2 && n >= 1 => {
+                    shapes[0] = u64::MAX;
+                    shapes[1] = 2;
+                }
+                21 if n >= 1 => cu[1] = -5,
+                22 => cu.clear(),
+                23 => values.push(0),
+                _ => {}
+            }
+            let ok = ragged_valid(&values, &cu, &shapes, ndim, isz);
+            let before = w.len();
+            let r = w.append(&values, &cu, &shapes);
+            ctr.outcome(&r);
+            match r {
+                Ok(()) => {
+                    ensure!(
+                        ok,
+                        "append accepted invalid batch cu={cu:?} shapes={shapes:?} values={}B",
+                        values.len()
+                    );
+                    let added = cu.len() as u64 - 1;
+                    ensure!(w.len() == before + added, "len not advanced");
+                    for k in 0..added as usize {
+                        let v = values[cu[k] as usize * isz..cu[k + 1] as usize * isz].to_vec();
+                        model.push((v, shapes[k * ndim..(k + 1) * ndim].to_vec()));
+                    }
+                }
+                Err(e) => {
+                    ensure!(is_arg_error(&e), "append: untyped rejection {e:?}");
+                    ensure!(!ok, "append refused a valid batch: {e}");
+                    ensure!(w.len() == before, "rejected append changed len");
+                }
+            }
+        }
+        let r = w.close();
+        ctr.outcome(&r);
+        ensure!(r.is_ok(), "close failed: {r:?}");
+    } else {
+        let r = DenseWriter::create(path, dtype, &c.item, c.codec, opts);
+        ctr.outcome(&r);
+        let mut w = match r {
+            Err(e) => {
+                ensure!(is_arg_error(&e), "create: untyped rejection {e:?}");
+                ensure!(!valid || c.dict == 4, "create refused valid args: {e}");
+                ensure!(!fs.exists(path).unwrap(), "refused create left a container");
+                return Ok(());
+            }
+            Ok(w) => {
+                ensure!(valid, "create accepted invalid args {c:?}");
+                w
+            }
+        };
+        let stride = stride.unwrap_or(0) as usize;
+        for a in &c.appends {
+            let n = if stride > 1 << 16 { 0 } else { a.n };
+            let mut len = n * stride;
+            match a.perturb % 6 {
+                1 => len += 1,
+                2 if len > 0 => len -= 1,
+                3 => len += stride.min(1 << 16) / 2,
+                _ => {}
+            }
+            let data = bytes(len, a.seed, a.perturb % 2 == 0);
+            let ok = stride > 0 && len.is_multiple_of(stride);
+            let before = w.len();
+            let r = w.append(&data);
+            ctr.outcome(&r);
+            match r {
+                Ok(()) => {
+                    ensure!(ok, "append accepted {len} bytes for stride {stride}");
+                    ensure!(
+                        w.len() == before + (len / stride) as u64,
+                        "len not advanced"
+                    );
+                    for ch in data.chunks(stride) {
+                        model.push((ch.to_vec(), c.item.clone()));
+                    }
+                }
+                Err(e) => {
+                    ensure!(is_arg_error(&e), "append: untyped rejection {e:?}");
+                    ensure!(!ok, "append refused {len} bytes for stride {stride}: {e}");
+                    ensure!(w.len() == before, "rejected append changed len");
+                }
+            }
+        }
+        let r = w.close();
+        ctr.outcome(&r);
+        ensure!(r.is_ok(), "close failed: {r:?}");
+    }
+
+    // Read everything back through the public API.
+    let oo = OpenOptions {
+        verify: true,
+        vfs: Arc::new(fs.clone()),
+    };
+    let len = model.len() as u64;
+    let check_idx =
+        |idx: &[u64], r: &zrecord::Result<Vec<(Vec<u8>, Vec<u64>)>>| -> Result<(), TestCaseError> {
+            let ok = idx.iter().all(|&i| i < len);
+            match r {
+                Ok(got) => {
+                    ensure!(ok, "gather accepted out-of-range {idx:?} (len {len})");
+                    for (k, &i) in idx.iter().enumerate() {
+                        ensure!(got[k] == model[i as usize], "record {i} differs");
+                    }
+                }
+                Err(e) => {
+                    ensure!(!ok, "gather refused valid {idx:?}: {e}");
+                    ensure!(
+                        matches!(e, Error::IndexOutOfRange { .. }),
+                        "gather: wrong error {e:?}"
+                    );
+                }
+            }
+            Ok(())
+        };
+    if c.ragged {
+        let wrong = DenseStore::open_with(path, oo.clone());
+        ctr.outcome(&wrong);
+        ensure!(
+            matches!(wrong, Err(Error::Format { .. })),
+            "Ragged container opened as Dense"
+        );
+        let st = RaggedStore::open_with(path, oo)
+            .map_err(|e| TestCaseError::fail(format!("open: {e}")))?;
+        ctr.call();
+        ensure!(
+            st.len() == len && st.dtype() == dtype && st.ndim() == c.ndim,
+            "metadata differs"
+        );
+        let v = st.bind(alloc());
+        let gather = |idx: &[u64]| {
+            v.gather(idx).map(|b| {
+                (0..b.len())
+                    .map(|k| {
+                        (
+                            b.record(k).to_vec(),
+                            b.shapes()[k * b.ndim()..(k + 1) * b.ndim()].to_vec(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        let all: Vec<u64> = (0..len).collect();
+        let mut sets = c.reads.clone();
+        sets.push(all);
+        for idx in &sets {
+            let r = gather(idx);
+            ctr.outcome(&r);
+            check_idx(idx, &r)?;
+        }
+        for &(a, b) in &c.ranges {
+            let r = v.range(a..b);
+            ctr.outcome(&r);
+            ensure!(
+                r.is_ok() == (a <= b && b <= len),
+                "range {a}..{b} of {len}: {:?}",
+                r.err()
+            );
+            if let Ok(batch) = r {
+                ensure!(batch.len() as u64 == b - a, "range length");
+            }
+            let s = v.shape_of(a);
+            ctr.outcome(&s);
+            ensure!(s.is_ok() == (a < len), "shape_of({a}) of {len}");
+        }
+        if c.close_store {
+            st.close();
+            let r = gather(&[0]);
+            ctr.outcome(&r);
+            ensure!(
+                matches!(r, Err(Error::Closed(_))),
+                "gather after close: {:?}",
+                r.err()
+            );
+            let r = st.verify();
+            ctr.outcome(&r);
+            ensure!(matches!(r, Err(Error::Closed(_))), "verify after close");
+        } else {
+            let r = st.verify();
+            ctr.outcome(&r);
+            ensure!(r.is_ok(), "verify: {r:?}");
+        }
+    } else {
+        let wrong = RaggedStore::open_with(path, oo.clone());
+        ctr.outcome(&wrong);
+        ensure!(
+            matches!(wrong, Err(Error::Format { .. })),
+            "Dense container opened as Ragged"
+        );
+        let st = DenseStore::open_with(path, oo)
+            .map_err(|e| TestCaseError::fail(format!("open: {e}")))?;
+        ctr.call();
+        ensure!(
+            st.len() == len && st.dtype() == dtype && st.item_shape() == &c.item[..],
+            "metadata differs"
+        );
+        let v = st.bind(alloc());
+        let stride = v.record_bytes() as usize;
+        let gather = |idx: &[u64]| {
+            v.gather(idx).map(|b| {
+                b.bytes()
+                    .chunks(stride.max(1))
+                    .take(idx.len())
+                    .map(|ch| (ch.to_vec(), c.item.clone()))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let mut sets = c.reads.clone();
+        sets.push((0..len).collect());
+        for idx in &sets {
+            let r = gather(idx);
+            ctr.outcome(&r);
+            check_idx(idx, &r)?;
+        }
+        for &(a, b) in &c.ranges {
+            let r = v.range(a..b);
+            ctr.outcome(&r);
+            ensure!(
+                r.is_ok() == (a <= b && b <= len),
+                "range {a}..{b} of {len}: {:?}",
+                r.err()
+            );
+            let g = v.get(a);
+            ctr.outcome(&g);
+            ensure!(g.is_ok() == (a < len), "get({a}) of {len}");
+            if let Ok(g) = g {
+                ensure!(g.shape() == &c.item[..], "get shape");
+                ensure!(g.bytes() == &model[a as usize].0[..], "get bytes");
+            }
+        }
+        if c.close_store {
+            st.close();
+            let r = gather(&[]);
+            ctr.outcome(&r);
+            ensure!(
+                matches!(r, Err(Error::Closed(_))),
+                "gather after close: {:?}",
+                r.err()
+            );
+        } else {
+            let r = st.verify();
+            ctr.outcome(&r);
+            ensure!(r.is_ok(), "verify: {r:?}");
+        }
+    }
+    Ok(())
+}
+
+fn tiny_dict_cached() -> Vec<u8> {
+    static D: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    D.get_or_init(tiny_dict).clone()
+}
+
+#[test]
+fn t8_bad_input_api_calls() {
+    let cases = env_count("ZR_T8_CASES", 10_000) as u32;
+    let ctr = Counters::default();
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let t0 = std::time::Instant::now();
+    let result = runner.run(&case(), |c| {
+        match catch_unwind(AssertUnwindSafe(|| run_case(&c, &ctr))) {
+            Ok(r) => r,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                Err(TestCaseError::fail(format!("PANIC: {msg}")))
+            }
+        }
+    });
+    if let Err(e) = result {
+        panic!("T8 failed: {e}");
+    }
+    report(
+        "T8",
+        &[
+            ("cases", cases.to_string()),
+            ("api_calls", ctr.calls.load(Ordering::Relaxed).to_string()),
+            ("accepted", ctr.accepted.load(Ordering::Relaxed).to_string()),
+            ("rejected", ctr.rejected.load(Ordering::Relaxed).to_string()),
+            ("panics", "0".into()),
+            ("silent_accepts", "0".into()),
+            ("secs", format!("{:.1}", t0.elapsed().as_secs_f64())),
+        ],
+    );
+}

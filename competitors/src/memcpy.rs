@@ -1,15 +1,18 @@
 //! `memcpy-limit`: the physical limit row. The "store" is an in-memory copy of the source; a gather
 //! copies the same records into one output buffer with per-record `memcpy`, on rayon's global pool
 //! when the batch holds at least [`crate::PAR_MIN_BYTES`] (the same rule and pool every parallel
-//! adapter here uses).
+//! adapter here uses). Output buffers are recycled (a dropped batch's buffer serves the next
+//! gather), so the row measures copying alone, not page faults of fresh allocations: the same
+//! policy as zrecord's pooled allocator.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Result, bail};
 use crate::output::Batch;
+use crate::output::{DenseOut, DenseOutput, RaggedOut, RaggedOutput};
 use crate::source::Source;
-use crate::util::{check_indices, fill_dense, ragged_out};
+use crate::util::{check_indices, fill_dense_into, pack_ragged_into};
 use crate::{Competitor, Geometry, Reader, Stored};
 
 #[derive(Debug)]
@@ -87,6 +90,7 @@ impl Competitor for MemcpyLimit {
         Ok(Box::new(MemcpyReader {
             mem,
             len: stored.len,
+            bin: Arc::default(),
         }))
     }
 }
@@ -94,6 +98,7 @@ impl Competitor for MemcpyLimit {
 struct MemcpyReader {
     mem: Arc<Mem>,
     len: u64,
+    bin: Arc<Bin>,
 }
 
 impl Reader for MemcpyReader {
@@ -110,11 +115,15 @@ impl Reader for MemcpyReader {
                 data,
             } => {
                 let s = *stride;
-                let out = fill_dense(indices.len(), s, item_shape, |k| {
+                let buf = self.bin.take(indices.len() * s);
+                let out = fill_dense_into(buf, indices.len(), s, item_shape, |k| {
                     let i = indices[k] as usize;
                     &data[i * s..(i + 1) * s]
                 });
-                Ok(Batch::Dense(Box::new(out)))
+                Ok(Batch::Dense(Box::new(Recycled {
+                    out,
+                    bin: self.bin.clone(),
+                })))
             }
             Mem::Ragged {
                 itemsize,
@@ -131,8 +140,84 @@ impl Reader for MemcpyReader {
                 for &i in indices {
                     sh.extend_from_slice(&shapes[i as usize * ndim..(i as usize + 1) * ndim]);
                 }
-                Ok(Batch::Ragged(Box::new(ragged_out(&recs, *itemsize, sh)?)))
+                let total: usize = recs.iter().map(|r| r.len()).sum();
+                let (values, cu_seqlens) =
+                    pack_ragged_into(self.bin.take(total), &recs, *itemsize)?;
+                Ok(Batch::Ragged(Box::new(RecycledRagged {
+                    out: RaggedOut {
+                        values,
+                        cu_seqlens,
+                        shapes: sh,
+                    },
+                    bin: self.bin.clone(),
+                })))
             }
+        }
+    }
+}
+
+/// One spare output buffer, handed back when a batch is dropped.
+#[derive(Debug, Default)]
+struct Bin(Mutex<Option<Vec<u8>>>);
+
+impl Bin {
+    fn take(&self, len: usize) -> Vec<u8> {
+        let spare = self.0.lock().ok().and_then(|mut g| g.take());
+        match spare {
+            Some(mut v) if v.capacity() >= len => {
+                v.resize(len, 0);
+                v
+            }
+            _ => vec![0u8; len],
+        }
+    }
+}
+
+/// A Dense batch whose buffer returns to the reader's bin on drop.
+struct Recycled {
+    out: DenseOut,
+    bin: Arc<Bin>,
+}
+
+impl DenseOutput for Recycled {
+    fn bytes(&self) -> &[u8] {
+        &self.out.bytes
+    }
+    fn shape(&self) -> &[u64] {
+        &self.out.shape
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.bin.0.lock() {
+            *g = Some(std::mem::take(&mut self.out.bytes));
+        }
+    }
+}
+
+/// A Ragged batch whose values buffer returns to the reader's bin on drop.
+struct RecycledRagged {
+    out: RaggedOut,
+    bin: Arc<Bin>,
+}
+
+impl RaggedOutput for RecycledRagged {
+    fn values(&self) -> &[u8] {
+        &self.out.values
+    }
+    fn cu_seqlens(&self) -> &[i32] {
+        &self.out.cu_seqlens
+    }
+    fn shapes(&self) -> &[u64] {
+        &self.out.shapes
+    }
+}
+
+impl Drop for RecycledRagged {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.bin.0.lock() {
+            *g = Some(std::mem::take(&mut self.out.values));
         }
     }
 }

@@ -52,7 +52,20 @@ pub(crate) fn fill_dense<'a, F>(n: usize, stride: usize, item_shape: &[u64], rec
 where
     F: Fn(usize) -> &'a [u8] + Sync,
 {
-    let mut bytes = vec![0u8; n * stride];
+    fill_dense_into(vec![0u8; n * stride], n, stride, item_shape, record)
+}
+
+/// As [`fill_dense`], into a caller-provided buffer of exactly `n * stride` bytes.
+pub(crate) fn fill_dense_into<'a, F>(
+    mut bytes: Vec<u8>,
+    n: usize,
+    stride: usize,
+    item_shape: &[u64],
+    record: F,
+) -> DenseOut
+where
+    F: Fn(usize) -> &'a [u8] + Sync,
+{
     if stride > 0 {
         if n * stride >= PAR_MIN_BYTES && n > 1 {
             let min_len = (64 * 1024 / stride).max(1);
@@ -91,9 +104,22 @@ pub(crate) fn cu_seqlens(lens: impl Iterator<Item = usize>, itemsize: usize) -> 
 /// Packs per-record byte slices (already in requested order) into one values buffer, in parallel
 /// when the batch is large. Returns the values and int32 element boundaries.
 pub(crate) fn pack_ragged(records: &[&[u8]], itemsize: usize) -> Result<(Vec<u8>, Vec<i32>)> {
+    pack_ragged_into(Vec::new(), records, itemsize)
+}
+
+/// As [`pack_ragged`], reusing `values`' allocation when it is large enough.
+pub(crate) fn pack_ragged_into(
+    mut values: Vec<u8>,
+    records: &[&[u8]],
+    itemsize: usize,
+) -> Result<(Vec<u8>, Vec<i32>)> {
     let cu = cu_seqlens(records.iter().map(|r| r.len()), itemsize)?;
     let total: usize = records.iter().map(|r| r.len()).sum();
-    let mut values = vec![0u8; total];
+    if values.capacity() >= total {
+        values.resize(total, 0);
+    } else {
+        values = vec![0u8; total];
+    }
     if total >= PAR_MIN_BYTES && records.len() > 1 {
         let mut pieces: Vec<&mut [u8]> = Vec::with_capacity(records.len());
         let mut rest: &mut [u8] = &mut values;

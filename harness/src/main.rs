@@ -1,1 +1,38 @@
-fn main() {}
+//! `harness`: the benchmark driver of the loaderx workspace.
+//!
+//! ```text
+//! cargo run --release -p harness                          # full matrix (cached or synthetic corpora)
+//! cargo run --release -p harness -- --pets DIR --text DIR # real sources
+//! cargo run --release -p harness -- --quick --only dense-vision,sampler
+//! cargo run --release -p harness -- prepare --download    # fetch the full public datasets
+//! cargo run --release -p harness -- gate BASELINE.json CURRENT.json
+//! ```
+//!
+//! Every (table, backend) cell runs in a fresh process (the harness re-invokes itself with the
+//! hidden `cell` subcommand); arms are rotated per repeat; each cell verifies 100 random batches
+//! byte for byte before timing and checks every timed batch after its timer stops.
+
+mod cli;
+mod corpus;
+mod gate;
+mod loader_table;
+mod machine;
+mod plots;
+mod report;
+mod run;
+mod sampler_table;
+mod stats;
+mod store_cell;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match cli::dispatch(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("harness: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! Locating, preparing or synthesizing the benchmark corpora, and loading them as sources.
+
+use std::path::{Path, PathBuf};
+
+use competitors::{DenseSource, RaggedSource, Source};
+use datasets::npy::{NpyFile, NpyWriter};
+use serde_json::{Value, json};
+use zrecord::DType;
+
+use crate::cli::RunArgs;
+
+/// A prepared corpus directory (the datasets crate's layout) and what it is.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub dir: PathBuf,
+    pub synthetic: bool,
+    pub metadata: Value,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Corpora {
+    pub vision: Option<Prepared>,
+    pub tokens: Option<Prepared>,
+}
+
+pub fn vision_records(a: &RunArgs) -> usize {
+    a.vision_records.unwrap_or(if a.quick { 256 } else { 2500 })
+}
+
+pub fn token_records(a: &RunArgs) -> usize {
+    a.token_records
+        .unwrap_or(if a.quick { 20_000 } else { 200_000 })
+}
+
+fn read_meta(dir: &Path) -> Option<Value> {
+    let b = std::fs::read(dir.join("metadata.json")).ok()?;
+    serde_json::from_slice(&b).ok()
+}
+
+fn records_of(meta: &Value) -> Option<u64> {
+    meta.get("records")
+        .and_then(Value::as_u64)
+        .or_else(|| meta.pointer("/ragged/records").and_then(Value::as_u64))
+}
+
+/// Finds or builds the vision corpus.
+pub fn vision(a: &RunArgs) -> Result<Prepared, String> {
+    let n = vision_records(a);
+    let real_dir = a.cache.join(format!("vision-real-{n}"));
+    let source = a.pets.clone().or_else(|| {
+        let full = a.cache.join("oxford-iiit-pet");
+        full.join("images").is_dir().then_some(full)
+    });
+    if let Some(src) = source {
+        let src_str = src
+            .canonicalize()
+            .unwrap_or(src.clone())
+            .display()
+            .to_string();
+        if let Some(m) = read_meta(&real_dir) {
+            let same = m
+                .pointer("/source/path")
+                .and_then(Value::as_str)
+                .is_some_and(|p| p == src_str || Path::new(p) == src)
+                && m.get("records").and_then(Value::as_u64) == Some(n as u64);
+            if same {
+                return Ok(Prepared {
+                    dir: real_dir,
+                    synthetic: false,
+                    metadata: m,
+                });
+            }
+        }
+        let _ = std::fs::remove_dir_all(&real_dir);
+        eprintln!(
+            "harness: preparing {n} vision records from {}",
+            src.display()
+        );
+        let t = std::time::Instant::now();
+        datasets::vision::prepare(&src, &real_dir, n, true)
+            .map_err(|e| format!("vision preparation failed: {e}"))?;
+        eprintln!(
+            "harness: vision prepared in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        let m = read_meta(&real_dir).ok_or("vision metadata.json missing after preparation")?;
+        return Ok(Prepared {
+            dir: real_dir,
+            synthetic: false,
+            metadata: m,
+        });
+    }
+    if let Some(m) = read_meta(&real_dir) {
+        return Ok(Prepared {
+            dir: real_dir,
+            synthetic: false,
+            metadata: m,
+        });
+    }
+    let dir = a.cache.join(format!("vision-synthetic-{n}"));
+    if let Some(m) = read_meta(&dir).filter(|m| records_of(m) == Some(n as u64)) {
+        return Ok(Prepared {
+            dir,
+            synthetic: true,
+            metadata: m,
+        });
+    }
+    eprintln!(
+        "harness: no Oxford-IIIT Pet source (--pets DIR); generating a synthetic vision corpus of {n} records"
+    );
+    synth_vision(&dir, n)?;
+    let m = read_meta(&dir).ok_or("synthetic metadata missing")?;
+    Ok(Prepared {
+        dir,
+        synthetic: true,
+        metadata: m,
+    })
+}
+
+/// Finds or builds the token corpus.
+pub fn tokens(a: &RunArgs) -> Result<Prepared, String> {
+    let n = token_records(a);
+    let real_dir = a.cache.join(format!("tokens-real-{n}"));
+    let mut sources: Vec<PathBuf> = Vec::new();
+    if let Some(t) = &a.text {
+        sources.extend(text_files(t)?);
+    }
+    if let Some(p) = &a.wikitext_parquet {
+        sources.push(p.clone());
+    }
+    if sources.is_empty() {
+        let full = a.cache.join("wikitext-103-raw");
+        if full.is_dir() {
+            sources.push(full);
+        }
+    }
+    if !sources.is_empty() {
+        let want: Vec<String> = sources
+            .iter()
+            .map(|s| s.canonicalize().unwrap_or(s.clone()).display().to_string())
+            .collect();
+        if let Some(m) = read_meta(&real_dir) {
+            let paths: Vec<String> = m
+                .get("requested_sources")
+                .and_then(Value::as_array)
+                .map(|v| {
+                    v.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if paths == want {
+                return Ok(Prepared {
+                    dir: real_dir,
+                    synthetic: false,
+                    metadata: m,
+                });
+            }
+        }
+        let _ = std::fs::remove_dir_all(&real_dir);
+        eprintln!("harness: tokenizing {n} + {n} token records from {want:?}");
+        let t = std::time::Instant::now();
+        datasets::tokens::prepare(&sources, &real_dir, n, n, true)
+            .map_err(|e| format!("token preparation failed: {e}"))?;
+        eprintln!(
+            "harness: tokens prepared in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        let mut m = read_meta(&real_dir).ok_or("token metadata.json missing after preparation")?;
+        m["requested_sources"] = json!(want);
+        std::fs::write(
+            real_dir.join("metadata.json"),
+            serde_json::to_vec_pretty(&m).unwrap_or_default(),
+        )
+        .map_err(|e| format!("rewrite metadata: {e}"))?;
+        return Ok(Prepared {
+            dir: real_dir,
+            synthetic: false,
+            metadata: m,
+        });
+    }
+    if let Some(m) = read_meta(&real_dir) {
+        return Ok(Prepared {
+            dir: real_dir,
+            synthetic: false,
+            metadata: m,
+        });
+    }
+    let dir = a.cache.join(format!("tokens-synthetic-{n}"));
+    if let Some(m) = read_meta(&dir) {
+        return Ok(Prepared {
+            dir,
+            synthetic: true,
+            metadata: m,
+        });
+    }
+    eprintln!(
+        "harness: no text source (--text DIR); generating a synthetic token corpus of {n} records"
+    );
+    synth_tokens(&dir, n)?;
+    let m = read_meta(&dir).ok_or("synthetic metadata missing")?;
+    Ok(Prepared {
+        dir,
+        synthetic: true,
+        metadata: m,
+    })
+}
+
+/// Text inputs under `root` (recursively), WikiText files first, then the rest in name order.
+fn text_files(root: &Path) -> Result<Vec<PathBuf>, String> {
+    if root.is_file() {
+        return Ok(vec![root.to_path_buf()]);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let rd = std::fs::read_dir(&d).map_err(|e| format!("read {}: {e}", d.display()))?;
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p
+                .extension()
+                .and_then(|x| x.to_str())
+                .is_some_and(|x| matches!(x, "txt" | "raw" | "parquet"))
+            {
+                out.push(p);
+            }
+        }
+    }
+    out.sort_by_key(|p| {
+        (
+            !p.display().to_string().to_lowercase().contains("wiki"),
+            p.clone(),
+        )
+    });
+    if out.is_empty() {
+        return Err(format!(
+            "{}: no .txt/.raw/.parquet files found",
+            root.display()
+        ));
+    }
+    Ok(out)
+}
+
+pub fn prepare_command(a: &RunArgs, download: bool) -> Result<(), String> {
+    if download {
+        let got = datasets::download::fetch_full_datasets(
+            &a.cache,
+            &datasets::download::FullDatasetSources::public(),
+            true,
+        )
+        .map_err(|e| format!("download failed: {e}"))?;
+        eprintln!("harness: downloaded: {got:?}");
+    }
+    let v = vision(a)?;
+    let t = tokens(a)?;
+    println!("vision: {} (synthetic: {})", v.dir.display(), v.synthetic);
+    println!("tokens: {} (synthetic: {})", t.dir.display(), t.synthetic);
+    Ok(())
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn npy_err(e: datasets::Error) -> String {
+    e.to_string()
+}
+
+/// Photo-like CHW pixels: smooth gradients plus sensor noise, deterministic per image.
+fn synth_image(h: usize, w: usize, seed: u64, out: &mut Vec<u8>) {
+    let mut r = Rng(seed);
+    let (a, b, c) = (r.next() % 200, r.next() % 200, r.next() % 200);
+    out.clear();
+    for ch in 0..3u64 {
+        for y in 0..h {
+            for x in 0..w {
+                let base =
+                    (a * ch + b * y as u64 / h.max(1) as u64 + c * x as u64 / w.max(1) as u64)
+                        % 256;
+                let noise = r.next() % 9;
+                out.push((base + noise) as u8);
+            }
+        }
+    }
+}
+
+fn synth_vision(dir: &Path, n: usize) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    let mut dense = NpyWriter::create(dir.join("dense.npy"), "|u1", &[n as u64, 3, 224, 224])
+        .map_err(npy_err)?;
+    let mut values =
+        NpyWriter::create_growable(dir.join("ragged_values.npy"), "|u1", &[]).map_err(npy_err)?;
+    let mut shapes = Vec::with_capacity(n * 3);
+    let mut offsets = vec![0i64];
+    let mut r = Rng(42);
+    let mut buf = Vec::new();
+    let (mut hs, mut ws) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        synth_image(224, 224, i as u64, &mut buf);
+        dense.write(&buf).map_err(npy_err)?;
+        // Heights/widths spread like the Oxford-IIIT Pet photos (median about 375 x 500).
+        let h = 200 + (r.next() % 351) as usize;
+        let w = 270 + (r.next() % 461) as usize;
+        synth_image(h, w, 1_000_000 + i as u64, &mut buf);
+        values.write(&buf).map_err(npy_err)?;
+        shapes.extend_from_slice(&[3u64, h as u64, w as u64]);
+        offsets.push(offsets[i] + buf.len() as i64);
+        hs.push(h as u64);
+        ws.push(w as u64);
+    }
+    dense.finish().map_err(npy_err)?;
+    values.finish().map_err(npy_err)?;
+    let sb: Vec<u8> = shapes.iter().flat_map(|v| v.to_le_bytes()).collect();
+    datasets::npy::write_npy(dir.join("ragged_shapes.npy"), "<u8", &[n as u64, 3], &sb)
+        .map_err(npy_err)?;
+    let ob: Vec<u8> = offsets.iter().flat_map(|v| v.to_le_bytes()).collect();
+    datasets::npy::write_npy(dir.join("ragged_offsets.npy"), "<i8", &[n as u64 + 1], &ob)
+        .map_err(npy_err)?;
+    hs.sort_unstable();
+    ws.sort_unstable();
+    let meta = json!({
+        "schema": "loaderx.harness.synthetic-vision/1",
+        "synthetic": true,
+        "records": n,
+        "generator": "harness::corpus::synth_vision (gradients + noise, seeded)",
+        "dense": {"file": "dense.npy", "dtype": "uint8", "shape": [n, 3, 224, 224], "logical_bytes": n * 150_528},
+        "ragged": {"values_file": "ragged_values.npy", "shapes_file": "ragged_shapes.npy", "offsets_file": "ragged_offsets.npy",
+                   "logical_bytes": offsets[n], "height": {"min": hs[0], "median": hs[n / 2], "max": hs[n - 1]},
+                   "width": {"min": ws[0], "median": ws[n / 2], "max": ws[n - 1]}},
+    });
+    std::fs::write(
+        dir.join("metadata.json"),
+        serde_json::to_vec_pretty(&meta).unwrap_or_default(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn synth_tokens(dir: &Path, n: usize) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    let mut r = Rng(7);
+    let mut token = || -> i32 {
+        // Zipf-like ids over the GPT-2 vocabulary.
+        let u = (r.next() % 1_000_000) as f64 / 1_000_000.0;
+        ((50_256.0 * u.powi(4)) as i32).min(50_255)
+    };
+    let mut tokens: Vec<u8> = Vec::new();
+    let mut offsets = vec![0i64];
+    let mut lens = Vec::with_capacity(n);
+    let mut lr = Rng(9);
+    for _ in 0..n {
+        // Lengths 16..=512, right-skewed (median ~130).
+        let u = (lr.next() % 1_000_000) as f64 / 1_000_000.0;
+        let len = (16.0 + 496.0 * u.powf(2.2)) as usize;
+        for _ in 0..len {
+            tokens.extend_from_slice(&token().to_le_bytes());
+        }
+        offsets.push(offsets.last().copied().unwrap_or(0) + len as i64);
+        lens.push(len as u64);
+    }
+    let total = *offsets.last().unwrap_or(&0) as u64;
+    datasets::npy::write_npy(dir.join("tokens.npy"), "<i4", &[total], &tokens).map_err(npy_err)?;
+    let ob: Vec<u8> = offsets.iter().flat_map(|v| v.to_le_bytes()).collect();
+    datasets::npy::write_npy(dir.join("offsets.npy"), "<i8", &[n as u64 + 1], &ob)
+        .map_err(npy_err)?;
+    let mut dense = Vec::with_capacity(n * 2048);
+    for _ in 0..n * 512 {
+        dense.extend_from_slice(&token().to_le_bytes());
+    }
+    datasets::npy::write_npy(dir.join("dense.npy"), "<i4", &[n as u64, 512], &dense)
+        .map_err(npy_err)?;
+    lens.sort_unstable();
+    let meta = json!({
+        "schema": "loaderx.harness.synthetic-tokens/1",
+        "synthetic": true,
+        "generator": "harness::corpus::synth_tokens (Zipf-like ids, skewed lengths, seeded)",
+        "ragged": {"records": n, "tokens_file": "tokens.npy", "offsets_file": "offsets.npy", "tokens": total,
+                   "p10": lens[n / 10], "median": lens[n / 2], "p90": lens[n * 9 / 10]},
+        "dense": {"records": n, "file": "dense.npy", "shape": [n, 512]},
+    });
+    std::fs::write(
+        dir.join("metadata.json"),
+        serde_json::to_vec_pretty(&meta).unwrap_or_default(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn dtype_of(descr: &str) -> Result<DType, String> {
+    Ok(match descr {
+        "|u1" | "<u1" => DType::UInt8,
+        "<i4" => DType::Int32,
+        "<i8" => DType::Int64,
+        "<u8" => DType::UInt64,
+        "<f4" => DType::Float32,
+        other => return Err(format!("unsupported npy dtype {other:?}")),
+    })
+}
+
+fn le_words<T: Copy>(f: &NpyFile, conv: fn([u8; 8]) -> T) -> Vec<T> {
+    f.data()
+        .chunks_exact(8)
+        .map(|c| conv(c.try_into().unwrap_or([0; 8])))
+        .collect()
+}
+
+/// The files behind one table's source, kept open (mmapped) while the source borrows them.
+pub struct Loaded {
+    files: Vec<NpyFile>,
+    offsets: Vec<i64>,
+    shapes: Vec<u64>,
+    dense_shape: Vec<u64>,
+    dtype: DType,
+    ragged_ndim: usize,
+    dense: bool,
+}
+
+impl Loaded {
+    pub fn open(table: &str, dir: &Path) -> Result<Loaded, String> {
+        let open = |name: &str| {
+            NpyFile::open(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+        };
+        match table {
+            "dense-vision" | "dense-tokens" => {
+                let f = open("dense.npy")?;
+                let dtype = dtype_of(f.descr())?;
+                let shape = f.shape().to_vec();
+                Ok(Loaded {
+                    files: vec![f],
+                    offsets: vec![],
+                    shapes: vec![],
+                    dense_shape: shape,
+                    dtype,
+                    ragged_ndim: 0,
+                    dense: true,
+                })
+            }
+            "ragged-vision" => {
+                let v = open("ragged_values.npy")?;
+                let o = open("ragged_offsets.npy")?;
+                let s = open("ragged_shapes.npy")?;
+                let offsets = le_words(&o, i64::from_le_bytes);
+                let shapes = le_words(&s, u64::from_le_bytes);
+                let dtype = dtype_of(v.descr())?;
+                Ok(Loaded {
+                    files: vec![v],
+                    offsets,
+                    shapes,
+                    dense_shape: vec![],
+                    dtype,
+                    ragged_ndim: 3,
+                    dense: false,
+                })
+            }
+            "ragged-tokens" => {
+                let v = open("tokens.npy")?;
+                let o = open("offsets.npy")?;
+                let offsets = le_words(&o, i64::from_le_bytes);
+                let shapes: Vec<u64> = offsets.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
+                let dtype = dtype_of(v.descr())?;
+                Ok(Loaded {
+                    files: vec![v],
+                    offsets,
+                    shapes,
+                    dense_shape: vec![],
+                    dtype,
+                    ragged_ndim: 1,
+                    dense: false,
+                })
+            }
+            other => Err(format!("no source for table {other}")),
+        }
+    }
+
+    pub fn source(&self) -> Source<'_> {
+        if self.dense {
+            Source::Dense(DenseSource {
+                dtype: self.dtype,
+                item_shape: self.dense_shape[1..].to_vec(),
+                data: self.files[0].data(),
+            })
+        } else {
+            Source::Ragged(RaggedSource {
+                dtype: self.dtype,
+                ndim: self.ragged_ndim,
+                values: self.files[0].data(),
+                offsets: &self.offsets,
+                shapes: &self.shapes,
+            })
+        }
+    }
+}

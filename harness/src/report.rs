@@ -1,0 +1,371 @@
+//! Aggregation over repeats and the three outputs: `results.json`, `tables.md`, `plots/`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::cli::RunArgs;
+use crate::corpus::Corpora;
+use crate::stats::{median, sample_sd};
+use crate::store_cell::CellResult;
+
+pub const SCHEMA: &str = "loaderx-harness/1";
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoreRow {
+    pub backend: String,
+    pub status: String,
+    pub note: Option<String>,
+    pub write_mib_s: f64,
+    pub gather_mib_s: f64,
+    pub krecords_s: f64,
+    pub p95_ms: f64,
+    pub disk_mib: f64,
+    pub compression: f64,
+    pub x_memcpy: Option<f64>,
+    pub verified: bool,
+    /// Sample SD of gather MiB/s over repeats.
+    pub sd: f64,
+    pub repeats: Vec<CellResult>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoreTable {
+    pub name: String,
+    pub title: String,
+    pub synthetic: bool,
+    pub records: u64,
+    pub logical_mib: f64,
+    pub rows: Vec<StoreRow>,
+}
+
+fn title(name: &str) -> &'static str {
+    match name {
+        "dense-vision" => "Dense vision: uint8[3,224,224] records (147 KiB), batch 256, IID",
+        "ragged-vision" => "Ragged vision: native-resolution uint8[3,H,W] records, batch 256, IID",
+        "dense-tokens" => "Dense tokens: int32[512] blocks (2 KiB), batch 256, IID",
+        "ragged-tokens" => "Ragged tokens: int32 sequences of 16..512 tokens, batch 256, IID",
+        _ => "",
+    }
+}
+
+impl StoreTable {
+    pub fn aggregate(
+        name: &str,
+        synthetic: bool,
+        rows: Vec<(String, Vec<CellResult>)>,
+    ) -> StoreTable {
+        let mut out = Vec::new();
+        let mut records = 0;
+        let mut logical = 0;
+        for (backend, reps) in rows {
+            let ok: Vec<&CellResult> = reps.iter().filter(|r| r.status == "ok").collect();
+            let status = if reps.iter().any(|r| r.status == "FAILED") {
+                "FAILED".to_string()
+            } else {
+                reps.first().map(|r| r.status.clone()).unwrap_or_default()
+            };
+            let note = reps.iter().find_map(|r| r.note.clone());
+            let col =
+                |f: fn(&CellResult) -> f64| median(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
+            if let Some(r) = reps.first() {
+                records = records.max(r.records);
+                logical = logical.max(r.logical_bytes);
+            }
+            let gathers: Vec<f64> = ok.iter().map(|r| r.gather_mib_s).collect();
+            let excluded_p95 = reps
+                .iter()
+                .find(|r| r.status == "excluded")
+                .map(|r| r.p95_ms);
+            out.push(StoreRow {
+                backend,
+                verified: status != "FAILED"
+                    && reps.iter().all(|r| r.verified || r.status == "n/a"),
+                status,
+                note,
+                write_mib_s: col(|r| r.write_mib_s),
+                gather_mib_s: col(|r| r.gather_mib_s),
+                krecords_s: col(|r| r.krecords_s),
+                p95_ms: if ok.is_empty() {
+                    excluded_p95.unwrap_or(f64::NAN)
+                } else {
+                    col(|r| r.p95_ms)
+                },
+                disk_mib: col(|r| r.disk_bytes as f64 / (1 << 20) as f64),
+                compression: col(|r| r.compression),
+                x_memcpy: None,
+                sd: sample_sd(&gathers),
+                repeats: reps,
+            });
+        }
+        let limit = out
+            .iter()
+            .find(|r| r.backend == "memcpy-limit" && r.status == "ok")
+            .map(|r| r.gather_mib_s);
+        if let Some(l) = limit {
+            for r in &mut out {
+                if r.status == "ok" && l > 0.0 {
+                    r.x_memcpy = Some(r.gather_mib_s / l);
+                }
+            }
+        }
+        StoreTable {
+            name: name.to_string(),
+            title: title(name).to_string(),
+            synthetic,
+            records,
+            logical_mib: logical as f64 / (1 << 20) as f64,
+            rows: out,
+        }
+    }
+}
+
+/// A table with free-form rows (sampler, loader).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FreeTable {
+    pub name: String,
+    pub title: String,
+    pub synthetic: bool,
+    pub columns: Vec<String>,
+    pub rows: Vec<Value>,
+}
+
+pub struct Report {
+    pub machine: Value,
+    pub source: Value,
+    pub corpora: Vec<Value>,
+    pub store_tables: Vec<StoreTable>,
+    pub sampler: Option<FreeTable>,
+    pub loader: Option<Vec<FreeTable>>,
+    pub quick: bool,
+    pub repeats: usize,
+}
+
+impl Report {
+    pub fn new(a: &RunArgs, c: &Corpora) -> Report {
+        let mut corpora = Vec::new();
+        for (kind, p) in [("vision", &c.vision), ("tokens", &c.tokens)] {
+            if let Some(p) = p {
+                corpora.push(json!({"kind": kind, "dir": p.dir, "synthetic": p.synthetic, "metadata": p.metadata}));
+            }
+        }
+        Report {
+            machine: Value::Null,
+            source: Value::Null,
+            corpora,
+            store_tables: Vec::new(),
+            sampler: None,
+            loader: None,
+            quick: a.quick,
+            repeats: a.repeats,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut tables: Vec<Value> = self
+            .store_tables
+            .iter()
+            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+            .collect();
+        if let Some(s) = &self.sampler {
+            tables.push(serde_json::to_value(s).unwrap_or(Value::Null));
+        }
+        for l in self.loader.iter().flatten() {
+            tables.push(serde_json::to_value(l).unwrap_or(Value::Null));
+        }
+        json!({
+            "schema": SCHEMA,
+            "quick": self.quick,
+            "repeats": self.repeats,
+            "machine": self.machine,
+            "source": self.source,
+            "corpora": self.corpora,
+            "tables": tables,
+        })
+    }
+
+    /// Writes all outputs; returns the number of failed cells.
+    pub fn write(&self, out: &Path) -> Result<usize, String> {
+        let j = self.to_json();
+        std::fs::write(
+            out.join("results.json"),
+            serde_json::to_vec_pretty(&j).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| format!("write results.json: {e}"))?;
+        std::fs::write(out.join("tables.md"), render_markdown(self))
+            .map_err(|e| format!("write tables.md: {e}"))?;
+        crate::plots::render_all(self, &out.join("plots"))?;
+        let mut failed = 0;
+        for t in &self.store_tables {
+            failed += t
+                .rows
+                .iter()
+                .filter(|r| r.status == "FAILED" || !r.verified)
+                .count();
+        }
+        for t in self.sampler.iter().chain(self.loader.iter().flatten()) {
+            failed += t
+                .rows
+                .iter()
+                .filter(|r| r.get("verified") == Some(&Value::Bool(false)))
+                .count();
+        }
+        Ok(failed)
+    }
+}
+
+fn fmt_num(v: f64, digits: usize) -> String {
+    if v.is_nan() {
+        "–".into()
+    } else {
+        format!("{v:.digits$}")
+    }
+}
+
+/// Bold the best cell of each numeric column (`higher` says which direction is better).
+fn bold_best(cells: &mut [Vec<String>], values: &[Vec<f64>], higher: &[Option<bool>]) {
+    for (c, dir) in higher.iter().enumerate() {
+        let Some(higher) = dir else { continue };
+        let best = values.iter().map(|r| r[c]).filter(|v| v.is_finite()).fold(
+            None,
+            |acc: Option<f64>, v| {
+                Some(match acc {
+                    None => v,
+                    Some(a) if *higher => a.max(v),
+                    Some(a) => a.min(v),
+                })
+            },
+        );
+        if let Some(b) = best {
+            for (r, row) in values.iter().enumerate() {
+                if row[c] == b {
+                    cells[r][c] = format!("**{}**", cells[r][c]);
+                }
+            }
+        }
+    }
+}
+
+pub fn render_markdown(rep: &Report) -> String {
+    let mut s = String::new();
+    for t in &rep.store_tables {
+        let syn = if t.synthetic {
+            " (synthetic corpus)"
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "### {}{syn}\n\n{} — {} records, {:.1} MiB logical\n\n",
+            t.name, t.title, t.records, t.logical_mib
+        ));
+        s.push_str("| backend | logical write | logical gather | krecords/s | p95 | disk | ratio | × memcpy-limit | verified |\n");
+        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        let mut cells = Vec::new();
+        let mut values = Vec::new();
+        let mut notes = Vec::new();
+        for r in &t.rows {
+            if r.status == "n/a" {
+                continue;
+            }
+            let x = r.x_memcpy.unwrap_or(f64::NAN);
+            cells.push(vec![
+                format!("{} MiB/s", fmt_num(r.write_mib_s, 0)),
+                format!(
+                    "{} ± {} MiB/s",
+                    fmt_num(r.gather_mib_s, 0),
+                    fmt_num(r.sd, 0)
+                ),
+                fmt_num(r.krecords_s, 1),
+                format!("{} ms", fmt_num(r.p95_ms, 2)),
+                format!("{} MiB", fmt_num(r.disk_mib, 1)),
+                format!("{}x", fmt_num(r.compression, 2)),
+                format!("{}x", fmt_num(x, 2)),
+            ]);
+            let is_limit = r.backend == "memcpy-limit";
+            values.push(vec![
+                if is_limit { f64::NAN } else { r.write_mib_s },
+                if is_limit { f64::NAN } else { r.gather_mib_s },
+                if is_limit { f64::NAN } else { r.krecords_s },
+                if is_limit { f64::NAN } else { r.p95_ms },
+                if is_limit { f64::NAN } else { r.disk_mib },
+                if is_limit { f64::NAN } else { r.compression },
+                if is_limit { f64::NAN } else { x },
+            ]);
+            if let Some(n) = &r.note {
+                notes.push(format!("- `{}` ({}): {n}", r.backend, r.status));
+            }
+        }
+        bold_best(
+            &mut cells,
+            &values,
+            &[
+                Some(true),
+                Some(true),
+                Some(true),
+                Some(false),
+                Some(false),
+                Some(true),
+                Some(true),
+            ],
+        );
+        let rows: Vec<&StoreRow> = t.rows.iter().filter(|r| r.status != "n/a").collect();
+        for (r, c) in rows.iter().zip(cells) {
+            let v = if r.status == "FAILED" {
+                "**FAILED**".to_string()
+            } else if r.status == "excluded" {
+                "excluded".to_string()
+            } else {
+                "yes".to_string()
+            };
+            s.push_str(&format!("| {} | {} | {v} |\n", r.backend, c.join(" | ")));
+        }
+        if !notes.is_empty() {
+            s.push('\n');
+            s.push_str(&notes.join("\n"));
+            s.push('\n');
+        }
+        s.push('\n');
+    }
+    for t in rep.sampler.iter().chain(rep.loader.iter().flatten()) {
+        let syn = if t.synthetic {
+            " (synthetic corpus)"
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "### {}{syn}\n\n{}\n\n| {} |\n|{}|\n",
+            t.name,
+            t.title,
+            t.columns.join(" | "),
+            t.columns
+                .iter()
+                .map(|_| "---")
+                .collect::<Vec<_>>()
+                .join("|")
+        ));
+        for r in &t.rows {
+            let cells: Vec<String> = t
+                .columns
+                .iter()
+                .map(|c| match r.get(c) {
+                    Some(Value::String(x)) => x.clone(),
+                    Some(Value::Number(n)) => {
+                        let f = n.as_f64().unwrap_or(f64::NAN);
+                        if f.fract() == 0.0 && f.abs() < 1e12 {
+                            format!("{}", f as i64)
+                        } else {
+                            format!("{f:.2}")
+                        }
+                    }
+                    Some(Value::Bool(b)) => b.to_string(),
+                    Some(Value::Null) | None => "–".into(),
+                    Some(v) => v.to_string(),
+                })
+                .collect();
+            s.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+        s.push('\n');
+    }
+    s
+}

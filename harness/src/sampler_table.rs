@@ -1,0 +1,264 @@
+//! Table 5: index generation. loaderx's stateless sampler (Rust) beside `SmallRng` uniform draws and
+//! a materialized Fisher–Yates permutation; through Python, loaderx `Sampler.next()` beside
+//! `numpy.random.default_rng().integers`. 1M ids, batch 256 / 1024 / 8192, each cell in a fresh
+//! process.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use loaderx::{IndexSampler, Mode, Sampler};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+use crate::cli::RunArgs;
+use crate::report::FreeTable;
+
+const IDS: u64 = 1_000_000;
+pub const BATCHES: &[usize] = &[256, 1024, 8192];
+const RUST_IMPLS: &[&str] = &[
+    "loaderx-iid",
+    "loaderx-cyclic",
+    "smallrng-uniform",
+    "fisher-yates-permutation",
+];
+
+fn measure(min_seconds: f64, mut f: impl FnMut()) -> f64 {
+    // Warm up, then time batches of calls until the budget is spent.
+    for _ in 0..100 {
+        f();
+    }
+    let mut calls = 0u64;
+    let t = Instant::now();
+    loop {
+        for _ in 0..256 {
+            f();
+        }
+        calls += 256;
+        if t.elapsed().as_secs_f64() >= min_seconds {
+            break;
+        }
+    }
+    t.elapsed().as_secs_f64() / calls as f64
+}
+
+/// Runs one Rust sampler arm; returns (seconds per batch, verified).
+fn rust_arm(imp: &str, batch: usize, min_seconds: f64) -> Result<(f64, bool), String> {
+    match imp {
+        "loaderx-iid" | "loaderx-cyclic" => {
+            let mode = if imp == "loaderx-iid" {
+                Mode::Iid
+            } else {
+                Mode::Cyclic
+            };
+            let mut s = IndexSampler::new(IDS, batch, mode, 42).map_err(|e| e.to_string())?;
+            // Verify: in range; for Cyclic the batches of one cycle are disjoint.
+            let mut ok = true;
+            let mut seen = vec![false; IDS as usize];
+            let steps = (IDS / batch as u64).min(64);
+            for _ in 0..steps {
+                for &i in s.next().map_err(|e| e.to_string())? {
+                    ok &= i < IDS;
+                    if mode == Mode::Cyclic && i < IDS {
+                        ok &= !seen[i as usize];
+                        seen[i as usize] = true;
+                    }
+                }
+            }
+            s.seek(0).map_err(|e| e.to_string())?;
+            let per = measure(min_seconds, || {
+                black_box(s.next().map(|v| v[0]).unwrap_or(0));
+            });
+            Ok((per, ok))
+        }
+        "smallrng-uniform" => {
+            let mut rng = SmallRng::seed_from_u64(42);
+            let mut buf = vec![0u64; batch];
+            let per = measure(min_seconds, || {
+                for x in buf.iter_mut() {
+                    *x = rng.random_range(0..IDS);
+                }
+                black_box(buf[0]);
+            });
+            Ok((per, buf.iter().all(|&i| i < IDS)))
+        }
+        "fisher-yates-permutation" => {
+            // The epoch-based way: shuffle a materialized permutation once per epoch (its cost is
+            // amortized over the epoch's batches here), then hand out slices.
+            let mut rng = SmallRng::seed_from_u64(42);
+            let mut perm: Vec<u64> = (0..IDS).collect();
+            let mut pos = IDS as usize;
+            let mut buf = vec![0u64; batch];
+            let per = measure(min_seconds, || {
+                if pos + batch > perm.len() {
+                    perm.shuffle(&mut rng);
+                    pos = 0;
+                }
+                buf.copy_from_slice(&perm[pos..pos + batch]);
+                pos += batch;
+                black_box(buf[0]);
+            });
+            Ok((per, buf.iter().all(|&i| i < IDS)))
+        }
+        other => Err(format!("unknown sampler arm {other}")),
+    }
+}
+
+pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
+    let [imp, batch, secs, out] = a else {
+        return Err("sampler-cell IMPL BATCH SECONDS OUT".into());
+    };
+    let batch: usize = batch.parse().map_err(|_| "bad batch")?;
+    let secs: f64 = secs.parse().map_err(|_| "bad seconds")?;
+    let (per, ok) = rust_arm(imp, batch, secs)?;
+    std::fs::write(out, json!({"per_batch_s": per, "verified": ok}).to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// (seconds per batch, verified) or why the arm could not run.
+type ArmOutcome = Result<(f64, bool), String>;
+/// Per arm: name, language, seconds per batch per repeat, verified, note.
+type ArmRow<'a> = (String, &'a str, Vec<f64>, bool, Option<String>);
+
+fn python_arms(batch: usize, secs: f64) -> Vec<(String, ArmOutcome)> {
+    let Some(py) = crate::machine::python() else {
+        return vec![(
+            "python".into(),
+            Err("no venv python (run scripts/install-deps.sh)".into()),
+        )];
+    };
+    let script = crate::cli::workspace_root().join("harness/python/sampler_bench.py");
+    let mut v = Vec::new();
+    for arm in ["loaderx-sampler-next", "numpy-default_rng-integers"] {
+        let out = Command::new(&py)
+            .arg(&script)
+            .args([arm, &batch.to_string(), &secs.to_string()])
+            .output();
+        let r = match out {
+            Ok(o) if o.status.success() => serde_json::from_slice::<Value>(&o.stdout)
+                .map_err(|e| format!("bad output: {e}"))
+                .and_then(|j| {
+                    if let Some(err) = j.get("error").and_then(Value::as_str) {
+                        return Err(err.to_string());
+                    }
+                    Ok((
+                        j["per_batch_s"].as_f64().unwrap_or(f64::NAN),
+                        j["verified"].as_bool().unwrap_or(false),
+                    ))
+                }),
+            Ok(o) => Err(String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("python failed")
+                .to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        v.push((arm.to_string(), r));
+    }
+    v
+}
+
+pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable, String> {
+    let secs = if a.quick { 0.1 } else { 0.5 };
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    let pb = crate::run::progress(
+        (BATCHES.len() * (RUST_IMPLS.len() + 2) * a.repeats) as u64,
+        "sampler",
+    );
+    for &batch in BATCHES {
+        let mut arms: Vec<ArmRow> = Vec::new();
+        for rep in 0..a.repeats {
+            for k in 0..RUST_IMPLS.len() {
+                let imp = RUST_IMPLS[(k + rep) % RUST_IMPLS.len()];
+                let out = work.join(format!("sampler-{imp}-{batch}.json"));
+                let _ = std::fs::remove_file(&out);
+                let st = Command::new(&exe)
+                    .args(["sampler-cell", imp, &batch.to_string(), &secs.to_string()])
+                    .arg(&out)
+                    .status();
+                let res = std::fs::read(&out)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+                let entry = match arms.iter().position(|x| x.0 == imp) {
+                    Some(p) => p,
+                    None => {
+                        arms.push((imp.to_string(), "rust", Vec::new(), true, None));
+                        arms.len() - 1
+                    }
+                };
+                match res {
+                    Some(j) => {
+                        arms[entry]
+                            .2
+                            .push(j["per_batch_s"].as_f64().unwrap_or(f64::NAN));
+                        arms[entry].3 &= j["verified"].as_bool().unwrap_or(false);
+                    }
+                    None => {
+                        arms[entry].3 = false;
+                        arms[entry].4 = Some(format!("cell failed: {st:?}"));
+                    }
+                }
+                pb.inc(1);
+            }
+            for (arm, r) in python_arms(batch, secs) {
+                let entry = match arms.iter().position(|x| x.0 == arm) {
+                    Some(p) => p,
+                    None => {
+                        arms.push((arm.clone(), "python", Vec::new(), true, None));
+                        arms.len() - 1
+                    }
+                };
+                match r {
+                    Ok((per, ok)) => {
+                        arms[entry].2.push(per);
+                        arms[entry].3 &= ok;
+                    }
+                    Err(e) => arms[entry].4 = Some(e),
+                }
+                pb.inc(1);
+            }
+        }
+        let med = |name: &str| {
+            arms.iter()
+                .find(|x| x.0 == name)
+                .map(|x| crate::stats::median(&x.2))
+                .unwrap_or(f64::NAN)
+        };
+        let rust_base = med("smallrng-uniform");
+        let py_base = med("numpy-default_rng-integers");
+        for (name, lang, vals, ok, note) in &arms {
+            let per = crate::stats::median(vals);
+            let base = if *lang == "rust" { rust_base } else { py_base };
+            let vs = if *lang == "rust" {
+                "SmallRng"
+            } else {
+                "numpy default_rng"
+            };
+            rows.push(json!({
+                "row": format!("{name} ({lang}) b{batch}"),
+                "impl": name,
+                "language": lang,
+                "batch": batch,
+                "per batch µs": if per.is_finite() { json!(per * 1e6) } else { Value::Null },
+                "ns/index": if per.is_finite() { json!(per * 1e9 / batch as f64) } else { Value::Null },
+                "ratio": if per.is_finite() && base.is_finite() { json!(format!("{:.2}x vs {vs}", base / per)) } else { Value::Null },
+                "sd µs": crate::stats::sample_sd(&vals.iter().map(|v| v * 1e6).collect::<Vec<_>>()),
+                "verified": if vals.is_empty() { Value::Null } else { json!(*ok) },
+                "note": note,
+            }));
+        }
+    }
+    pb.finish_and_clear();
+    Ok(FreeTable {
+        name: "sampler".into(),
+        title: "Index generation, 1M ids: loaderx sampler vs SmallRng uniform draws vs a materialized permutation (Rust), and loaderx Sampler.next() vs numpy default_rng().integers (Python); ratio > 1 means faster than the baseline".into(),
+        synthetic: false,
+        columns: ["impl", "language", "batch", "per batch µs", "sd µs", "ns/index", "ratio", "verified"].iter().map(|s| s.to_string()).collect(),
+        rows,
+    })
+}

@@ -1,0 +1,502 @@
+//! T11 (reliability plan): loader fault matrix with timing and resource checks.
+//!
+//! `tests/loader.rs` already checks the delivery order for transform errors, out-of-range gathers and
+//! panics. This binary adds what that matrix does not measure:
+//!
+//! * failures injected in the transform, in the gather (an out-of-range index drawn at step `k`, or
+//!   the store closed mid-run by the sampler at step `k`) and in the sampler itself, at
+//!   `k ∈ {0, 1, 5, 13, 19}` × workers `{0, 1, 2, 4}` × prefetch `{1, 2, 8}`;
+//! * **time-to-error**: the failing code records an `Instant`; the consumer drains continuously and
+//!   the error must come out of `next()` at most 1 s later (queued batches are drained first);
+//! * **0 hangs**: every case runs under a 10 s watchdog;
+//! * **threads back to baseline** after `close()` (counted in `/proc/self/task`, settle ≤ 1 s), also
+//!   after an early exit and after closing workers blocked on a full queue.
+//!
+//! The tests of this binary share one lock so that thread counts are not disturbed by each other.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use loaderx::{Error, IndexSampler, Loader, LoaderOptions, Mode, Sampler, Shard, StreamView};
+use zrecord::{Allocator, DenseStore, SystemAllocator};
+
+const N: u64 = 1000;
+const B: usize = 4;
+const KS: [u64; 5] = [0, 1, 5, 13, 19];
+const WORKERS: [usize; 4] = [0, 1, 2, 4];
+const PREFETCH: [usize; 3] = [1, 2, 8];
+/// Pass criterion: error delivered at most this long after it happened.
+const MAX_ERROR_LATENCY: Duration = Duration::from_secs(1);
+/// Pass criterion: each case finishes within this.
+const WATCHDOG_SECS: u64 = 10;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// Waits up to 1 s for the thread count to drop to `baseline`; returns the last count seen.
+fn settle_threads(baseline: usize) -> usize {
+    let t = Instant::now();
+    loop {
+        let n = threads();
+        if n <= baseline || t.elapsed() > Duration::from_secs(1) {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Runs `f` on a thread; fails the test if it does not finish within `secs` and re-raises its panic.
+fn watchdog<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let h = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(r) => {
+            let _ = h.join();
+            r
+        }
+        Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+            panic!("{what}: hung for {secs} s")
+        }
+        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => match h.join() {
+            Err(p) => std::panic::resume_unwind(p),
+            Ok(()) => panic!("{what}: case thread ended without a result"),
+        },
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    dense: PathBuf,
+}
+
+fn fixture() -> Arc<Fixture> {
+    let dir = tempfile::tempdir().unwrap();
+    let dense = common::dense_index_store(dir.path(), "dense", N, 0);
+    Arc::new(Fixture { dense, _dir: dir })
+}
+
+fn sys() -> Arc<dyn Allocator> {
+    Arc::new(SystemAllocator::new())
+}
+
+fn step_of(shards: &[Shard]) -> u64 {
+    let b = shards[0].get("x").unwrap().as_dense().unwrap();
+    common::dense_ids(b.bytes(), 8)[0] / B as u64
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// The transform returns an error at step `k`.
+    Transform,
+    /// The sampler draws an index past the end at step `k`: the gather fails.
+    GatherOutOfRange,
+    /// The sampler closes the store at step `k`: this and every later gather fail.
+    StoreClosed,
+    /// The sampler itself returns an error at step `k`.
+    SamplerError,
+}
+
+const FAULTS: [Fault; 4] = [
+    Fault::Transform,
+    Fault::GatherOutOfRange,
+    Fault::StoreClosed,
+    Fault::SamplerError,
+];
+
+type Stamp = Arc<Mutex<Option<Instant>>>;
+
+fn stamp(s: &Stamp) {
+    let mut g = s.lock().unwrap();
+    if g.is_none() {
+        *g = Some(Instant::now());
+    }
+}
+
+/// Sequential sampler (step `s` draws `4s..4s+4`) that injects `fault` at step `fail`.
+struct Faulty {
+    inner: IndexSampler,
+    fail: u64,
+    fault: Fault,
+    store: DenseStore,
+    failed_at: Stamp,
+    buf: Vec<u64>,
+}
+
+impl Sampler for Faulty {
+    fn next(&mut self) -> loaderx::Result<&[u64]> {
+        let step = self.inner.step();
+        self.buf.clear();
+        self.buf.extend_from_slice(self.inner.next()?);
+        if step == self.fail {
+            match self.fault {
+                Fault::GatherOutOfRange => {
+                    stamp(&self.failed_at);
+                    self.buf[B - 1] = N + self.fail;
+                }
+                Fault::StoreClosed => {
+                    stamp(&self.failed_at);
+                    self.store.close();
+                }
+                Fault::SamplerError => {
+                    stamp(&self.failed_at);
+                    return Err(Error::Sampler(format!("injected at step {step}")));
+                }
+                Fault::Transform => {}
+            }
+        }
+        Ok(&self.buf)
+    }
+    fn batch_size(&self) -> usize {
+        B
+    }
+    fn len(&self) -> u64 {
+        N
+    }
+    fn step(&self) -> u64 {
+        self.inner.step()
+    }
+    fn seek(&mut self, step: u64) -> loaderx::Result<()> {
+        self.inner.seek(step)
+    }
+}
+
+#[derive(Debug)]
+struct Boom(u64);
+
+impl std::fmt::Display for Boom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "boom at step {}", self.0)
+    }
+}
+
+impl std::error::Error for Boom {}
+
+struct Outcome {
+    steps: Vec<u64>,
+    error: Error,
+    latency: Duration,
+    baseline: usize,
+    during: usize,
+    after: usize,
+}
+
+fn run_case(fx: &Fixture, fault: Fault, k: u64, workers: usize, prefetch: usize) -> Outcome {
+    let baseline = threads();
+    let failed_at: Stamp = Arc::new(Mutex::new(None));
+    // Own store handle per case: the StoreClosed fault closes it.
+    let store = DenseStore::open(&fx.dense).unwrap();
+    let view: StreamView = store.bind(sys()).into();
+    let sampler = Box::new(Faulty {
+        inner: IndexSampler::new(N, B, Mode::Sequential, 0).unwrap(),
+        fail: k,
+        fault,
+        store: store.clone(),
+        failed_at: failed_at.clone(),
+        buf: Vec::new(),
+    });
+    let t_stamp = failed_at.clone();
+    let transform = move |shards: Vec<Shard>| {
+        let step = step_of(&shards);
+        if fault == Fault::Transform && step == k {
+            stamp(&t_stamp);
+            return Err(Error::transform(Boom(k)));
+        }
+        Ok(step)
+    };
+    let mut loader = Loader::with_transform(
+        [("x", vec![view])],
+        sampler,
+        LoaderOptions::new(workers, prefetch),
+        transform,
+    )
+    .unwrap();
+    let during = threads();
+    let mut steps = Vec::new();
+    // Continuous drain: no work between calls.
+    let (error, latency) = loop {
+        match loader.next() {
+            Some(Ok(s)) => steps.push(s),
+            Some(Err(e)) => {
+                let now = Instant::now();
+                let at = failed_at
+                    .lock()
+                    .unwrap()
+                    .expect("an error arrived before the fault was injected");
+                break (e, now.saturating_duration_since(at));
+            }
+            None => panic!("the loader ended without delivering the error"),
+        }
+    };
+    assert!(loader.next().is_none(), "a batch or error after the error");
+    assert!(loader.is_done());
+    loader.close();
+    loader.close(); // idempotent
+    drop(loader);
+    let after = settle_threads(baseline);
+    Outcome {
+        steps,
+        error,
+        latency,
+        baseline,
+        during,
+        after,
+    }
+}
+
+fn check(o: &Outcome, fault: Fault, k: u64, workers: usize, case: &str) {
+    assert!(
+        !o.steps.contains(&k),
+        "{case}: the failing batch was delivered"
+    );
+    if workers <= 1 {
+        assert_eq!(o.steps, (0..k).collect::<Vec<_>>(), "{case}");
+    } else {
+        let set: BTreeSet<u64> = o.steps.iter().copied().collect();
+        assert_eq!(set.len(), o.steps.len(), "{case}: duplicates");
+        assert!(
+            (0..k).all(|s| set.contains(&s)),
+            "{case}: a batch before the failure is missing: {:?}",
+            o.steps
+        );
+        // Ahead-of-error batches are bounded by what was in flight when k failed.
+        let ahead = o.steps.iter().filter(|&&s| s > k).count();
+        assert!(
+            ahead < workers + 8,
+            "{case}: {ahead} batches after k arrived"
+        );
+    }
+    match (fault, &o.error) {
+        (Fault::Transform, Error::Transform(e)) => {
+            assert_eq!(e.to_string(), format!("boom at step {k}"), "{case}")
+        }
+        (Fault::GatherOutOfRange, Error::Store(zrecord::Error::IndexOutOfRange { index, .. })) => {
+            assert_eq!(*index, N + k, "{case}")
+        }
+        (Fault::StoreClosed, Error::Store(zrecord::Error::Closed(_))) => {}
+        (Fault::SamplerError, Error::Sampler(m)) => {
+            assert_eq!(m, &format!("injected at step {k}"), "{case}")
+        }
+        (_, e) => panic!("{case}: unexpected error {e}"),
+    }
+    assert!(
+        o.latency <= MAX_ERROR_LATENCY,
+        "{case}: error reached the consumer {:?} after it happened",
+        o.latency
+    );
+    // Workers may already have exited after the fault; never more than one thread per worker.
+    assert!(
+        o.during <= o.baseline + workers,
+        "{case}: {} threads",
+        o.during
+    );
+    assert!(
+        o.after <= o.baseline,
+        "{case}: {} threads after close, baseline {}",
+        o.after,
+        o.baseline
+    );
+}
+
+#[test]
+fn fault_matrix_time_to_error_and_threads() {
+    let _g = serial();
+    let fx = fixture();
+    let mut cases = 0;
+    let mut max_latency = Duration::ZERO;
+    let mut max_case = String::new();
+    let mut max_wall = Duration::ZERO;
+    let (mut max_during, mut max_after_excess) = (0i64, i64::MIN);
+    let t_all = Instant::now();
+    for fault in FAULTS {
+        for workers in WORKERS {
+            for prefetch in PREFETCH {
+                for k in KS {
+                    let case = format!("{fault:?} k {k} workers {workers} prefetch {prefetch}");
+                    let fx = fx.clone();
+                    let t = Instant::now();
+                    let o = watchdog(WATCHDOG_SECS, &case, move || {
+                        run_case(&fx, fault, k, workers, prefetch)
+                    });
+                    max_wall = max_wall.max(t.elapsed());
+                    check(&o, fault, k, workers, &case);
+                    max_during = max_during.max(o.during as i64 - o.baseline as i64);
+                    max_after_excess = max_after_excess.max(o.after as i64 - o.baseline as i64);
+                    if o.latency > max_latency {
+                        max_latency = o.latency;
+                        max_case = case;
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 4 * 4 * 3 * 5);
+    eprintln!(
+        "T11 fault matrix: {cases} cases in {:?}; max time-to-error {max_latency:?} ({max_case}); \
+         slowest case {max_wall:?}; threads above baseline: max {max_during} while running, \
+         max {max_after_excess} after close",
+        t_all.elapsed()
+    );
+}
+
+/// With a slow consumer the queue is full when the fault happens: the error then waits behind the
+/// queued batches by design. Once the consumer drains continuously it still gets it ≤ 1 s after the
+/// last queued batch was taken and ≤ 1 s after the fault plus the time the consumer spent away.
+#[test]
+fn error_behind_a_full_queue_arrives_once_drained() {
+    let _g = serial();
+    let fx = fixture();
+    for (workers, prefetch) in [(1usize, 8usize), (2, 8), (4, 2)] {
+        let case = format!("full queue workers {workers} prefetch {prefetch}");
+        let fx = fx.clone();
+        let c2 = case.clone();
+        let ((latency, drained), away) = watchdog(WATCHDOG_SECS, &case, move || {
+            // Fails while the consumer is away: k < the pipeline's capacity (workers + prefetch).
+            let k = 3u64;
+            let failed_at: Stamp = Arc::new(Mutex::new(None));
+            let t_stamp = failed_at.clone();
+            let store = DenseStore::open(&fx.dense).unwrap();
+            let mut loader = Loader::with_transform(
+                [("x", vec![StreamView::from(store.bind(sys()))])],
+                Box::new(IndexSampler::new(N, B, Mode::Sequential, 0).unwrap()),
+                LoaderOptions::new(workers, prefetch),
+                move |shards: Vec<Shard>| {
+                    let step = step_of(&shards);
+                    if step == k {
+                        stamp(&t_stamp);
+                        return Err(Error::transform(Boom(k)));
+                    }
+                    Ok(step)
+                },
+            )
+            .unwrap();
+            // Consumer away: the pipeline fills up and the fault happens meanwhile.
+            let away = Instant::now();
+            while failed_at.lock().unwrap().is_none() && away.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(
+                failed_at.lock().unwrap().is_some(),
+                "{c2}: fault not reached"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+            let away = away.elapsed();
+            let drain = Instant::now();
+            let mut got = Vec::new();
+            let latency = loop {
+                match loader.next() {
+                    Some(Ok(s)) => got.push(s),
+                    Some(Err(Error::Transform(e))) => {
+                        assert_eq!(e.to_string(), format!("boom at step {k}"));
+                        break (
+                            failed_at.lock().unwrap().unwrap().elapsed(),
+                            drain.elapsed(),
+                        );
+                    }
+                    other => panic!("{c2}: unexpected {other:?}"),
+                }
+            };
+            if workers == 1 {
+                assert_eq!(got, (0..k).collect::<Vec<_>>(), "{c2}");
+            } else {
+                assert!((0..k).all(|s| got.contains(&s)), "{c2}: {got:?}");
+            }
+            (latency, away)
+        });
+        assert!(
+            drained <= MAX_ERROR_LATENCY,
+            "{case}: draining the queue to the error took {drained:?}"
+        );
+        eprintln!(
+            "T11 {case}: error {drained:?} after the drain started ({latency:?} after the fault)"
+        );
+        assert!(
+            latency <= away + MAX_ERROR_LATENCY,
+            "{case}: error {latency:?} after the fault, consumer away {away:?}"
+        );
+    }
+}
+
+#[test]
+fn threads_return_to_baseline_after_early_exit_and_blocked_close() {
+    let _g = serial();
+    let fx = fixture();
+    let mut max_close = Duration::ZERO;
+    for workers in [1usize, 2, 4] {
+        for prefetch in [1usize, 2, 8] {
+            for consumed in [0usize, 1, 7] {
+                let case =
+                    format!("early exit workers {workers} prefetch {prefetch} after {consumed}");
+                let fx = fx.clone();
+                let c2 = case.clone();
+                let close_took = watchdog(WATCHDOG_SECS, &case, move || {
+                    let baseline = threads();
+                    let produced = Arc::new(AtomicUsize::new(0));
+                    let counter = produced.clone();
+                    let mut loader = Loader::with_transform(
+                        [(
+                            "x",
+                            vec![StreamView::from(
+                                DenseStore::open(&fx.dense).unwrap().bind(sys()),
+                            )],
+                        )],
+                        Box::new(IndexSampler::new(N, B, Mode::Iid, 3).unwrap()),
+                        LoaderOptions::new(workers, prefetch),
+                        move |_s: Vec<Shard>| {
+                            counter.fetch_add(1, Ordering::SeqCst);
+                            Ok(())
+                        },
+                    )
+                    .unwrap();
+                    assert_eq!(threads(), baseline + workers, "{c2}");
+                    for _ in 0..consumed {
+                        loader.next().unwrap().unwrap();
+                    }
+                    // Wait until every worker is blocked on the full queue.
+                    let want = consumed + prefetch + workers;
+                    let t = Instant::now();
+                    while produced.load(Ordering::SeqCst) < want
+                        && t.elapsed() < Duration::from_secs(5)
+                    {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    assert_eq!(
+                        produced.load(Ordering::SeqCst),
+                        want,
+                        "{c2}: not at the bound"
+                    );
+                    let t = Instant::now();
+                    loader.close();
+                    let took = t.elapsed();
+                    assert!(loader.next().is_none(), "{c2}");
+                    let after = settle_threads(baseline);
+                    assert!(
+                        after <= baseline,
+                        "{c2}: {after} threads, baseline {baseline}"
+                    );
+                    took
+                });
+                assert!(
+                    close_took < Duration::from_secs(1),
+                    "{case}: close took {close_took:?}"
+                );
+                max_close = max_close.max(close_took);
+            }
+        }
+    }
+    eprintln!("T11 blocked close: 27 cases, slowest close {max_close:?}");
+}

@@ -269,6 +269,21 @@ pub fn render_markdown(rep: &Report) -> String {
                 continue;
             }
             let x = r.x_memcpy.unwrap_or(f64::NAN);
+            let is_limit = r.backend == "memcpy-limit";
+            if is_limit {
+                // An in-memory array: no write, no disk, no compression to report.
+                cells.push(vec![
+                    "–".into(),
+                    format!("{} ± {} MiB/s", fmt_num(r.gather_mib_s, 0), fmt_num(r.sd, 0)),
+                    fmt_num(r.krecords_s, 1),
+                    format!("{} ms", fmt_num(r.p95_ms, 2)),
+                    "–".into(),
+                    "–".into(),
+                    "1.00x".into(),
+                ]);
+                values.push(vec![f64::NAN; 7]);
+                continue;
+            }
             cells.push(vec![
                 format!("{} MiB/s", fmt_num(r.write_mib_s, 0)),
                 format!(
@@ -282,16 +297,7 @@ pub fn render_markdown(rep: &Report) -> String {
                 format!("{}x", fmt_num(r.compression, 2)),
                 format!("{}x", fmt_num(x, 2)),
             ]);
-            let is_limit = r.backend == "memcpy-limit";
-            values.push(vec![
-                if is_limit { f64::NAN } else { r.write_mib_s },
-                if is_limit { f64::NAN } else { r.gather_mib_s },
-                if is_limit { f64::NAN } else { r.krecords_s },
-                if is_limit { f64::NAN } else { r.p95_ms },
-                if is_limit { f64::NAN } else { r.disk_mib },
-                if is_limit { f64::NAN } else { r.compression },
-                if is_limit { f64::NAN } else { x },
-            ]);
+            values.push(vec![r.write_mib_s, r.gather_mib_s, r.krecords_s, r.p95_ms, r.disk_mib, r.compression, x]);
             if let Some(n) = &r.note {
                 notes.push(format!("- `{}` ({}): {n}", r.backend, r.status));
             }

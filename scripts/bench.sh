@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The main job: installs what the benchmark needs (system libs, the venv, the loaderx wheel for the
+# Python rows), then runs the full harness matrix on the shared real corpora when they are beside
+# the repository (../shared/corpora), otherwise on the cached or synthetic corpora.
+# Extra arguments go to the harness, e.g. `bash scripts/bench.sh --quick --only sampler`.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export LOADERX_VENV=${LOADERX_VENV:-$root/.venv}
+bash scripts/install-deps.sh
+if ! "$LOADERX_VENV/bin/python" -c "import loaderx" 2>/dev/null; then
+  "$LOADERX_VENV/bin/python" -m pip install -q --no-build-isolation .
+fi
+corpora="$root/../shared/corpora"
+args=()
+if [ -d "$corpora/oxford-pet" ]; then args+=(--pets "$corpora/oxford-pet"); fi
+if [ -d "$corpora/text" ]; then args+=(--text "$corpora/text"); fi
+cargo run --release -p harness -- "${args[@]}" "$@"

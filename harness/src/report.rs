@@ -274,7 +274,11 @@ pub fn render_markdown(rep: &Report) -> String {
                 // An in-memory array: no write, no disk, no compression to report.
                 cells.push(vec![
                     "–".into(),
-                    format!("{} ± {} MiB/s", fmt_num(r.gather_mib_s, 0), fmt_num(r.sd, 0)),
+                    format!(
+                        "{} ± {} MiB/s",
+                        fmt_num(r.gather_mib_s, 0),
+                        fmt_num(r.sd, 0)
+                    ),
                     fmt_num(r.krecords_s, 1),
                     format!("{} ms", fmt_num(r.p95_ms, 2)),
                     "–".into(),
@@ -297,7 +301,15 @@ pub fn render_markdown(rep: &Report) -> String {
                 format!("{}x", fmt_num(r.compression, 2)),
                 format!("{}x", fmt_num(x, 2)),
             ]);
-            values.push(vec![r.write_mib_s, r.gather_mib_s, r.krecords_s, r.p95_ms, r.disk_mib, r.compression, x]);
+            values.push(vec![
+                r.write_mib_s,
+                r.gather_mib_s,
+                r.krecords_s,
+                r.p95_ms,
+                r.disk_mib,
+                r.compression,
+                x,
+            ]);
             if let Some(n) = &r.note {
                 notes.push(format!("- `{}` ({}): {n}", r.backend, r.status));
             }

@@ -156,7 +156,11 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
     r.disk_bytes = stored
         .disk_bytes()
         .map_err(|e| format!("disk bytes: {e}"))?;
-    r.compression = if r.disk_bytes == 0 { 0.0 } else { r.logical_bytes as f64 / r.disk_bytes as f64 };
+    r.compression = if r.disk_bytes == 0 {
+        0.0
+    } else {
+        r.logical_bytes as f64 / r.disk_bytes as f64
+    };
     let mut reader = backend.open(&stored).map_err(|e| format!("open: {e}"))?;
     if reader.len() != n {
         return Err(format!(

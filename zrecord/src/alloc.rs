@@ -263,16 +263,57 @@ impl fmt::Debug for Allocation {
     }
 }
 
-/// Allocates a region from the global allocator. Contents are zeroed (so a region is never exposed
-/// uninitialized even if a caller reads before writing).
+/// Alignment the global allocator gives `calloc`-style zeroed allocations without an explicit
+/// memset (glibc's `MALLOC_ALIGNMENT`). Larger alignments are produced by over-allocating.
+const NATURAL_ALIGN: usize = 16;
+
+/// Allocates a zeroed region from the global allocator.
+///
+/// Alignments above 16 are obtained by over-allocating a 16-aligned zeroed block and rounding the
+/// pointer up, instead of asking the allocator for the alignment: for large regions the system
+/// then hands out fresh zero pages lazily (`calloc` on an `mmap`ed chunk), whereas an aligned
+/// zeroed allocation memsets the whole region up front on the calling thread, which serialized
+/// large parallel gathers (measured: a 36.8 MiB batch gathered at 1.7 GiB/s instead of 3 GiB/s
+/// on 2 threads).
 pub fn alloc_host_region(capacity: usize, align: usize) -> Result<NonNull<u8>> {
-    let layout = Layout::from_size_align(capacity, align.max(1))
-        .map_err(|e| Error::Alloc(format!("bad layout {capacity} bytes / align {align}: {e}")))?;
+    let align = align.max(1);
+    if !align.is_power_of_two() {
+        return Err(Error::Alloc(format!(
+            "alignment {align} is not a power of two"
+        )));
+    }
     debug_assert!(capacity > 0);
-    // SAFETY: layout has non-zero size (callers never request zero-capacity regions).
-    let p = unsafe { std::alloc::alloc_zeroed(layout) };
-    NonNull::new(p)
-        .ok_or_else(|| Error::Alloc(format!("out of memory allocating {capacity} bytes")))
+    if align <= NATURAL_ALIGN {
+        let layout = Layout::from_size_align(capacity, align).map_err(|e| {
+            Error::Alloc(format!("bad layout {capacity} bytes / align {align}: {e}"))
+        })?;
+        // SAFETY: layout has non-zero size (callers never request zero-capacity regions).
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        return NonNull::new(p)
+            .ok_or_else(|| Error::Alloc(format!("out of memory allocating {capacity} bytes")));
+    }
+    let total = capacity
+        .checked_add(align)
+        .ok_or_else(|| Error::Alloc(format!("{capacity} bytes overflow with alignment {align}")))?;
+    let layout = Layout::from_size_align(total, NATURAL_ALIGN)
+        .map_err(|e| Error::Alloc(format!("bad layout {total} bytes: {e}")))?;
+    // SAFETY: non-zero size.
+    let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+    if raw.is_null() {
+        return Err(Error::Alloc(format!(
+            "out of memory allocating {capacity} bytes"
+        )));
+    }
+    // Round up past at least one byte: the gap before the aligned pointer is in 16..=align bytes
+    // (raw is 16-aligned), room for the offset word that `free_host_region` reads back.
+    let offset = align - (raw as usize % align);
+    debug_assert!(offset <= align && offset >= size_of::<usize>());
+    // SAFETY: offset <= align, so raw + offset + capacity <= raw + total: inside the block.
+    let aligned = unsafe { raw.add(offset) };
+    // SAFETY: the usize slot just before `aligned` lies inside the block's leading gap
+    // (offset >= 8) and is suitably aligned (aligned is a multiple of align >= 16).
+    unsafe { aligned.cast::<usize>().sub(1).write(offset) };
+    NonNull::new(aligned).ok_or_else(|| Error::Alloc("null region".into()))
 }
 
 /// Frees a region from [`alloc_host_region`].
@@ -280,11 +321,25 @@ pub fn alloc_host_region(capacity: usize, align: usize) -> Result<NonNull<u8>> {
 /// # Safety
 /// `ptr` must come from `alloc_host_region(capacity, align)` and not be used afterwards.
 pub unsafe fn free_host_region(ptr: NonNull<u8>, capacity: usize, align: usize) {
-    // SAFETY: the caller guarantees the same layout that allocated it.
+    let align = align.max(1);
+    if align <= NATURAL_ALIGN {
+        // SAFETY: the caller guarantees the same layout that allocated it.
+        unsafe {
+            std::alloc::dealloc(
+                ptr.as_ptr(),
+                Layout::from_size_align_unchecked(capacity, align),
+            )
+        };
+        return;
+    }
+    // SAFETY: alloc_host_region stored the offset to the block start in the usize before `ptr`,
+    // and allocated `capacity + align` bytes with alignment 16 (the caller passes the same values).
     unsafe {
+        let offset = ptr.as_ptr().cast::<usize>().sub(1).read();
+        let raw = ptr.as_ptr().sub(offset);
         std::alloc::dealloc(
-            ptr.as_ptr(),
-            Layout::from_size_align_unchecked(capacity, align.max(1)),
+            raw,
+            Layout::from_size_align_unchecked(capacity + align, NATURAL_ALIGN),
         );
     }
 }

@@ -17,6 +17,10 @@ WARMUP = 10
 
 
 def emit(obj):
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    obj["peak_rss_bytes"] = peak * 1024
     print(json.dumps(obj))
     sys.stdout.flush()
 

@@ -572,12 +572,29 @@ impl Drop for Core {
     }
 }
 
+/// The record's seeded CRC, and the running whole-shard CRC extended by the same bytes. Small
+/// records are simply checksummed twice (hardware CRC32C runs at ~20 GB/s, while a CRC combine
+/// costs about a microsecond); large ones are checksummed once and combined.
+fn record_and_shard_crc(shard_crc: &mut u32, i: u64, bytes: &[u8], uuid: &[u8; 16]) -> u32 {
+    const COMBINE_ABOVE: usize = 64 << 10;
+    if bytes.len() < COMBINE_ABOVE {
+        *shard_crc = crc32c::crc32c_append(*shard_crc, bytes);
+        crc32c::crc32c_append(format::record_seed(uuid, i), bytes)
+    } else {
+        let plain = crc32c::crc32c(bytes);
+        *shard_crc = crc32c::crc32c_combine(*shard_crc, plain, bytes.len());
+        crc32c::crc32c_combine(format::record_seed(uuid, i), plain, bytes.len())
+    }
+}
+
 impl ShardState {
+    fn checksum(&mut self, i: u64, bytes: &[u8], uuid: &[u8; 16]) -> u32 {
+        record_and_shard_crc(&mut self.crc, i, bytes, uuid)
+    }
+
     /// Checksums an uncompressed record that will be written at `offset` by `write_direct`.
     fn account(&mut self, i: u64, raw: &[u8], offset: u64, uuid: &[u8; 16]) -> Entry {
-        let plain = crc32c::crc32c(raw);
-        let crc = crc32c::crc32c_combine(format::record_seed(uuid, i), plain, raw.len());
-        self.crc = crc32c::crc32c_combine(self.crc, plain, raw.len());
+        let crc = self.checksum(i, raw, uuid);
         self.records += 1;
         Entry {
             offset,
@@ -614,9 +631,7 @@ impl ShardState {
             }
             _ => (raw, FLAG_STORED_RAW),
         };
-        let plain = crc32c::crc32c(stored);
-        let crc = crc32c::crc32c_combine(format::record_seed(uuid, i), plain, stored.len());
-        self.crc = crc32c::crc32c_combine(self.crc, plain, stored.len());
+        let crc = record_and_shard_crc(&mut self.crc, i, stored, uuid);
         let stored_len = stored.len() as u32;
         if self.buf.is_empty() && stored.len() >= WRITE_BUFFER {
             // Large record: write straight from the source, no staging copy.

@@ -273,7 +273,7 @@ pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
     };
     println!(
         "{}",
-        json!({"per_batch_s": per_batch, "verified": verified})
+        json!({"per_batch_s": per_batch, "verified": verified, "peak_rss_bytes": own_peak_rss()})
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -36,6 +36,7 @@ const USAGE: &str = "usage:
                 [--min-seconds S] [--vision-records N] [--token-records N]
   harness prepare [--download] [--pets DIR] [--text DIR] [--cache DIR] [--quick]
   harness gate BASELINE.json CURRENT.json
+  harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json)
 tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader";
 
 pub fn default_cache() -> PathBuf {
@@ -140,6 +141,11 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode, String> {
         Some("cell") => store_cell::main(&args[1..]),
         Some("sampler-cell") => sampler_table::cell_main(&args[1..]),
         Some("loader-cell") => loader_table::cell_main(&args[1..]),
+        Some("render") => {
+            let dir: PathBuf = args.get(1).ok_or_else(|| USAGE.to_string())?.into();
+            crate::report::rerender(&dir)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Some("gate") => {
             if args.len() != 3 {
                 return Err(USAGE.to_string());

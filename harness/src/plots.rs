@@ -56,7 +56,7 @@ where
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(170)
-        .build_cartesian_2d(0.0..max, 0.0..n as f64)
+        .build_cartesian_2d(0.0..max, -0.5..n as f64 - 0.5)
         .map_err(e)?;
     let labels_owned = labels.to_vec();
     chart
@@ -65,8 +65,8 @@ where
         .x_desc(x_desc)
         .y_labels(n)
         .y_label_formatter(&|y| {
-            let k = (*y - 0.5).round();
-            if (*y - 0.5 - k).abs() < 1e-6 && k >= 0.0 && (k as usize) < labels_owned.len() {
+            let k = y.round();
+            if (*y - k).abs() < 1e-6 && k >= 0.0 && (k as usize) < labels_owned.len() {
                 labels_owned[n - 1 - k as usize].clone()
             } else {
                 String::new()
@@ -88,7 +88,7 @@ where
                         } else {
                             BLACK.mix(0.45)
                         };
-                    Rectangle::new([(0.0, y + 0.15), (v, y + 0.85)], color.filled())
+                    Rectangle::new([(0.0, y - 0.35), (v, y + 0.35)], color.filled())
                 }),
         )
         .map_err(e)?;

@@ -17,15 +17,22 @@ pub struct StoreRow {
     pub backend: String,
     pub status: String,
     pub note: Option<String>,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub write_mib_s: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub gather_mib_s: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub krecords_s: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub p95_ms: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub disk_mib: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub compression: f64,
     pub x_memcpy: Option<f64>,
     pub verified: bool,
     /// Sample SD of gather MiB/s over repeats.
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub sd: f64,
     pub repeats: Vec<CellResult>,
 }
@@ -36,6 +43,7 @@ pub struct StoreTable {
     pub title: String,
     pub synthetic: bool,
     pub records: u64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub logical_mib: f64,
     pub rows: Vec<StoreRow>,
 }
@@ -386,4 +394,37 @@ pub fn render_markdown(rep: &Report) -> String {
         s.push('\n');
     }
     s
+}
+
+/// Rebuilds `tables.md` and `plots/` of a finished run from its `results.json`.
+pub fn rerender(dir: &Path) -> Result<(), String> {
+    let path = dir.join("results.json");
+    let bytes = std::fs::read(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    let j: Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("parse {}: {e}", path.display()))?;
+    let mut rep = Report {
+        machine: j["machine"].clone(),
+        source: j["source"].clone(),
+        corpora: j["corpora"].as_array().cloned().unwrap_or_default(),
+        store_tables: Vec::new(),
+        sampler: None,
+        loader: None,
+        quick: j["quick"].as_bool().unwrap_or(false),
+        repeats: j["repeats"].as_u64().unwrap_or(1) as usize,
+    };
+    let mut loaders = Vec::new();
+    for t in j["tables"].as_array().into_iter().flatten() {
+        let name = t["name"].as_str().unwrap_or("");
+        if name == "sampler" {
+            rep.sampler = serde_json::from_value(t.clone()).ok();
+        } else if name.starts_with("loader-") {
+            loaders.extend(serde_json::from_value::<FreeTable>(t.clone()).ok());
+        } else if let Ok(st) = serde_json::from_value::<StoreTable>(t.clone()) {
+            rep.store_tables.push(st);
+        }
+    }
+    rep.loader = (!loaders.is_empty()).then_some(loaders);
+    std::fs::write(dir.join("tables.md"), render_markdown(&rep))
+        .map_err(|e| format!("write tables.md: {e}"))?;
+    crate::plots::render_all(&rep, &dir.join("plots"))
 }

@@ -1,5 +1,11 @@
 //! Small statistics helpers.
 
+/// Deserializes an f64 that JSON stored as `null` (serde_json writes NaN and infinities as null).
+pub fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    use serde::Deserialize;
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;

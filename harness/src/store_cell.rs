@@ -22,17 +22,25 @@ pub struct CellResult {
     pub note: Option<String>,
     pub records: u64,
     pub logical_bytes: u64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub write_s: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub write_mib_s: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub gather_s: f64,
     pub gather_batches: u64,
     pub gather_records: u64,
     pub gather_bytes: u64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub gather_mib_s: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub krecords_s: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub p50_ms: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub p95_ms: f64,
     pub disk_bytes: u64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub compression: f64,
     pub verified_batches: u64,
     pub verified: bool,

@@ -25,6 +25,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test --workspace"
 cargo test --workspace
 
+step "cargo test -p datasets --features parquet (Hugging Face WikiText parquet input)"
+cargo test -p datasets --features parquet
+
 if [ -f pyproject.toml ]; then
   step "pip install . (maturin, release) + pytest"
   "$py" -m pip install -q --no-build-isolation .

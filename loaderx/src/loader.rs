@@ -316,13 +316,21 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
             // An earlier step failed: this batch comes after the error; drop it and stop.
             return;
         }
-        select! {
-            send(tx, (step, res)) -> sent => {
-                if sent.is_err() {
-                    return;
+        // Fast path: a queue with room takes the batch without a two-channel select.
+        let msg = match tx.try_send((step, res)) {
+            Ok(()) => None,
+            Err(crossbeam_channel::TrySendError::Full(m)) => Some(m),
+            Err(crossbeam_channel::TrySendError::Disconnected(_)) => return,
+        };
+        if let Some(msg) = msg {
+            select! {
+                send(tx, msg) -> sent => {
+                    if sent.is_err() {
+                        return;
+                    }
                 }
+                recv(cancel) -> _ => return,
             }
-            recv(cancel) -> _ => return,
         }
         if failed {
             return;

@@ -21,6 +21,7 @@
 //! batches in memory the allocator hands out (never memory the store owns).
 
 mod alloc;
+mod crc;
 mod dtype;
 mod error;
 pub mod vfs;

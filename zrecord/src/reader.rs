@@ -132,7 +132,7 @@ impl Inner {
             let k = left.min(format::PAGE_ENTRIES) as usize;
             let body = &ib[pos..pos + k * entry];
             let stored = format::rd_u32(ib, pos + k * entry);
-            let actual = crc32c::crc32c_append(format::page_seed(&m.uuid, page), body);
+            let actual = crate::crc::append(format::page_seed(&m.uuid, page), body);
             if stored != actual {
                 return Err(Error::corrupt(
                     Location {
@@ -367,7 +367,7 @@ impl Inner {
             return Ok(());
         }
         if verify {
-            let got = crc32c::crc32c_append(format::record_seed(&m.uuid, i), stored);
+            let got = crate::crc::append(format::record_seed(&m.uuid, i), stored);
             if got != e.crc {
                 return Err(self.crc_error(i, s, e.offset, e.crc, got));
             }
@@ -471,7 +471,7 @@ impl Inner {
     fn verify_all(&self) -> Result<()> {
         let m = &self.m;
         for (s, f) in self.shards.iter().enumerate() {
-            let crc = crc32c::crc32c(f.bytes());
+            let crc = crate::crc::append(0, f.bytes());
             if crc != m.shards[s].crc {
                 // Locate the damaged record for a precise report, then fall back to the file.
                 let nshards = m.shard_count();
@@ -605,7 +605,7 @@ fn copy_verified(
     let mut crc = seed;
     for (d, s) in dst.chunks_mut(VERIFY_CHUNK).zip(src.chunks(VERIFY_CHUNK)) {
         d.copy_from_slice(s);
-        crc = crc32c::crc32c_append(crc, d);
+        crc = crate::crc::append(crc, d);
     }
     if crc == expected {
         Ok(())

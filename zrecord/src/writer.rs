@@ -578,10 +578,10 @@ impl Drop for Core {
 fn record_and_shard_crc(shard_crc: &mut u32, i: u64, bytes: &[u8], uuid: &[u8; 16]) -> u32 {
     const COMBINE_ABOVE: usize = 64 << 10;
     if bytes.len() < COMBINE_ABOVE {
-        *shard_crc = crc32c::crc32c_append(*shard_crc, bytes);
-        crc32c::crc32c_append(format::record_seed(uuid, i), bytes)
+        *shard_crc = crate::crc::append(*shard_crc, bytes);
+        crate::crc::append(format::record_seed(uuid, i), bytes)
     } else {
-        let plain = crc32c::crc32c(bytes);
+        let plain = crate::crc::append(0, bytes);
         *shard_crc = crc32c::crc32c_combine(*shard_crc, plain, bytes.len());
         crc32c::crc32c_combine(format::record_seed(uuid, i), plain, bytes.len())
     }

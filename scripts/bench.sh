@@ -7,6 +7,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export LOADERX_VENV=${LOADERX_VENV:-$root/.venv}
+# maturin's PEP 517 hooks run the `maturin` executable: the venv's bin must be on PATH.
+export PATH="$LOADERX_VENV/bin:$PATH"
 bash scripts/install-deps.sh
 if ! "$LOADERX_VENV/bin/python" -c "import loaderx" 2>/dev/null; then
   "$LOADERX_VENV/bin/python" -m pip install -q --no-build-isolation .

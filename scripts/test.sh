@@ -9,6 +9,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export LOADERX_VENV=${LOADERX_VENV:-$root/.venv}
+# maturin's PEP 517 hooks run the `maturin` executable: the venv's bin must be on PATH.
+export PATH="$LOADERX_VENV/bin:$PATH"
 py="$LOADERX_VENV/bin/python"
 
 step() { printf '\n==> %s\n' "$*"; }

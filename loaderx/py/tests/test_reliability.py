@@ -102,7 +102,12 @@ def test_t11_transform_exception_matrix(id_store, k, workers, prefetch):
     if workers <= 1:
         assert steps == list(range(k))
     else:
-        assert len(set(steps)) == len(steps)
+        # Completion order: batches drawn after step k may arrive before its error, and the
+        # sequential sampler wraps every N // B steps, so a value repeats at most once per wrap.
+        period = N // B
+        assert all(0 <= s < period for s in steps), steps
+        max_repeats = len(steps) // period + 1
+        assert all(steps.count(s) <= max_repeats for s in set(steps)), steps
         assert set(range(k)) <= set(steps), steps
     with pytest.raises(StopIteration):
         next(loader)

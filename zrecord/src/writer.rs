@@ -21,6 +21,8 @@ pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 /// Per-shard encode buffer flushed to disk when it reaches this size (bounds writer scratch memory
 /// to `data_shards * WRITE_BUFFER` plus one compressed record per shard).
 pub const WRITE_BUFFER: usize = 4 << 20;
+/// A syncing writer asks the OS to start writing a shard back after this many new bytes.
+const WRITEBACK_EVERY: u64 = 8 << 20;
 /// Target bytes per block of consecutive Dense records that land in the same shard.
 const DENSE_BLOCK_BYTES: u64 = 256 << 10;
 /// Records per block for Ragged stores.
@@ -80,6 +82,10 @@ struct ShardState {
     compressor: Option<zstd::bulk::Compressor<'static>>,
     buf: Vec<u8>,
     scratch: Vec<u8>,
+    /// Start writeback every [`WRITEBACK_EVERY`] bytes (only when the writer syncs on close).
+    early_writeback: bool,
+    /// Bytes written since writeback was last started.
+    unkicked: u64,
 }
 
 struct IndexWriter {
@@ -279,6 +285,8 @@ impl Core {
                 compressor,
                 buf: Vec::new(),
                 scratch: Vec::new(),
+                early_writeback: core.sync,
+                unkicked: 0,
             });
         }
         let ip = tmp_path.join(INDEX_FILE);
@@ -473,6 +481,15 @@ impl Core {
         // Step numbering for mutations: 0..S = shards, S = index, S+1 = manifest, S+2 = temp dir,
         // S+3 = parent directory.
         let ns = self.shards.len();
+        if sync {
+            // Start every file's writeback first so the fsyncs below wait for overlapping I/O
+            // rather than one file after another. A hint: errors surface at the fsyncs.
+            for s in &self.shards {
+                let _ = s.file.start_writeback();
+            }
+            let _ = ix.file.start_writeback();
+            let _ = mfile.start_writeback();
+        }
         for (k, s) in self.shards.iter().enumerate() {
             if !skip(k) {
                 s.file.sync().map_err(|e| Error::io("fsync", &s.path, e))?;
@@ -604,6 +621,17 @@ impl ShardState {
         }
     }
 
+    /// Counts `n` bytes written; past [`WRITEBACK_EVERY`], asks the OS to start writing them back
+    /// so that the fsync in `close()` finds most of the shard on disk already.
+    fn written(&mut self, n: usize) {
+        self.unkicked += n as u64;
+        if self.early_writeback && self.unkicked >= WRITEBACK_EVERY {
+            // A hint only: a real I/O error surfaces at the fsync in close().
+            let _ = self.file.start_writeback();
+            self.unkicked = 0;
+        }
+    }
+
     /// Writes bytes at the cursor, bypassing the staging buffer (which must be empty).
     fn write_direct(&mut self, bytes: &[u8]) -> Result<()> {
         self.flush()?;
@@ -611,6 +639,7 @@ impl ShardState {
             .write_at(self.cursor, bytes)
             .map_err(|e| Error::io("write", &self.path, e))?;
         self.cursor += bytes.len() as u64;
+        self.written(bytes.len());
         Ok(())
     }
 
@@ -639,6 +668,7 @@ impl ShardState {
                 .write_at(self.cursor, stored)
                 .map_err(|e| Error::io("write", &self.path, e))?;
             self.cursor += stored.len() as u64;
+            self.written(stored.len());
         } else {
             self.buf.extend_from_slice(stored);
             if self.buf.len() >= WRITE_BUFFER {
@@ -660,6 +690,7 @@ impl ShardState {
                 .write_at(self.cursor, &self.buf)
                 .map_err(|e| Error::io("write", &self.path, e))?;
             self.cursor += self.buf.len() as u64;
+            self.written(self.buf.len());
             self.buf.clear();
         }
         if self.buf.capacity() > 2 * WRITE_BUFFER {

@@ -483,6 +483,7 @@ impl Inner {
         if (total < PARALLEL_BYTES && !compressed)
             || idx.len() == 1
             || rayon::current_num_threads() == 1
+            || SEQUENTIAL.get()
         {
             let mut dec = self.decoder()?;
             return self.read_run(idx, out, 0, offsets, 0, &mut dec);
@@ -642,6 +643,25 @@ impl Decoder<'_> {
             }),
         }
     }
+}
+
+thread_local! {
+    static SEQUENTIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every gather it makes on the calling thread done on that thread alone, instead of
+/// being split across the rayon pool (what a gather of 1 MiB or more, or of compressed records,
+/// otherwise does). For callers that already run one gather per thread, e.g. loader workers: there
+/// the parallelism is across batches, and fanning each batch out again only adds contention.
+pub fn sequential_gathers<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SEQUENTIAL.set(self.0);
+        }
+    }
+    let _restore = Restore(SEQUENTIAL.replace(true));
+    f()
 }
 
 /// Hints the CPU to load `bytes` into cache; no architectural effect.
@@ -1258,4 +1278,32 @@ pub fn container_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
         v.push(p.join(format::shard_file_name(s)));
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SEQUENTIAL, sequential_gathers};
+
+    #[test]
+    fn sequential_gathers_is_scoped_nests_and_survives_unwinding() {
+        assert!(!SEQUENTIAL.get());
+        let inner = sequential_gathers(|| {
+            let nested = sequential_gathers(|| SEQUENTIAL.get());
+            (nested, SEQUENTIAL.get())
+        });
+        assert_eq!(
+            inner,
+            (true, true),
+            "on inside, still on after a nested scope"
+        );
+        assert!(!SEQUENTIAL.get(), "off again after the scope");
+        let unwound = std::panic::catch_unwind(|| sequential_gathers(|| panic!("inside")));
+        assert!(unwound.is_err());
+        assert!(!SEQUENTIAL.get(), "restored when the closure unwinds");
+        // Another thread is not affected.
+        sequential_gathers(|| {
+            let other = std::thread::spawn(|| SEQUENTIAL.get()).join().unwrap();
+            assert!(!other);
+        });
+    }
 }

@@ -154,28 +154,25 @@ fn empty_ragged_gather_has_single_zero_offset() {
 
 #[test]
 fn large_parallel_gather_matches_sequential() {
-    // 64 KiB records, 64 of them: crosses the parallel threshold.
+    // 64 KiB records, 64 of them: crosses the parallel threshold. The same gather with the rayon
+    // fan-out switched off (`sequential_gathers`, what loader workers use) gives the same bytes.
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("d");
-    let recs = dense_fixture(&p, Codec::Raw, 4, 64, &[32768]);
-    let v = DenseStore::open(&p).unwrap().bind(alloc());
     let idx: Vec<u64> = (0..200u64).map(|k| (k * 37) % 64).collect();
-    let b = v.gather(&idx).unwrap();
-    for (k, &i) in idx.iter().enumerate() {
-        assert_eq!(
-            &b.bytes()[k * 65536..(k + 1) * 65536],
-            &recs[i as usize][..]
-        );
-    }
-    let p2 = dir.path().join("z");
-    let recs = dense_fixture(&p2, Codec::Zstd, 3, 64, &[32768]);
-    let v = DenseStore::open(&p2).unwrap().bind(alloc());
-    let b = v.gather(&idx).unwrap();
-    for (k, &i) in idx.iter().enumerate() {
-        assert_eq!(
-            &b.bytes()[k * 65536..(k + 1) * 65536],
-            &recs[i as usize][..]
-        );
+    for (name, codec, shards) in [("d", Codec::Raw, 4), ("z", Codec::Zstd, 3)] {
+        let p = dir.path().join(name);
+        let recs = dense_fixture(&p, codec, shards, 64, &[32768]);
+        let v = DenseStore::open(&p).unwrap().bind(alloc());
+        let parallel = v.gather(&idx).unwrap();
+        let sequential = zrecord::sequential_gathers(|| v.gather(&idx).unwrap());
+        for b in [&parallel, &sequential] {
+            for (k, &i) in idx.iter().enumerate() {
+                assert_eq!(
+                    &b.bytes()[k * 65536..(k + 1) * 65536],
+                    &recs[i as usize][..],
+                    "{codec:?} record {i} at {k}"
+                );
+            }
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use pyo3::types::{PyDict, PyType};
 use zrecord::{Allocation, DType, dlpack_code};
 
 use crate::dtypes::ml_storage_dtype;
-use crate::errors::raise;
+use crate::errors::{raise, type_name};
 use crate::tensor::PyDLTensor;
 
 pub(crate) const VERSIONED: &CStr = c"dltensor_versioned";
@@ -316,11 +316,7 @@ pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Impor
             dtype: t.dtype,
         });
     }
-    let tname = obj
-        .get_type()
-        .name()
-        .map(|s| s.to_string())
-        .unwrap_or_default();
+    let tname = type_name(obj);
     if let Ok(f) = obj.getattr(pyo3::intern!(py, "__dlpack_device__")) {
         let dev: (i32, i32) = f.call0()?.extract().map_err(|_| {
             PyTypeError::new_err(format!(

@@ -2,6 +2,7 @@
 //! panic guard used at the boundary (a Rust panic never surfaces as `PanicException`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, MutexGuard};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -50,6 +51,42 @@ pub(crate) fn guard<T, E: Into<CoreError>>(
         Ok(r) => r.map_err(Into::into),
         Err(p) => Err(CoreError::Panic(panic_message(p))),
     }
+}
+
+/// Locks `m` inside a `detach` section; a lock poisoned by an earlier panic fails with
+/// `InternalError(poisoned)`.
+pub(crate) fn lock<'a, T>(
+    m: &'a Mutex<T>,
+    poisoned: &'static str,
+) -> Result<MutexGuard<'a, T>, CoreError> {
+    m.lock()
+        .map_err(|_| CoreError::Py("InternalError", poisoned.into()))
+}
+
+/// The body of an idempotent `close()`: takes the core object out of `slot` and, unless an
+/// earlier call already took it, hands it to `finish` (publish, or just drop). Runs with the GIL
+/// released and under [`guard`]; a poisoned lock fails with `InternalError(poisoned)`.
+pub(crate) fn take_detached<T: Send>(
+    py: Python<'_>,
+    slot: &Mutex<Option<T>>,
+    poisoned: &'static str,
+    finish: impl FnOnce(T) -> Result<(), CoreError> + Send,
+) -> PyResult<()> {
+    py.detach(|| {
+        guard(|| {
+            let taken = lock(slot, poisoned)?.take();
+            taken.map_or(Ok(()), finish)
+        })
+    })
+    .py_err(py)
+}
+
+/// The name of `obj`'s Python type, for error messages (empty if it has none).
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|s| s.to_string())
+        .unwrap_or_default()
 }
 
 /// The Python class `loaderx.errors.<name>`.

@@ -7,7 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::errors::{CoreError, IntoPyResult, guard, raise};
+use crate::errors::{CoreError, IntoPyResult, guard, lock, raise, take_detached, type_name};
 use crate::sampler::{CustomSampler, PySampler};
 use crate::store::{PyDenseView, PyRaggedView, dense_to_py, ragged_to_py};
 
@@ -43,9 +43,8 @@ pub(crate) struct PyLoader {
     inner: Mutex<Option<Loader<Item>>>,
 }
 
-fn closed(_: impl std::fmt::Display) -> CoreError {
-    CoreError::Py("InternalError", "loader lock poisoned".into())
-}
+/// The `InternalError` message of a poisoned loader lock.
+const POISONED: &str = "loader lock poisoned";
 
 #[pymethods]
 impl PyLoader {
@@ -78,11 +77,7 @@ impl PyLoader {
                 } else if let Ok(r) = v.cast::<PyRaggedView>() {
                     vs.push(StreamView::Ragged(r.get().view.clone()));
                 } else {
-                    let t = v
-                        .get_type()
-                        .name()
-                        .map(|s| s.to_string())
-                        .unwrap_or_default();
+                    let t = type_name(&v);
                     return Err(PyTypeError::new_err(format!(
                         "stream {name:?}: expected DenseView or RaggedView (store.bind(allocator)), got {t}"
                     )));
@@ -132,7 +127,7 @@ impl PyLoader {
         let got = py
             .detach(|| {
                 guard(|| {
-                    let mut g = self.inner.lock().map_err(closed)?;
+                    let mut g = lock(&self.inner, POISONED)?;
                     Ok::<_, CoreError>(g.as_mut().and_then(|l| l.next()))
                 })
             })
@@ -151,7 +146,7 @@ impl PyLoader {
     fn step(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         py.detach(|| {
             guard(|| {
-                let g = self.inner.lock().map_err(closed)?;
+                let g = lock(&self.inner, POISONED)?;
                 Ok::<_, CoreError>(g.as_ref().map(|l| l.step()))
             })
         })
@@ -161,14 +156,10 @@ impl PyLoader {
     /// Stops and joins the workers and drops queued batches. Never closes stores, views,
     /// allocators or the sampler. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| {
-            guard(|| {
-                let l = self.inner.lock().map_err(closed)?.take();
-                drop(l);
-                Ok::<(), CoreError>(())
-            })
+        take_detached(py, &self.inner, POISONED, |l| {
+            drop(l);
+            Ok(())
         })
-        .py_err(py)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

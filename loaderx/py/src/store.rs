@@ -1,6 +1,6 @@
 //! Stores, views, writers and the CPU allocator.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -15,7 +15,7 @@ use zrecord::{
 
 use crate::dlpack::import;
 use crate::dtypes::{dtype_obj, parse_dtype};
-use crate::errors::{CoreError, IntoPyResult, guard, raise};
+use crate::errors::{CoreError, IntoPyResult, guard, lock, raise, take_detached, type_name};
 use crate::tensor::{PyDLTensor, PyRaggedBatch, Ragged, StoredRagged};
 
 // ---------------------------------------------------------------------------------------------
@@ -185,11 +185,7 @@ fn one_int(item: &Bound<'_, PyAny>) -> PyResult<i128> {
         return Err(PyTypeError::new_err("bool is not a valid record index"));
     }
     item.extract::<i128>().map_err(|_| {
-        let t = item
-            .get_type()
-            .name()
-            .map(|s| s.to_string())
-            .unwrap_or_default();
+        let t = type_name(item);
         PyTypeError::new_err(format!("record indices must be integers, got {t}"))
     })
 }
@@ -293,30 +289,47 @@ pub(crate) struct PyRaggedView {
     pub view: RaggedView,
 }
 
-#[pymethods]
-impl PyDenseView {
-    fn __len__(&self) -> usize {
-        self.view.len() as usize
-    }
+/// The `#[pymethods]` of a view class: `$extra` (the kind-specific methods, indexing included),
+/// then the accessors both kinds share. `$kind` is the view's `StreamView` variant.
+macro_rules! view_class {
+    ($py_view:ident, $kind:ident, { $($extra:tt)* }) => {
+        #[pymethods]
+        impl $py_view {
+            $($extra)*
 
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dtype_obj(py, self.view.dtype())
-    }
+            fn __len__(&self) -> usize {
+                self.view.len() as usize
+            }
 
+            #[getter]
+            fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                dtype_obj(py, self.view.dtype())
+            }
+
+            #[getter]
+            fn codec(&self) -> &'static str {
+                codec_name(self.view.codec())
+            }
+
+            #[getter]
+            fn closed(&self) -> bool {
+                self.view.is_closed()
+            }
+
+            fn __iter__(&self) -> ViewIter {
+                ViewIter {
+                    view: StreamView::$kind(self.view.clone()),
+                    pos: AtomicU64::new(0),
+                }
+            }
+        }
+    };
+}
+
+view_class!(PyDenseView, Dense, {
     #[getter]
     fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.view.item_shape())
-    }
-
-    #[getter]
-    fn codec(&self) -> &'static str {
-        codec_name(self.view.codec())
-    }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.view.is_closed()
     }
 
     /// `view[i]` → one record (no batch axis); `view[i, j]`, `view[[...]]`, `view[array]`,
@@ -335,13 +348,6 @@ impl PyDenseView {
         }
     }
 
-    fn __iter__(&self) -> ViewIter {
-        ViewIter {
-            view: StreamView::Dense(self.view.clone()),
-            pos: AtomicU64::new(0),
-        }
-    }
-
     fn __repr__(&self) -> String {
         format!(
             "DenseView(records={}, dtype={}, item_shape={:?}, codec={})",
@@ -351,32 +357,12 @@ impl PyDenseView {
             self.view.codec().name()
         )
     }
-}
+});
 
-#[pymethods]
-impl PyRaggedView {
-    fn __len__(&self) -> usize {
-        self.view.len() as usize
-    }
-
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dtype_obj(py, self.view.dtype())
-    }
-
+view_class!(PyRaggedView, Ragged, {
     #[getter]
     fn ndim(&self) -> u32 {
         self.view.ndim()
-    }
-
-    #[getter]
-    fn codec(&self) -> &'static str {
-        codec_name(self.view.codec())
-    }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.view.is_closed()
     }
 
     /// `view[i]` → a one-record `RaggedBatch`; any collection of indices → one packed batch.
@@ -385,13 +371,6 @@ impl PyRaggedView {
         let idx = index_vec(key, view.len())?;
         let b = py.detach(|| guard(|| view.gather(&idx))).py_err(py)?;
         ragged_to_py(py, b)
-    }
-
-    fn __iter__(&self) -> ViewIter {
-        ViewIter {
-            view: StreamView::Ragged(self.view.clone()),
-            pos: AtomicU64::new(0),
-        }
     }
 
     fn __repr__(&self) -> String {
@@ -403,7 +382,7 @@ impl PyRaggedView {
             self.view.codec().name()
         )
     }
-}
+});
 
 /// Iterates a view record by record.
 #[pyclass(module = "loaderx.zrecord", frozen)]
@@ -623,22 +602,106 @@ fn shape_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
     Ok(v)
 }
 
-fn closed_writer(py: Python<'_>, kind: &str, path: &std::path::Path) -> PyErr {
-    raise(
-        py,
-        "ClosedError",
-        format!(
-            "{kind} for {} is closed (published or aborted)",
-            path.display()
-        ),
+/// The message of the `ClosedError` a published or aborted writer raises.
+fn closed_writer_msg(kind: &str, path: &Path) -> String {
+    format!(
+        "{kind} for {} is closed (published or aborted)",
+        path.display()
     )
 }
 
-fn lock_err(_: impl std::fmt::Display) -> CoreError {
-    CoreError::Py(
-        "InternalError",
-        "writer lock poisoned by an earlier failure".into(),
-    )
+/// The `InternalError` message of a writer lock poisoned inside a `detach` section.
+const WRITER_POISONED: &str = "writer lock poisoned by an earlier failure";
+
+/// Runs `f` (an append) on the open writer in `slot` with the GIL released; a published or
+/// aborted `kind` writer fails with `ClosedError`.
+fn append_detached<W: Send>(
+    py: Python<'_>,
+    slot: &Mutex<Option<W>>,
+    kind: &str,
+    path: &Path,
+    f: impl FnOnce(&mut W) -> Result<(), zrecord::Error> + Send,
+) -> PyResult<()> {
+    py.detach(|| {
+        guard(|| match lock(slot, WRITER_POISONED)?.as_mut() {
+            Some(w) => f(w).map_err(CoreError::Z),
+            None => Err(CoreError::Py("ClosedError", closed_writer_msg(kind, path))),
+        })
+    })
+    .py_err(py)
+}
+
+/// The `#[pymethods]` of a writer class: `$extra` (constructor, `append`, the kind-specific getter
+/// and `__repr__`), then the length, accessors and publish/abort life cycle both kinds share.
+macro_rules! writer_class {
+    ($py_writer:ident, $pyname:literal, { $($extra:tt)* }) => {
+        #[pymethods]
+        impl $py_writer {
+            $($extra)*
+
+            /// Records appended so far.
+            fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+                let g = self
+                    .inner
+                    .lock()
+                    .map_err(|_| raise(py, "InternalError", "writer lock poisoned"))?;
+                match &*g {
+                    Some(w) => Ok(w.len() as usize),
+                    None => Err(raise(
+                        py,
+                        "ClosedError",
+                        closed_writer_msg($pyname, &self.path),
+                    )),
+                }
+            }
+
+            #[getter]
+            fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                dtype_obj(py, self.dtype)
+            }
+
+            #[getter]
+            fn path(&self) -> PathBuf {
+                self.path.clone()
+            }
+
+            /// Publishes the container (atomic; idempotent).
+            fn close(&self, py: Python<'_>) -> PyResult<()> {
+                take_detached(py, &self.inner, WRITER_POISONED, |w| {
+                    w.close().map_err(CoreError::Z)
+                })
+            }
+
+            /// Discards everything written; nothing is published. Idempotent.
+            fn abort(&self, py: Python<'_>) -> PyResult<()> {
+                take_detached(py, &self.inner, WRITER_POISONED, |w| {
+                    drop(w);
+                    Ok(())
+                })
+            }
+
+            fn __enter__(slf: Py<Self>) -> Py<Self> {
+                slf
+            }
+
+            /// Publishes on a normal exit; aborts (publishes nothing) when the block raised.
+            #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
+            fn __exit__(
+                &self,
+                py: Python<'_>,
+                exc_type: Option<&Bound<'_, PyAny>>,
+                _exc: Option<&Bound<'_, PyAny>>,
+                _tb: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<bool> {
+                if exc_type.is_some_and(|t| !t.is_none()) {
+                    self.abort(py)?;
+                } else {
+                    self.close(py)?;
+                }
+                Ok(false)
+            }
+        }
+    };
 }
 
 /// Creates a new Dense container; `close()` (or leaving `with` normally) publishes it.
@@ -650,8 +713,7 @@ pub(crate) struct PyDenseWriter {
     item_shape: Vec<u64>,
 }
 
-#[pymethods]
-impl PyDenseWriter {
+writer_class!(PyDenseWriter, "DenseWriter", {
     #[new]
     #[pyo3(signature = (path, dtype, item_shape, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None))]
     fn py_new(
@@ -719,97 +781,14 @@ impl PyDenseWriter {
             ));
         }
         let bytes = imp.bytes();
-        let path = &self.path;
-        py.detach(|| {
-            guard(|| {
-                let mut g = self.inner.lock().map_err(lock_err)?;
-                match g.as_mut() {
-                    Some(w) => w.append(bytes).map_err(CoreError::Z),
-                    None => Err(CoreError::Py(
-                        "ClosedError",
-                        format!(
-                            "DenseWriter for {} is closed (published or aborted)",
-                            path.display()
-                        ),
-                    )),
-                }
-            })
+        append_detached(py, &self.inner, "DenseWriter", &self.path, |w| {
+            w.append(bytes)
         })
-        .py_err(py)
-    }
-
-    /// Records appended so far.
-    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        let g = self
-            .inner
-            .lock()
-            .map_err(|_| raise(py, "InternalError", "writer lock poisoned"))?;
-        match &*g {
-            Some(w) => Ok(w.len() as usize),
-            None => Err(closed_writer(py, "DenseWriter", &self.path)),
-        }
-    }
-
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dtype_obj(py, self.dtype)
     }
 
     #[getter]
     fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.item_shape)
-    }
-
-    #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
-    }
-
-    /// Publishes the container (atomic; idempotent).
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| {
-            guard(|| {
-                let w = self.inner.lock().map_err(lock_err)?.take();
-                match w {
-                    Some(w) => w.close().map_err(CoreError::Z),
-                    None => Ok(()),
-                }
-            })
-        })
-        .py_err(py)
-    }
-
-    /// Discards everything written; nothing is published. Idempotent.
-    fn abort(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| {
-            guard(|| {
-                let w = self.inner.lock().map_err(lock_err)?.take();
-                drop(w);
-                Ok::<(), CoreError>(())
-            })
-        })
-        .py_err(py)
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    /// Publishes on a normal exit; aborts (publishes nothing) when the block raised.
-    #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        if exc_type.is_some_and(|t| !t.is_none()) {
-            self.abort(py)?;
-        } else {
-            self.close(py)?;
-        }
-        Ok(false)
     }
 
     fn __repr__(&self) -> String {
@@ -820,7 +799,7 @@ impl PyDenseWriter {
             self.item_shape
         )
     }
-}
+});
 
 /// Creates a new Ragged container; `close()` (or leaving `with` normally) publishes it.
 #[pyclass(name = "RaggedWriter", module = "loaderx.zrecord", frozen)]
@@ -849,8 +828,7 @@ fn decode_i32(py: Python<'_>, imp: &crate::dlpack::Imported<'_>, what: &str) -> 
         .collect())
 }
 
-#[pymethods]
-impl PyRaggedWriter {
+writer_class!(PyRaggedWriter, "RaggedWriter", {
     #[new]
     #[pyo3(signature = (path, dtype, ndim, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None))]
     fn py_new(
@@ -878,11 +856,7 @@ impl PyRaggedWriter {
     /// Appends a packed `RaggedBatch(values, cu_seqlens, shapes)`.
     fn append(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let Ok(rb) = batch.cast::<PyRaggedBatch>() else {
-            let t = batch
-                .get_type()
-                .name()
-                .map(|s| s.to_string())
-                .unwrap_or_default();
+            let t = type_name(batch);
             return Err(PyTypeError::new_err(format!(
                 "RaggedWriter.append expects a RaggedBatch(values, cu_seqlens, shapes), got {t}; use RaggedBatch.from_records(records) for a list of arrays"
             )));
@@ -983,96 +957,14 @@ impl PyRaggedWriter {
                 (keep[0].bytes(), cu, sh)
             }
         };
-        let p = &self.path;
-        py.detach(|| {
-            guard(|| {
-                let mut g = self.inner.lock().map_err(lock_err)?;
-                match g.as_mut() {
-                    Some(w) => w.append(values, &cu, &shapes).map_err(CoreError::Z),
-                    None => Err(CoreError::Py(
-                        "ClosedError",
-                        format!(
-                            "RaggedWriter for {} is closed (published or aborted)",
-                            p.display()
-                        ),
-                    )),
-                }
-            })
+        append_detached(py, &self.inner, "RaggedWriter", &self.path, |w| {
+            w.append(values, &cu, &shapes)
         })
-        .py_err(py)
-    }
-
-    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        let g = self
-            .inner
-            .lock()
-            .map_err(|_| raise(py, "InternalError", "writer lock poisoned"))?;
-        match &*g {
-            Some(w) => Ok(w.len() as usize),
-            None => Err(closed_writer(py, "RaggedWriter", &self.path)),
-        }
-    }
-
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        dtype_obj(py, self.dtype)
     }
 
     #[getter]
     fn ndim(&self) -> u32 {
         self.ndim
-    }
-
-    #[getter]
-    fn path(&self) -> PathBuf {
-        self.path.clone()
-    }
-
-    /// Publishes the container (atomic; idempotent).
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| {
-            guard(|| {
-                let w = self.inner.lock().map_err(lock_err)?.take();
-                match w {
-                    Some(w) => w.close().map_err(CoreError::Z),
-                    None => Ok(()),
-                }
-            })
-        })
-        .py_err(py)
-    }
-
-    /// Discards everything written; nothing is published. Idempotent.
-    fn abort(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| {
-            guard(|| {
-                let w = self.inner.lock().map_err(lock_err)?.take();
-                drop(w);
-                Ok::<(), CoreError>(())
-            })
-        })
-        .py_err(py)
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    /// Publishes on a normal exit; aborts (publishes nothing) when the block raised.
-    #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        if exc_type.is_some_and(|t| !t.is_none()) {
-            self.abort(py)?;
-        } else {
-            self.close(py)?;
-        }
-        Ok(false)
     }
 
     fn __repr__(&self) -> String {
@@ -1083,7 +975,7 @@ impl PyRaggedWriter {
             self.ndim
         )
     }
-}
+});
 
 // ---------------------------------------------------------------------------------------------
 // Functions

@@ -98,13 +98,17 @@ mod x86 {
     const K256: (u64, u64) = pair(256);
     const K128: (u64, u64) = pair(128);
 
+    /// Whether the CPU has everything [`copy_append_avx512`] needs; detected once.
     #[inline]
     pub(super) fn fused_available() -> bool {
-        is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("vpclmulqdq")
-            && is_x86_feature_detected!("pclmulqdq")
-            && is_x86_feature_detected!("sse4.2")
+        static FUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *FUSED.get_or_init(|| {
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("vpclmulqdq")
+                && is_x86_feature_detected!("pclmulqdq")
+                && is_x86_feature_detected!("sse4.2")
+        })
     }
 
     #[inline]

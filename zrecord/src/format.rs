@@ -463,6 +463,41 @@ pub(crate) fn shard_of(i: u64, block: u64, shards: u32) -> u32 {
     ((i / block) % shards as u64) as u32
 }
 
+/// [`shard_of`] for one store, precomputed: shifts and masks where the block size and the shard
+/// count are powers of two (the defaults), divisions otherwise. Same results for every `i`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShardMap {
+    block: u64,
+    shards: u32,
+    /// `log2(block)` when `block` is a power of two.
+    block_shift: Option<u32>,
+    /// `shards - 1` when `shards` is a power of two.
+    shard_mask: Option<u32>,
+}
+
+impl ShardMap {
+    pub(crate) fn new(block: u64, shards: u32) -> ShardMap {
+        ShardMap {
+            block,
+            shards,
+            block_shift: block.is_power_of_two().then(|| block.trailing_zeros()),
+            shard_mask: shards.is_power_of_two().then(|| shards - 1),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn shard_of(&self, i: u64) -> u32 {
+        let b = match self.block_shift {
+            Some(s) => i >> s,
+            None => i / self.block,
+        };
+        match self.shard_mask {
+            Some(m) => (b as u32) & m,
+            None => (b % u64::from(self.shards)) as u32,
+        }
+    }
+}
+
 /// Position of record `i` among the records of its shard.
 #[inline]
 #[cfg(test)]
@@ -660,6 +695,37 @@ pub(crate) fn rd_u64(b: &[u8], off: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shard_map_agrees_with_shard_of() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for block in [1u64, 2, 3, 6, 64, 100, 128, 1 << 20, u64::MAX] {
+            for shards in [1u32, 2, 3, 4, 5, 8, 255] {
+                let map = ShardMap::new(block, shards);
+                for i in (0..300u64).chain([u64::MAX, u64::MAX - 1, 1 << 40]) {
+                    assert_eq!(
+                        map.shard_of(i),
+                        shard_of(i, block, shards),
+                        "{i} {block} {shards}"
+                    );
+                }
+                for _ in 0..1000 {
+                    let i = next();
+                    assert_eq!(
+                        map.shard_of(i),
+                        shard_of(i, block, shards),
+                        "{i} {block} {shards}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn record_seed_is_the_crc_of_the_id_and_the_index() {

@@ -67,6 +67,8 @@ struct Inner {
     verify: bool,
     /// CRC32C of the container id, the common prefix of every record's checksum seed.
     uuid_crc: u32,
+    /// Record → shard, precomputed from the manifest.
+    shard_map: format::ShardMap,
     closed: AtomicBool,
 }
 
@@ -197,6 +199,7 @@ impl Inner {
             _ => None,
         };
         let uuid_crc = format::uuid_crc(&m.uuid);
+        let shard_map = format::ShardMap::new(m.block_records, m.shard_count());
         let inner = Inner {
             path: path.to_path_buf(),
             m,
@@ -209,6 +212,7 @@ impl Inner {
             ddict,
             verify: opts.verify,
             uuid_crc,
+            shard_map,
             closed: AtomicBool::new(false),
         };
         inner.validate_entries()?;
@@ -352,24 +356,38 @@ impl Inner {
         }
     }
 
+    /// The mapped index and shard bytes, fetched once for a run of records so that the per-record
+    /// path makes no virtual calls.
+    fn maps(&self) -> Maps<'_> {
+        Maps {
+            index: self.index.bytes(),
+            shards: self.shards.iter().map(|f| f.bytes()).collect(),
+        }
+    }
+
+    #[inline]
+    fn entry_in(&self, index: &[u8], i: u64) -> Entry {
+        let off = format::entry_offset(i, self.entry);
+        format::decode_entry(&index[off..off + 16])
+    }
+
     /// Starts loading the index entry of record `i` into cache.
     #[inline]
-    fn prefetch_entry(&self, i: u64) {
+    fn prefetch_entry(&self, index: &[u8], i: u64) {
         let off = format::entry_offset(i, self.entry);
-        if let Some(b) = self.index.bytes().get(off..off + 1) {
+        if let Some(b) = index.get(off..off + 1) {
             prefetch(b);
         }
     }
 
     /// Starts loading the first [`PREFETCH_BYTES`] of record `i`'s stored bytes into cache.
     #[inline]
-    fn prefetch_record(&self, i: u64) {
-        let m = &self.m;
-        let s = format::shard_of(i, m.block_records, m.shard_count());
-        let e = self.entry(i);
+    fn prefetch_record(&self, maps: &Maps<'_>, i: u64) {
+        let s = self.shard_map.shard_of(i);
+        let e = self.entry_in(maps.index, i);
         let start = e.offset as usize;
         let end = start.saturating_add((e.stored_len as usize).min(PREFETCH_BYTES));
-        if let Some(b) = self.shards[s as usize].bytes().get(start..end) {
+        if let Some(b) = maps.shards[s as usize].get(start..end) {
             prefetch(b);
         }
     }
@@ -377,25 +395,27 @@ impl Inner {
     /// Reads records `idx` one after another; record k goes to `out[offsets(k)..offsets(k + 1)]`
     /// relative to `base`. Index entries and record bytes are prefetched a few records ahead, so
     /// the memory latency of the next records overlaps the copy and checksum of this one.
-    fn read_run(
+    fn read_run<F: Fn(usize) -> usize>(
         &self,
         idx: &[u64],
         out: &mut [u8],
         base: usize,
-        offsets: &(dyn Fn(usize) -> usize + Sync),
+        offsets: &F,
         first: usize,
         dec: &mut Decoder<'_>,
     ) -> Result<()> {
+        let maps = self.maps();
+        let mut start = offsets(first) - base;
         for (j, &i) in idx.iter().enumerate() {
             if let Some(&ahead) = idx.get(j + 2 * PREFETCH_AHEAD) {
-                self.prefetch_entry(ahead);
+                self.prefetch_entry(maps.index, ahead);
             }
             if let Some(&ahead) = idx.get(j + PREFETCH_AHEAD) {
-                self.prefetch_record(ahead);
+                self.prefetch_record(&maps, ahead);
             }
-            let k = first + j;
-            let (a, b) = (offsets(k) - base, offsets(k + 1) - base);
-            self.read_record(i, &mut out[a..b], dec, self.verify)?;
+            let end = offsets(first + j + 1) - base;
+            self.read_record(&maps, i, &mut out[start..end], dec, self.verify)?;
+            start = end;
         }
         Ok(())
     }
@@ -403,15 +423,15 @@ impl Inner {
     /// Decodes record `i` into `dst` (exactly its raw size), verifying as configured.
     fn read_record(
         &self,
+        maps: &Maps<'_>,
         i: u64,
         dst: &mut [u8],
         dec: &mut Decoder<'_>,
         verify: bool,
     ) -> Result<()> {
-        let m = &self.m;
-        let s = format::shard_of(i, m.block_records, m.shard_count());
-        let e = self.entry(i);
-        let shard = self.shards[s as usize].bytes();
+        let s = self.shard_map.shard_of(i);
+        let e = self.entry_in(maps.index, i);
+        let shard = maps.shards[s as usize];
         let stored = &shard[e.offset as usize..e.offset as usize + e.stored_len as usize];
         if e.flags & FLAG_STORED_RAW != 0 {
             if verify {
@@ -469,11 +489,11 @@ impl Inner {
     }
 
     /// Fills `out` with the records `idx`, where record k goes to `out[offsets[k]..offsets[k+1]]`.
-    fn fill(
+    fn fill<F: Fn(usize) -> usize + Sync>(
         &self,
         idx: &[u64],
         out: &mut [u8],
-        offsets: &(dyn Fn(usize) -> usize + Sync),
+        offsets: &F,
     ) -> Result<()> {
         let total = out.len();
         let compressed = self.m.codec != Codec::Raw;
@@ -522,6 +542,7 @@ impl Inner {
 
     fn verify_all(&self) -> Result<()> {
         let m = &self.m;
+        let maps = self.maps();
         for (s, f) in self.shards.iter().enumerate() {
             let crc = crate::crc::append(0, f.bytes());
             if crc != m.shards[s].crc {
@@ -533,7 +554,7 @@ impl Inner {
                     .filter(|&i| format::shard_of(i, m.block_records, nshards) == s as u32)
                 {
                     buf.resize(self.raw_len(i) as usize, 0);
-                    self.read_record(i, &mut buf, &mut dec, true)?;
+                    self.read_record(&maps, i, &mut buf, &mut dec, true)?;
                 }
                 return Err(Error::corrupt(
                     Location {
@@ -554,7 +575,7 @@ impl Inner {
             let mut buf = Vec::new();
             for &i in chunk {
                 buf.resize(self.raw_len(i) as usize, 0);
-                self.read_record(i, &mut buf, &mut dec, true)?;
+                self.read_record(&maps, i, &mut buf, &mut dec, true)?;
             }
             Ok(())
         })
@@ -662,6 +683,12 @@ pub fn sequential_gathers<R>(f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(SEQUENTIAL.replace(true));
     f()
+}
+
+/// A store's mapped bytes for one run of records.
+struct Maps<'a> {
+    index: &'a [u8],
+    shards: Vec<&'a [u8]>,
 }
 
 /// Hints the CPU to load `bytes` into cache; no architectural effect.
@@ -1056,12 +1083,24 @@ impl ViewGather for RaggedView {
         let n = idx.len();
         let ndim = inner.m.ndim as usize;
         let isz = inner.m.dtype.itemsize();
-        // Pass 1: element counts and offsets from the index (no payload touched).
+        // Pass 1: element counts, offsets and shapes from the index (no payload touched).
+        let index = inner.index.bytes();
         let mut cu: Vec<i32> = Vec::with_capacity(n + 1);
+        let mut dims: Vec<u64> = Vec::with_capacity(n * ndim);
         cu.push(0);
         let mut total: u64 = 0;
-        for &i in idx {
-            total += inner.shape_words(i).product::<u64>();
+        for (k, &i) in idx.iter().enumerate() {
+            if let Some(&ahead) = idx.get(k + 2 * PREFETCH_AHEAD) {
+                inner.prefetch_entry(index, ahead);
+            }
+            let off = format::entry_offset(i, inner.entry) + 16;
+            let mut count = 1u64;
+            for c in index[off..off + 8 * ndim].chunks_exact(8) {
+                let d = format::rd_u64(c, 0);
+                dims.push(d);
+                count *= d;
+            }
+            total += count;
             if total > i32::MAX as u64 {
                 return Err(Error::LimitExceeded(format!(
                     "a ragged batch holds at most {} values (int32 cu_seqlens); these {n} records hold more",
@@ -1078,16 +1117,12 @@ impl ViewGather for RaggedView {
         let out = alloc.host_slice_mut_or_err()?;
         {
             let (values, meta) = out.split_at_mut(cu_off);
-            for (k, c) in cu.iter().enumerate() {
-                meta[4 * k..4 * k + 4].copy_from_slice(&c.to_ne_bytes());
+            for (dst, c) in meta[..4 * (n + 1)].chunks_exact_mut(4).zip(&cu) {
+                dst.copy_from_slice(&c.to_ne_bytes());
             }
             let shapes = &mut meta[shapes_off - cu_off..];
-            let mut p = 0;
-            for &i in idx {
-                for d in inner.shape_words(i) {
-                    shapes[p..p + 8].copy_from_slice(&d.to_ne_bytes());
-                    p += 8;
-                }
+            for (dst, d) in shapes.chunks_exact_mut(8).zip(&dims) {
+                dst.copy_from_slice(&d.to_ne_bytes());
             }
             inner.fill(idx, &mut values[..values_len], &|k| cu[k] as usize * isz)?;
         }

@@ -195,7 +195,19 @@ impl Inner {
             Kind::Ragged => 0,
         };
         let ddict = match m.codec {
-            Codec::ZstdDict => Some(zstd::dict::DecoderDictionary::copy(&m.dict)),
+            Codec::ZstdDict => Some(zstd::dict::DecoderDictionary::try_copy(&m.dict).map_err(
+                |e| {
+                    Error::corrupt(
+                        Location {
+                            path: mp.clone(),
+                            ..Default::default()
+                        },
+                        "zstd dictionary",
+                        "a dictionary zstd can load",
+                        e.to_string(),
+                    )
+                },
+            )?),
             _ => None,
         };
         let uuid_crc = format::uuid_crc(&m.uuid);

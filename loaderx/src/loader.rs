@@ -2,10 +2,14 @@
 //! → transform → consumer.
 //!
 //! * `workers == 0`: draw, gather and transform run in the caller's thread, on demand.
-//! * `workers > 0`: each worker runs whole jobs. Draw + gather run under one shared lock (so the
-//!   sampler and the step counter advance atomically with the gather), the transform runs outside it,
-//!   and the result goes straight into a bounded queue of capacity `prefetch`. One worker preserves
-//!   sampling order; several deliver in completion order.
+//! * `workers > 0`: each worker runs whole jobs. The draw runs under one shared lock (so the sampler
+//!   and the step counter advance together); gather and transform run outside it, in parallel across
+//!   workers, and the result goes straight into a bounded queue of capacity `prefetch`. The cores
+//!   are shared out: a worker with `cores / workers >= 2` gather threads runs inside its own rayon
+//!   pool of that size (a large gather fans out there), otherwise it gathers on its own thread. One
+//!   worker preserves sampling order; several deliver in completion order.
+//! * **Threads**: `workers` worker threads, plus `cores / workers` gather threads per worker when
+//!   that is 2 or more; all of them are joined by [`Loader::close`].
 //! * **Memory bound**: a worker holds at most one batch (it draws only after its previous result was
 //!   queued) and the queue holds at most `prefetch`, so at most `workers + prefetch` batches are alive
 //!   besides the ones the consumer holds.
@@ -185,49 +189,64 @@ impl LoaderOptions {
     }
 }
 
-/// Draw + gather state, behind the shared lock in worker mode.
+/// The sampler and the step counter: behind the shared lock in worker mode, so a draw and its step
+/// number advance together.
 struct Source {
-    /// `views[stream][shard]`.
-    views: Vec<Vec<StreamView>>,
-    names: Arc<[Arc<str>]>,
-    shards: usize,
     batch: usize,
     sampler: Box<dyn Sampler>,
     next_step: u64,
 }
 
 impl Source {
-    /// The step drawn, and its shards.
-    fn produce(&mut self) -> (u64, Result<Vec<Shard>>) {
+    /// Draws the next batch of indices into `idx`; returns its step (also when the draw failed).
+    fn draw(&mut self, idx: &mut Vec<u64>) -> (u64, Result<()>) {
         let step = self.next_step;
         self.next_step = self.next_step.wrapping_add(1);
-        let res = catch_unwind(AssertUnwindSafe(|| self.draw_and_gather()))
-            .unwrap_or_else(|p| Err(Error::from_panic(p, "sampler or gather")));
+        let res = catch_unwind(AssertUnwindSafe(|| {
+            let drawn = self.sampler.next()?;
+            if drawn.len() != self.batch {
+                return Err(Error::Sampler(format!(
+                    "sampler drew {} indices, expected its batch size {}",
+                    drawn.len(),
+                    self.batch
+                )));
+            }
+            idx.clear();
+            idx.extend_from_slice(drawn);
+            Ok(())
+        }))
+        .unwrap_or_else(|p| Err(Error::from_panic(p, "sampler")));
         (step, res)
     }
+}
 
-    fn draw_and_gather(&mut self) -> Result<Vec<Shard>> {
-        let idx = self.sampler.next()?;
-        if idx.len() != self.batch {
-            return Err(Error::Sampler(format!(
-                "sampler drew {} indices, expected its batch size {}",
-                idx.len(),
-                self.batch
-            )));
-        }
-        let per = self.batch / self.shards;
-        let mut out = Vec::with_capacity(self.shards);
-        for (j, slice) in idx.chunks_exact(per).enumerate() {
-            let mut batches = Vec::with_capacity(self.views.len());
-            for stream in &self.views {
-                batches.push(stream[j].gather(slice)?);
+/// The streams' views (immutable, shared by every worker without a lock).
+struct Streams {
+    /// `views[stream][shard]`.
+    views: Vec<Vec<StreamView>>,
+    names: Arc<[Arc<str>]>,
+    shards: usize,
+}
+
+impl Streams {
+    /// Gathers one drawn batch into its shards, every stream per shard.
+    fn gather(&self, idx: &[u64]) -> Result<Vec<Shard>> {
+        catch_unwind(AssertUnwindSafe(|| {
+            let per = idx.len() / self.shards;
+            let mut out = Vec::with_capacity(self.shards);
+            for (j, slice) in idx.chunks_exact(per).enumerate() {
+                let mut batches = Vec::with_capacity(self.views.len());
+                for stream in &self.views {
+                    batches.push(stream[j].gather(slice)?);
+                }
+                out.push(Shard {
+                    names: self.names.clone(),
+                    batches,
+                });
             }
-            out.push(Shard {
-                names: self.names.clone(),
-                batches,
-            });
-        }
-        Ok(out)
+            Ok(out)
+        }))
+        .unwrap_or_else(|p| Err(Error::from_panic(p, "gather")))
     }
 }
 
@@ -239,6 +258,7 @@ fn run_transform<T>(transform: &Transform<T>, shards: Vec<Shard>) -> Result<T> {
 /// State shared by the workers.
 struct Shared<T> {
     source: Arc<Mutex<Source>>,
+    streams: Arc<Streams>,
     transform: Transform<T>,
     stop: AtomicBool,
     /// Smallest failed step, `u64::MAX` while none failed.
@@ -284,10 +304,12 @@ impl<T> Drop for InflightGuard<'_, T> {
 type Message<T> = (u64, Result<T>);
 
 fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: Receiver<()>) {
+    let mut idx = Vec::new();
     loop {
         if shared.stop.load(Ordering::Acquire) {
             return;
         }
+        // Only the draw holds the lock; gathers of several workers run in parallel.
         let (step, drawn) = {
             let mut src = shared.source.lock();
             if shared.stop.load(Ordering::Acquire)
@@ -295,7 +317,7 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
             {
                 return;
             }
-            let (step, drawn) = src.produce();
+            let (step, drawn) = src.draw(&mut idx);
             shared.inflight.lock().insert(step);
             (step, drawn)
         };
@@ -303,7 +325,9 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
             shared: &shared,
             step,
         };
-        let res = drawn.and_then(|shards| run_transform(&shared.transform, shards));
+        let res = drawn
+            .and_then(|()| shared.streams.gather(&idx))
+            .and_then(|shards| run_transform(&shared.transform, shards));
         let failed = res.is_err();
         if failed {
             shared.fail_step.fetch_min(step, Ordering::AcqRel);
@@ -338,6 +362,48 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
     }
 }
 
+/// Threads each worker gathers with: the machine's cores shared out among the workers.
+fn gather_threads_per_worker(workers: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / workers.max(1)).max(1)
+}
+
+/// A worker thread's body. With one gather thread the worker gathers alone
+/// ([`zrecord::sequential_gathers`]). With more, its loop runs inside a private rayon pool of that
+/// many threads, so a large gather fans out by work stealing among threads that belong to this
+/// worker alone: no hand-off to a shared pool and back per batch, and no other worker's
+/// long-running loop for a waiting thread to steal. The pool's threads are joined before the worker
+/// thread ends.
+fn run_worker<T: Send>(
+    w: usize,
+    gather_threads: usize,
+    shared: Arc<Shared<T>>,
+    tx: Sender<Message<T>>,
+    cancel: Receiver<()>,
+) {
+    let mut args = Some((shared, tx, cancel));
+    if gather_threads > 1 {
+        let built = rayon::ThreadPoolBuilder::new()
+            .num_threads(gather_threads)
+            .thread_name(move |i| format!("loaderx-worker-{w}-gather-{i}"))
+            .build_scoped(
+                |thread| thread.run(),
+                |pool| {
+                    if let Some((shared, tx, cancel)) = args.take() {
+                        pool.install(|| worker_loop(shared, tx, cancel));
+                    }
+                },
+            );
+        if built.is_ok() {
+            return;
+        }
+        // No pool (threads could not be started): gather on this thread instead.
+    }
+    if let Some((shared, tx, cancel)) = args.take() {
+        zrecord::sequential_gathers(|| worker_loop(shared, tx, cancel));
+    }
+}
+
 struct Workers<T> {
     shared: Arc<Shared<T>>,
     rx: Receiver<Message<T>>,
@@ -354,6 +420,9 @@ enum Exec<T> {
 /// A multi-stream loader over zrecord views. Iterate it to receive transformed batches.
 pub struct Loader<T: Send + 'static> {
     source: Arc<Mutex<Source>>,
+    streams: Arc<Streams>,
+    /// The inline path's index buffer (`workers == 0`).
+    idx: Vec<u64>,
     exec: Exec<T>,
     options: LoaderOptions,
     names: Arc<[Arc<str>]>,
@@ -478,18 +547,21 @@ impl<T: Send + 'static> Loader<T> {
         let names: Arc<[Arc<str>]> = names.into();
         let start = sampler.step();
         let source = Arc::new(Mutex::new(Source {
-            views,
-            names: names.clone(),
-            shards,
             batch,
             sampler,
             next_step: start,
         }));
+        let streams = Arc::new(Streams {
+            views,
+            names: names.clone(),
+            shards,
+        });
         let exec = if options.workers == 0 {
             Exec::Inline { transform }
         } else {
             let shared = Arc::new(Shared {
                 source: source.clone(),
+                streams: streams.clone(),
                 transform,
                 stop: AtomicBool::new(false),
                 fail_step: AtomicU64::new(u64::MAX),
@@ -499,11 +571,12 @@ impl<T: Send + 'static> Loader<T> {
             let (tx, rx) = bounded(options.prefetch);
             let (cancel_tx, cancel_rx) = bounded::<()>(0);
             let mut handles = Vec::with_capacity(options.workers);
+            let gather_threads = gather_threads_per_worker(options.workers);
             for w in 0..options.workers {
                 let (job_shared, tx, cancel_rx) = (shared.clone(), tx.clone(), cancel_rx.clone());
                 let spawned = std::thread::Builder::new()
                     .name(format!("loaderx-worker-{w}"))
-                    .spawn(move || worker_loop(job_shared, tx, cancel_rx));
+                    .spawn(move || run_worker(w, gather_threads, job_shared, tx, cancel_rx));
                 match spawned {
                     Ok(h) => handles.push(h),
                     Err(e) => {
@@ -529,6 +602,8 @@ impl<T: Send + 'static> Loader<T> {
         };
         Ok(Loader {
             source,
+            streams,
+            idx: Vec::with_capacity(batch),
             exec,
             options,
             names,
@@ -582,12 +657,11 @@ impl<T: Send + 'static> Loader<T> {
         }
         let (step, res) = match &self.exec {
             Exec::Inline { transform } => {
-                let transform = transform.clone();
-                let (step, drawn) = self.source.lock().produce();
-                (
-                    step,
-                    drawn.and_then(|shards| run_transform(&transform, shards)),
-                )
+                let (step, drawn) = self.source.lock().draw(&mut self.idx);
+                let res = drawn
+                    .and_then(|()| self.streams.gather(&self.idx))
+                    .and_then(|shards| run_transform(transform, shards));
+                (step, res)
             }
             Exec::Threads(w) => match w.rx.recv() {
                 Ok(msg) => msg,
@@ -633,9 +707,6 @@ impl<T: Send + 'static> Loader<T> {
     pub fn into_sampler(mut self) -> Box<dyn Sampler> {
         self.close();
         let placeholder = Source {
-            views: Vec::new(),
-            names: self.names.clone(),
-            shards: 1,
             batch: 0,
             sampler: Box::new(Exhausted),
             next_step: 0,

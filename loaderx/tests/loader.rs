@@ -388,6 +388,53 @@ fn a_slow_failure_lets_other_workers_run_on_and_its_error_still_arrives() {
     check_fault_outcome(k, 2, 2, &steps, error, "transform");
 }
 
+/// An allocator whose `acquire` takes 30 ms and records how many ran at once.
+#[derive(Debug, Default)]
+struct SlowAcquire {
+    inner: SystemAllocator,
+    running: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl Allocator for SlowAcquire {
+    fn device(&self) -> zrecord::Device {
+        self.inner.device()
+    }
+    fn acquire(&self, bytes: usize, align: usize) -> zrecord::Result<zrecord::Allocation> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(30));
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        self.inner.acquire(bytes, align)
+    }
+}
+
+#[test]
+fn gathers_of_several_workers_overlap_and_one_worker_never_overlaps_itself() {
+    // Only the draw is serialized: with 2 workers two gathers (here: their slow allocations) must
+    // be in flight together at some point; with 1 worker never.
+    let fx = fixture();
+    for (workers, want_peak) in [(1usize, 1usize), (2, 2)] {
+        let alloc = Arc::new(SlowAcquire::default());
+        let as_dyn: Arc<dyn Allocator> = alloc.clone();
+        let mut loader = Loader::new(
+            [("x", vec![dense_view(&fx.dense, as_dyn)])],
+            sampler(Mode::Sequential, B),
+            LoaderOptions::new(workers, 2),
+        )
+        .unwrap();
+        for _ in 0..12 {
+            loader.next().unwrap().unwrap();
+        }
+        loader.close();
+        assert_eq!(
+            alloc.peak.load(Ordering::SeqCst),
+            want_peak,
+            "{workers} workers"
+        );
+    }
+}
+
 /// A sequential sampler that draws an out-of-range index at step `fail`.
 struct Poisoned {
     inner: IndexSampler,

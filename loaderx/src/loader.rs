@@ -187,6 +187,20 @@ impl LoaderOptions {
     pub fn new(workers: usize, prefetch: usize) -> Self {
         LoaderOptions { workers, prefetch }
     }
+
+    /// Background threads a loader with these options runs on this machine: `workers` worker
+    /// threads, plus `cores / workers` gather threads per worker when that is 2 or more (see the
+    /// module docs). All of them exist when the loader's constructor returns and are joined by
+    /// [`Loader::close`].
+    pub fn threads(&self) -> usize {
+        match self.workers {
+            0 => 0,
+            w => match gather_threads_per_worker(w) {
+                g if g >= 2 => w * (1 + g),
+                _ => w,
+            },
+        }
+    }
 }
 
 /// The sampler and the step counter: behind the shared lock in worker mode, so a draw and its step
@@ -374,14 +388,16 @@ fn gather_threads_per_worker(workers: usize) -> usize {
 /// worker alone: no hand-off to a shared pool and back per batch, and no other worker's
 /// long-running loop for a waiting thread to steal. The pool's threads are joined before the worker
 /// thread ends.
+/// Sends `ready` once every thread of the worker exists (the loader's constructor waits for it).
 fn run_worker<T: Send>(
     w: usize,
     gather_threads: usize,
     shared: Arc<Shared<T>>,
     tx: Sender<Message<T>>,
     cancel: Receiver<()>,
+    ready: Sender<()>,
 ) {
-    let mut args = Some((shared, tx, cancel));
+    let mut args = Some((shared, tx, cancel, ready));
     if gather_threads > 1 {
         let built = rayon::ThreadPoolBuilder::new()
             .num_threads(gather_threads)
@@ -389,7 +405,10 @@ fn run_worker<T: Send>(
             .build_scoped(
                 |thread| thread.run(),
                 |pool| {
-                    if let Some((shared, tx, cancel)) = args.take() {
+                    if let Some((shared, tx, cancel, ready)) = args.take() {
+                        // The pool's threads are all spawned before this closure runs.
+                        let _ = ready.send(());
+                        drop(ready);
                         pool.install(|| worker_loop(shared, tx, cancel));
                     }
                 },
@@ -399,7 +418,9 @@ fn run_worker<T: Send>(
         }
         // No pool (threads could not be started): gather on this thread instead.
     }
-    if let Some((shared, tx, cancel)) = args.take() {
+    if let Some((shared, tx, cancel, ready)) = args.take() {
+        let _ = ready.send(());
+        drop(ready);
         zrecord::sequential_gathers(|| worker_loop(shared, tx, cancel));
     }
 }
@@ -572,11 +593,13 @@ impl<T: Send + 'static> Loader<T> {
             let (cancel_tx, cancel_rx) = bounded::<()>(0);
             let mut handles = Vec::with_capacity(options.workers);
             let gather_threads = gather_threads_per_worker(options.workers);
+            let (ready_tx, ready_rx) = crossbeam_channel::unbounded::<()>();
             for w in 0..options.workers {
                 let (job_shared, tx, cancel_rx) = (shared.clone(), tx.clone(), cancel_rx.clone());
+                let ready = ready_tx.clone();
                 let spawned = std::thread::Builder::new()
                     .name(format!("loaderx-worker-{w}"))
-                    .spawn(move || run_worker(w, gather_threads, job_shared, tx, cancel_rx));
+                    .spawn(move || run_worker(w, gather_threads, job_shared, tx, cancel_rx, ready));
                 match spawned {
                     Ok(h) => handles.push(h),
                     Err(e) => {
@@ -591,6 +614,14 @@ impl<T: Send + 'static> Loader<T> {
                             "could not start loader worker {w}: {e}"
                         )));
                     }
+                }
+            }
+            // Return once every worker's threads exist (a worker that died first counts too:
+            // its sender is gone), so the loader's thread count is settled when it is handed out.
+            drop(ready_tx);
+            for _ in 0..options.workers {
+                if ready_rx.recv().is_err() {
+                    break;
                 }
             }
             Exec::Threads(Workers {

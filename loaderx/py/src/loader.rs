@@ -41,6 +41,7 @@ pub(crate) fn shards_to_py(py: Python<'_>, shards: Vec<Shard>) -> PyResult<Bound
 #[pyclass(name = "Loader", module = "loaderx", frozen)]
 pub(crate) struct PyLoader {
     inner: Mutex<Option<Loader<Item>>>,
+    threads: usize,
 }
 
 /// The `InternalError` message of a poisoned loader lock.
@@ -108,6 +109,7 @@ impl PyLoader {
             guard(|| Loader::with_transform_arc(list, boxed, opts, transform)).py_err(py)?;
         Ok(PyLoader {
             inner: Mutex::new(Some(loader)),
+            threads: opts.threads(),
         })
     }
 
@@ -138,6 +140,13 @@ impl PyLoader {
             Some(Ok(Item::Obj(o))) => Ok(Some(o)),
             Some(Ok(Item::Shards(s))) => Ok(Some(shards_to_py(py, s)?.into_any().unbind())),
         }
+    }
+
+    /// Background threads this loader runs (workers plus their gather threads); all exist once the
+    /// constructor returns, and `close()` joins them.
+    #[getter]
+    fn threads(&self) -> usize {
+        self.threads
     }
 
     /// The resume position: the first sampler step whose batch was not delivered (exact with 0 or

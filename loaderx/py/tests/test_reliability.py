@@ -84,7 +84,7 @@ def test_t11_transform_exception_matrix(id_store, k, workers, prefetch):
 
     loader = Loader({"x": [store.bind(alloc)]}, Sampler(N, B, Sampler.Mode.SEQUENTIAL), transform=transform,
                     workers=workers, prefetch=prefetch)
-    assert n_threads() <= baseline + workers
+    assert n_threads() <= baseline + loader.threads
     steps = []
     got = None
     while got is None:  # drain continuously
@@ -137,7 +137,7 @@ def test_t11_close_while_workers_blocked_on_full_queue(id_store, workers, prefet
 
     loader = Loader({"x": [store.bind(alloc)]}, Sampler(N, B, Sampler.Mode.IID, seed=1), transform=transform,
                     workers=workers, prefetch=prefetch)
-    assert n_threads() == baseline + workers
+    assert n_threads() == baseline + loader.threads
     for _ in range(consumed):
         next(loader)
     want = consumed + prefetch + workers

@@ -410,28 +410,40 @@ impl Allocator for SlowAcquire {
 }
 
 #[test]
-fn gathers_of_several_workers_overlap_and_one_worker_never_overlaps_itself() {
-    // Only the draw is serialized: with 2 workers two gathers (here: their slow allocations) must
-    // be in flight together at some point; with 1 worker never.
+fn gathers_are_serialized_under_the_shared_lock() {
+    // Draw + gather run under one lock: whatever the worker count, two gathers (here: their slow
+    // allocations) are never in flight together, while transforms do overlap.
     let fx = fixture();
-    for (workers, want_peak) in [(1usize, 1usize), (2, 2)] {
+    for workers in [1usize, 2, 4] {
         let alloc = Arc::new(SlowAcquire::default());
         let as_dyn: Arc<dyn Allocator> = alloc.clone();
-        let mut loader = Loader::new(
+        let running = Arc::new(AtomicUsize::new(0));
+        let peak_transforms = Arc::new(AtomicUsize::new(0));
+        let (r, p) = (running.clone(), peak_transforms.clone());
+        let mut loader = Loader::with_transform(
             [("x", vec![dense_view(&fx.dense, as_dyn)])],
             sampler(Mode::Sequential, B),
             LoaderOptions::new(workers, 2),
+            move |_shards: Vec<Shard>| {
+                let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+                p.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(40));
+                r.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            },
         )
         .unwrap();
         for _ in 0..12 {
             loader.next().unwrap().unwrap();
         }
         loader.close();
-        assert_eq!(
-            alloc.peak.load(Ordering::SeqCst),
-            want_peak,
-            "{workers} workers"
-        );
+        assert_eq!(alloc.peak.load(Ordering::SeqCst), 1, "{workers} workers");
+        if workers > 1 {
+            assert!(
+                peak_transforms.load(Ordering::SeqCst) > 1,
+                "{workers} workers: transforms never overlapped"
+            );
+        }
     }
 }
 

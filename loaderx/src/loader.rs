@@ -231,7 +231,7 @@ impl Source {
     }
 }
 
-/// The streams' views (immutable, shared by every worker without a lock).
+/// The streams' views (immutable: they need no lock of their own).
 struct Streams {
     /// `views[stream][shard]`.
     views: Vec<Vec<StreamView>>,

@@ -484,6 +484,36 @@ impl Inner {
         Ok(())
     }
 
+    /// For a compressed record: the size its zstd frame header declares must be the size the
+    /// index declares, checked before anything is allocated or decoded for it (a hostile index
+    /// could otherwise make `verify()` allocate up to the 2 GiB record limit per record).
+    fn check_frame_size(&self, maps: &Maps<'_>, i: u64, raw_len: u64) -> Result<()> {
+        let s = self.shard_map.shard_of(i);
+        let e = self.entry_in(maps.index, i);
+        if e.flags & FLAG_STORED_RAW != 0 {
+            return Ok(());
+        }
+        let shard = maps.shards[s as usize];
+        let stored = &shard[e.offset as usize..e.offset as usize + e.stored_len as usize];
+        match zstd::zstd_safe::get_frame_content_size(stored) {
+            Ok(Some(n)) if n == raw_len => Ok(()),
+            // A frame without a size (not written by zrecord) is checked by decoding.
+            Ok(None) => Ok(()),
+            Ok(Some(n)) => Err(Error::corrupt(
+                self.loc(i, s, e.offset),
+                "zstd frame content size",
+                raw_len,
+                n,
+            )),
+            Err(_) => Err(Error::corrupt(
+                self.loc(i, s, e.offset),
+                "zstd frame header",
+                "a valid frame header",
+                "unreadable",
+            )),
+        }
+    }
+
     fn crc_error(&self, i: u64, s: u32, off: u64, expected: u32, found: u32) -> Error {
         Error::corrupt(
             self.loc(i, s, off),
@@ -565,7 +595,9 @@ impl Inner {
                 for i in (0..m.records)
                     .filter(|&i| format::shard_of(i, m.block_records, nshards) == s as u32)
                 {
-                    buf.resize(self.raw_len(i) as usize, 0);
+                    let raw_len = self.raw_len(i);
+                    self.check_frame_size(&maps, i, raw_len)?;
+                    buf.resize(raw_len as usize, 0);
                     self.read_record(&maps, i, &mut buf, &mut dec, true)?;
                 }
                 return Err(Error::corrupt(
@@ -586,7 +618,9 @@ impl Inner {
             let mut dec = self.decoder()?;
             let mut buf = Vec::new();
             for &i in chunk {
-                buf.resize(self.raw_len(i) as usize, 0);
+                let raw_len = self.raw_len(i);
+                self.check_frame_size(&maps, i, raw_len)?;
+                buf.resize(raw_len as usize, 0);
                 self.read_record(&maps, i, &mut buf, &mut dec, true)?;
             }
             Ok(())

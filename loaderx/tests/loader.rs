@@ -427,7 +427,8 @@ fn gathers_are_serialized_under_the_shared_lock() {
             move |_shards: Vec<Shard>| {
                 let now = r.fetch_add(1, Ordering::SeqCst) + 1;
                 p.fetch_max(now, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(40));
+                // Longer than a gather (30 ms), so the next worker's transform starts inside it.
+                std::thread::sleep(Duration::from_millis(60));
                 r.fetch_sub(1, Ordering::SeqCst);
                 Ok(())
             },

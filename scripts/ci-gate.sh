@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI regression gate: the quick benchmark matrix on the shared corpora, then the gate against the
-# committed baseline (fails on any unverified cell, on zrecord falling behind a peer it beat in the
-# baseline, or on a zrecord x_memcpy drop of more than 25 %).
+# committed baseline (fails on any unverified cell, on zrecord falling over 20 % behind a peer it beat in the
+# baseline, or on a zrecord-raw x_memcpy drop of more than 25 %; see harness/src/gate.rs).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

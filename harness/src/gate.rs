@@ -1,8 +1,12 @@
 //! Regression gate: compares two `results.json` files.
 //!
 //! Fails when (1) any cell of CURRENT is unverified or failed, (2) a zrecord row falls behind a
-//! peer it beat in BASELINE (by more than the 10 % noise band: current < 0.9 x peer), or (3) a
-//! zrecord row's `x_memcpy` drops more than 25 % below BASELINE.
+//! peer it beat in BASELINE (by more than a 20 % noise band, current < 0.8 x peer: quick-mode cells
+//! run once on a shared machine, and some pairs differ by only 5 % in the baseline), or (3) the
+//! `zrecord-raw` row's `x_memcpy` drops more than 25 % below BASELINE. Rule 3 holds for raw rows
+//! only: they are memory-bound like the memcpy-limit row they are divided by, while a compressed
+//! row is bound by decoding, so its `x_memcpy` moves with the memcpy row's noise, not with zrecord
+//! (compressed rows are still held to rule 2).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -77,8 +81,11 @@ pub fn check(base: &Value, cur: &Value) -> Vec<String> {
             let Some(zb) = find(&base_rows, zname) else {
                 continue;
             };
-            if let (Some(xc), Some(xb)) = (num(zr, "x_memcpy"), num(zb, "x_memcpy"))
-                && xc < 0.75 * xb
+            if let (true, Some(xc), Some(xb)) = (
+                zname == "zrecord-raw",
+                num(zr, "x_memcpy"),
+                num(zb, "x_memcpy"),
+            ) && xc < 0.75 * xb
             {
                 v.push(format!(
                     "{tname}: {zname} x_memcpy fell from {xb:.3} to {xc:.3} (more than 25 %)"
@@ -100,7 +107,7 @@ pub fn check(base: &Value, cur: &Value) -> Vec<String> {
                     continue;
                 };
                 if let (Some(zc), Some(pcg)) = (num(zr, "gather_mib_s"), num(pc, "gather_mib_s"))
-                    && zc < 0.9 * pcg
+                    && zc < 0.8 * pcg
                 {
                     v.push(format!("{tname}: {zname} ({zc:.0} MiB/s) fell behind {pname} ({pcg:.0} MiB/s), which it beat in the baseline"));
                 }
@@ -159,5 +166,15 @@ mod tests {
         );
         // Within the noise band: not a regression.
         assert!(check(&base, &doc(2900.0, 3000.0, 0.8, true)).is_empty());
+        // A compressed row's x_memcpy is not gated (decode-bound), its peers still are.
+        let zstd = |x: f64, g: f64| {
+            let mut d = doc(5000.0, 3000.0, 0.9, true);
+            d["tables"][0]["rows"][0]["backend"] = json!("zrecord-zstd");
+            d["tables"][0]["rows"][0]["x_memcpy"] = json!(x);
+            d["tables"][0]["rows"][0]["gather_mib_s"] = json!(g);
+            d
+        };
+        assert!(check(&zstd(0.2, 5000.0), &zstd(0.1, 5000.0)).is_empty());
+        assert_eq!(check(&zstd(0.2, 5000.0), &zstd(0.2, 2000.0)).len(), 1);
     }
 }

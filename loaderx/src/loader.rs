@@ -200,64 +200,49 @@ impl LoaderOptions {
     }
 }
 
-/// The sampler and the step counter: behind the shared lock in worker mode, so a draw and its step
-/// number advance together.
+/// Draw + gather state, behind the shared lock in worker mode.
 struct Source {
+    /// `views[stream][shard]`.
+    views: Vec<Vec<StreamView>>,
+    names: Arc<[Arc<str>]>,
+    shards: usize,
     batch: usize,
     sampler: Box<dyn Sampler>,
     next_step: u64,
 }
 
 impl Source {
-    /// Draws the next batch of indices into `idx`; returns its step (also when the draw failed).
-    fn draw(&mut self, idx: &mut Vec<u64>) -> (u64, Result<()>) {
+    /// The step drawn, and its shards.
+    fn produce(&mut self) -> (u64, Result<Vec<Shard>>) {
         let step = self.next_step;
         self.next_step = self.next_step.wrapping_add(1);
-        let res = catch_unwind(AssertUnwindSafe(|| {
-            let drawn = self.sampler.next()?;
-            if drawn.len() != self.batch {
-                return Err(Error::Sampler(format!(
-                    "sampler drew {} indices, expected its batch size {}",
-                    drawn.len(),
-                    self.batch
-                )));
-            }
-            idx.clear();
-            idx.extend_from_slice(drawn);
-            Ok(())
-        }))
-        .unwrap_or_else(|p| Err(Error::from_panic(p, "sampler")));
+        let res = catch_unwind(AssertUnwindSafe(|| self.draw_and_gather()))
+            .unwrap_or_else(|p| Err(Error::from_panic(p, "sampler or gather")));
         (step, res)
     }
-}
 
-/// The streams' views (immutable: they need no lock of their own).
-struct Streams {
-    /// `views[stream][shard]`.
-    views: Vec<Vec<StreamView>>,
-    names: Arc<[Arc<str>]>,
-    shards: usize,
-}
-
-impl Streams {
-    /// Gathers one drawn batch into its shards, every stream per shard.
-    fn gather(&self, idx: &[u64]) -> Result<Vec<Shard>> {
-        catch_unwind(AssertUnwindSafe(|| {
-            let per = idx.len() / self.shards;
-            let mut out = Vec::with_capacity(self.shards);
-            for (j, slice) in idx.chunks_exact(per).enumerate() {
-                let mut batches = Vec::with_capacity(self.views.len());
-                for stream in &self.views {
-                    batches.push(stream[j].gather(slice)?);
-                }
-                out.push(Shard {
-                    names: self.names.clone(),
-                    batches,
-                });
+    fn draw_and_gather(&mut self) -> Result<Vec<Shard>> {
+        let idx = self.sampler.next()?;
+        if idx.len() != self.batch {
+            return Err(Error::Sampler(format!(
+                "sampler drew {} indices, expected its batch size {}",
+                idx.len(),
+                self.batch
+            )));
+        }
+        let per = self.batch / self.shards;
+        let mut out = Vec::with_capacity(self.shards);
+        for (j, slice) in idx.chunks_exact(per).enumerate() {
+            let mut batches = Vec::with_capacity(self.views.len());
+            for stream in &self.views {
+                batches.push(stream[j].gather(slice)?);
             }
-            Ok(out)
-        }))
-        .unwrap_or_else(|p| Err(Error::from_panic(p, "gather")))
+            out.push(Shard {
+                names: self.names.clone(),
+                batches,
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -269,7 +254,6 @@ fn run_transform<T>(transform: &Transform<T>, shards: Vec<Shard>) -> Result<T> {
 /// State shared by the workers.
 struct Shared<T> {
     source: Arc<Mutex<Source>>,
-    streams: Arc<Streams>,
     transform: Transform<T>,
     stop: AtomicBool,
     /// Smallest failed step, `u64::MAX` while none failed.
@@ -315,29 +299,28 @@ impl<T> Drop for InflightGuard<'_, T> {
 type Message<T> = (u64, Result<T>);
 
 fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: Receiver<()>) {
-    let mut idx = Vec::new();
     loop {
         if shared.stop.load(Ordering::Acquire) {
             return;
         }
         // Draw and gather under the shared lock (one gather at a time, fanned out over this
         // worker's gather threads); the transform runs outside it.
-        let (step, gathered) = {
+        let (step, drawn) = {
             let mut src = shared.source.lock();
             if shared.stop.load(Ordering::Acquire)
                 || shared.fail_step.load(Ordering::Acquire) != u64::MAX
             {
                 return;
             }
-            let (step, drawn) = src.draw(&mut idx);
+            let (step, drawn) = src.produce();
             shared.inflight.lock().insert(step);
-            (step, drawn.and_then(|()| shared.streams.gather(&idx)))
+            (step, drawn)
         };
         let _guard = InflightGuard {
             shared: &shared,
             step,
         };
-        let res = gathered.and_then(|shards| run_transform(&shared.transform, shards));
+        let res = drawn.and_then(|shards| run_transform(&shared.transform, shards));
         let failed = res.is_err();
         if failed {
             shared.fail_step.fetch_min(step, Ordering::AcqRel);
@@ -384,6 +367,7 @@ fn gather_threads_per_worker() -> usize {
 /// worker alone: no hand-off to a shared pool and back per batch (a measured 1.5x on 1 MiB
 /// batches), and no other worker's long-running loop for a waiting thread to steal. Idle pool
 /// threads sleep; they are joined before the worker thread ends.
+///
 /// Sends `ready` once every thread of the worker exists (the loader's constructor waits for it).
 fn run_worker<T: Send>(
     w: usize,
@@ -437,9 +421,6 @@ enum Exec<T> {
 /// A multi-stream loader over zrecord views. Iterate it to receive transformed batches.
 pub struct Loader<T: Send + 'static> {
     source: Arc<Mutex<Source>>,
-    streams: Arc<Streams>,
-    /// The inline path's index buffer (`workers == 0`).
-    idx: Vec<u64>,
     exec: Exec<T>,
     options: LoaderOptions,
     names: Arc<[Arc<str>]>,
@@ -564,21 +545,18 @@ impl<T: Send + 'static> Loader<T> {
         let names: Arc<[Arc<str>]> = names.into();
         let start = sampler.step();
         let source = Arc::new(Mutex::new(Source {
+            views,
+            names: names.clone(),
+            shards,
             batch,
             sampler,
             next_step: start,
         }));
-        let streams = Arc::new(Streams {
-            views,
-            names: names.clone(),
-            shards,
-        });
         let exec = if options.workers == 0 {
             Exec::Inline { transform }
         } else {
             let shared = Arc::new(Shared {
                 source: source.clone(),
-                streams: streams.clone(),
                 transform,
                 stop: AtomicBool::new(false),
                 fail_step: AtomicU64::new(u64::MAX),
@@ -629,8 +607,6 @@ impl<T: Send + 'static> Loader<T> {
         };
         Ok(Loader {
             source,
-            streams,
-            idx: Vec::with_capacity(batch),
             exec,
             options,
             names,
@@ -684,11 +660,11 @@ impl<T: Send + 'static> Loader<T> {
         }
         let (step, res) = match &self.exec {
             Exec::Inline { transform } => {
-                let (step, drawn) = self.source.lock().draw(&mut self.idx);
-                let res = drawn
-                    .and_then(|()| self.streams.gather(&self.idx))
-                    .and_then(|shards| run_transform(transform, shards));
-                (step, res)
+                let (step, drawn) = self.source.lock().produce();
+                (
+                    step,
+                    drawn.and_then(|shards| run_transform(transform, shards)),
+                )
             }
             Exec::Threads(w) => match w.rx.recv() {
                 Ok(msg) => msg,
@@ -734,6 +710,9 @@ impl<T: Send + 'static> Loader<T> {
     pub fn into_sampler(mut self) -> Box<dyn Sampler> {
         self.close();
         let placeholder = Source {
+            views: Vec::new(),
+            names: self.names.clone(),
+            shards: 1,
             batch: 0,
             sampler: Box::new(Exhausted),
             next_step: 0,

@@ -326,14 +326,19 @@ impl Inner {
 
     #[inline]
     fn entry(&self, i: u64) -> Entry {
-        let off = format::entry_offset(i, self.entry);
-        format::decode_entry(&self.index.bytes()[off..off + 16])
+        self.entry_in(self.index.bytes(), i)
     }
 
     #[inline]
     fn shape_words(&self, i: u64) -> impl Iterator<Item = u64> + '_ {
+        self.shape_words_in(self.index.bytes(), i)
+    }
+
+    /// Record `i`'s shape from an already fetched index slice.
+    #[inline]
+    fn shape_words_in<'a>(&self, index: &'a [u8], i: u64) -> impl Iterator<Item = u64> + 'a {
         let off = format::entry_offset(i, self.entry) + 16;
-        let b = &self.index.bytes()[off..off + 8 * self.m.ndim as usize];
+        let b = &index[off..off + 8 * self.m.ndim as usize];
         b.chunks_exact(8).map(|c| format::rd_u64(c, 0))
     }
 
@@ -381,6 +386,19 @@ impl Inner {
     fn entry_in(&self, index: &[u8], i: u64) -> Entry {
         let off = format::entry_offset(i, self.entry);
         format::decode_entry(&index[off..off + 16])
+    }
+
+    /// Record `i`'s shard, index entry and stored bytes.
+    #[inline]
+    fn locate<'a>(&self, maps: &Maps<'a>, i: u64) -> (u32, Entry, &'a [u8]) {
+        let s = self.shard_map.shard_of(i);
+        let e = self.entry_in(maps.index, i);
+        let shard = maps.shards[s as usize];
+        (
+            s,
+            e,
+            &shard[e.offset as usize..e.offset as usize + e.stored_len as usize],
+        )
     }
 
     /// Starts loading the index entry of record `i` into cache.
@@ -441,10 +459,7 @@ impl Inner {
         dec: &mut Decoder<'_>,
         verify: bool,
     ) -> Result<()> {
-        let s = self.shard_map.shard_of(i);
-        let e = self.entry_in(maps.index, i);
-        let shard = maps.shards[s as usize];
-        let stored = &shard[e.offset as usize..e.offset as usize + e.stored_len as usize];
+        let (s, e, stored) = self.locate(maps, i);
         if e.flags & FLAG_STORED_RAW != 0 {
             if verify {
                 copy_verified(
@@ -488,13 +503,10 @@ impl Inner {
     /// index declares, checked before anything is allocated or decoded for it (a hostile index
     /// could otherwise make `verify()` allocate up to the 2 GiB record limit per record).
     fn check_frame_size(&self, maps: &Maps<'_>, i: u64, raw_len: u64) -> Result<()> {
-        let s = self.shard_map.shard_of(i);
-        let e = self.entry_in(maps.index, i);
+        let (s, e, stored) = self.locate(maps, i);
         if e.flags & FLAG_STORED_RAW != 0 {
             return Ok(());
         }
-        let shard = maps.shards[s as usize];
-        let stored = &shard[e.offset as usize..e.offset as usize + e.stored_len as usize];
         match zstd::zstd_safe::get_frame_content_size(stored) {
             Ok(Some(n)) if n == raw_len => Ok(()),
             // A frame without a size (not written by zrecord) is checked by decoding.
@@ -589,12 +601,9 @@ impl Inner {
             let crc = crate::crc::append(0, f.bytes());
             if crc != m.shards[s].crc {
                 // Locate the damaged record for a precise report, then fall back to the file.
-                let nshards = m.shard_count();
                 let mut dec = self.decoder()?;
                 let mut buf = Vec::new();
-                for i in (0..m.records)
-                    .filter(|&i| format::shard_of(i, m.block_records, nshards) == s as u32)
-                {
+                for i in (0..m.records).filter(|&i| self.shard_map.shard_of(i) == s as u32) {
                     let raw_len = self.raw_len(i);
                     self.check_frame_size(&maps, i, raw_len)?;
                     buf.resize(raw_len as usize, 0);
@@ -1139,10 +1148,8 @@ impl ViewGather for RaggedView {
             if let Some(&ahead) = idx.get(k + 2 * PREFETCH_AHEAD) {
                 inner.prefetch_entry(index, ahead);
             }
-            let off = format::entry_offset(i, inner.entry) + 16;
             let mut count = 1u64;
-            for c in index[off..off + 8 * ndim].chunks_exact(8) {
-                let d = format::rd_u64(c, 0);
+            for d in inner.shape_words_in(index, i) {
                 dims.push(d);
                 count *= d;
             }

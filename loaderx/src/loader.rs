@@ -5,10 +5,14 @@
 //! * `workers > 0`: each worker runs whole jobs. Draw + gather run under one shared lock (so the
 //!   sampler and the step counter advance atomically with the gather), the transform runs outside
 //!   it, and the result goes straight into a bounded queue of capacity `prefetch`. The gather under
-//!   the lock fans out over the worker's private rayon pool (one thread per core). One worker
-//!   preserves sampling order; several deliver in completion order.
-//! * **Threads**: `workers` worker threads, plus one gather thread per core for each worker when
-//!   there are 2 cores or more ([`LoaderOptions::threads`]); all are joined by [`Loader::close`].
+//!   the lock fans out over the loader's rayon pool. One worker preserves sampling order; several
+//!   deliver in completion order.
+//! * **Pacing**: while transforms take under 1/16 of a gather, all workers but one rest (a second
+//!   one could only add hand-offs to a serialized gather); they run again as soon as transforms
+//!   are measured longer, or when the running worker finds the queue full.
+//! * **Threads**: one rayon pool of `workers + cores - 1` threads, the workers' loops plus
+//!   `cores - 1` gather helpers, when there are 2 cores or more; `workers` threads on one core
+//!   ([`LoaderOptions::threads`]). All are joined by [`Loader::close`].
 //! * **Memory bound**: a worker holds at most one batch (it draws only after its previous result was
 //!   queued) and the queue holds at most `prefetch`, so at most `workers + prefetch` batches are alive
 //!   besides the ones the consumer holds.
@@ -28,7 +32,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 use parking_lot::{Condvar, Mutex};
@@ -188,13 +192,13 @@ impl LoaderOptions {
     }
 
     /// Background threads a loader with these options runs on this machine: `workers` worker
-    /// threads, plus one (mostly sleeping) gather thread per core for each worker when there are
-    /// 2 cores or more (see the module docs). All of them exist when the loader's constructor
-    /// returns and are joined by [`Loader::close`].
+    /// threads, plus `cores - 1` gather helpers (sleeping while idle) when there are 2 cores or
+    /// more (see the module docs). All of them exist when the loader's constructor returns and are
+    /// joined by [`Loader::close`].
     pub fn threads(&self) -> usize {
-        match (self.workers, gather_threads_per_worker()) {
+        match (self.workers, cores()) {
             (0, _) => 0,
-            (w, g) if g >= 2 => w * (1 + g),
+            (w, cores) if cores >= 2 => w + cores - 1,
             (w, _) => w,
         }
     }
@@ -261,6 +265,7 @@ struct Shared<T> {
     /// Steps drawn whose result is not yet queued (or dropped).
     inflight: Mutex<BTreeSet<u64>>,
     inflight_cv: Condvar,
+    bench: Bench,
 }
 
 impl<T> Shared<T> {
@@ -299,28 +304,42 @@ impl<T> Drop for InflightGuard<'_, T> {
 type Message<T> = (u64, Result<T>);
 
 fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: Receiver<()>) {
+    // However this loop ends, no resting worker may wait for a wake-up that nobody will send.
+    struct WakeOnExit<'a>(&'a Bench);
+    impl Drop for WakeOnExit<'_> {
+        fn drop(&mut self) {
+            self.0.wake_all();
+        }
+    }
+    let _wake = WakeOnExit(&shared.bench);
     loop {
         if shared.stop.load(Ordering::Acquire) {
             return;
         }
-        // Draw and gather under the shared lock (one gather at a time, fanned out over this
-        // worker's gather threads); the transform runs outside it.
-        let (step, drawn) = {
+        if !shared.bench.pace(&shared.stop) {
+            return;
+        }
+        // Draw and gather under the shared lock (one gather at a time, fanned out over the
+        // loader's gather threads); the transform runs outside it.
+        let (started, step, drawn) = {
             let mut src = shared.source.lock();
             if shared.stop.load(Ordering::Acquire)
                 || shared.fail_step.load(Ordering::Acquire) != u64::MAX
             {
                 return;
             }
+            let started = Instant::now();
             let (step, drawn) = src.produce();
             shared.inflight.lock().insert(step);
-            (step, drawn)
+            (started, step, drawn)
         };
+        let gathered = Instant::now();
         let _guard = InflightGuard {
             shared: &shared,
             step,
         };
         let res = drawn.and_then(|shards| run_transform(&shared.transform, shards));
+        shared.bench.record(gathered - started, gathered.elapsed());
         let failed = res.is_err();
         if failed {
             shared.fail_step.fetch_min(step, Ordering::AcqRel);
@@ -340,6 +359,8 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
             Err(crossbeam_channel::TrySendError::Disconnected(_)) => return,
         };
         if let Some(msg) = msg {
+            // While this worker waits for room, a resting one may gather the batch after it.
+            shared.bench.wake_one();
             select! {
                 send(tx, msg) -> sent => {
                     if sent.is_err() {
@@ -355,53 +376,216 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
     }
 }
 
-/// Threads each worker gathers with: gathers are serialized by the shared lock, so the one running
-/// may use every core.
-fn gather_threads_per_worker() -> usize {
+/// Paces the workers: all of them run while transforms are long enough to overlap with gathers,
+/// and all but one rest while they are not.
+///
+/// Gathers are serialized, so a second worker adds throughput only by transforming while another
+/// gathers. When transforms take less than 1/16 of a gather (moving averages over recent batches),
+/// one worker keeps the gather busy on its own, and another one would only add a lock hand-off
+/// and two context switches per batch on the cores the gather needs. Such a worker rests (sleeps)
+/// before its next draw, unless it is the last one running. A running worker wakes one resting
+/// worker whenever it measures transforms long again, and before it blocks on a full queue; every
+/// worker that exits, and `close`, wakes them all.
+struct Bench {
+    state: Mutex<BenchState>,
+    wake: Condvar,
+    /// Moving averages in nanoseconds, 0 until measured. Updated without a lock: a lost update
+    /// only delays the estimate by a batch.
+    gather_ns: AtomicU64,
+    transform_ns: AtomicU64,
+}
+
+struct BenchState {
+    running: usize,
+    resting: usize,
+    /// Wake-ups sent and not yet taken by a resting worker.
+    wakeups: usize,
+}
+
+impl Bench {
+    fn new(workers: usize) -> Bench {
+        Bench {
+            state: Mutex::new(BenchState {
+                running: workers,
+                resting: 0,
+                wakeups: 0,
+            }),
+            wake: Condvar::new(),
+            gather_ns: AtomicU64::new(0),
+            transform_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Folds one batch's gather and transform times into the averages.
+    fn record(&self, gather: Duration, transform: Duration) {
+        fn fold(avg: &AtomicU64, sample: Duration) {
+            let x = u64::try_from(sample.as_nanos())
+                .unwrap_or(u64::MAX)
+                .clamp(1, 1 << 50);
+            let a = avg.load(Ordering::Relaxed);
+            avg.store(
+                if a == 0 { x } else { a - a / 8 + x / 8 },
+                Ordering::Relaxed,
+            );
+        }
+        fold(&self.gather_ns, gather);
+        fold(&self.transform_ns, transform);
+    }
+
+    /// True once transforms are measured to be too short to overlap usefully with gathers.
+    fn transforms_short(&self) -> bool {
+        let (g, t) = (
+            self.gather_ns.load(Ordering::Relaxed),
+            self.transform_ns.load(Ordering::Relaxed),
+        );
+        g != 0 && t != 0 && t.saturating_mul(16) < g
+    }
+
+    /// Called before each draw: rests while transforms are short and another worker runs, or
+    /// wakes a resting worker when they are long. False when the loader stopped.
+    fn pace(&self, stop: &AtomicBool) -> bool {
+        if !self.transforms_short() {
+            self.wake_one();
+            return true;
+        }
+        let mut g = self.state.lock();
+        if g.running <= 1 {
+            return true;
+        }
+        g.running -= 1;
+        g.resting += 1;
+        while g.wakeups == 0 && !stop.load(Ordering::Acquire) {
+            self.wake.wait(&mut g);
+        }
+        g.wakeups = g.wakeups.saturating_sub(1);
+        g.resting -= 1;
+        g.running += 1;
+        !stop.load(Ordering::Acquire)
+    }
+
+    /// Wakes one resting worker, if any.
+    fn wake_one(&self) {
+        let mut g = self.state.lock();
+        if g.resting > g.wakeups {
+            g.wakeups += 1;
+            drop(g);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Wakes every resting worker (on close, and when a worker exits).
+    fn wake_all(&self) {
+        let mut g = self.state.lock();
+        g.wakeups = g.resting;
+        drop(g);
+        self.wake.notify_all();
+    }
+}
+
+/// Threads a serialized gather may use: gathers are serialized by the shared lock, so the one
+/// running may use every core.
+fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// A worker thread's body. On a single core the worker gathers alone
-/// ([`zrecord::sequential_gathers`]). Otherwise its loop runs inside a private rayon pool of one
-/// thread per core, so a large gather fans out by work stealing among threads that belong to this
-/// worker alone: no hand-off to a shared pool and back per batch (a measured 1.5x on 1 MiB
-/// batches), and no other worker's long-running loop for a waiting thread to steal. Idle pool
-/// threads sleep; they are joined before the worker thread ends.
-///
-/// Sends `ready` once every thread of the worker exists (the loader's constructor waits for it).
-fn run_worker<T: Send>(
-    w: usize,
-    gather_threads: usize,
-    shared: Arc<Shared<T>>,
-    tx: Sender<Message<T>>,
-    cancel: Receiver<()>,
-    ready: Sender<()>,
-) {
-    let mut args = Some((shared, tx, cancel, ready));
-    if gather_threads > 1 {
-        let built = rayon::ThreadPoolBuilder::new()
-            .num_threads(gather_threads)
-            .thread_name(move |i| format!("loaderx-worker-{w}-gather-{i}"))
-            .build_scoped(
-                |thread| thread.run(),
-                |pool| {
-                    if let Some((shared, tx, cancel, ready)) = args.take() {
-                        // The pool's threads are all spawned before this closure runs.
-                        let _ = ready.send(());
-                        drop(ready);
-                        pool.install(|| worker_loop(shared, tx, cancel));
-                    }
-                },
-            );
-        if built.is_ok() {
-            return;
-        }
-        // No pool (threads could not be started): gather on this thread instead.
+/// Runs one worker's loop. User code runs under `catch_unwind` already; a panic in the loader's own
+/// code (a bug) ends this worker with an error for the consumer instead of reaching the pool.
+fn run_worker<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: Receiver<()>) {
+    let report = tx.clone();
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| worker_loop(shared, tx, cancel))) {
+        let _ = report.try_send((u64::MAX, Err(Error::from_panic(p, "loader worker"))));
     }
-    if let Some((shared, tx, cancel, ready)) = args.take() {
-        let _ = ready.send(());
-        drop(ready);
-        zrecord::sequential_gathers(|| worker_loop(shared, tx, cancel));
+}
+
+/// The loader's threads: one rayon pool of `workers + cores - 1` threads (2 cores or more), or
+/// `workers` plain threads that gather sequentially (one core, or no pool could be built).
+///
+/// In the pool, each worker's loop is a long-running job on a thread of its own; the other
+/// `cores - 1` threads are helpers. The gather that holds the shared lock fans out by work stealing
+/// to the helpers (and to any worker not busy), so the helpers stay warm from one worker's gather to
+/// the next: no hand-off to another pool and back per batch, and no per-worker pool to wake.
+struct Threads {
+    pool: Option<rayon::ThreadPool>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Threads {
+    /// Starts `workers` loops made by `job` and returns once every one of them runs.
+    fn start<F>(workers: usize, job: F) -> std::result::Result<Self, (Self, String)>
+    where
+        F: Fn(usize) -> Box<dyn FnOnce() + Send>,
+    {
+        let cores = cores();
+        if cores >= 2 {
+            let mut handles = Vec::new();
+            let built = rayon::ThreadPoolBuilder::new()
+                .num_threads(workers + cores - 1)
+                .thread_name(|i| format!("loaderx-{i}"))
+                .panic_handler(|_| {})
+                .spawn_handler(|thread| {
+                    let mut b = std::thread::Builder::new();
+                    if let Some(name) = thread.name() {
+                        b = b.name(name.to_owned());
+                    }
+                    if let Some(size) = thread.stack_size() {
+                        b = b.stack_size(size);
+                    }
+                    handles.push(b.spawn(|| thread.run())?);
+                    Ok(())
+                })
+                .build();
+            match built {
+                Ok(pool) => {
+                    // Every loop waits until all have started: a worker waiting inside a gather
+                    // could otherwise pick up another worker's loop job that no thread has taken
+                    // yet. The pool has more threads than loops, so each loop gets its own.
+                    let barrier = Arc::new(std::sync::Barrier::new(workers + 1));
+                    for w in 0..workers {
+                        let (body, barrier) = (job(w), barrier.clone());
+                        pool.spawn(move || {
+                            barrier.wait();
+                            body();
+                        });
+                    }
+                    barrier.wait();
+                    return Ok(Threads {
+                        pool: Some(pool),
+                        handles,
+                    });
+                }
+                Err(_) => {
+                    // The threads that did start end on their own; fall back to plain threads.
+                    for h in handles {
+                        let _ = h.join();
+                    }
+                }
+            }
+        }
+        // Plain threads: each exists once `spawn` returns, and none can run another's loop.
+        let mut threads = Threads {
+            pool: None,
+            handles: Vec::with_capacity(workers),
+        };
+        for w in 0..workers {
+            let body = job(w);
+            let spawned = std::thread::Builder::new()
+                .name(format!("loaderx-worker-{w}"))
+                .spawn(move || zrecord::sequential_gathers(body));
+            match spawned {
+                Ok(h) => threads.handles.push(h),
+                Err(e) => return Err((threads, format!("could not start loader worker {w}: {e}"))),
+            }
+        }
+        Ok(threads)
+    }
+
+    /// Joins every thread; the worker loops must have been told to stop.
+    fn join(&mut self) {
+        // Dropping the pool lets its threads exit once their current job (a worker loop) returns.
+        self.pool.take();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
     }
 }
 
@@ -410,7 +594,7 @@ struct Workers<T> {
     rx: Receiver<Message<T>>,
     /// Dropped on close: every worker blocked on a full queue wakes up through `select!`.
     cancel: Option<Sender<()>>,
-    handles: Vec<JoinHandle<()>>,
+    threads: Threads,
 }
 
 enum Exec<T> {
@@ -562,47 +746,32 @@ impl<T: Send + 'static> Loader<T> {
                 fail_step: AtomicU64::new(u64::MAX),
                 inflight: Mutex::new(BTreeSet::new()),
                 inflight_cv: Condvar::new(),
+                bench: Bench::new(options.workers),
             });
             let (tx, rx) = bounded(options.prefetch);
             let (cancel_tx, cancel_rx) = bounded::<()>(0);
-            let mut handles = Vec::with_capacity(options.workers);
-            let gather_threads = gather_threads_per_worker();
-            let (ready_tx, ready_rx) = crossbeam_channel::unbounded::<()>();
-            for w in 0..options.workers {
-                let (job_shared, tx, cancel_rx) = (shared.clone(), tx.clone(), cancel_rx.clone());
-                let ready = ready_tx.clone();
-                let spawned = std::thread::Builder::new()
-                    .name(format!("loaderx-worker-{w}"))
-                    .spawn(move || run_worker(w, gather_threads, job_shared, tx, cancel_rx, ready));
-                match spawned {
-                    Ok(h) => handles.push(h),
-                    Err(e) => {
-                        let mut partial = Workers {
-                            shared,
-                            rx,
-                            cancel: Some(cancel_tx),
-                            handles,
-                        };
-                        Self::stop_workers(&mut partial);
-                        return Err(Error::invalid(format!(
-                            "could not start loader worker {w}: {e}"
-                        )));
-                    }
+            let job = |_w: usize| -> Box<dyn FnOnce() + Send> {
+                let (shared, tx, cancel_rx) = (shared.clone(), tx.clone(), cancel_rx.clone());
+                Box::new(move || run_worker(shared, tx, cancel_rx))
+            };
+            let threads = match Threads::start(options.workers, job) {
+                Ok(t) => t,
+                Err((threads, why)) => {
+                    let mut partial = Workers {
+                        shared,
+                        rx,
+                        cancel: Some(cancel_tx),
+                        threads,
+                    };
+                    Self::stop_workers(&mut partial);
+                    return Err(Error::invalid(why));
                 }
-            }
-            // Return once every worker's threads exist (a worker that died first counts too:
-            // its sender is gone), so the loader's thread count is settled when it is handed out.
-            drop(ready_tx);
-            for _ in 0..options.workers {
-                if ready_rx.recv().is_err() {
-                    break;
-                }
-            }
+            };
             Exec::Threads(Workers {
                 shared,
                 rx,
                 cancel: Some(cancel_tx),
-                handles,
+                threads,
             })
         };
         Ok(Loader {
@@ -685,14 +854,12 @@ impl<T: Send + 'static> Loader<T> {
 
     fn stop_workers(w: &mut Workers<T>) {
         w.shared.stop.store(true, Ordering::Release);
+        w.shared.bench.wake_all();
         w.cancel.take();
         w.shared.inflight_cv.notify_all();
         // Make room for a worker that is blocked on a full queue right now, and drop queued batches.
         while w.rx.try_recv().is_ok() {}
-        for h in w.handles.drain(..) {
-            // A worker never panics (user code runs under catch_unwind); nothing to report if it did.
-            let _ = h.join();
-        }
+        w.threads.join();
         while w.rx.try_recv().is_ok() {}
     }
 
@@ -757,5 +924,107 @@ impl<T: Send + 'static> Iterator for Loader<T> {
 impl<T: Send + 'static> Drop for Loader<T> {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn transforms_count_as_short_only_once_measured_below_a_sixteenth_of_a_gather() {
+        let b = Bench::new(2);
+        assert!(!b.transforms_short(), "unmeasured");
+        b.record(Duration::from_micros(160), Duration::from_micros(9));
+        assert!(b.transforms_short());
+        let b = Bench::new(2);
+        b.record(Duration::from_micros(160), Duration::from_micros(10));
+        assert!(!b.transforms_short(), "exactly 1/16 is not short");
+        // The average follows a change in a few batches.
+        for _ in 0..40 {
+            b.record(Duration::from_micros(160), Duration::from_micros(1));
+        }
+        assert!(b.transforms_short());
+        for _ in 0..40 {
+            b.record(Duration::from_micros(160), Duration::from_micros(500));
+        }
+        assert!(!b.transforms_short());
+    }
+
+    /// Runs `pace` on a thread and reports when it returns.
+    fn pace_on_thread(b: &Arc<Bench>, stop: &Arc<AtomicBool>) -> mpsc::Receiver<bool> {
+        let (tx, rx) = mpsc::channel();
+        let (b, stop) = (b.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(b.pace(&stop));
+        });
+        rx
+    }
+
+    fn resting(b: &Bench) -> usize {
+        b.state.lock().resting
+    }
+
+    fn wait_until(what: &str, f: impl Fn() -> bool) {
+        let t = Instant::now();
+        while !f() {
+            assert!(t.elapsed() < Duration::from_secs(10), "timed out: {what}");
+            std::thread::sleep(MS);
+        }
+    }
+
+    #[test]
+    fn with_short_transforms_all_but_one_worker_rest_until_woken() {
+        let b = Arc::new(Bench::new(3));
+        let stop = Arc::new(AtomicBool::new(false));
+        b.record(Duration::from_micros(100), Duration::from_nanos(100));
+        let first = pace_on_thread(&b, &stop);
+        let second = pace_on_thread(&b, &stop);
+        wait_until("two workers rest", || resting(&b) == 2);
+        // The last one running never rests.
+        assert!(b.pace(&stop));
+        assert!(first.recv_timeout(20 * MS).is_err() && second.try_recv().is_err());
+        // Long transforms again: the next pace wakes exactly one resting worker.
+        b.record(Duration::from_micros(100), Duration::from_millis(50));
+        b.record(Duration::from_micros(100), Duration::from_millis(50));
+        assert!(!b.transforms_short());
+        assert!(b.pace(&stop));
+        let woken = [&first, &second]
+            .iter()
+            .filter(|rx| rx.recv_timeout(200 * MS) == Ok(true))
+            .count();
+        assert_eq!(woken, 1);
+        assert_eq!(resting(&b), 1);
+        // A worker about to block on a full queue wakes the other.
+        b.wake_one();
+        wait_until("all run", || resting(&b) == 0);
+        assert_eq!(b.state.lock().running, 3);
+    }
+
+    #[test]
+    fn stop_and_wake_all_release_every_resting_worker() {
+        let b = Arc::new(Bench::new(3));
+        let stop = Arc::new(AtomicBool::new(false));
+        b.record(Duration::from_micros(100), Duration::from_nanos(100));
+        let rests = [pace_on_thread(&b, &stop), pace_on_thread(&b, &stop)];
+        wait_until("two workers rest", || resting(&b) == 2);
+        stop.store(true, Ordering::Release);
+        b.wake_all();
+        for rx in &rests {
+            assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(false));
+        }
+        // Without a stop, wake_all resumes them (a worker exited; the others find out why).
+        let b = Arc::new(Bench::new(3));
+        let stop = Arc::new(AtomicBool::new(false));
+        b.record(Duration::from_micros(100), Duration::from_nanos(100));
+        let rests = [pace_on_thread(&b, &stop), pace_on_thread(&b, &stop)];
+        wait_until("two workers rest", || resting(&b) == 2);
+        b.wake_all();
+        for rx in &rests {
+            assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true));
+        }
     }
 }

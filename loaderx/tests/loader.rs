@@ -448,6 +448,33 @@ fn gathers_are_serialized_under_the_shared_lock() {
     }
 }
 
+#[test]
+fn with_instant_transforms_one_worker_runs_and_the_others_rest() {
+    // Gathers are serialized, so with a transform far shorter than a gather (30 ms here) extra
+    // workers add nothing but hand-offs: once both are measured, every batch comes from the
+    // same worker. The consumer keeps up, so no worker ever finds the queue full.
+    let fx = fixture();
+    let alloc: Arc<dyn Allocator> = Arc::new(SlowAcquire::default());
+    let mut loader = Loader::with_transform(
+        [("x", vec![dense_view(&fx.dense, alloc)])],
+        sampler(Mode::Sequential, B),
+        LoaderOptions::new(4, 8),
+        |_shards: Vec<Shard>| Ok(std::thread::current().id()),
+    )
+    .unwrap();
+    // Warm-up: the first batches run before transforms are measured; workers already past their
+    // pacing check finish one more batch each.
+    for _ in 0..6 {
+        loader.next().unwrap().unwrap();
+    }
+    let threads: Vec<_> = (0..10).map(|_| loader.next().unwrap().unwrap()).collect();
+    loader.close();
+    assert!(
+        threads.iter().all(|t| *t == threads[0]),
+        "transforms ran on several workers: {threads:?}"
+    );
+}
+
 /// A sequential sampler that draws an out-of-range index at step `fail`.
 struct Poisoned {
     inner: IndexSampler,

@@ -142,7 +142,7 @@ impl PyLoader {
         }
     }
 
-    /// Background threads this loader runs (workers plus their gather threads); all exist once the
+    /// Background threads this loader runs (workers plus `cores - 1` gather helpers); all exist once the
     /// constructor returns, and `close()` joins them.
     #[getter]
     fn threads(&self) -> usize {

@@ -294,6 +294,8 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         let arms = [
             "bare-gather",
             "loaderx-w0",
+            "loaderx-w1",
+            "loaderx-w2",
             "loaderx-w4",
             "python-loaderx-w4",
             "torch-dataloader-w4",
@@ -367,6 +369,8 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             let (label, storage) = match arm.as_str() {
                 "bare-gather" => ("view.gather loop (Rust, no loader)", "zrecord-raw"),
                 "loaderx-w0" => ("loaderx Rust, workers=0", "zrecord-raw"),
+                "loaderx-w1" => ("loaderx Rust, workers=1, prefetch=4", "zrecord-raw"),
+                "loaderx-w2" => ("loaderx Rust, workers=2, prefetch=4", "zrecord-raw"),
                 "loaderx-w4" => ("loaderx Rust, workers=4, prefetch=4", "zrecord-raw"),
                 "python-loaderx-w4" => ("loaderx Python, workers=4, prefetch=4", "zrecord-raw"),
                 _ => ("torch DataLoader, 4 workers", "npy-mmap-raw"),

@@ -968,7 +968,7 @@ mod tests {
         b.state.lock().resting
     }
 
-    fn wait_until(what: &str, f: impl Fn() -> bool) {
+    fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
         let t = Instant::now();
         while !f() {
             assert!(t.elapsed() < Duration::from_secs(10), "timed out: {what}");
@@ -992,10 +992,21 @@ mod tests {
         b.record(Duration::from_micros(100), Duration::from_millis(50));
         assert!(!b.transforms_short());
         assert!(b.pace(&stop));
-        let woken = [&first, &second]
-            .iter()
-            .filter(|rx| rx.recv_timeout(200 * MS) == Ok(true))
-            .count();
+        wait_until("one worker woken", || resting(&b) == 1);
+        let mut woken = 0;
+        wait_until("the woken worker returns", || {
+            for rx in [&first, &second] {
+                if let Ok(ok) = rx.try_recv() {
+                    assert!(ok);
+                    woken += 1;
+                }
+            }
+            woken > 0
+        });
+        std::thread::sleep(20 * MS);
+        for rx in [&first, &second] {
+            woken += usize::from(rx.try_recv().is_ok());
+        }
         assert_eq!(woken, 1);
         assert_eq!(resting(&b), 1);
         // A worker about to block on a full queue wakes the other.

@@ -202,31 +202,32 @@ fn one_worker_preserves_sampling_order_and_several_deliver_every_batch() {
             }
             Ok(ids(&shards))
         };
-        let loader = Loader::with_transform(
+        let mut loader = Loader::with_transform(
             [("x", vec![dense_view(&fx.dense, sys())])],
             sampler(Mode::Iid, 8),
             LoaderOptions::new(workers, prefetch),
             transform,
         )
         .unwrap();
-        let got: Vec<Vec<u64>> = loader.take(200).map(Result::unwrap).collect();
         if workers <= 1 {
+            let got: Vec<Vec<u64>> = loader.by_ref().take(200).map(Result::unwrap).collect();
             assert_eq!(got, want, "workers {workers} prefetch {prefetch}");
         } else {
-            // Completion order: some prefix of the draws, each exactly once. The prefix may run ahead
-            // by the in-flight batches, so compare against a longer reference set.
+            // Completion order: every batch is one of the draws, none arrives twice, and none is
+            // skipped: consuming on, every one of the first 200 draws arrives. (A preempted worker
+            // may deliver its batch arbitrarily late, so no position bound is asserted.)
             let mut r = IndexSampler::new(N, 8, Mode::Iid, 42).unwrap();
-            let all: Vec<Vec<u64>> = (0..200 + workers + prefetch)
-                .map(|_| r.next().unwrap().to_vec())
-                .collect();
-            let got_set: BTreeSet<_> = got.iter().cloned().collect();
-            assert_eq!(got_set.len(), 200);
-            assert!(got_set.iter().all(|b| all.contains(b)));
-            let first: BTreeSet<_> = all[..200 - workers - prefetch].iter().cloned().collect();
-            assert!(
-                first.is_subset(&got_set),
-                "workers {workers}: a batch went missing"
-            );
+            let all: Vec<Vec<u64>> = (0..2000).map(|_| r.next().unwrap().to_vec()).collect();
+            let mut seen = BTreeSet::new();
+            while !(0..200).all(|k| seen.contains(&k)) {
+                assert!(seen.len() < 1800, "workers {workers}: a batch went missing");
+                let got = loader.next().unwrap().unwrap();
+                let k = all
+                    .iter()
+                    .position(|b| *b == got)
+                    .expect("a delivered batch is one of the draws");
+                assert!(seen.insert(k), "workers {workers}: draw {k} arrived twice");
+            }
         }
     }
 }

@@ -360,14 +360,14 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
         };
         if let Some(msg) = msg {
             // While this worker waits for room, a resting one may gather the batch after it.
-            shared.bench.wake_one();
-            select! {
-                send(tx, msg) -> sent => {
-                    if sent.is_err() {
-                        return;
-                    }
-                }
-                recv(cancel) -> _ => return,
+            shared.bench.block();
+            let sent = select! {
+                send(tx, msg) -> sent => sent.is_ok(),
+                recv(cancel) -> _ => false,
+            };
+            shared.bench.unblock();
+            if !sent {
+                return;
             }
         }
         if failed {
@@ -383,9 +383,10 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
 /// gathers. When transforms take less than 1/16 of a gather (moving averages over recent batches),
 /// one worker keeps the gather busy on its own, and another one would only add a lock hand-off
 /// and two context switches per batch on the cores the gather needs. Such a worker rests (sleeps)
-/// before its next draw, unless it is the last one running. A running worker wakes one resting
-/// worker whenever it measures transforms long again, and before it blocks on a full queue; every
-/// worker that exits, and `close`, wakes them all.
+/// before its next draw, unless it is the last one running and not blocked on a full queue. A
+/// running worker wakes one resting worker whenever it measures transforms long again, and before
+/// it blocks on a full queue (so a slow consumer still finds `workers + prefetch` batches ready, as
+/// without pacing); every worker that exits, and `close`, wakes them all.
 struct Bench {
     state: Mutex<BenchState>,
     wake: Condvar,
@@ -397,6 +398,8 @@ struct Bench {
 
 struct BenchState {
     running: usize,
+    /// Running workers blocked on a full queue.
+    blocked: usize,
     resting: usize,
     /// Wake-ups sent and not yet taken by a resting worker.
     wakeups: usize,
@@ -407,6 +410,7 @@ impl Bench {
         Bench {
             state: Mutex::new(BenchState {
                 running: workers,
+                blocked: 0,
                 resting: 0,
                 wakeups: 0,
             }),
@@ -441,15 +445,16 @@ impl Bench {
         g != 0 && t != 0 && t.saturating_mul(16) < g
     }
 
-    /// Called before each draw: rests while transforms are short and another worker runs, or
-    /// wakes a resting worker when they are long. False when the loader stopped.
+    /// Called before each draw: rests while transforms are short and another worker runs (and is
+    /// not blocked on a full queue), or wakes a resting worker when they are long. False when the
+    /// loader stopped.
     fn pace(&self, stop: &AtomicBool) -> bool {
         if !self.transforms_short() {
             self.wake_one();
             return true;
         }
         let mut g = self.state.lock();
-        if g.running <= 1 {
+        if g.running.saturating_sub(g.blocked) <= 1 {
             return true;
         }
         g.running -= 1;
@@ -471,6 +476,24 @@ impl Bench {
             drop(g);
             self.wake.notify_one();
         }
+    }
+
+    /// A running worker is about to block on a full queue: wake a resting worker to gather the
+    /// next batch meanwhile (under the same lock as the decision to rest, so none is missed).
+    fn block(&self) {
+        let mut g = self.state.lock();
+        g.blocked += 1;
+        if g.resting > g.wakeups {
+            g.wakeups += 1;
+            drop(g);
+            self.wake.notify_one();
+        }
+    }
+
+    /// The worker that called [`Bench::block`] can go on.
+    fn unblock(&self) {
+        let mut g = self.state.lock();
+        g.blocked = g.blocked.saturating_sub(1);
     }
 
     /// Wakes every resting worker (on close, and when a worker exits).
@@ -1010,9 +1033,28 @@ mod tests {
         assert_eq!(woken, 1);
         assert_eq!(resting(&b), 1);
         // A worker about to block on a full queue wakes the other.
-        b.wake_one();
+        b.block();
         wait_until("all run", || resting(&b) == 0);
         assert_eq!(b.state.lock().running, 3);
+    }
+
+    #[test]
+    fn a_worker_does_not_rest_while_the_others_are_blocked_on_a_full_queue() {
+        let b = Arc::new(Bench::new(2));
+        let stop = Arc::new(AtomicBool::new(false));
+        b.record(Duration::from_micros(100), Duration::from_nanos(100));
+        b.block();
+        // The other worker is blocked: this one goes on, so the queue still fills up to the bound.
+        assert!(b.pace(&stop));
+        assert_eq!(resting(&b), 0);
+        b.unblock();
+        // Unblocked again, it may rest.
+        let rx = pace_on_thread(&b, &stop);
+        wait_until("one rests", || resting(&b) == 1);
+        // And the next block wakes it.
+        b.block();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true));
+        assert_eq!(resting(&b), 0);
     }
 
     #[test]

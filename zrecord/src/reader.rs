@@ -21,6 +21,12 @@ use crate::vfs::{ReadFile, StdFs, Vfs};
 pub const OUTPUT_ALIGN: usize = 64;
 /// Batches smaller than this are gathered on the calling thread; larger ones are split over rayon.
 const PARALLEL_BYTES: usize = 1 << 20;
+
+/// The machine's available parallelism, read once.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
 /// Copy-then-checksum granularity: each piece is checksummed while it is still in L1/L2.
 const VERIFY_CHUNK: usize = 32 << 10;
 /// How many records ahead a gather prefetches record bytes (index entries: twice as far).
@@ -562,8 +568,10 @@ impl Inner {
             let mut dec = self.decoder()?;
             return self.read_run(idx, out, 0, offsets, 0, &mut dec);
         }
-        // Split the output into contiguous pieces of roughly equal bytes, one task per piece.
-        let threads = rayon::current_num_threads();
+        // Split the output into contiguous pieces of roughly equal bytes, one task per piece. A pool
+        // may have more threads than cores (a loader's workers are pool threads too); pieces beyond
+        // four per core add splitting, not parallelism.
+        let threads = rayon::current_num_threads().min(cores());
         let pieces = (threads * 4).min(idx.len());
         let target = total.div_ceil(pieces).max(1);
         let mut bounds = vec![0usize];

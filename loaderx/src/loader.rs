@@ -329,7 +329,12 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
                 return;
             }
             let started = Instant::now();
+            let fan_outs = zrecord::gather_fan_outs();
             let (step, drawn) = src.produce();
+            shared
+                .bench
+                .fanned_out
+                .store(zrecord::gather_fan_outs() != fan_outs, Ordering::Relaxed);
             shared.inflight.lock().insert(step);
             (started, step, drawn)
         };
@@ -394,6 +399,8 @@ struct Bench {
     /// only delays the estimate by a batch.
     gather_ns: AtomicU64,
     transform_ns: AtomicU64,
+    /// Whether the last gather was split across the pool, i.e. kept every core busy.
+    fanned_out: AtomicBool,
 }
 
 struct BenchState {
@@ -417,6 +424,7 @@ impl Bench {
             wake: Condvar::new(),
             gather_ns: AtomicU64::new(0),
             transform_ns: AtomicU64::new(0),
+            fanned_out: AtomicBool::new(false),
         }
     }
 
@@ -862,7 +870,12 @@ impl<T: Send + 'static> Loader<T> {
                     drawn.and_then(|shards| run_transform(transform, shards)),
                 )
             }
-            Exec::Threads(w) => match recv_spinning(&w.rx, &mut self.wait_ns) {
+            Exec::Threads(w) => match recv_spinning(
+                &w.rx,
+                &mut self.wait_ns,
+                // Polling takes a core: only while gathers leave one free.
+                !w.shared.bench.fanned_out.load(Ordering::Relaxed),
+            ) {
                 Ok(msg) => msg,
                 Err(_) => {
                     // Every worker exited without an error (only after close): nothing more to give.
@@ -919,16 +932,19 @@ impl<T: Send + 'static> Loader<T> {
 /// Waits shorter than this on average are worth spinning for.
 const SPIN_BELOW: Duration = Duration::from_micros(100);
 
-/// Receives the next message. When the queue is empty and recent waits averaged under
-/// [`SPIN_BELOW`], the consumer first polls for up to twice that average, yielding its core
-/// between polls, and only then blocks: a worker that finds the consumer awake hands its batch
-/// over without a futex wake (an inter-processor interrupt, several µs on a VM, on the worker's
-/// critical path). Measured on the 2-core VM: 27 µs token batches went from 35 to 30 µs per batch
-/// with one worker; 1 MiB and 37 MiB batches were unchanged. Polling with `pause` instead of
-/// yielding starved the gather threads of 1 MiB batches (49 → 90 µs), so the poll always yields.
+/// Receives the next message. When the queue is empty, `may_poll` is set (the gathers run on one
+/// thread, so a core is free) and recent waits averaged under [`SPIN_BELOW`], the consumer first
+/// polls for up to twice that average, yielding its core between polls, and only then blocks: a
+/// worker that finds the consumer awake hands its batch over without a futex wake (an
+/// inter-processor interrupt, several µs on a VM, on the worker's critical path). Measured on the
+/// 2-core VM: 27 µs token batches went from 35 to 30 µs per batch with one worker. Next to gathers
+/// split across both cores (1 MiB batches) polling made the rate bimodal (0.66x–1.1x of a bare
+/// gather from round to round), hence `may_poll`; polling with `pause` instead of yielding starved
+/// those gathers outright (49 → 90 µs).
 fn recv_spinning<M>(
     rx: &Receiver<M>,
     wait_ns: &mut Option<u64>,
+    may_poll: bool,
 ) -> std::result::Result<M, crossbeam_channel::RecvError> {
     match rx.try_recv() {
         Ok(m) => return Ok(m),
@@ -939,7 +955,9 @@ fn recv_spinning<M>(
     }
     let start = Instant::now();
     let budget = match *wait_ns {
-        Some(avg) if avg < SPIN_BELOW.as_nanos() as u64 => Duration::from_nanos(2 * avg),
+        Some(avg) if may_poll && avg < SPIN_BELOW.as_nanos() as u64 => {
+            Duration::from_nanos(2 * avg)
+        }
         _ => Duration::ZERO,
     };
     let mut got = None;
@@ -1098,7 +1116,7 @@ mod tests {
             let (tx, rx) = crossbeam_channel::bounded::<u32>(4);
             let mut wait_ns = avg;
             tx.send(1).unwrap();
-            assert_eq!(recv_spinning(&rx, &mut wait_ns), Ok(1));
+            assert_eq!(recv_spinning(&rx, &mut wait_ns, true), Ok(1));
             assert_eq!(wait_ns, avg, "no wait, no sample");
             let sender = std::thread::spawn(move || {
                 for k in 2..6 {
@@ -1107,11 +1125,11 @@ mod tests {
                 }
             });
             for k in 2..6 {
-                assert_eq!(recv_spinning(&rx, &mut wait_ns), Ok(k), "{avg:?}");
+                assert_eq!(recv_spinning(&rx, &mut wait_ns, true), Ok(k), "{avg:?}");
             }
             assert!(wait_ns.is_some_and(|w| w > 0));
             sender.join().unwrap();
-            assert!(recv_spinning(&rx, &mut wait_ns).is_err(), "{avg:?}");
+            assert!(recv_spinning(&rx, &mut wait_ns, true).is_err(), "{avg:?}");
         }
     }
 

@@ -40,8 +40,8 @@ mod writer;
 pub use format::{Codec, Kind};
 pub use reader::{
     DEFAULT_DICT_BYTES, DenseBatch, DenseStore, DenseView, DictSample, OUTPUT_ALIGN, OpenOptions,
-    RaggedBatch, RaggedStore, RaggedView, ViewGather, container_files, sequential_gathers,
-    train_dict, train_dict_from,
+    RaggedBatch, RaggedStore, RaggedView, ViewGather, container_files, gather_fan_outs,
+    sequential_gathers, train_dict, train_dict_from,
 };
 pub use writer::{
     DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER,

@@ -568,6 +568,7 @@ impl Inner {
             let mut dec = self.decoder()?;
             return self.read_run(idx, out, 0, offsets, 0, &mut dec);
         }
+        FAN_OUTS.set(FAN_OUTS.get().wrapping_add(1));
         // Split the output into contiguous pieces of roughly equal bytes, one task per piece. A pool
         // may have more threads than cores (a loader's workers are pool threads too); pieces beyond
         // four per core add splitting, not parallelism.
@@ -731,6 +732,14 @@ impl Decoder<'_> {
 
 thread_local! {
     static SEQUENTIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static FAN_OUTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many gathers made on the calling thread so far were split across the rayon pool (a
+/// wrapping count; compare two readings). A loader uses it to tell whether its gathers keep every
+/// core busy.
+pub fn gather_fan_outs() -> u64 {
+    FAN_OUTS.get()
 }
 
 /// Runs `f` with every gather it makes on the calling thread done on that thread alone, instead of

@@ -162,8 +162,21 @@ fn large_parallel_gather_matches_sequential() {
         let p = dir.path().join(name);
         let recs = dense_fixture(&p, codec, shards, 64, &[32768]);
         let v = DenseStore::open(&p).unwrap().bind(alloc());
+        let before = zrecord::gather_fan_outs();
         let parallel = v.gather(&idx).unwrap();
+        let fanned = zrecord::gather_fan_outs();
+        assert_eq!(
+            fanned.wrapping_sub(before),
+            u64::from(rayon::current_num_threads() > 1),
+            "a 12.5 MiB gather fans out wherever the pool has threads to fan out to"
+        );
         let sequential = zrecord::sequential_gathers(|| v.gather(&idx).unwrap());
+        v.gather(&idx[..1]).unwrap();
+        assert_eq!(
+            zrecord::gather_fan_outs(),
+            fanned,
+            "sequential and one-record gathers do not count"
+        );
         for b in [&parallel, &sequential] {
             for (k, &i) in idx.iter().enumerate() {
                 assert_eq!(

@@ -459,7 +459,8 @@ fn with_instant_transforms_one_worker_runs_and_the_others_rest() {
     let mut loader = Loader::with_transform(
         [("x", vec![dense_view(&fx.dense, alloc)])],
         sampler(Mode::Sequential, B),
-        LoaderOptions::new(4, 8),
+        // A deep queue: the consumer would have to stall for 16 gathers (0.5 s) to fill it.
+        LoaderOptions::new(4, 16),
         |_shards: Vec<Shard>| Ok(std::thread::current().id()),
     )
     .unwrap();

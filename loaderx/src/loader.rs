@@ -478,7 +478,13 @@ impl Bench {
 
     /// Wakes one resting worker, if any.
     fn wake_one(&self) {
+        self.wake_one_after(|_| {});
+    }
+
+    /// Applies `update` to the state, then wakes one resting worker if any, under one lock.
+    fn wake_one_after(&self, update: impl FnOnce(&mut BenchState)) {
         let mut g = self.state.lock();
+        update(&mut g);
         if g.resting > g.wakeups {
             g.wakeups += 1;
             drop(g);
@@ -489,13 +495,7 @@ impl Bench {
     /// A running worker is about to block on a full queue: wake a resting worker to gather the
     /// next batch meanwhile (under the same lock as the decision to rest, so none is missed).
     fn block(&self) {
-        let mut g = self.state.lock();
-        g.blocked += 1;
-        if g.resting > g.wakeups {
-            g.wakeups += 1;
-            drop(g);
-            self.wake.notify_one();
-        }
+        self.wake_one_after(|g| g.blocked += 1);
     }
 
     /// The worker that called [`Bench::block`] can go on.

@@ -102,7 +102,6 @@ fn interleaved(view: &zrecord::DenseView) {
             l.close();
         }
     }
-    eprintln!("{times:.1?}");
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]

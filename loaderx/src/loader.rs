@@ -404,7 +404,7 @@ struct Bench {
 }
 
 struct BenchState {
-    running: usize,
+    workers: usize,
     /// Running workers blocked on a full queue.
     blocked: usize,
     resting: usize,
@@ -412,11 +412,18 @@ struct BenchState {
     wakeups: usize,
 }
 
+impl BenchState {
+    /// Workers not resting (running, or blocked on a full queue).
+    fn running(&self) -> usize {
+        self.workers - self.resting
+    }
+}
+
 impl Bench {
     fn new(workers: usize) -> Bench {
         Bench {
             state: Mutex::new(BenchState {
-                running: workers,
+                workers,
                 blocked: 0,
                 resting: 0,
                 wakeups: 0,
@@ -462,17 +469,15 @@ impl Bench {
             return true;
         }
         let mut g = self.state.lock();
-        if g.running.saturating_sub(g.blocked) <= 1 {
+        if g.running().saturating_sub(g.blocked) <= 1 {
             return true;
         }
-        g.running -= 1;
         g.resting += 1;
         while g.wakeups == 0 && !stop.load(Ordering::Acquire) {
             self.wake.wait(&mut g);
         }
         g.wakeups = g.wakeups.saturating_sub(1);
         g.resting -= 1;
-        g.running += 1;
         !stop.load(Ordering::Acquire)
     }
 
@@ -544,7 +549,7 @@ impl Threads {
     /// Starts `workers` loops made by `job` and returns once every one of them runs.
     fn start<F>(workers: usize, job: F) -> std::result::Result<Self, (Self, String)>
     where
-        F: Fn(usize) -> Box<dyn FnOnce() + Send>,
+        F: Fn() -> Box<dyn FnOnce() + Send>,
     {
         let cores = cores();
         if cores >= 2 {
@@ -571,8 +576,8 @@ impl Threads {
                     // could otherwise pick up another worker's loop job that no thread has taken
                     // yet. The pool has more threads than loops, so each loop gets its own.
                     let barrier = Arc::new(std::sync::Barrier::new(workers + 1));
-                    for w in 0..workers {
-                        let (body, barrier) = (job(w), barrier.clone());
+                    for _ in 0..workers {
+                        let (body, barrier) = (job(), barrier.clone());
                         pool.spawn(move || {
                             barrier.wait();
                             body();
@@ -598,7 +603,7 @@ impl Threads {
             handles: Vec::with_capacity(workers),
         };
         for w in 0..workers {
-            let body = job(w);
+            let body = job();
             let spawned = std::thread::Builder::new()
                 .name(format!("loaderx-worker-{w}"))
                 .spawn(move || zrecord::sequential_gathers(body));
@@ -784,7 +789,7 @@ impl<T: Send + 'static> Loader<T> {
             });
             let (tx, rx) = bounded(options.prefetch);
             let (cancel_tx, cancel_rx) = bounded::<()>(0);
-            let job = |_w: usize| -> Box<dyn FnOnce() + Send> {
+            let job = || -> Box<dyn FnOnce() + Send> {
                 let (shared, tx, cancel_rx) = (shared.clone(), tx.clone(), cancel_rx.clone());
                 Box::new(move || run_worker(shared, tx, cancel_rx))
             };
@@ -1107,7 +1112,7 @@ mod tests {
         // A worker about to block on a full queue wakes the other.
         b.block();
         wait_until("all run", || resting(&b) == 0);
-        assert_eq!(b.state.lock().running, 3);
+        assert_eq!(b.state.lock().running(), 3);
     }
 
     #[test]

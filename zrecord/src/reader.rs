@@ -21,12 +21,6 @@ use crate::vfs::{ReadFile, StdFs, Vfs};
 pub const OUTPUT_ALIGN: usize = 64;
 /// Batches smaller than this are gathered on the calling thread; larger ones are split over rayon.
 const PARALLEL_BYTES: usize = 1 << 20;
-
-/// The machine's available parallelism, read once.
-fn cores() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
 /// Copy-then-checksum granularity: each piece is checksummed while it is still in L1/L2.
 const VERIFY_CHUNK: usize = 32 << 10;
 /// How many records ahead a gather prefetches record bytes (index entries: twice as far).
@@ -755,6 +749,12 @@ pub fn sequential_gathers<R>(f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(SEQUENTIAL.replace(true));
     f()
+}
+
+/// The machine's available parallelism, read once.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// A store's mapped bytes for one run of records.

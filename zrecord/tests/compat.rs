@@ -368,6 +368,10 @@ fn golden_digests() -> BTreeMap<String, String> {
     dirs.sort();
     for d in dirs {
         let case = d.file_name().unwrap().to_string_lossy().into_owned();
+        if case.starts_with('.') {
+            // `.gitattributes` (keeps git from converting the binary files).
+            continue;
+        }
         assert!(d.is_dir(), "stray file {} in the golden root", d.display());
         for f in std::fs::read_dir(&d).unwrap() {
             let p = f.unwrap().path();
@@ -722,10 +726,14 @@ fn regenerate_golden() {
         return;
     }
     let root = golden_root();
-    if root.exists() {
-        std::fs::remove_dir_all(&root).unwrap();
-    }
     std::fs::create_dir_all(&root).unwrap();
+    // Every case directory goes (cases may have been renamed); `.gitattributes` stays.
+    for e in std::fs::read_dir(&root).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            std::fs::remove_dir_all(&p).unwrap();
+        }
+    }
     let tmp = tempfile::tempdir().unwrap();
     for case in CASES {
         let path = tmp.path().join(case.name);
@@ -739,7 +747,8 @@ fn regenerate_golden() {
     }
     println!("const DIGESTS: &[(&str, &str)] = &[");
     for (file, digest) in golden_digests() {
-        println!("    (\"{file}\", \"{digest}\"),");
+        // In the layout `cargo fmt` gives the table, so the output pastes as is.
+        println!("    (\n        \"{file}\",\n        \"{digest}\",\n    ),");
     }
     println!("];");
 }

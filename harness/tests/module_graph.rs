@@ -7,7 +7,8 @@
 //! `error`, not at the root). Serde-style attribute strings such as
 //! `"crate::stats::f64_or_nan"` count as references. Nodes are files (`a/b.rs` and `a/b/mod.rs`
 //! are `a::b`, `lib.rs`/`main.rs` is `crate`); an inline module belongs to its file. References
-//! made inside `#[cfg(test)] mod .. { }` are test edges: printed, not part of the cycle check.
+//! made inside `#[cfg(test)] mod .. { }`, or in a file declared `#[cfg(test)] mod ..;`, are test
+//! edges: printed, not part of the cycle check.
 //!
 //! The checker is generic: [`ASSERTED`] lists the source folders that must be acyclic,
 //! [`REPORTED`] those whose graphs and cycles are only printed (move an entry up to assert it).
@@ -263,6 +264,8 @@ fn cfg_test_before(toks: &[Tok], mut at: usize) -> bool {
 #[derive(Default)]
 struct FileFacts {
     inline: Vec<Vec<String>>,
+    /// Child modules in their own files declared `#[cfg(test)] mod name;`.
+    test_files: Vec<Vec<String>>,
     uses: Vec<(Vec<String>, bool, UseItem)>,
     paths: Vec<(Vec<String>, bool, Vec<String>)>,
 }
@@ -302,6 +305,14 @@ fn facts(module: &[String], src: &str) -> FileFacts {
                     f.inline.push(p);
                     i += 3;
                     continue;
+                }
+                if let (Some(Tok::Ident(name)), true) =
+                    (toks.get(i + 1), is_punct(toks.get(i + 2), ";"))
+                    && (test || cfg_test_before(&toks, i))
+                {
+                    let mut p = cur.clone();
+                    p.push(name.clone());
+                    f.test_files.push(p);
                 }
             }
             Tok::Ident(w) if w == "use" && !is_punct(prev, "::") => {
@@ -456,10 +467,11 @@ fn graph(files: &[(PathBuf, String)]) -> Graph {
         for inline in &f.inline {
             modules.insert(inline.clone(), node.clone());
         }
-        all.push((node, f));
+        all.push((m, node, f));
     }
     let mut imports: BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>> = BTreeMap::new();
-    for (_, f) in &all {
+    let test_files: Vec<&Vec<String>> = all.iter().flat_map(|a| &a.2.test_files).collect();
+    for (_, _, f) in &all {
         for (cur, _, u) in &f.uses {
             if let Some(name) = &u.name {
                 imports
@@ -474,12 +486,17 @@ fn graph(files: &[(PathBuf, String)]) -> Graph {
         nodes: r.modules.values().cloned().collect(),
         ..Graph::default()
     };
-    for (node, f) in &all {
+    for (module, node, f) in &all {
+        let test_file = test_files.iter().any(|t| module.starts_with(t));
         let refs = f
             .uses
             .iter()
-            .map(|(cur, test, u)| (cur, *test, &u.path))
-            .chain(f.paths.iter().map(|(cur, test, p)| (cur, *test, p)));
+            .map(|(cur, test, u)| (cur, *test || test_file, &u.path))
+            .chain(
+                f.paths
+                    .iter()
+                    .map(|(cur, test, p)| (cur, *test || test_file, p)),
+            );
         for (cur, test, path) in refs {
             let Some(target) = r.resolve(cur, path, 0) else {
                 continue;
@@ -682,7 +699,11 @@ mod checker {
     #[test]
     fn comments_strings_and_test_modules_are_not_edges() {
         let graph = g(&[
-            ("lib.rs", "//! see [`crate::b`]\nmod a; mod b;"),
+            (
+                "lib.rs",
+                "//! see [`crate::b`]\nmod a; mod b;\n#[cfg(test)]\nmod tests;",
+            ),
+            ("tests.rs", "use crate::a::f; use crate::b::S;"),
             (
                 "a.rs",
                 "/* crate::b::x */ const S: &str = \"crate::b::x is text\"; fn f<'a>(x: &'a str) -> char { 'b' }\n#[cfg(test)]\nmod tests { use super::*; use crate::b::helper; }",
@@ -693,7 +714,12 @@ mod checker {
             ),
         ]);
         assert_eq!(edges(&graph), ["b->a"]);
-        assert_eq!(graph.test_edges.len(), 1);
+        let test_edges: Vec<String> = graph
+            .test_edges
+            .iter()
+            .map(|(a, b)| format!("{a}->{b}"))
+            .collect();
+        assert_eq!(test_edges, ["a->b", "tests->a", "tests->b"]);
         assert!(cycles(&graph).is_empty());
     }
 

@@ -1,34 +1,13 @@
-//! Command-line parsing (hand-written: a handful of flags does not need a parser crate).
+//! Command-line parsing and dispatch (hand-written: a handful of flags does not need a parser
+//! crate). The top of the module graph: it turns arguments into a [`RunArgs`] and calls the
+//! subcommand's module; only `main` imports it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::{corpus, gate, loader_table, run, sampler_table, store_cell};
-
-/// Options of a benchmark run.
-#[derive(Clone, Debug)]
-pub struct RunArgs {
-    pub quick: bool,
-    pub repeats: usize,
-    pub only: Option<Vec<String>>,
-    pub out: Option<PathBuf>,
-    pub pets: Option<PathBuf>,
-    pub text: Option<PathBuf>,
-    pub wikitext_parquet: Option<PathBuf>,
-    pub cache: PathBuf,
-    pub min_seconds: Option<f64>,
-    pub vision_records: Option<usize>,
-    pub token_records: Option<usize>,
-}
-
-pub const TABLES: &[&str] = &[
-    "dense-vision",
-    "ragged-vision",
-    "dense-tokens",
-    "ragged-tokens",
-    "sampler",
-    "loader",
-];
+use crate::config::RunArgs;
+use crate::table::Table;
+use crate::{corpus, gate, loader_table, report, run, sampler_table, store_cell};
 
 const USAGE: &str = "usage:
   harness [run] [--quick] [--repeats N] [--only TABLE[,..]] [--out DIR]
@@ -39,16 +18,6 @@ const USAGE: &str = "usage:
   harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json)
 tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader";
 
-pub fn default_cache() -> PathBuf {
-    std::env::var_os("LOADERX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cache"))
-}
-
-pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn value<'a>(args: &'a [String], i: &mut usize, flag: &str) -> Result<&'a str, String> {
     *i += 1;
     args.get(*i)
@@ -57,19 +26,7 @@ fn value<'a>(args: &'a [String], i: &mut usize, flag: &str) -> Result<&'a str, S
 }
 
 fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
-    let mut a = RunArgs {
-        quick: false,
-        repeats: 3,
-        only: None,
-        out: None,
-        pets: None,
-        text: None,
-        wikitext_parquet: None,
-        cache: default_cache(),
-        min_seconds: None,
-        vision_records: None,
-        token_records: None,
-    };
+    let mut a = RunArgs::default();
     let mut repeats_set = false;
     let mut download = false;
     let mut i = 0;
@@ -88,16 +45,16 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
                 repeats_set = true;
             }
             "--only" => {
-                let list: Vec<String> = value(args, &mut i, f)?
-                    .split(',')
-                    .map(|s| s.trim().to_string())
-                    .collect();
-                for t in &list {
-                    if !TABLES.contains(&t.as_str()) {
-                        return Err(format!("unknown table {t:?}\n{USAGE}"));
+                let mut only = Vec::new();
+                for word in value(args, &mut i, f)?.split(',').map(str::trim) {
+                    let tables = Table::ALL.into_iter().filter(|t| t.selector() == word);
+                    let before = only.len();
+                    only.extend(tables);
+                    if only.len() == before {
+                        return Err(format!("unknown table {word:?}\n{USAGE}"));
                     }
                 }
-                a.only = Some(list);
+                a.only = Some(only);
             }
             "--out" => a.out = Some(value(args, &mut i, f)?.into()),
             "--pets" => a.pets = Some(value(args, &mut i, f)?.into()),
@@ -143,7 +100,7 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode, String> {
         Some("loader-cell") => loader_table::cell_main(&args[1..]),
         Some("render") => {
             let dir: PathBuf = args.get(1).ok_or_else(|| USAGE.to_string())?.into();
-            crate::report::rerender(&dir)?;
+            report::rerender(&dir)?;
             Ok(ExitCode::SUCCESS)
         }
         Some("gate") => {
@@ -164,6 +121,37 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode, String> {
         _ => {
             let (a, _) = parse_run(args)?;
             run::main(a)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn only_selects_tables_by_their_cli_names() {
+        let (a, _) = parse_run(&args("--quick --only dense-vision,loader")).expect("parses");
+        assert_eq!(a.repeats, 1);
+        assert_eq!(
+            a.only,
+            Some(vec![
+                Table::DenseVision,
+                Table::LoaderDenseVision,
+                Table::LoaderRaggedTokens
+            ])
+        );
+        assert!(a.selected(Table::LoaderRaggedTokens) && !a.selected(Table::Sampler));
+        let (all, _) = parse_run(&[]).expect("parses");
+        assert!(Table::ALL.into_iter().all(|t| all.selected(t)));
+        assert_eq!(all.repeats, 3);
+        for bad in ["loader-dense-vision", "vision", "sampler,bogus"] {
+            let e = parse_run(&args(&format!("--only {bad}"))).expect_err(bad);
+            assert!(e.starts_with("unknown table"), "{e}");
         }
     }
 }

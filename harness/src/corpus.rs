@@ -1,4 +1,5 @@
-//! Locating, preparing or synthesizing the benchmark corpora, and loading them as sources.
+//! The benchmark corpora: locating, preparing or synthesizing them ([`Prepared`], [`Corpora`],
+//! `harness prepare`), and opening one table's files as a source ([`Loaded`]).
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +8,8 @@ use datasets::npy::{NpyFile, NpyWriter};
 use serde_json::{Value, json};
 use zrecord::DType;
 
-use crate::cli::RunArgs;
+use crate::config::RunArgs;
+use crate::table::{Corpus, Layout, Stage, Table};
 
 /// A prepared corpus directory (the datasets crate's layout) and what it is.
 #[derive(Clone, Debug)]
@@ -21,6 +23,32 @@ pub struct Prepared {
 pub struct Corpora {
     pub vision: Option<Prepared>,
     pub tokens: Option<Prepared>,
+}
+
+impl Corpora {
+    pub fn get(&self, c: Corpus) -> Option<&Prepared> {
+        match c {
+            Corpus::Vision => self.vision.as_ref(),
+            Corpus::Tokens => self.tokens.as_ref(),
+        }
+    }
+
+    /// The prepared corpus table `t` reads (`None` for the sampler, or when not prepared).
+    pub fn of(&self, t: Table) -> Option<&Prepared> {
+        t.corpus().and_then(|c| self.get(c))
+    }
+
+    /// The `corpora` entries of `results.json`.
+    pub fn describe(&self) -> Vec<Value> {
+        [Corpus::Vision, Corpus::Tokens]
+            .into_iter()
+            .filter_map(|c| {
+                self.get(c).map(|p| {
+                    json!({"kind": c.name(), "dir": p.dir, "synthetic": p.synthetic, "metadata": p.metadata})
+                })
+            })
+            .collect()
+    }
 }
 
 pub fn vision_records(a: &RunArgs) -> usize {
@@ -425,12 +453,13 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    pub fn open(table: &str, dir: &Path) -> Result<Loaded, String> {
+    /// Opens the source files of store table `table` in the prepared corpus `dir`.
+    pub fn open(table: Table, dir: &Path) -> Result<Loaded, String> {
         let open = |name: &str| {
             NpyFile::open(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()))
         };
-        match table {
-            "dense-vision" | "dense-tokens" => {
+        match (table.stage(), table.layout(), table.corpus()) {
+            (Stage::Store, Some(Layout::Dense), Some(_)) => {
                 let f = open("dense.npy")?;
                 let dtype = dtype_of(f.descr())?;
                 let shape = f.shape().to_vec();
@@ -444,7 +473,7 @@ impl Loaded {
                     dense: true,
                 })
             }
-            "ragged-vision" => {
+            (Stage::Store, Some(Layout::Ragged), Some(Corpus::Vision)) => {
                 let v = open("ragged_values.npy")?;
                 let o = open("ragged_offsets.npy")?;
                 let s = open("ragged_shapes.npy")?;
@@ -461,7 +490,7 @@ impl Loaded {
                     dense: false,
                 })
             }
-            "ragged-tokens" => {
+            (Stage::Store, Some(Layout::Ragged), Some(Corpus::Tokens)) => {
                 let v = open("tokens.npy")?;
                 let o = open("offsets.npy")?;
                 let offsets = le_words(&o, i64::from_le_bytes);
@@ -477,7 +506,7 @@ impl Loaded {
                     dense: false,
                 })
             }
-            other => Err(format!("no source for table {other}")),
+            _ => Err(format!("no source for table {table}")),
         }
     }
 

@@ -1,4 +1,4 @@
-//! Regression gate: compares two `results.json` files.
+//! Regression gate (`harness gate`): compares two `results.json` files.
 //!
 //! Fails when (1) any cell of CURRENT is unverified or failed, (2) a zrecord row falls behind a
 //! peer it beat in BASELINE (by more than a 20 % noise band, current < 0.8 x peer: quick-mode cells
@@ -13,15 +13,13 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
+use crate::model::{SCHEMA, Status};
+
 fn load(p: &PathBuf) -> Result<Value, String> {
     let b = std::fs::read(p).map_err(|e| format!("read {}: {e}", p.display()))?;
     let v: Value = serde_json::from_slice(&b).map_err(|e| format!("parse {}: {e}", p.display()))?;
-    if v.get("schema").and_then(Value::as_str) != Some(crate::report::SCHEMA) {
-        return Err(format!(
-            "{}: not a {} file",
-            p.display(),
-            crate::report::SCHEMA
-        ));
+    if v.get("schema").and_then(Value::as_str) != Some(SCHEMA) {
+        return Err(format!("{}: not a {SCHEMA} file", p.display()));
     }
     Ok(v)
 }
@@ -60,7 +58,11 @@ pub fn check(base: &Value, cur: &Value) -> Vec<String> {
     for t in cur_tables {
         let tname = t.get("name").and_then(Value::as_str).unwrap_or("?");
         for r in rows(t) {
-            let failed = r.get("status").and_then(Value::as_str) == Some("FAILED");
+            let failed = r
+                .get("status")
+                .and_then(Value::as_str)
+                .and_then(Status::from_name)
+                == Some(Status::Failed);
             if failed || r.get("verified") == Some(&Value::Bool(false)) {
                 let label = r
                     .get("backend")
@@ -138,7 +140,7 @@ mod tests {
     use serde_json::json;
 
     fn doc(zr: f64, peer: f64, x: f64, verified: bool) -> Value {
-        json!({"schema": crate::report::SCHEMA, "tables": [{"name": "dense-vision", "rows": [
+        json!({"schema": SCHEMA, "tables": [{"name": "dense-vision", "rows": [
             {"backend": "zrecord-raw", "gather_mib_s": zr, "x_memcpy": x, "verified": verified, "status": "ok"},
             {"backend": "lmdb-raw", "gather_mib_s": peer, "x_memcpy": null, "verified": true, "status": "ok"},
             {"backend": "memcpy-limit", "gather_mib_s": 10000.0, "x_memcpy": 1.0, "verified": true, "status": "ok"}

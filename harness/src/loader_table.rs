@@ -1,5 +1,7 @@
 //! Table 6: end-to-end loaders over dense vision and ragged tokens. Each row runs in a fresh process
-//! while this process samples the row's process-tree PSS (peak RAM).
+//! (the hidden `loader-cell` subcommand, or `harness/python/loader_bench.py`) while this process
+//! samples the row's process-tree PSS (peak RAM). Owns the loader arms, their cells and the two
+//! loader tables.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -14,9 +16,12 @@ use zrecord::{
     Allocator, Codec, DenseStore, DenseWriter, RaggedStore, RaggedWriter, WriterOptions,
 };
 
-use crate::cli::RunArgs;
+use crate::config::{self, RunArgs};
 use crate::corpus::{Corpora, Loaded};
-use crate::report::FreeTable;
+use crate::model::FreeTable;
+use crate::progress::progress;
+use crate::stats::median;
+use crate::table::{Corpus, Layout, Table};
 
 const BATCH: usize = 256;
 
@@ -113,12 +118,7 @@ fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64), String> {
 }
 
 /// Writes the zrecord raw store the loader rows read (untimed, once per corpus).
-fn ensure_store(kind: &str, corpus: &Path, work: &Path) -> Result<PathBuf, String> {
-    let table = if kind == "dense-vision" {
-        "dense-vision"
-    } else {
-        "ragged-tokens"
-    };
+fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf, String> {
     let path = work.join(format!(
         "loader-{table}-{}.zr",
         corpus.file_name().and_then(|s| s.to_str()).unwrap_or("c")
@@ -198,9 +198,12 @@ pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
     let [kind, store, arm, batches] = a else {
         return Err("loader-cell KIND STORE ARM BATCHES".into());
     };
+    let layout = Table::from_name(kind)
+        .and_then(Table::layout)
+        .ok_or_else(|| format!("loader-cell: unknown kind {kind}"))?;
     let batches: usize = batches.parse().map_err(|_| "bad batch count")?;
     let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
-    let (view, n) = if kind == "dense-vision" {
+    let (view, n) = if layout == Layout::Dense {
         let s = DenseStore::open(store).map_err(|e| e.to_string())?;
         let v = s.bind(alloc.clone());
         (StreamView::Dense(v), s.len())
@@ -282,22 +285,26 @@ pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
 pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>, String> {
     let base_batches = if a.quick { 50 } else { 200 };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let py = crate::machine::python();
-    let script = crate::cli::workspace_root().join("harness/python/loader_bench.py");
+    let py = config::python();
+    let script = config::python_script("loader_bench.py");
     let mut tables = Vec::new();
-    for (kind, prepared) in [
-        ("dense-vision", &corpora.vision),
-        ("ragged-tokens", &corpora.tokens),
-    ] {
-        let Some(prepared) = prepared else { continue };
+    for table in Table::LOADER {
+        let Some(prepared) = corpora.of(table) else {
+            continue;
+        };
+        // The store table whose records the loaders read; its name is the cells' KIND.
+        let source = table
+            .source_table()
+            .ok_or("a loader table reads a store table")?;
+        let kind = source.name();
         // A token batch takes ~30 us, an image batch ~2.5 ms: time token tables 25x longer in
         // batches so both runs last long enough to mean something.
-        let batches = if kind == "ragged-tokens" {
+        let batches = if table.corpus() == Some(Corpus::Tokens) {
             base_batches * 25
         } else {
             base_batches
         };
-        let store = ensure_store(kind, &prepared.dir, work)?;
+        let store = ensure_store(source, &prepared.dir, work)?;
         let npy_dir = prepared.dir.clone();
         let arms = [
             "bare-gather",
@@ -333,7 +340,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         // Timed runs are not sampled: reading smaps_rollup walks the process's page tables and
         // slowed the timed loop by 25-75 % (most for the arms with the most memory mapped). Peak
         // RAM comes from one more, sampled run of each arm after the timed ones.
-        let pb = crate::run::progress((arms.len() * (a.repeats + 1)) as u64, "loader");
+        let pb = progress((arms.len() * (a.repeats + 1)) as u64, "loader");
         for rep in 0..=a.repeats {
             let memory_pass = rep == a.repeats;
             for k in 0..arms.len() {
@@ -383,11 +390,11 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         let bare = results
             .iter()
             .find(|r| r.0 == "bare-gather")
-            .map(|r| crate::stats::median(&r.1))
+            .map(|r| median(&r.1))
             .unwrap_or(f64::NAN);
         let mut rows = Vec::new();
         for (arm, per, peaks, ok, note) in &results {
-            let p = crate::stats::median(per);
+            let p = median(per);
             let (label, storage) = match arm.as_str() {
                 "bare-gather" => ("view.gather loop (Rust, no loader)", "zrecord-raw"),
                 "loaderx-w0" => ("loaderx Rust, workers=0", "zrecord-raw"),
@@ -411,7 +418,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             }));
         }
         tables.push(FreeTable {
-            name: format!("loader-{kind}"),
+            name: table,
             title: format!(
                 "End-to-end loader, {kind}: batch 256, IID, {batches} timed batches after {WARMUP} warm-up; peak RAM = max(process-tree PSS sampled every 20 ms in a separate run, the row process's own peak RSS); x bare gather = throughput relative to a plain view.gather loop"
             ),

@@ -1,8 +1,11 @@
-//! Receipts: what machine, toolchain and libraries a run used.
+//! Receipts: what machine, toolchain, libraries and source commit a run used (`machine` and
+//! `source` of `results.json`).
 
 use std::process::Command;
 
 use serde_json::{Value, json};
+
+use crate::config;
 
 fn cmd(program: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(program).args(args).output().ok()?;
@@ -60,17 +63,8 @@ pub fn receipts() -> Value {
     })
 }
 
-pub fn python() -> Option<String> {
-    let root = crate::cli::workspace_root();
-    let venv = std::env::var_os("LOADERX_VENV")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join(".venv"));
-    let p = venv.join("bin/python");
-    p.exists().then(|| p.display().to_string())
-}
-
 fn python_versions() -> Value {
-    let Some(py) = python() else {
+    let Some(py) = config::python() else {
         return json!(null);
     };
     let script = "import json,sys\nv={'python': sys.version.split()[0]}\nfor m in ['numpy','array_record','torch','ml_dtypes','loaderx','pyarrow']:\n    try:\n        import importlib.metadata as md; v[m]=md.version(m.replace('_','-') if m=='array_record' else m)\n    except Exception:\n        v[m]=None\nprint(json.dumps(v))";
@@ -80,8 +74,7 @@ fn python_versions() -> Value {
 }
 
 pub fn source_info() -> Value {
-    let root = crate::cli::workspace_root();
-    let r = root.display().to_string();
+    let r = config::workspace_root().display().to_string();
     let commit = cmd("git", &["-C", &r, "rev-parse", "HEAD"]);
     let dirty = cmd("git", &["-C", &r, "status", "--porcelain"]).map(|s| !s.is_empty());
     json!({

@@ -11,18 +11,33 @@
 //! Every (table, backend) cell runs in a fresh process (the harness re-invokes itself with the
 //! hidden `cell` subcommand); arms are rotated per repeat; each cell verifies 100 random batches
 //! byte for byte before timing and checks every timed batch after its timer stops.
+//!
+//! Modules by layer; each imports only from layers below it (`tests/module_graph.rs` checks the
+//! graph has no cycle):
+//!
+//! | layer | modules |
+//! |---|---|
+//! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) |
+//! | run | `run` (corpora, every selected table, the report) |
+//! | tables | `store_cell`, `sampler_table`, `loader_table` (arms and cells); `gate` |
+//! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`) → `plots`; `machine` (receipts) |
+//! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `stats`, `progress` → `table` (`Table`: names, geometry, corpus) |
 
 mod cli;
+mod config;
 mod corpus;
 mod gate;
 mod loader_table;
 mod machine;
+mod model;
 mod plots;
+mod progress;
 mod report;
 mod run;
 mod sampler_table;
 mod stats;
 mod store_cell;
+mod table;
 
 use std::process::ExitCode;
 

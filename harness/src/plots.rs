@@ -1,4 +1,6 @@
-//! Plots (PNG + SVG) rendered with plotters and an embedded font (no system fonts needed).
+//! The `plots/` of a report: per store table a gather bar chart and a write-vs-gather scatter,
+//! per free table a bar chart, each as PNG + SVG, drawn with plotters and an embedded font (no
+//! system fonts needed). Reads the report model only.
 
 use std::path::Path;
 use std::sync::Once;
@@ -7,7 +9,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
 
-use crate::report::Report;
+use crate::model::{Report, Status};
+use crate::table::Stage;
 
 const W: u32 = 1000;
 const ROW_H: u32 = 34;
@@ -229,14 +232,14 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<(), String> {
         let rows: Vec<_> = t
             .rows
             .iter()
-            .filter(|r| r.status == "ok" && r.backend != "memcpy-limit")
+            .filter(|r| r.status == Status::Ok && r.backend != "memcpy-limit")
             .collect();
         let labels: Vec<String> = rows.iter().map(|r| r.backend.clone()).collect();
         let values: Vec<f64> = rows.iter().map(|r| r.gather_mib_s).collect();
         let limit = t
             .rows
             .iter()
-            .find(|r| r.backend == "memcpy-limit" && r.status == "ok")
+            .find(|r| r.backend == "memcpy-limit" && r.status == Status::Ok)
             .map(|r| (r.gather_mib_s, "memcpy-limit"));
         let syn = if t.synthetic { " (synthetic)" } else { "" };
         bars_file(
@@ -259,10 +262,10 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<(), String> {
             &pts,
         )?;
     }
-    for t in rep.sampler.iter().chain(rep.loader.iter().flatten()) {
-        let (label_col, value_col, desc) = match t.name.as_str() {
-            "sampler" => ("row", "ns/index", "ns per index (lower is better)"),
-            _ => ("loader", "samples/s", "samples/s"),
+    for t in rep.free_tables() {
+        let (label_col, value_col, desc) = match t.name.stage() {
+            Stage::Sampler => ("row", "ns/index", "ns per index (lower is better)"),
+            Stage::Store | Stage::Loader => ("loader", "samples/s", "samples/s"),
         };
         let mut labels = Vec::new();
         let mut values = Vec::new();
@@ -275,7 +278,7 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<(), String> {
                 values.push(v);
             }
         }
-        bars_file(dir, &t.name, &t.title, &labels, &values, desc, None)?;
+        bars_file(dir, t.name.name(), &t.title, &labels, &values, desc, None)?;
     }
     Ok(())
 }

@@ -1,226 +1,113 @@
-//! Aggregation over repeats and the three outputs: `results.json`, `tables.md`, `plots/`.
+//! Aggregation over repeats ([`aggregate`]) and the three outputs of a run: `results.json`,
+//! `tables.md` ([`render_markdown`]) and `plots/` (drawn by `plots`); [`rerender`] rebuilds the
+//! last two from a finished run's `results.json`.
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::cli::RunArgs;
-use crate::corpus::Corpora;
+use crate::model::{CellResult, Report, Status, StoreRow, StoreTable};
 use crate::stats::{median, sample_sd};
-use crate::store_cell::CellResult;
+use crate::table::Table;
 
-pub const SCHEMA: &str = "loaderx-harness/1";
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StoreRow {
-    pub backend: String,
-    pub status: String,
-    pub note: Option<String>,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub write_mib_s: f64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub gather_mib_s: f64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub krecords_s: f64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub p95_ms: f64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub disk_mib: f64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub compression: f64,
-    pub x_memcpy: Option<f64>,
-    pub verified: bool,
-    /// Sample SD of gather MiB/s over repeats.
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub sd: f64,
-    pub repeats: Vec<CellResult>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StoreTable {
-    pub name: String,
-    pub title: String,
-    pub synthetic: bool,
-    pub records: u64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub logical_mib: f64,
-    pub rows: Vec<StoreRow>,
-}
-
-fn title(name: &str) -> &'static str {
-    match name {
-        "dense-vision" => "Dense vision: uint8[3,224,224] records (147 KiB), batch 256, IID",
-        "ragged-vision" => "Ragged vision: native-resolution uint8[3,H,W] records, batch 256, IID",
-        "dense-tokens" => "Dense tokens: int32[512] blocks (2 KiB), batch 256, IID",
-        "ragged-tokens" => "Ragged tokens: int32 sequences of 16..512 tokens, batch 256, IID",
-        _ => "",
-    }
-}
-
-impl StoreTable {
-    pub fn aggregate(
-        name: &str,
-        synthetic: bool,
-        rows: Vec<(String, Vec<CellResult>)>,
-    ) -> StoreTable {
-        let mut out = Vec::new();
-        let mut records = 0;
-        let mut logical = 0;
-        for (backend, reps) in rows {
-            let ok: Vec<&CellResult> = reps.iter().filter(|r| r.status == "ok").collect();
-            let status = if reps.iter().any(|r| r.status == "FAILED") {
-                "FAILED".to_string()
+/// A store table from its cells: per backend, the medians over the repeats that ran.
+pub fn aggregate(
+    table: Table,
+    synthetic: bool,
+    rows: Vec<(String, Vec<CellResult>)>,
+) -> StoreTable {
+    let mut out = Vec::new();
+    let mut records = 0;
+    let mut logical = 0;
+    for (backend, reps) in rows {
+        let ok: Vec<&CellResult> = reps.iter().filter(|r| r.status == Status::Ok).collect();
+        let status = if reps.iter().any(|r| r.status == Status::Failed) {
+            Status::Failed
+        } else {
+            reps.first().map_or(Status::Failed, |r| r.status)
+        };
+        let note = reps.iter().find_map(|r| r.note.clone());
+        let col = |f: fn(&CellResult) -> f64| median(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
+        if let Some(r) = reps.first() {
+            records = records.max(r.records);
+            logical = logical.max(r.logical_bytes);
+        }
+        let gathers: Vec<f64> = ok.iter().map(|r| r.gather_mib_s).collect();
+        let excluded_p95 = reps
+            .iter()
+            .find(|r| r.status == Status::Excluded)
+            .map(|r| r.p95_ms);
+        out.push(StoreRow {
+            backend,
+            verified: status != Status::Failed
+                && reps
+                    .iter()
+                    .all(|r| r.verified || r.status == Status::NotApplicable),
+            status,
+            note,
+            write_mib_s: col(|r| r.write_mib_s),
+            gather_mib_s: col(|r| r.gather_mib_s),
+            krecords_s: col(|r| r.krecords_s),
+            p95_ms: if ok.is_empty() {
+                excluded_p95.unwrap_or(f64::NAN)
             } else {
-                reps.first().map(|r| r.status.clone()).unwrap_or_default()
-            };
-            let note = reps.iter().find_map(|r| r.note.clone());
-            let col =
-                |f: fn(&CellResult) -> f64| median(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
-            if let Some(r) = reps.first() {
-                records = records.max(r.records);
-                logical = logical.max(r.logical_bytes);
+                col(|r| r.p95_ms)
+            },
+            disk_mib: col(|r| r.disk_bytes as f64 / (1 << 20) as f64),
+            compression: col(|r| r.compression),
+            x_memcpy: None,
+            sd: sample_sd(&gathers),
+            repeats: reps,
+        });
+    }
+    let limit = out
+        .iter()
+        .find(|r| r.backend == "memcpy-limit" && r.status == Status::Ok)
+        .map(|r| r.gather_mib_s);
+    if let Some(l) = limit {
+        for r in &mut out {
+            if r.status == Status::Ok && l > 0.0 {
+                r.x_memcpy = Some(r.gather_mib_s / l);
             }
-            let gathers: Vec<f64> = ok.iter().map(|r| r.gather_mib_s).collect();
-            let excluded_p95 = reps
-                .iter()
-                .find(|r| r.status == "excluded")
-                .map(|r| r.p95_ms);
-            out.push(StoreRow {
-                backend,
-                verified: status != "FAILED"
-                    && reps.iter().all(|r| r.verified || r.status == "n/a"),
-                status,
-                note,
-                write_mib_s: col(|r| r.write_mib_s),
-                gather_mib_s: col(|r| r.gather_mib_s),
-                krecords_s: col(|r| r.krecords_s),
-                p95_ms: if ok.is_empty() {
-                    excluded_p95.unwrap_or(f64::NAN)
-                } else {
-                    col(|r| r.p95_ms)
-                },
-                disk_mib: col(|r| r.disk_bytes as f64 / (1 << 20) as f64),
-                compression: col(|r| r.compression),
-                x_memcpy: None,
-                sd: sample_sd(&gathers),
-                repeats: reps,
-            });
         }
-        let limit = out
+    }
+    StoreTable {
+        name: table,
+        title: table.title().to_string(),
+        synthetic,
+        records,
+        logical_mib: logical as f64 / (1 << 20) as f64,
+        rows: out,
+    }
+}
+
+/// Writes all outputs of `rep` into `out`; returns the number of failed cells.
+pub fn write(rep: &Report, out: &Path) -> Result<usize, String> {
+    let j = rep.to_json();
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_vec_pretty(&j).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| format!("write results.json: {e}"))?;
+    std::fs::write(out.join("tables.md"), render_markdown(rep))
+        .map_err(|e| format!("write tables.md: {e}"))?;
+    crate::plots::render_all(rep, &out.join("plots"))?;
+    let mut failed = 0;
+    for t in &rep.store_tables {
+        failed += t
+            .rows
             .iter()
-            .find(|r| r.backend == "memcpy-limit" && r.status == "ok")
-            .map(|r| r.gather_mib_s);
-        if let Some(l) = limit {
-            for r in &mut out {
-                if r.status == "ok" && l > 0.0 {
-                    r.x_memcpy = Some(r.gather_mib_s / l);
-                }
-            }
-        }
-        StoreTable {
-            name: name.to_string(),
-            title: title(name).to_string(),
-            synthetic,
-            records,
-            logical_mib: logical as f64 / (1 << 20) as f64,
-            rows: out,
-        }
+            .filter(|r| r.status == Status::Failed || !r.verified)
+            .count();
     }
-}
-
-/// A table with free-form rows (sampler, loader).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FreeTable {
-    pub name: String,
-    pub title: String,
-    pub synthetic: bool,
-    pub columns: Vec<String>,
-    pub rows: Vec<Value>,
-}
-
-pub struct Report {
-    pub machine: Value,
-    pub source: Value,
-    pub corpora: Vec<Value>,
-    pub store_tables: Vec<StoreTable>,
-    pub sampler: Option<FreeTable>,
-    pub loader: Option<Vec<FreeTable>>,
-    pub quick: bool,
-    pub repeats: usize,
-}
-
-impl Report {
-    pub fn new(a: &RunArgs, c: &Corpora) -> Report {
-        let mut corpora = Vec::new();
-        for (kind, p) in [("vision", &c.vision), ("tokens", &c.tokens)] {
-            if let Some(p) = p {
-                corpora.push(json!({"kind": kind, "dir": p.dir, "synthetic": p.synthetic, "metadata": p.metadata}));
-            }
-        }
-        Report {
-            machine: Value::Null,
-            source: Value::Null,
-            corpora,
-            store_tables: Vec::new(),
-            sampler: None,
-            loader: None,
-            quick: a.quick,
-            repeats: a.repeats,
-        }
-    }
-
-    pub fn to_json(&self) -> Value {
-        let mut tables: Vec<Value> = self
-            .store_tables
+    for t in rep.free_tables() {
+        failed += t
+            .rows
             .iter()
-            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
-            .collect();
-        if let Some(s) = &self.sampler {
-            tables.push(serde_json::to_value(s).unwrap_or(Value::Null));
-        }
-        for l in self.loader.iter().flatten() {
-            tables.push(serde_json::to_value(l).unwrap_or(Value::Null));
-        }
-        json!({
-            "schema": SCHEMA,
-            "quick": self.quick,
-            "repeats": self.repeats,
-            "machine": self.machine,
-            "source": self.source,
-            "corpora": self.corpora,
-            "tables": tables,
-        })
+            .filter(|r| r.get("verified") == Some(&Value::Bool(false)))
+            .count();
     }
-
-    /// Writes all outputs; returns the number of failed cells.
-    pub fn write(&self, out: &Path) -> Result<usize, String> {
-        let j = self.to_json();
-        std::fs::write(
-            out.join("results.json"),
-            serde_json::to_vec_pretty(&j).map_err(|e| e.to_string())?,
-        )
-        .map_err(|e| format!("write results.json: {e}"))?;
-        std::fs::write(out.join("tables.md"), render_markdown(self))
-            .map_err(|e| format!("write tables.md: {e}"))?;
-        crate::plots::render_all(self, &out.join("plots"))?;
-        let mut failed = 0;
-        for t in &self.store_tables {
-            failed += t
-                .rows
-                .iter()
-                .filter(|r| r.status == "FAILED" || !r.verified)
-                .count();
-        }
-        for t in self.sampler.iter().chain(self.loader.iter().flatten()) {
-            failed += t
-                .rows
-                .iter()
-                .filter(|r| r.get("verified") == Some(&Value::Bool(false)))
-                .count();
-        }
-        Ok(failed)
-    }
+    Ok(failed)
 }
 
 fn fmt_num(v: f64, digits: usize) -> String {
@@ -273,7 +160,7 @@ pub fn render_markdown(rep: &Report) -> String {
         let mut values = Vec::new();
         let mut notes = Vec::new();
         for r in &t.rows {
-            if r.status == "n/a" {
+            if r.status == Status::NotApplicable {
                 continue;
             }
             let x = r.x_memcpy.unwrap_or(f64::NAN);
@@ -335,14 +222,16 @@ pub fn render_markdown(rep: &Report) -> String {
                 Some(true),
             ],
         );
-        let rows: Vec<&StoreRow> = t.rows.iter().filter(|r| r.status != "n/a").collect();
+        let rows: Vec<&StoreRow> = t
+            .rows
+            .iter()
+            .filter(|r| r.status != Status::NotApplicable)
+            .collect();
         for (r, c) in rows.iter().zip(cells) {
-            let v = if r.status == "FAILED" {
-                "**FAILED**".to_string()
-            } else if r.status == "excluded" {
-                "excluded".to_string()
-            } else {
-                "yes".to_string()
+            let v = match r.status {
+                Status::Failed => "**FAILED**".to_string(),
+                Status::Excluded => "excluded".to_string(),
+                Status::Ok | Status::NotApplicable => "yes".to_string(),
             };
             s.push_str(&format!("| {} | {} | {v} |\n", r.backend, c.join(" | ")));
         }
@@ -353,7 +242,7 @@ pub fn render_markdown(rep: &Report) -> String {
         }
         s.push('\n');
     }
-    for t in rep.sampler.iter().chain(rep.loader.iter().flatten()) {
+    for t in rep.free_tables() {
         let syn = if t.synthetic {
             " (synthetic corpus)"
         } else {
@@ -402,28 +291,7 @@ pub fn rerender(dir: &Path) -> Result<(), String> {
     let bytes = std::fs::read(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
     let j: Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("parse {}: {e}", path.display()))?;
-    let mut rep = Report {
-        machine: j["machine"].clone(),
-        source: j["source"].clone(),
-        corpora: j["corpora"].as_array().cloned().unwrap_or_default(),
-        store_tables: Vec::new(),
-        sampler: None,
-        loader: None,
-        quick: j["quick"].as_bool().unwrap_or(false),
-        repeats: j["repeats"].as_u64().unwrap_or(1) as usize,
-    };
-    let mut loaders = Vec::new();
-    for t in j["tables"].as_array().into_iter().flatten() {
-        let name = t["name"].as_str().unwrap_or("");
-        if name == "sampler" {
-            rep.sampler = serde_json::from_value(t.clone()).ok();
-        } else if name.starts_with("loader-") {
-            loaders.extend(serde_json::from_value::<FreeTable>(t.clone()).ok());
-        } else if let Ok(st) = serde_json::from_value::<StoreTable>(t.clone()) {
-            rep.store_tables.push(st);
-        }
-    }
-    rep.loader = (!loaders.is_empty()).then_some(loaders);
+    let rep = Report::from_json(&j);
     std::fs::write(dir.join("tables.md"), render_markdown(&rep))
         .map_err(|e| format!("write tables.md: {e}"))?;
     crate::plots::render_all(&rep, &dir.join("plots"))

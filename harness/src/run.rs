@@ -1,23 +1,18 @@
-//! The run: corpora, every selected table in fresh processes with rotated arms, then the report.
+//! The run (`harness run`): corpora, every selected table in fresh processes with rotated arms,
+//! then the report. Owns the store tables' loop over (repeat, table, backend) cells.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-use indicatif::{ProgressBar, ProgressStyle};
-
-use crate::cli::RunArgs;
+use crate::config::{self, RunArgs};
 use crate::corpus::{self, Corpora};
-use crate::report::{self, Report, StoreTable};
-use crate::store_cell::{CellArgs, CellResult};
-use crate::{loader_table, machine, sampler_table};
+use crate::model::{CellResult, Report, Status};
+use crate::progress::progress;
+use crate::store_cell::CellArgs;
+use crate::table::{Corpus, Table};
+use crate::{loader_table, machine, report, sampler_table};
 
-pub const STORE_TABLES: &[&str] = &[
-    "dense-vision",
-    "ragged-vision",
-    "dense-tokens",
-    "ragged-tokens",
-];
 /// Backends that the reference leaves out of the Ragged vision table when a batch takes > 1 s.
 pub const SLOW_RAGGED_VISION: &[&str] = &["hdf5-gzip", "arrow-ipc-zstd", "parquet-zstd"];
 
@@ -39,22 +34,8 @@ fn today() -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-pub fn progress(len: u64, what: &str) -> ProgressBar {
-    let pb = ProgressBar::new(len);
-    pb.set_style(
-        ProgressStyle::with_template(
-            "{msg:>14} [{elapsed_precise}] {wide_bar} {pos}/{len} {prefix}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    pb.set_message(what.to_string());
-    pb
-}
-
-fn selected(a: &RunArgs, t: &str) -> bool {
-    a.only.as_ref().is_none_or(|o| o.iter().any(|x| x == t))
-}
-
+/// Runs one store cell in a fresh process and reads its result (a `FAILED` one when the process
+/// wrote none).
 pub fn run_cell(args: &CellArgs) -> CellResult {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("harness"));
     let status = Command::new(exe).args(args.to_args()).status();
@@ -64,18 +45,12 @@ pub fn run_cell(args: &CellArgs) -> CellResult {
     match (status, parsed) {
         (_, Some(r)) => r,
         (Ok(s), None) => CellResult {
-            table: args.table.clone(),
-            backend: args.backend.clone(),
-            status: "FAILED".into(),
             note: Some(format!("cell process exited with {s} and wrote no result")),
-            ..CellResult::default()
+            ..CellResult::new(args.table, &args.backend, Status::Failed)
         },
         (Err(e), None) => CellResult {
-            table: args.table.clone(),
-            backend: args.backend.clone(),
-            status: "FAILED".into(),
             note: Some(format!("could not start the cell process: {e}")),
-            ..CellResult::default()
+            ..CellResult::new(args.table, &args.backend, Status::Failed)
         },
     }
 }
@@ -83,7 +58,7 @@ pub fn run_cell(args: &CellArgs) -> CellResult {
 pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let out = a.out.clone().unwrap_or_else(|| {
         let host = sysinfo::System::host_name().unwrap_or_else(|| "host".into());
-        crate::cli::workspace_root().join("results").join(format!(
+        config::workspace_root().join("results").join(format!(
             "{}-{host}{}",
             today(),
             if a.quick { "-quick" } else { "" }
@@ -92,12 +67,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
     let work = a.cache.join("work");
     std::fs::create_dir_all(&work).map_err(|e| format!("create {}: {e}", work.display()))?;
-    let need_vision = ["dense-vision", "ragged-vision", "loader"]
-        .iter()
-        .any(|t| selected(&a, t));
-    let need_tokens = ["dense-tokens", "ragged-tokens", "loader"]
-        .iter()
-        .any(|t| selected(&a, t));
+    let needs = |c: Corpus| {
+        Table::ALL
+            .into_iter()
+            .any(|t| t.corpus() == Some(c) && a.selected(t))
+    };
+    let (need_vision, need_tokens) = (needs(Corpus::Vision), needs(Corpus::Tokens));
     let mut corpora = Corpora::default();
     if need_vision {
         corpora.vision = Some(corpus::vision(&a)?);
@@ -108,24 +83,20 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     let min_seconds = a.min_seconds.unwrap_or(if a.quick { 0.2 } else { 2.0 });
     let verify_batches = if a.quick { 10 } else { 100 };
 
-    let mut report = Report::new(&a, &corpora);
-    let tables: Vec<&str> = STORE_TABLES
-        .iter()
-        .copied()
-        .filter(|t| selected(&a, t))
+    let mut report = Report::new(a.quick, a.repeats, corpora.describe());
+    let tables: Vec<Table> = Table::STORE
+        .into_iter()
+        .filter(|&t| a.selected(t))
         .collect();
     let cells = tables.len() * competitors::BACKENDS.len() * a.repeats;
-    let mut results: BTreeMap<(String, String), Vec<CellResult>> = BTreeMap::new();
+    let mut results: BTreeMap<(Table, String), Vec<CellResult>> = BTreeMap::new();
     if cells > 0 {
         let pb = progress(cells as u64, "store cells");
         for rep in 0..a.repeats {
             for &table in &tables {
-                let prepared = if table.contains("vision") {
-                    corpora.vision.as_ref()
-                } else {
-                    corpora.tokens.as_ref()
+                let Some(prepared) = corpora.of(table) else {
+                    continue;
                 };
-                let Some(prepared) = prepared else { continue };
                 let n = competitors::BACKENDS.len();
                 for k in 0..n {
                     // Rotate the arm order every repeat so no backend always runs first or last.
@@ -134,7 +105,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                     let cell_out = work.join(format!("cell-{table}-{backend}-{rep}.json"));
                     let _ = std::fs::remove_file(&cell_out);
                     let args = CellArgs {
-                        table: table.to_string(),
+                        table,
                         backend: backend.to_string(),
                         corpus: prepared.dir.clone(),
                         work: work.clone(),
@@ -142,19 +113,19 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                         min_seconds,
                         verify_batches,
                         seed: 1000 * rep as u64 + k as u64,
-                        probe_seconds: (table == "ragged-vision"
+                        probe_seconds: (table == Table::RaggedVision
                             && SLOW_RAGGED_VISION.contains(&backend))
                         .then_some(1.0),
                     };
                     let r = run_cell(&args);
-                    if r.status == "FAILED" {
+                    if r.status == Status::Failed {
                         pb.println(format!(
                             "FAILED {table} / {backend}: {}",
                             r.note.clone().unwrap_or_default()
                         ));
                     }
                     results
-                        .entry((table.to_string(), backend.to_string()))
+                        .entry((table, backend.to_string()))
                         .or_default()
                         .push(r);
                     pb.inc(1);
@@ -164,34 +135,28 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         pb.finish_and_clear();
     }
     for &table in &tables {
-        let synthetic = if table.contains("vision") {
-            &corpora.vision
-        } else {
-            &corpora.tokens
-        }
-        .as_ref()
-        .is_some_and(|p| p.synthetic);
+        let synthetic = corpora.of(table).is_some_and(|p| p.synthetic);
         let rows: Vec<(String, Vec<CellResult>)> = competitors::BACKENDS
             .iter()
             .filter_map(|b| {
                 results
-                    .remove(&(table.to_string(), b.to_string()))
+                    .remove(&(table, b.to_string()))
                     .map(|v| (b.to_string(), v))
             })
             .collect();
         report
             .store_tables
-            .push(StoreTable::aggregate(table, synthetic, rows));
+            .push(report::aggregate(table, synthetic, rows));
     }
-    if selected(&a, "sampler") {
+    if a.selected(Table::Sampler) {
         report.sampler = Some(sampler_table::run(&a, &work)?);
     }
-    if selected(&a, "loader") {
+    if Table::LOADER.into_iter().any(|t| a.selected(t)) {
         report.loader = Some(loader_table::run(&a, &corpora, &work)?);
     }
     report.machine = machine::receipts();
     report.source = machine::source_info();
-    let failed = report.write(&out)?;
+    let failed = report::write(&report, &out)?;
     println!("{}", report::render_markdown(&report));
     println!("results: {}", out.display());
     if failed > 0 {
@@ -199,9 +164,4 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[allow(dead_code)]
-pub fn relative(p: &Path) -> String {
-    p.display().to_string()
 }

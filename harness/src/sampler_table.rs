@@ -1,7 +1,8 @@
 //! Table 5: index generation. loaderx's stateless sampler (Rust) beside `SmallRng` uniform draws and
 //! a materialized Fisher–Yates permutation; through Python, loaderx `Sampler.next()` beside
 //! `numpy.random.default_rng().integers`. 1M ids, batch 256 / 1024 / 8192, each cell in a fresh
-//! process.
+//! process (the hidden `sampler-cell` subcommand, or `harness/python/sampler_bench.py`). Owns
+//! the sampler arms and the sampler table.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -14,8 +15,11 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use crate::cli::RunArgs;
-use crate::report::FreeTable;
+use crate::config::{self, RunArgs};
+use crate::model::FreeTable;
+use crate::progress::progress;
+use crate::stats::{median, sample_sd};
+use crate::table::Table;
 
 const IDS: u64 = 1_000_000;
 pub const BATCHES: &[usize] = &[256, 1024, 8192];
@@ -125,13 +129,13 @@ type ArmOutcome = Result<(f64, bool), String>;
 type ArmRow<'a> = (String, &'a str, Vec<f64>, bool, Option<String>);
 
 fn python_arms(batch: usize, secs: f64) -> Vec<(String, ArmOutcome)> {
-    let Some(py) = crate::machine::python() else {
+    let Some(py) = config::python() else {
         return vec![(
             "python".into(),
             Err("no venv python (run scripts/install-deps.sh)".into()),
         )];
     };
-    let script = crate::cli::workspace_root().join("harness/python/sampler_bench.py");
+    let script = config::python_script("sampler_bench.py");
     let mut v = Vec::new();
     for arm in ["loaderx-sampler-next", "numpy-default_rng-integers"] {
         let out = Command::new(&py)
@@ -166,7 +170,7 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable, String> {
     let secs = if a.quick { 0.1 } else { 0.5 };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut rows = Vec::new();
-    let pb = crate::run::progress(
+    let pb = progress(
         (BATCHES.len() * (RUST_IMPLS.len() + 2) * a.repeats) as u64,
         "sampler",
     );
@@ -226,13 +230,13 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable, String> {
         let med = |name: &str| {
             arms.iter()
                 .find(|x| x.0 == name)
-                .map(|x| crate::stats::median(&x.2))
+                .map(|x| median(&x.2))
                 .unwrap_or(f64::NAN)
         };
         let rust_base = med("smallrng-uniform");
         let py_base = med("numpy-default_rng-integers");
         for (name, lang, vals, ok, note) in &arms {
-            let per = crate::stats::median(vals);
+            let per = median(vals);
             let base = if *lang == "rust" { rust_base } else { py_base };
             let vs = if *lang == "rust" {
                 "SmallRng"
@@ -247,7 +251,7 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable, String> {
                 "per batch µs": if per.is_finite() { json!(per * 1e6) } else { Value::Null },
                 "ns/index": if per.is_finite() { json!(per * 1e9 / batch as f64) } else { Value::Null },
                 "ratio": if per.is_finite() && base.is_finite() { json!(format!("{:.2}x vs {vs}", base / per)) } else { Value::Null },
-                "sd µs": crate::stats::sample_sd(&vals.iter().map(|v| v * 1e6).collect::<Vec<_>>()),
+                "sd µs": sample_sd(&vals.iter().map(|v| v * 1e6).collect::<Vec<_>>()),
                 "verified": if vals.is_empty() { Value::Null } else { json!(*ok) },
                 "note": note,
             }));
@@ -255,7 +259,7 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable, String> {
     }
     pb.finish_and_clear();
     Ok(FreeTable {
-        name: "sampler".into(),
+        name: Table::Sampler,
         title: "Index generation, 1M ids: loaderx sampler vs SmallRng uniform draws vs a materialized permutation (Rust), and loaderx Sampler.next() vs numpy default_rng().integers (Python); ratio > 1 means faster than the baseline".into(),
         synthetic: false,
         columns: ["impl", "language", "batch", "per batch µs", "sd µs", "ns/index", "ratio", "verified"].iter().map(|s| s.to_string()).collect(),

@@ -1,10 +1,4 @@
-//! Small statistics helpers.
-
-/// Deserializes an f64 that JSON stored as `null` (serde_json writes NaN and infinities as null).
-pub fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    use serde::Deserialize;
-    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
-}
+//! Small statistics helpers (median, sample SD). A leaf module.
 
 pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {

@@ -1,53 +1,24 @@
-//! One (store table, backend) cell, run in its own process: write (timed), open, verify 100 random
-//! batches, then timed IID gathers until the time budget is spent, each checked after its timer.
+//! One (store table, backend) cell, run in its own process (the hidden `cell` subcommand): write
+//! (timed), open, verify 100 random batches, then timed IID gathers until the time budget is
+//! spent, each checked after its timer. Owns the cell's command line ([`CellArgs`]) and fills a
+//! [`CellResult`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use crate::corpus::Loaded;
+use crate::model::{CellResult, Status};
+use crate::table::Table;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
-
-use crate::corpus::Loaded;
 
 pub const BATCH: usize = 256;
 
-/// What a cell reports (one JSON file per cell run).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct CellResult {
-    pub table: String,
-    pub backend: String,
-    pub status: String,
-    pub note: Option<String>,
-    pub records: u64,
-    pub logical_bytes: u64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub write_s: f64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub write_mib_s: f64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub gather_s: f64,
-    pub gather_batches: u64,
-    pub gather_records: u64,
-    pub gather_bytes: u64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub gather_mib_s: f64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub krecords_s: f64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub p50_ms: f64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub p95_ms: f64,
-    pub disk_bytes: u64,
-    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub compression: f64,
-    pub verified_batches: u64,
-    pub verified: bool,
-}
-
+/// A store cell's command line (the hidden `cell` subcommand).
+#[derive(Clone, Debug)]
 pub struct CellArgs {
-    pub table: String,
+    pub table: Table,
     pub backend: String,
     pub corpus: PathBuf,
     pub work: PathBuf,
@@ -62,7 +33,7 @@ impl CellArgs {
     pub fn to_args(&self) -> Vec<String> {
         let mut v = vec![
             "cell".into(),
-            self.table.clone(),
+            self.table.name().to_string(),
             self.backend.clone(),
             self.corpus.display().to_string(),
             self.work.display().to_string(),
@@ -85,8 +56,10 @@ impl CellArgs {
             s.parse::<f64>()
                 .map_err(|_| format!("cell: bad number {s:?}"))
         };
+        let table =
+            Table::from_name(&a[0]).ok_or_else(|| format!("cell: no source for table {}", a[0]))?;
         Ok(CellArgs {
-            table: a[0].clone(),
+            table,
             backend: a[1].clone(),
             corpus: a[2].clone().into(),
             work: a[3].clone().into(),
@@ -101,20 +74,16 @@ impl CellArgs {
 
 pub fn main(a: &[String]) -> Result<ExitCode, String> {
     let args = CellArgs::parse(a)?;
-    let mut r = CellResult {
-        table: args.table.clone(),
-        backend: args.backend.clone(),
-        ..CellResult::default()
-    };
+    let mut r = CellResult::new(args.table, &args.backend, Status::Failed);
     let outcome = run(&args, &mut r);
     if let Err(e) = outcome {
-        r.status = "FAILED".into();
+        r.status = Status::Failed;
         r.verified = false;
         r.note = Some(e);
     }
     let json = serde_json::to_vec_pretty(&r).map_err(|e| e.to_string())?;
     std::fs::write(&args.out, json).map_err(|e| format!("write {}: {e}", args.out.display()))?;
-    Ok(if r.status == "FAILED" {
+    Ok(if r.status == Status::Failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -130,7 +99,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
-    let loaded = Loaded::open(&args.table, &args.corpus)?;
+    let loaded = Loaded::open(args.table, &args.corpus)?;
     let source = loaded.source();
     source
         .validate()
@@ -138,7 +107,7 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
     let mut backend = competitors::backend(&args.backend)
         .ok_or_else(|| format!("unknown backend {}", args.backend))?;
     if !backend.supports(source.geometry()) {
-        r.status = "n/a".into();
+        r.status = Status::NotApplicable;
         r.note = Some(format!(
             "{} has no {} layout",
             args.backend,
@@ -194,7 +163,7 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
         )
         .map_err(|e| format!("verification failed on the probe batch: {e}"))?;
         if dt > limit {
-            r.status = "excluded".into();
+            r.status = Status::Excluded;
             r.note = Some(format!(
                 "one {BATCH}-record batch took {dt:.2} s (> {limit} s): excluded from this table, as the reference does"
             ));
@@ -245,7 +214,7 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
     r.p50_ms = percentile(&times, 0.5) * 1e3;
     r.p95_ms = percentile(&times, 0.95) * 1e3;
     r.verified = true;
-    r.status = "ok".into();
+    r.status = Status::Ok;
     drop(reader);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

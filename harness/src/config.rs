@@ -1,0 +1,77 @@
+//! Run options and paths: [`RunArgs`] (what `harness run` / `prepare` were asked to do),
+//! the workspace root, the corpus cache and the venv Python the Python rows run under.
+//!
+//! A leaf module apart from [`Table`] (the `--only` selection): command-line parsing lives in
+//! `cli`, which builds a [`RunArgs`]; everything below `cli` reads it from here.
+
+use std::path::PathBuf;
+
+use crate::table::Table;
+
+/// Options of a benchmark run.
+#[derive(Clone, Debug)]
+pub struct RunArgs {
+    pub quick: bool,
+    pub repeats: usize,
+    /// The tables `--only` selected (`None`: all).
+    pub only: Option<Vec<Table>>,
+    pub out: Option<PathBuf>,
+    pub pets: Option<PathBuf>,
+    pub text: Option<PathBuf>,
+    pub wikitext_parquet: Option<PathBuf>,
+    pub cache: PathBuf,
+    pub min_seconds: Option<f64>,
+    pub vision_records: Option<usize>,
+    pub token_records: Option<usize>,
+}
+
+/// The defaults of `harness run` without flags.
+impl Default for RunArgs {
+    fn default() -> RunArgs {
+        RunArgs {
+            quick: false,
+            repeats: 3,
+            only: None,
+            out: None,
+            pets: None,
+            text: None,
+            wikitext_parquet: None,
+            cache: default_cache(),
+            min_seconds: None,
+            vision_records: None,
+            token_records: None,
+        }
+    }
+}
+
+impl RunArgs {
+    /// Whether this run includes table `t`.
+    pub fn selected(&self, t: Table) -> bool {
+        self.only.as_ref().is_none_or(|o| o.contains(&t))
+    }
+}
+
+/// `$LOADERX_CACHE`, or `cache/` at the workspace root.
+pub fn default_cache() -> PathBuf {
+    std::env::var_os("LOADERX_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cache"))
+}
+
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A script of `harness/python/`.
+pub fn python_script(name: &str) -> PathBuf {
+    workspace_root().join("harness/python").join(name)
+}
+
+/// The venv Python (`$LOADERX_VENV`, or `.venv/` at the workspace root), if it exists.
+pub fn python() -> Option<String> {
+    let venv = std::env::var_os("LOADERX_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv"));
+    let p = venv.join("bin/python");
+    p.exists().then(|| p.display().to_string())
+}

@@ -1,0 +1,275 @@
+//! The benchmark tables as a type: [`Table`] names every table the harness writes and knows its
+//! stage (store, sampler, loader), its layout (dense or ragged) and the corpus it reads.
+//!
+//! A leaf module: it imports nothing from the crate. The names it serializes to are the strings
+//! `results.json`, `tables.md`, the plot file names and `results/baseline-quick.json` use, so
+//! they must not change.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// What a table measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// One store backend per row: write, verified IID gathers.
+    Store,
+    /// Index generation.
+    Sampler,
+    /// End-to-end loaders over one zrecord store.
+    Loader,
+}
+
+/// Record layout of a table's source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// Fixed-shape records.
+    Dense,
+    /// Variable-shape records (values + offsets + shapes).
+    Ragged,
+}
+
+/// The corpus a table's records come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Corpus {
+    /// Images (Oxford-IIIT Pet, or the synthetic stand-in).
+    Vision,
+    /// Token sequences (WikiText-103, or the synthetic stand-in).
+    Tokens,
+}
+
+impl Corpus {
+    /// The `kind` a corpus has in `results.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Corpus::Vision => "vision",
+            Corpus::Tokens => "tokens",
+        }
+    }
+}
+
+/// Every table the harness writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Table {
+    DenseVision,
+    RaggedVision,
+    DenseTokens,
+    RaggedTokens,
+    Sampler,
+    LoaderDenseVision,
+    LoaderRaggedTokens,
+}
+
+impl Table {
+    /// All tables, in the order a run writes them.
+    pub const ALL: [Table; 7] = [
+        Table::DenseVision,
+        Table::RaggedVision,
+        Table::DenseTokens,
+        Table::RaggedTokens,
+        Table::Sampler,
+        Table::LoaderDenseVision,
+        Table::LoaderRaggedTokens,
+    ];
+
+    /// The store tables, in run order.
+    pub const STORE: [Table; 4] = [
+        Table::DenseVision,
+        Table::RaggedVision,
+        Table::DenseTokens,
+        Table::RaggedTokens,
+    ];
+
+    /// The loader tables, in run order.
+    pub const LOADER: [Table; 2] = [Table::LoaderDenseVision, Table::LoaderRaggedTokens];
+
+    /// The table's name in `results.json`, `tables.md` and plot file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::DenseVision => "dense-vision",
+            Table::RaggedVision => "ragged-vision",
+            Table::DenseTokens => "dense-tokens",
+            Table::RaggedTokens => "ragged-tokens",
+            Table::Sampler => "sampler",
+            Table::LoaderDenseVision => "loader-dense-vision",
+            Table::LoaderRaggedTokens => "loader-ragged-tokens",
+        }
+    }
+
+    /// The table of a name ([`Table::name`]'s inverse).
+    pub fn from_name(name: &str) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The word `--only` selects this table by: its name, except that `loader` selects both
+    /// loader tables.
+    pub fn selector(self) -> &'static str {
+        match self.stage() {
+            Stage::Loader => "loader",
+            _ => self.name(),
+        }
+    }
+
+    pub fn stage(self) -> Stage {
+        match self {
+            Table::DenseVision | Table::RaggedVision | Table::DenseTokens | Table::RaggedTokens => {
+                Stage::Store
+            }
+            Table::Sampler => Stage::Sampler,
+            Table::LoaderDenseVision | Table::LoaderRaggedTokens => Stage::Loader,
+        }
+    }
+
+    /// Dense or ragged records; `None` for the sampler, which reads no records.
+    pub fn layout(self) -> Option<Layout> {
+        match self {
+            Table::DenseVision | Table::DenseTokens | Table::LoaderDenseVision => {
+                Some(Layout::Dense)
+            }
+            Table::RaggedVision | Table::RaggedTokens | Table::LoaderRaggedTokens => {
+                Some(Layout::Ragged)
+            }
+            Table::Sampler => None,
+        }
+    }
+
+    /// The corpus the table reads; `None` for the sampler.
+    pub fn corpus(self) -> Option<Corpus> {
+        match self {
+            Table::DenseVision | Table::RaggedVision | Table::LoaderDenseVision => {
+                Some(Corpus::Vision)
+            }
+            Table::DenseTokens | Table::RaggedTokens | Table::LoaderRaggedTokens => {
+                Some(Corpus::Tokens)
+            }
+            Table::Sampler => None,
+        }
+    }
+
+    /// The store table whose records a loader table reads (its `kind` on the loader cells'
+    /// command lines); a store table is its own source, the sampler has none.
+    pub fn source_table(self) -> Option<Table> {
+        match self {
+            Table::LoaderDenseVision => Some(Table::DenseVision),
+            Table::LoaderRaggedTokens => Some(Table::RaggedTokens),
+            Table::Sampler => None,
+            store => Some(store),
+        }
+    }
+
+    /// The heading line of a store table (empty for the others, which build theirs).
+    pub fn title(self) -> &'static str {
+        match self {
+            Table::DenseVision => {
+                "Dense vision: uint8[3,224,224] records (147 KiB), batch 256, IID"
+            }
+            Table::RaggedVision => {
+                "Ragged vision: native-resolution uint8[3,H,W] records, batch 256, IID"
+            }
+            Table::DenseTokens => "Dense tokens: int32[512] blocks (2 KiB), batch 256, IID",
+            Table::RaggedTokens => {
+                "Ragged tokens: int32 sequences of 16..512 tokens, batch 256, IID"
+            }
+            Table::Sampler | Table::LoaderDenseVision | Table::LoaderRaggedTokens => "",
+        }
+    }
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Table {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Table {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Table, D::Error> {
+        let name = String::deserialize(d)?;
+        Table::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown table {name:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_name_round_trips() {
+        let names = [
+            "dense-vision",
+            "ragged-vision",
+            "dense-tokens",
+            "ragged-tokens",
+            "sampler",
+            "loader-dense-vision",
+            "loader-ragged-tokens",
+        ];
+        assert_eq!(names.len(), Table::ALL.len());
+        for name in names {
+            let t = Table::from_name(name).unwrap_or_else(|| panic!("{name} is no table"));
+            assert_eq!(t.name(), name);
+            assert_eq!(t.to_string(), name);
+            let json = serde_json::to_string(&t).expect("serialize");
+            assert_eq!(json, format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<Table>(&json).expect("parse"), t);
+        }
+        assert_eq!(Table::from_name("loader"), None);
+        assert!(serde_json::from_str::<Table>("\"dense\"").is_err());
+    }
+
+    #[test]
+    fn geometry_matches_the_names() {
+        for t in Table::ALL {
+            let n = t.name();
+            assert_eq!(t.stage() == Stage::Store, Table::STORE.contains(&t), "{n}");
+            assert_eq!(
+                t.stage() == Stage::Loader,
+                Table::LOADER.contains(&t),
+                "{n}"
+            );
+            assert_eq!(
+                t.corpus() == Some(Corpus::Vision),
+                n.contains("vision"),
+                "{n}"
+            );
+            assert_eq!(
+                t.corpus() == Some(Corpus::Tokens),
+                n.contains("tokens"),
+                "{n}"
+            );
+            assert_eq!(
+                t.layout() == Some(Layout::Dense),
+                n.contains("dense"),
+                "{n}"
+            );
+            assert_eq!(
+                t.layout() == Some(Layout::Ragged),
+                n.contains("ragged"),
+                "{n}"
+            );
+            if let Some(s) = t.source_table() {
+                assert_eq!(s.stage(), Stage::Store, "{n}");
+                assert!(n.ends_with(s.name()), "{n}");
+            }
+        }
+        let selectors: Vec<&str> = Table::ALL.iter().map(|t| t.selector()).collect();
+        assert_eq!(
+            selectors,
+            [
+                "dense-vision",
+                "ragged-vision",
+                "dense-tokens",
+                "ragged-tokens",
+                "sampler",
+                "loader",
+                "loader"
+            ]
+        );
+    }
+}

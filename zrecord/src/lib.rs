@@ -33,15 +33,16 @@ pub use alloc::{
 pub use dtype::{DType, dlpack_code};
 pub use error::{Error, Location, Result};
 pub use vfs::{StdFs, Vfs};
+mod dict;
 mod format;
-mod reader;
+mod read;
 mod writer;
 
+pub use dict::{DEFAULT_DICT_BYTES, DictSample, train_dict, train_dict_from};
 pub use format::{Codec, Kind};
-pub use reader::{
-    DEFAULT_DICT_BYTES, DenseBatch, DenseStore, DenseView, DictSample, OUTPUT_ALIGN, OpenOptions,
-    RaggedBatch, RaggedStore, RaggedView, ViewGather, container_files, gather_fan_outs,
-    sequential_gathers, train_dict, train_dict_from,
+pub use read::{
+    DenseBatch, DenseStore, DenseView, OUTPUT_ALIGN, OpenOptions, RaggedBatch, RaggedStore,
+    RaggedView, ViewGather, container_files, gather_fan_outs, sequential_gathers,
 };
 pub use writer::{
     DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER,

@@ -17,6 +17,13 @@
 //!
 //! The byte-level format is specified in [`docs/format.md`](../../docs/format.md).
 //!
+//! The modules follow the data path. Writing: `write` (the two writers and the per-shard encode),
+//! then `publish` (the publish protocol of the spec, step by step, and `gc`). Reading: `read`
+//! (open and validate, the public store and view types, gather fan-out, record decoding,
+//! batches). Shared leaves: `format` (the on-disk structures), `crc`, `dtype`, `alloc` (output
+//! memory), `vfs` (the file-system seam) and `error`; `dict` trains `zstd_dict` dictionaries.
+//! No module imports one that imports it back.
+//!
 //! An open store is not indexable: bind it to an [`Allocator`] to get a view, whose gathers return
 //! batches in memory the allocator hands out (never memory the store owns).
 
@@ -33,28 +40,21 @@ pub use alloc::{
 pub use dtype::{DType, dlpack_code};
 pub use error::{Error, Location, Result};
 pub use vfs::{StdFs, Vfs};
+mod dict;
 mod format;
-mod reader;
-mod writer;
+mod publish;
+mod read;
+mod write;
 
+pub use dict::{DEFAULT_DICT_BYTES, DictSample, train_dict, train_dict_from};
 pub use format::{Codec, Kind};
-pub use reader::{
-    DEFAULT_DICT_BYTES, DenseBatch, DenseStore, DenseView, DictSample, OUTPUT_ALIGN, OpenOptions,
-    RaggedBatch, RaggedStore, RaggedView, ViewGather, container_files, gather_fan_outs,
-    sequential_gathers, train_dict, train_dict_from,
-};
-pub use writer::{
-    DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER,
-    WriterOptions, gc,
-};
-
-/// Deliberate protocol breakages, for proving the crash-simulation suite has teeth. Only honoured
-/// when the `mutations` feature is enabled.
 #[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mutation {
-    /// Skip fsync step k (shards 0..S, then index, manifest, temp dir, parent).
-    SkipSync(usize),
-    /// Rename the temp directory into place before any fsync.
-    RenameBeforeSync,
-}
+pub use publish::Mutation;
+pub use publish::gc;
+pub use read::{
+    DenseBatch, DenseStore, DenseView, OUTPUT_ALIGN, OpenOptions, RaggedBatch, RaggedStore,
+    RaggedView, ViewGather, container_files, gather_fan_outs, sequential_gathers,
+};
+pub use write::{
+    DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER, WriterOptions,
+};

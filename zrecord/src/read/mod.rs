@@ -1,0 +1,19 @@
+//! Reading, in data-path order: [`open`] validates a container, [`store`] holds the public store
+//! and view types, [`gather`] fans a gather out over the rayon pool, [`record`] locates,
+//! prefetches, checks and decodes each record, [`batch`] holds the batches a gather returns, and
+//! [`verify`] is the full check behind `verify()`.
+//!
+//! This module only declares its children and re-exports their public items; the children never
+//! import it (the module graph stays acyclic).
+
+mod batch;
+mod gather;
+mod open;
+mod record;
+mod store;
+mod verify;
+
+pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
+pub use gather::{gather_fan_outs, sequential_gathers};
+pub use open::{OpenOptions, container_files};
+pub use store::{DenseStore, DenseView, RaggedStore, RaggedView, ViewGather};

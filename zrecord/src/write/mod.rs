@@ -1,0 +1,19 @@
+//! Writing, in data-path order: [`options`] holds what both writers take, [`dense`] and
+//! [`ragged`] check and append records, [`container`] is the container under construction both
+//! share (parallel per-shard encode, index entries, the manifest on close) and [`shard`] encodes
+//! into one shard file and into the index. Publishing the finished directory is
+//! [`crate::publish`]'s.
+//!
+//! This module only declares its children and re-exports their public items; the children never
+//! import it (the module graph stays acyclic).
+
+mod container;
+mod dense;
+mod options;
+mod ragged;
+mod shard;
+
+pub use dense::DenseWriter;
+pub use options::{DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, WriterOptions};
+pub use ragged::RaggedWriter;
+pub use shard::WRITE_BUFFER;

@@ -191,6 +191,14 @@ mod tests {
         b.state.lock().resting
     }
 
+    /// `(resting, wakeups)` read under one lock. A resting worker returns from `pace` only after
+    /// taking a wake-up and leaving the resting count, so `(n, 0)` proves that `n` of them still rest
+    /// and none can return until the next wake-up.
+    fn rest_state(b: &Pacing) -> (usize, usize) {
+        let g = b.state.lock();
+        (g.resting, g.wakeups)
+    }
+
     fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
         let t = Instant::now();
         while !f() {
@@ -207,9 +215,11 @@ mod tests {
         let first = pace_on_thread(&b, &stop);
         let second = pace_on_thread(&b, &stop);
         wait_until("two workers rest", || resting(&b) == 2);
-        // The last one running never rests.
+        // The last one running never rests, and wakes nobody: both still rest, with no wake-up
+        // pending that could release them.
         assert!(b.pace(&stop));
-        assert!(first.recv_timeout(20 * MS).is_err() && second.try_recv().is_err());
+        assert_eq!(rest_state(&b), (2, 0));
+        assert!(first.try_recv().is_err() && second.try_recv().is_err());
         // Long transforms again: the next pace wakes exactly one resting worker.
         b.record(Duration::from_micros(100), Duration::from_millis(50));
         b.record(Duration::from_micros(100), Duration::from_millis(50));
@@ -226,7 +236,8 @@ mod tests {
             }
             woken > 0
         });
-        std::thread::sleep(20 * MS);
+        // Exactly one: the other still rests, with no wake-up pending for it.
+        assert_eq!(rest_state(&b), (1, 0));
         for rx in [&first, &second] {
             woken += usize::from(rx.try_recv().is_ok());
         }

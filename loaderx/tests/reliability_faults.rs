@@ -10,7 +10,12 @@
 //!   the error must come out of `next()` at most 1 s later (queued batches are drained first);
 //! * **0 hangs**: every case runs under a 10 s watchdog;
 //! * **threads back to baseline** after `close()` (counted in `/proc/self/task`, settle ≤ 1 s), also
-//!   after an early exit and after closing workers blocked on a full queue.
+//!   after an early exit and after closing workers blocked on a full queue (close ≤ 1 s).
+//!
+//! Two tiers. The default one checks everything but the wall-clock bounds, waiting on conditions
+//! with generous deadlines (threads settle within 10 s). The timing tier (`#[ignore]`d: run it with
+//! `cargo test -p loaderx --test reliability_faults -- --ignored`, on an otherwise idle machine)
+//! runs the same cases and adds the 1 s bounds on time-to-error, close and thread settling.
 //!
 //! The tests of this binary share one lock so that thread counts are not disturbed by each other.
 
@@ -34,6 +39,27 @@ const PREFETCH: [usize; 3] = [1, 2, 8];
 const MAX_ERROR_LATENCY: Duration = Duration::from_secs(1);
 /// Pass criterion: each case finishes within this.
 const WATCHDOG_SECS: u64 = 10;
+/// Timing tier: threads are back to baseline this long after close.
+const MAX_SETTLE: Duration = Duration::from_secs(1);
+/// Default tier: how long threads may take to settle before the count is checked anyway.
+const SETTLE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Which checks a run makes: the default tier leaves out the wall-clock bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tier {
+    Default,
+    Timing,
+}
+
+impl Tier {
+    /// How long to wait for threads to settle before counting them.
+    fn settle(self) -> Duration {
+        match self {
+            Tier::Default => SETTLE_DEADLINE,
+            Tier::Timing => MAX_SETTLE,
+        }
+    }
+}
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -45,12 +71,12 @@ fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
 }
 
-/// Waits up to 1 s for the thread count to drop to `baseline`; returns the last count seen.
-fn settle_threads(baseline: usize) -> usize {
+/// Waits up to `within` for the thread count to drop to `baseline`; returns the last count seen.
+fn settle_threads(baseline: usize, within: Duration) -> usize {
     let t = Instant::now();
     loop {
         let n = threads();
-        if n <= baseline || t.elapsed() > Duration::from_secs(1) {
+        if n <= baseline || t.elapsed() > within {
             return n;
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -194,7 +220,14 @@ struct Outcome {
     after: usize,
 }
 
-fn run_case(fx: &Fixture, fault: Fault, k: u64, workers: usize, prefetch: usize) -> Outcome {
+fn run_case(
+    fx: &Fixture,
+    fault: Fault,
+    k: u64,
+    workers: usize,
+    prefetch: usize,
+    tier: Tier,
+) -> Outcome {
     let baseline = threads();
     let failed_at: Stamp = Arc::new(Mutex::new(None));
     // Own store handle per case: the StoreClosed fault closes it.
@@ -246,7 +279,7 @@ fn run_case(fx: &Fixture, fault: Fault, k: u64, workers: usize, prefetch: usize)
     loader.close();
     loader.close(); // idempotent
     drop(loader);
-    let after = settle_threads(baseline);
+    let after = settle_threads(baseline, tier.settle());
     Outcome {
         steps,
         error,
@@ -257,7 +290,7 @@ fn run_case(fx: &Fixture, fault: Fault, k: u64, workers: usize, prefetch: usize)
     }
 }
 
-fn check(o: &Outcome, fault: Fault, k: u64, workers: usize, case: &str) {
+fn check(o: &Outcome, fault: Fault, k: u64, workers: usize, case: &str, tier: Tier) {
     assert!(
         !o.steps.contains(&k),
         "{case}: the failing batch was delivered"
@@ -292,11 +325,13 @@ fn check(o: &Outcome, fault: Fault, k: u64, workers: usize, case: &str) {
         }
         (_, e) => panic!("{case}: unexpected error {e}"),
     }
-    assert!(
-        o.latency <= MAX_ERROR_LATENCY,
-        "{case}: error reached the consumer {:?} after it happened",
-        o.latency
-    );
+    if tier == Tier::Timing {
+        assert!(
+            o.latency <= MAX_ERROR_LATENCY,
+            "{case}: error reached the consumer {:?} after it happened",
+            o.latency
+        );
+    }
     // Workers may already have exited after the fault; never more than the documented count.
     let limit = LoaderOptions::new(workers, 1).threads();
     assert!(
@@ -314,7 +349,17 @@ fn check(o: &Outcome, fault: Fault, k: u64, workers: usize, case: &str) {
 }
 
 #[test]
+fn fault_matrix_errors_and_threads() {
+    fault_matrix(Tier::Default);
+}
+
+#[test]
+#[ignore = "timing tier: run with --ignored"]
 fn fault_matrix_time_to_error_and_threads() {
+    fault_matrix(Tier::Timing);
+}
+
+fn fault_matrix(tier: Tier) {
     let _g = serial();
     let fx = fixture();
     let mut cases = 0;
@@ -331,10 +376,10 @@ fn fault_matrix_time_to_error_and_threads() {
                     let fx = fx.clone();
                     let t = Instant::now();
                     let o = watchdog(WATCHDOG_SECS, &case, move || {
-                        run_case(&fx, fault, k, workers, prefetch)
+                        run_case(&fx, fault, k, workers, prefetch, tier)
                     });
                     max_wall = max_wall.max(t.elapsed());
-                    check(&o, fault, k, workers, &case);
+                    check(&o, fault, k, workers, &case, tier);
                     max_during = max_during.max(o.during as i64 - o.baseline as i64);
                     max_after_excess = max_after_excess.max(o.after as i64 - o.baseline as i64);
                     if o.latency > max_latency {
@@ -348,7 +393,7 @@ fn fault_matrix_time_to_error_and_threads() {
     }
     assert_eq!(cases, 4 * 4 * 3 * 5);
     eprintln!(
-        "T11 fault matrix: {cases} cases in {:?}; max time-to-error {max_latency:?} ({max_case}); \
+        "T11 fault matrix ({tier:?} tier): {cases} cases in {:?}; max time-to-error {max_latency:?} ({max_case}); \
          slowest case {max_wall:?}; threads above baseline: max {max_during} while running, \
          max {max_after_excess} after close",
         t_all.elapsed()
@@ -356,10 +401,21 @@ fn fault_matrix_time_to_error_and_threads() {
 }
 
 /// With a slow consumer the queue is full when the fault happens: the error then waits behind the
-/// queued batches by design. Once the consumer drains continuously it still gets it ≤ 1 s after the
-/// last queued batch was taken and ≤ 1 s after the fault plus the time the consumer spent away.
+/// queued batches by design. Once the consumer drains, it gets every batch drawn before the fault
+/// and then the error; in the timing tier, ≤ 1 s after the last queued batch was taken and ≤ 1 s
+/// after the fault plus the time the consumer spent away.
 #[test]
 fn error_behind_a_full_queue_arrives_once_drained() {
+    error_behind_a_full_queue(Tier::Default);
+}
+
+#[test]
+#[ignore = "timing tier: run with --ignored"]
+fn error_behind_a_full_queue_arrives_within_a_second_of_the_drain() {
+    error_behind_a_full_queue(Tier::Timing);
+}
+
+fn error_behind_a_full_queue(tier: Tier) {
     let _g = serial();
     let fx = fixture();
     for (workers, prefetch) in [(1usize, 8usize), (2, 8), (4, 2)] {
@@ -395,7 +451,11 @@ fn error_behind_a_full_queue_arrives_once_drained() {
                 failed_at.lock().unwrap().is_some(),
                 "{c2}: fault not reached"
             );
-            std::thread::sleep(Duration::from_millis(100));
+            if tier == Tier::Timing {
+                // The consumer stays away a while longer (the scenario, not a synchronization:
+                // the bounds below allow for however long it was away).
+                std::thread::sleep(Duration::from_millis(100));
+            }
             let away = away.elapsed();
             let drain = Instant::now();
             let mut got = Vec::new();
@@ -419,22 +479,34 @@ fn error_behind_a_full_queue_arrives_once_drained() {
             }
             (latency, away)
         });
-        assert!(
-            drained <= MAX_ERROR_LATENCY,
-            "{case}: draining the queue to the error took {drained:?}"
-        );
         eprintln!(
             "T11 {case}: error {drained:?} after the drain started ({latency:?} after the fault)"
         );
-        assert!(
-            latency <= away + MAX_ERROR_LATENCY,
-            "{case}: error {latency:?} after the fault, consumer away {away:?}"
-        );
+        if tier == Tier::Timing {
+            assert!(
+                drained <= MAX_ERROR_LATENCY,
+                "{case}: draining the queue to the error took {drained:?}"
+            );
+            assert!(
+                latency <= away + MAX_ERROR_LATENCY,
+                "{case}: error {latency:?} after the fault, consumer away {away:?}"
+            );
+        }
     }
 }
 
 #[test]
 fn threads_return_to_baseline_after_early_exit_and_blocked_close() {
+    early_exit_and_blocked_close(Tier::Default);
+}
+
+#[test]
+#[ignore = "timing tier: run with --ignored"]
+fn blocked_close_takes_under_a_second_and_threads_settle_within_one() {
+    early_exit_and_blocked_close(Tier::Timing);
+}
+
+fn early_exit_and_blocked_close(tier: Tier) {
     let _g = serial();
     let fx = fixture();
     let mut max_close = Duration::ZERO;
@@ -473,7 +545,7 @@ fn threads_return_to_baseline_after_early_exit_and_blocked_close() {
                     for _ in 0..consumed {
                         loader.next().unwrap().unwrap();
                     }
-                    // Wait until every worker is blocked on the full queue.
+                    // Wait (up to 5 s) until every worker is blocked on the full queue.
                     let want = consumed + prefetch + workers;
                     let t = Instant::now();
                     while produced.load(Ordering::SeqCst) < want
@@ -490,20 +562,22 @@ fn threads_return_to_baseline_after_early_exit_and_blocked_close() {
                     loader.close();
                     let took = t.elapsed();
                     assert!(loader.next().is_none(), "{c2}");
-                    let after = settle_threads(baseline);
+                    let after = settle_threads(baseline, tier.settle());
                     assert!(
                         after <= baseline,
                         "{c2}: {after} threads, baseline {baseline}"
                     );
                     took
                 });
-                assert!(
-                    close_took < Duration::from_secs(1),
-                    "{case}: close took {close_took:?}"
-                );
+                if tier == Tier::Timing {
+                    assert!(
+                        close_took < Duration::from_secs(1),
+                        "{case}: close took {close_took:?}"
+                    );
+                }
                 max_close = max_close.max(close_took);
             }
         }
     }
-    eprintln!("T11 blocked close: 27 cases, slowest close {max_close:?}");
+    eprintln!("T11 blocked close ({tier:?} tier): 27 cases, slowest close {max_close:?}");
 }

@@ -9,7 +9,8 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::errors::{CoreError, IntoPyResult, guard, lock, raise, take_detached, type_name};
 use crate::sampler::{CustomSampler, PySampler};
-use crate::store::{PyDenseView, PyRaggedView, dense_to_py, ragged_to_py};
+use crate::tensor::{dense_to_py, ragged_to_py};
+use crate::view::{PyDenseView, PyRaggedView};
 
 /// What a worker hands the consumer: the raw shard list (no transform: converted to Python objects
 /// on the consumer side, so workers never need the GIL) or the transform's result.

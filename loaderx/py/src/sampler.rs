@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
 use crate::errors::IntoPyResult;
-use crate::store::index_vec;
+use crate::index::index_vec;
 
 /// Sampling mode: `SEQUENTIAL`, `IID` (uniform with replacement) or `CYCLIC` (a fresh permutation
 /// per cycle, full batches only).

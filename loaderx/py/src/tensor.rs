@@ -1,4 +1,6 @@
-//! `DLTensor` (a DLPack-only view of an exclusive allocation) and `RaggedBatch`.
+//! `DLTensor` (a DLPack-only view of a region of an allocation) and `RaggedBatch`, the
+//! conversion of gathered batches to them, and [`import`], which takes any tensor argument
+//! (loaderx's own, or a foreign one through `crate::dlpack`).
 
 use std::sync::Arc;
 
@@ -7,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple, PyType};
 use zrecord::{Allocation, Allocator, DType, OUTPUT_ALIGN, SystemAllocator};
 
-use crate::dlpack::{DLPackVersion, KDL_CPU, export};
+use crate::dlpack::{DLPackVersion, Imported, KDL_CPU, export, import_foreign};
 use crate::dtypes::{dtype_obj, parse_dtype};
 use crate::errors::{IntoPyResult, raise};
 
@@ -44,6 +46,38 @@ impl PyDLTensor {
         all.get(self.offset..self.offset + self.nbytes())
             .unwrap_or(&[])
     }
+}
+
+/// Imports a tensor argument without copying: a loaderx `DLTensor` by its own region, anything
+/// else through DLPack (or the read-only buffer fallback). `what` names the argument in errors.
+pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
+    if let Ok(t) = obj.cast::<PyDLTensor>() {
+        let t = t.get();
+        return Ok(Imported::native(
+            t.alloc.clone(),
+            t.offset,
+            t.shape.clone(),
+            t.dtype,
+        ));
+    }
+    import_foreign(obj, what)
+}
+
+/// A gathered Dense batch as a `DLTensor`.
+pub(crate) fn dense_to_py(py: Python<'_>, b: zrecord::DenseBatch) -> PyResult<Py<PyAny>> {
+    let (alloc, shape, dtype) = b.into_parts();
+    Ok(Py::new(py, PyDLTensor::new(Arc::new(alloc), 0, shape, dtype))?.into_any())
+}
+
+/// A gathered Ragged batch as a `RaggedBatch`.
+pub(crate) fn ragged_to_py(py: Python<'_>, b: zrecord::RaggedBatch) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(
+        py,
+        PyRaggedBatch {
+            repr: Ragged::Stored(StoredRagged::from_batch(b)),
+        },
+    )?
+    .into_any())
 }
 
 fn shape_tuple<'py>(py: Python<'py>, shape: &[u64]) -> PyResult<Bound<'py, PyTuple>> {

@@ -1,10 +1,6 @@
-//! Hand-written DLPack 1.x ABI: export of loaderx allocations (versioned and legacy capsules) and
-//! import of foreign CPU tensors for append and indexing.
-//!
-//! The capsule pointer is the `DLManagedTensor(Versioned)*` itself; a consumer takes ownership by
-//! renaming the capsule, otherwise the capsule destructor calls the deleter.
+//! Import of foreign CPU tensors: a DLPack capsule (versioned or legacy) or, as a fallback, a
+//! read-only buffer, described by an [`Imported`] that keeps the producer alive.
 
-use std::ffi::{CStr, c_void};
 use std::sync::Arc;
 
 use pyo3::exceptions::PyTypeError;
@@ -14,194 +10,11 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
 use zrecord::{Allocation, DType, dlpack_code};
 
+use super::ffi::{
+    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLTensor, KDL_CPU, LEGACY, VERSIONED,
+};
 use crate::dtypes::ml_storage_dtype;
 use crate::errors::{raise, type_name};
-use crate::tensor::PyDLTensor;
-
-pub(crate) const VERSIONED: &CStr = c"dltensor_versioned";
-pub(crate) const LEGACY: &CStr = c"dltensor";
-pub(crate) const KDL_CPU: i32 = 1;
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DLDevice {
-    pub device_type: i32,
-    pub device_id: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DLDataType {
-    pub code: u8,
-    pub bits: u8,
-    pub lanes: u16,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct DLTensor {
-    pub data: *mut c_void,
-    pub device: DLDevice,
-    pub ndim: i32,
-    pub dtype: DLDataType,
-    pub shape: *mut i64,
-    pub strides: *mut i64,
-    pub byte_offset: u64,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DLPackVersion {
-    pub major: u32,
-    pub minor: u32,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct DLManagedTensor {
-    pub dl_tensor: DLTensor,
-    pub manager_ctx: *mut c_void,
-    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct DLManagedTensorVersioned {
-    pub version: DLPackVersion,
-    pub manager_ctx: *mut c_void,
-    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
-    pub flags: u64,
-    pub dl_tensor: DLTensor,
-}
-
-/// What a managed tensor keeps alive: the allocation and the shape array `dl_tensor.shape` points to.
-struct Ctx {
-    _owner: Arc<Allocation>,
-    shape: Vec<i64>,
-}
-
-unsafe extern "C" fn delete_versioned(p: *mut DLManagedTensorVersioned) {
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: `p` was produced by `Box::into_raw` in `export` and its `manager_ctx` by
-    // `Box::into_raw(Box<Ctx>)`; the DLPack contract calls the deleter exactly once.
-    unsafe {
-        let m = Box::from_raw(p);
-        drop(Box::from_raw(m.manager_ctx.cast::<Ctx>()));
-    }
-}
-
-unsafe extern "C" fn delete_legacy(p: *mut DLManagedTensor) {
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: as in `delete_versioned`, for the legacy struct.
-    unsafe {
-        let m = Box::from_raw(p);
-        drop(Box::from_raw(m.manager_ctx.cast::<Ctx>()));
-    }
-}
-
-unsafe extern "C" fn capsule_dtor_versioned(cap: *mut ffi::PyObject) {
-    // SAFETY: called by CPython with a live capsule. If it still carries its original name, no
-    // consumer took ownership, so the managed tensor is still ours to delete (exactly once, here).
-    unsafe {
-        if ffi::PyCapsule_IsValid(cap, VERSIONED.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(cap, VERSIONED.as_ptr())
-                .cast::<DLManagedTensorVersioned>();
-            if !p.is_null()
-                && let Some(d) = (*p).deleter
-            {
-                d(p);
-            }
-        }
-    }
-}
-
-unsafe extern "C" fn capsule_dtor_legacy(cap: *mut ffi::PyObject) {
-    // SAFETY: as in `capsule_dtor_versioned`, for the legacy capsule name.
-    unsafe {
-        if ffi::PyCapsule_IsValid(cap, LEGACY.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(cap, LEGACY.as_ptr()).cast::<DLManagedTensor>();
-            if !p.is_null()
-                && let Some(d) = (*p).deleter
-            {
-                d(p);
-            }
-        }
-    }
-}
-
-/// Exports `shape` elements of `dtype` starting `offset` bytes into `owner` as a DLPack capsule:
-/// versioned (`"dltensor_versioned"`, version `version`) or legacy (`"dltensor"`). The data pointer
-/// is `base + offset` with `byte_offset = 0`, strides are NULL (C-contiguous), flags are 0 (writable).
-pub(crate) fn export<'py>(
-    py: Python<'py>,
-    owner: &Arc<Allocation>,
-    offset: usize,
-    shape: &[u64],
-    dtype: DType,
-    version: Option<DLPackVersion>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let (code, bits, lanes) = dtype.dlpack();
-    let mut ctx = Box::new(Ctx {
-        _owner: owner.clone(),
-        shape: shape.iter().map(|&d| d as i64).collect(),
-    });
-    let dl = DLTensor {
-        data: owner
-            .as_ptr()
-            .wrapping_add(offset)
-            .cast_mut()
-            .cast::<c_void>(),
-        device: DLDevice {
-            device_type: KDL_CPU,
-            device_id: 0,
-        },
-        ndim: shape.len() as i32,
-        dtype: DLDataType { code, bits, lanes },
-        shape: ctx.shape.as_mut_ptr(),
-        strides: std::ptr::null_mut(),
-        byte_offset: 0,
-    };
-    let ctx = Box::into_raw(ctx).cast::<c_void>();
-    match version {
-        Some(version) => {
-            let m = Box::into_raw(Box::new(DLManagedTensorVersioned {
-                version,
-                manager_ctx: ctx,
-                deleter: Some(delete_versioned),
-                flags: 0,
-                dl_tensor: dl,
-            }));
-            // SAFETY: `m` is a valid heap pointer we own; on failure we delete it ourselves.
-            unsafe {
-                let c =
-                    ffi::PyCapsule_New(m.cast(), VERSIONED.as_ptr(), Some(capsule_dtor_versioned));
-                if c.is_null() {
-                    delete_versioned(m);
-                }
-                Bound::from_owned_ptr_or_err(py, c)
-            }
-        }
-        None => {
-            let m = Box::into_raw(Box::new(DLManagedTensor {
-                dl_tensor: dl,
-                manager_ctx: ctx,
-                deleter: Some(delete_legacy),
-            }));
-            // SAFETY: as above, for the legacy struct.
-            unsafe {
-                let c = ffi::PyCapsule_New(m.cast(), LEGACY.as_ptr(), Some(capsule_dtor_legacy));
-                if c.is_null() {
-                    delete_legacy(m);
-                }
-                Bound::from_owned_ptr_or_err(py, c)
-            }
-        }
-    }
-}
 
 /// A foreign CPU tensor imported through DLPack (or the read-only buffer fallback). Keeps the
 /// capsule / exporter alive while its memory is in use.
@@ -301,21 +114,31 @@ fn invalid(py: Python<'_>, msg: String) -> PyErr {
     raise(py, "InvalidInputError", msg)
 }
 
-/// Imports `obj` (a DLPack CPU tensor, or a read-only buffer) without copying. `what` names the
-/// argument in error messages.
-pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
-    let py = obj.py();
-    if let Ok(t) = obj.cast::<PyDLTensor>() {
-        let t = t.get();
-        return Ok(Imported {
+impl Imported<'_> {
+    /// A loaderx tensor's own region: `shape` elements of `dtype`, C-contiguous, starting
+    /// `offset` bytes into `alloc` (kept alive by the returned value).
+    pub(crate) fn native(
+        alloc: Arc<Allocation>,
+        offset: usize,
+        shape: Vec<u64>,
+        dtype: DType,
+    ) -> Self {
+        Imported {
             _keep: Vec::new(),
-            _native: Some(t.alloc.clone()),
-            ptr: t.alloc.as_ptr().wrapping_add(t.offset),
-            shape: t.shape.clone(),
+            ptr: alloc.as_ptr().wrapping_add(offset),
+            _native: Some(alloc),
+            shape,
             strides: None,
-            dtype: t.dtype,
-        });
+            dtype,
+        }
     }
+}
+
+/// Imports `obj` (a foreign DLPack CPU tensor, or a read-only buffer) without copying. `what`
+/// names the argument in error messages. (`crate::tensor::import` recognizes loaderx's own
+/// tensors first.)
+pub(crate) fn import_foreign<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
+    let py = obj.py();
     let tname = type_name(obj);
     if let Ok(f) = obj.getattr(pyo3::intern!(py, "__dlpack_device__")) {
         let dev: (i32, i32) = f.call0()?.extract().map_err(|_| {
@@ -529,7 +352,7 @@ fn import_buffer<'py>(obj: &Bound<'py, PyAny>, what: &str, tname: &str) -> PyRes
             "{what}: could not view the buffer of {tname}"
         )));
     }
-    let mut imp = import(&arr, what)?;
+    let mut imp = import_foreign(&arr, what)?;
     imp._keep.push(mv);
     imp._keep.push(arr);
     Ok(imp)

@@ -70,23 +70,23 @@ pub(crate) fn parse_indices(key: &Bound<'_, PyAny>, len: u64) -> PyResult<Index>
     }
     if key.hasattr(pyo3::intern!(py, "__dlpack__"))? {
         let imp = import(key, "index array")?;
-        if imp.shape.len() > 1 {
+        if imp.shape().len() > 1 {
             return Err(PyTypeError::new_err(format!(
                 "index arrays must be 0-D or 1-D, got shape {:?}",
-                imp.shape
+                imp.shape()
             )));
         }
         let els = imp.int_elements().ok_or_else(|| {
             PyTypeError::new_err(format!(
                 "index arrays must have an integer dtype, got {}",
-                imp.dtype
+                imp.dtype()
             ))
         })?;
         let mut v = Vec::with_capacity(els.len());
         for e in els.iter().copied() {
             v.push(to_u64(py, e, len)?);
         }
-        return Ok(if imp.shape.is_empty() {
+        return Ok(if imp.shape().is_empty() {
             Index::One(v[0])
         } else {
             Index::Many(v)

@@ -12,8 +12,11 @@ use zrecord::{Allocation, Allocator, DType, OUTPUT_ALIGN, SystemAllocator};
 use crate::dlpack::{DLPackVersion, Imported, KDL_CPU, export, import_foreign};
 use crate::dtypes::{dtype_obj, parse_dtype};
 use crate::errors::{IntoPyResult, raise};
+use crate::raw::RawBytes;
 
-/// A CPU tensor living in a loaderx allocation, consumed through DLPack only.
+/// A CPU tensor living in a loaderx allocation, consumed through DLPack only. Its DLPack exports
+/// are writable and alias the allocation (as do `bitcast` and a ragged batch's fields), so the
+/// binding reads the region only through raw copies (`crate::raw`).
 #[pyclass(name = "DLTensor", module = "loaderx.zrecord", frozen)]
 pub(crate) struct PyDLTensor {
     pub alloc: Arc<Allocation>,
@@ -41,11 +44,27 @@ impl PyDLTensor {
         self.shape.iter().product::<u64>() as usize * self.dtype.itemsize()
     }
 
-    pub(crate) fn bytes(&self) -> &[u8] {
-        let all = self.alloc.host_slice().unwrap_or(&[]);
-        all.get(self.offset..self.offset + self.nbytes())
-            .unwrap_or(&[])
+    /// The tensor's region, read-only and raw: it may be written at any time through an export
+    /// (see `crate::raw`).
+    pub(crate) fn raw(&self) -> RawBytes<'_> {
+        raw_region(&self.alloc, self.offset, self.nbytes())
     }
+}
+
+/// `len` bytes at `offset` into `alloc`, as a raw view; empty when that span is not inside a
+/// host-accessible allocation (it always is for the spans this module builds).
+fn raw_region(alloc: &Allocation, offset: usize, len: usize) -> RawBytes<'_> {
+    let inside = offset
+        .checked_add(len)
+        .is_some_and(|end| end <= alloc.len());
+    if len == 0 || !inside || !alloc.device().kind.host_accessible() {
+        return RawBytes::EMPTY;
+    }
+    // SAFETY: `offset..offset + len` lies inside the allocation's host-readable region (checked
+    // above), which lives as long as the borrow of `alloc`. The binding forms no Rust reference to
+    // an allocation it has wrapped in a tensor (the exported-memory contract), so only raw copies
+    // read it while Python code may write it through an export.
+    unsafe { RawBytes::new(alloc.as_ptr().add(offset), len) }
 }
 
 /// Imports a tensor argument without copying: a loaderx `DLTensor` by its own region, anything
@@ -53,12 +72,15 @@ impl PyDLTensor {
 pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
     if let Ok(t) = obj.cast::<PyDLTensor>() {
         let t = t.get();
-        return Ok(Imported::native(
-            t.alloc.clone(),
-            t.offset,
-            t.shape.clone(),
-            t.dtype,
-        ));
+        return Imported::native(t.alloc.clone(), t.offset, t.shape.clone(), t.dtype).ok_or_else(
+            || {
+                raise(
+                    obj.py(),
+                    "InternalError",
+                    format!("{what}: DLTensor region lies outside its allocation"),
+                )
+            },
+        );
     }
     import_foreign(obj, what)
 }
@@ -128,8 +150,12 @@ impl PyDLTensor {
             let n = self.nbytes();
             let sys = SystemAllocator::new();
             let mut a = sys.acquire(n, OUTPUT_ALIGN).py_err(py)?;
-            if let Some(dst) = a.host_slice_mut() {
-                dst.copy_from_slice(self.bytes());
+            let src = self.raw();
+            if let Some(dst) = a.host_slice_mut()
+                && dst.len() == src.len()
+            {
+                // `a` is fresh and not exported yet: a `&mut [u8]` over it is exclusive.
+                src.copy_into(dst);
             }
             return export(py, &Arc::new(a), 0, &self.shape, self.dtype, version);
         }
@@ -243,30 +269,19 @@ impl StoredRagged {
         }
     }
 
-    fn slice(&self, off: usize, len: usize) -> &[u8] {
-        self.alloc
-            .host_slice()
-            .unwrap_or(&[])
-            .get(off..off + len)
-            .unwrap_or(&[])
+    /// The packed values, raw (see `crate::raw`).
+    pub(crate) fn values(&self) -> RawBytes<'_> {
+        raw_region(&self.alloc, 0, self.values_len)
     }
 
-    pub(crate) fn values(&self) -> &[u8] {
-        self.slice(0, self.values_len)
-    }
-
+    /// A copy of `cu_seqlens` (`n + 1` entries).
     pub(crate) fn cu(&self) -> Vec<i32> {
-        self.slice(self.cu_off, 4 * (self.n + 1))
-            .chunks_exact(4)
-            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
+        raw_region(&self.alloc, self.cu_off, 4 * (self.n + 1)).to_i32s()
     }
 
+    /// A copy of the flattened per-record shapes (`n * ndim` entries).
     pub(crate) fn shapes(&self) -> Vec<u64> {
-        self.slice(self.shapes_off, 8 * self.n * self.ndim)
-            .chunks_exact(8)
-            .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect()
+        raw_region(&self.alloc, self.shapes_off, 8 * self.n * self.ndim).to_u64s()
     }
 }
 

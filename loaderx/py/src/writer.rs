@@ -13,6 +13,7 @@ use crate::dlpack::Imported;
 use crate::dtypes::{dtype_obj, parse_dtype};
 use crate::errors::{CoreError, IntoPyResult, guard, lock, raise, take_detached, type_name};
 use crate::index::one_int;
+use crate::raw::RawBytes;
 use crate::tensor::{PyRaggedBatch, Ragged, import};
 
 fn writer_options(
@@ -201,10 +202,12 @@ writer_class!(PyDenseWriter, "DenseWriter", {
         })
     }
 
-    /// Appends a C-contiguous CPU tensor of shape `(n, *item_shape)` in the store dtype.
+    /// Appends a C-contiguous CPU tensor of shape `(n, *item_shape)` in the store dtype. The
+    /// input is copied into a private staging buffer (raw-pointer copy, GIL released) before it is
+    /// encoded, so a concurrent write to it can never reach the encoder half-way.
     fn append(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let imp = import(batch, "DenseWriter.append")?;
-        if imp.dtype != self.dtype {
+        if imp.dtype() != self.dtype {
             return Err(raise(
                 py,
                 "DTypeError",
@@ -212,11 +215,12 @@ writer_class!(PyDenseWriter, "DenseWriter", {
                     "DenseWriter.append({}): expected dtype {}, found {}",
                     self.path.display(),
                     self.dtype,
-                    imp.dtype
+                    imp.dtype()
                 ),
             ));
         }
-        if imp.shape.len() != self.item_shape.len() + 1 || imp.shape[1..] != self.item_shape[..] {
+        let shape = imp.shape();
+        if shape.len() != self.item_shape.len() + 1 || shape[1..] != self.item_shape[..] {
             let mut want = vec!["n".to_string()];
             want.extend(self.item_shape.iter().map(|d| d.to_string()));
             return Err(raise(
@@ -226,25 +230,24 @@ writer_class!(PyDenseWriter, "DenseWriter", {
                     "DenseWriter.append({}): expected shape ({}), found {:?}",
                     self.path.display(),
                     want.join(", "),
-                    imp.shape
+                    shape
                 ),
             ));
         }
-        if !imp.is_c_contiguous() {
+        let Some(src) = imp.raw() else {
             return Err(raise(
                 py,
                 "InvalidInputError",
                 format!(
                     "DenseWriter.append({}): input of shape {:?} is not C-contiguous (strides {:?} elements); pass np.ascontiguousarray(x)",
                     self.path.display(),
-                    imp.shape,
-                    imp.strides
+                    shape,
+                    imp.strides()
                 ),
             ));
-        }
-        let bytes = imp.bytes();
+        };
         append_detached(py, &self.inner, "DenseWriter", &self.path, |w| {
-            w.append(bytes)
+            w.append(&src.to_vec())
         })
     }
 
@@ -272,22 +275,18 @@ pub(crate) struct PyRaggedWriter {
     ndim: u32,
 }
 
-fn decode_i32(py: Python<'_>, imp: &Imported<'_>, what: &str) -> PyResult<Vec<i32>> {
-    if imp.dtype != DType::Int32 {
-        return Err(raise(
-            py,
-            "DTypeError",
-            format!(
-                "RaggedWriter.append: {what} must be int32, found {}",
-                imp.dtype
-            ),
-        ));
-    }
-    Ok(imp
-        .bytes()
-        .chunks_exact(4)
-        .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
+/// The memory of a C-contiguous imported field, or the `InvalidInputError` naming `what`.
+fn contiguous<'a>(
+    imp: &'a Imported<'_>,
+    what: &str,
+    mismatch: &dyn Fn(String) -> PyErr,
+) -> PyResult<RawBytes<'a>> {
+    imp.raw().ok_or_else(|| {
+        mismatch(format!(
+            "{what} is not C-contiguous (strides {:?})",
+            imp.strides()
+        ))
+    })
 }
 
 writer_class!(PyRaggedWriter, "RaggedWriter", {
@@ -332,9 +331,10 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
                 format!("RaggedWriter.append({path}): {what}"),
             )
         };
-        // Keeps imported fields alive across the detached append.
-        let mut keep = Vec::new();
-        let (values, cu, shapes): (&[u8], Vec<i32>, Vec<u64>) = match &rb.repr {
+        // Every field is read through raw-pointer copies (`crate::raw`): `cu_seqlens` and
+        // `shapes` here with the GIL held, `values` into a staging buffer with the GIL released.
+        let imported;
+        let (values, cu, shapes): (RawBytes<'_>, Vec<i32>, Vec<u64>) = match &rb.repr {
             Ragged::Stored(s) => {
                 if s.dtype != self.dtype {
                     return Err(raise(
@@ -359,68 +359,70 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
                 cu_seqlens,
                 shapes,
             } => {
-                let v = import(values.bind(py), "RaggedBatch.values")?;
+                imported = import(values.bind(py), "RaggedBatch.values")?;
+                let v = &imported;
                 let c = import(cu_seqlens.bind(py), "RaggedBatch.cu_seqlens")?;
                 let s = import(shapes.bind(py), "RaggedBatch.shapes")?;
-                if v.dtype != self.dtype {
+                if v.dtype() != self.dtype {
                     return Err(raise(
                         py,
                         "DTypeError",
                         format!(
                             "RaggedWriter.append({path}): values: expected dtype {}, found {}",
-                            self.dtype, v.dtype
+                            self.dtype,
+                            v.dtype()
                         ),
                     ));
                 }
-                if v.shape.len() != 1 {
+                if v.shape().len() != 1 {
                     return Err(mismatch(format!(
                         "values must be 1-D, found shape {:?}",
-                        v.shape
+                        v.shape()
                     )));
                 }
-                if c.shape.len() != 1 || c.shape[0] == 0 {
+                if c.shape().len() != 1 || c.shape()[0] == 0 {
                     return Err(mismatch(format!(
                         "cu_seqlens must be 1-D with n + 1 >= 1 entries, found shape {:?}",
-                        c.shape
+                        c.shape()
                     )));
                 }
-                let n = c.shape[0] - 1;
-                if s.dtype != DType::UInt64 {
+                let n = c.shape()[0] - 1;
+                if s.dtype() != DType::UInt64 {
                     return Err(raise(
                         py,
                         "DTypeError",
                         format!(
                             "RaggedWriter.append({path}): shapes must be uint64, found {}",
-                            s.dtype
+                            s.dtype()
                         ),
                     ));
                 }
-                if s.shape != [n, u64::from(self.ndim)] {
+                if s.shape() != [n, u64::from(self.ndim)] {
                     return Err(mismatch(format!(
                         "shapes: expected shape ({n}, {}) for {n} records of ndim {}, found {:?}",
-                        self.ndim, self.ndim, s.shape
+                        self.ndim,
+                        self.ndim,
+                        s.shape()
                     )));
                 }
-                for (imp, what) in [(&v, "values"), (&c, "cu_seqlens"), (&s, "shapes")] {
-                    if !imp.is_c_contiguous() {
-                        return Err(mismatch(format!(
-                            "{what} is not C-contiguous (strides {:?})",
-                            imp.strides
-                        )));
-                    }
+                let v_raw = contiguous(v, "values", &mismatch)?;
+                let c_raw = contiguous(&c, "cu_seqlens", &mismatch)?;
+                let s_raw = contiguous(&s, "shapes", &mismatch)?;
+                if c.dtype() != DType::Int32 {
+                    return Err(raise(
+                        py,
+                        "DTypeError",
+                        format!(
+                            "RaggedWriter.append: cu_seqlens must be int32, found {}",
+                            c.dtype()
+                        ),
+                    ));
                 }
-                let cu = decode_i32(py, &c, "cu_seqlens")?;
-                let sh: Vec<u64> = s
-                    .bytes()
-                    .chunks_exact(8)
-                    .map(|b| u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-                    .collect();
-                keep.push(v);
-                (keep[0].bytes(), cu, sh)
+                (v_raw, c_raw.to_i32s(), s_raw.to_u64s())
             }
         };
         append_detached(py, &self.inner, "RaggedWriter", &self.path, |w| {
-            w.append(values, &cu, &shapes)
+            w.append(&values.to_vec(), &cu, &shapes)
         })
     }
 

@@ -75,6 +75,12 @@ unsafe extern "C" fn capsule_dtor_legacy(cap: *mut ffi::PyObject) {
 /// Exports `shape` elements of `dtype` starting `offset` bytes into `owner` as a DLPack capsule:
 /// versioned (`"dltensor_versioned"`, version `version`) or legacy (`"dltensor"`). The data pointer
 /// is `base + offset` with `byte_offset = 0`, strides are NULL (C-contiguous), flags are 0 (writable).
+///
+/// Exports are writable on purpose (users write into batches, as NumPy users expect), and several
+/// exports may alias one allocation (`bitcast`, the fields of a `RaggedBatch`, `to_tensors`,
+/// repeated `__dlpack__` calls): a write through one is visible in all. From here on the region is
+/// foreign-writable memory: the binding reads it only through `crate::raw::RawBytes` copies and
+/// never borrows it as `&[u8]` (the "Exported regions" rule of `zrecord::Allocation`).
 pub(crate) fn export<'py>(
     py: Python<'py>,
     owner: &Arc<Allocation>,

@@ -15,6 +15,7 @@ use super::ffi::{
 };
 use crate::dtypes::ml_storage_dtype;
 use crate::errors::{raise, type_name};
+use crate::raw::RawBytes;
 
 /// A foreign CPU tensor imported through DLPack (or the read-only buffer fallback). Keeps the
 /// capsule / exporter alive while its memory is in use.
@@ -22,15 +23,28 @@ pub(crate) struct Imported<'py> {
     _keep: Vec<Bound<'py, PyAny>>,
     _native: Option<Arc<Allocation>>,
     ptr: *const u8,
-    /// Shape in elements.
-    pub shape: Vec<u64>,
-    /// Strides in elements (`None` = C-contiguous).
-    pub strides: Option<Vec<i64>>,
-    /// Element type.
-    pub dtype: DType,
+    // Private, so that `raw` and `int_elements` can rely on them describing the producer's memory.
+    shape: Vec<u64>,
+    strides: Option<Vec<i64>>,
+    dtype: DType,
 }
 
 impl Imported<'_> {
+    /// Shape in elements.
+    pub(crate) fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// Strides in elements (`None` = C-contiguous).
+    pub(crate) fn strides(&self) -> Option<&[i64]> {
+        self.strides.as_deref()
+    }
+
+    /// Element type.
+    pub(crate) fn dtype(&self) -> DType {
+        self.dtype
+    }
+
     /// Element count.
     pub(crate) fn numel(&self) -> u64 {
         self.shape.iter().product()
@@ -54,17 +68,22 @@ impl Imported<'_> {
         true
     }
 
-    /// The bytes of a C-contiguous tensor.
-    pub(crate) fn bytes(&self) -> &[u8] {
+    /// The memory of a C-contiguous tensor, as a raw read-only view (`None` for any other
+    /// layout). The producer may write it at any time; see `crate::raw`.
+    pub(crate) fn raw(&self) -> Option<RawBytes<'_>> {
+        if !self.is_c_contiguous() {
+            return None;
+        }
         let n = self.numel() as usize * self.dtype.itemsize();
         if n == 0 {
-            return &[];
+            return Some(RawBytes::EMPTY);
         }
-        // SAFETY: `import` checked the pointer is non-null and aligned for a non-empty tensor; the
-        // producer guarantees `numel * itemsize` readable bytes for a C-contiguous tensor (callers
-        // check `is_c_contiguous` first) and the capsule / exporter in `_keep` (or the native
-        // allocation) keeps them alive as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, n) }
+        // SAFETY: `import_foreign` / `native` checked that a non-empty tensor has a non-null,
+        // aligned pointer; a C-contiguous producer tensor of `numel` elements spans exactly
+        // `numel * itemsize` readable bytes from it, and the capsule / exporter in `_keep` (or the
+        // native allocation) keeps them alive as long as `self`, which the returned view borrows.
+        // The binding forms no reference into this memory (the exported-memory contract).
+        Some(unsafe { RawBytes::new(self.ptr, n) })
     }
 
     /// Integer elements as `i128` (any strides), for index arrays.
@@ -116,21 +135,29 @@ fn invalid(py: Python<'_>, msg: String) -> PyErr {
 
 impl Imported<'_> {
     /// A loaderx tensor's own region: `shape` elements of `dtype`, C-contiguous, starting
-    /// `offset` bytes into `alloc` (kept alive by the returned value).
+    /// `offset` bytes into `alloc` (kept alive by the returned value). `None` when that span does
+    /// not lie inside a host-accessible allocation.
     pub(crate) fn native(
         alloc: Arc<Allocation>,
         offset: usize,
         shape: Vec<u64>,
         dtype: DType,
-    ) -> Self {
-        Imported {
+    ) -> Option<Self> {
+        let bytes = shape
+            .iter()
+            .try_fold(dtype.itemsize() as u64, |a, &d| a.checked_mul(d))?;
+        let end = (offset as u64).checked_add(bytes)?;
+        if end > alloc.len() as u64 || !alloc.device().kind.host_accessible() {
+            return None;
+        }
+        Some(Imported {
             _keep: Vec::new(),
             ptr: alloc.as_ptr().wrapping_add(offset),
             _native: Some(alloc),
             shape,
             strides: None,
             dtype,
-        }
+        })
     }
 }
 

@@ -4,11 +4,10 @@
 use std::sync::{Arc, Mutex};
 
 use loaderx::PooledAllocator;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::errors::raise;
+use crate::errors::{ClosedError, InternalError, InvalidInputError, UnsupportedDeviceError};
 
 /// A placement: `Allocator("cpu", 0, pool_size=...)`, a bounded pooled CPU allocator.
 #[pyclass(name = "Allocator", module = "loaderx", frozen)]
@@ -18,26 +17,24 @@ pub(crate) struct PyAllocator {
 }
 
 impl PyAllocator {
-    pub(crate) fn arc(&self, py: Python<'_>) -> PyResult<Arc<dyn zrecord::Allocator>> {
+    pub(crate) fn arc(&self) -> PyResult<Arc<dyn zrecord::Allocator>> {
         let g = self
             .inner
             .lock()
-            .map_err(|_| raise(py, "InternalError", "allocator lock poisoned"))?;
+            .map_err(|_| InternalError::new_err("allocator lock poisoned"))?;
         match &*g {
             Some(a) => Ok(a.clone() as Arc<dyn zrecord::Allocator>),
-            None => Err(raise(
-                py,
-                "ClosedError",
+            None => Err(ClosedError::new_err(
                 "allocator is closed; create a new Allocator to bind",
             )),
         }
     }
 
-    fn pooled(&self, py: Python<'_>) -> PyResult<Option<Arc<PooledAllocator>>> {
+    fn pooled(&self) -> PyResult<Option<Arc<PooledAllocator>>> {
         let g = self
             .inner
             .lock()
-            .map_err(|_| raise(py, "InternalError", "allocator lock poisoned"))?;
+            .map_err(|_| InternalError::new_err("allocator lock poisoned"))?;
         Ok(g.clone())
     }
 }
@@ -46,27 +43,23 @@ impl PyAllocator {
 impl PyAllocator {
     #[new]
     #[pyo3(signature = (device="cpu", device_id=0, *, pool_size=loaderx::DEFAULT_POOL_SIZE))]
-    fn py_new(py: Python<'_>, device: &str, device_id: i64, pool_size: u64) -> PyResult<Self> {
+    fn py_new(device: &str, device_id: i64, pool_size: u64) -> PyResult<Self> {
         let kind = device.to_ascii_lowercase();
         match kind.as_str() {
             "cpu" => {}
             "cuda" | "gpu" | "rocm" | "amdgpu" | "hip" | "mps" | "xpu" => {
-                return Err(raise(
-                    py,
-                    "UnsupportedDeviceError",
-                    format!(
-                        "device {device:?} is not supported by this build; only \"cpu\" placement is available (see loaderx.backend)"
-                    ),
-                ));
+                return Err(UnsupportedDeviceError::new_err(format!(
+                    "device {device:?} is not supported by this build; only \"cpu\" placement is available (see loaderx.backend)"
+                )));
             }
             _ => {
-                return Err(PyValueError::new_err(format!(
+                return Err(InvalidInputError::new_err(format!(
                     "unknown device {device:?}; expected \"cpu\""
                 )));
             }
         }
         if device_id != 0 {
-            return Err(PyValueError::new_err(format!(
+            return Err(InvalidInputError::new_err(format!(
                 "the CPU has one device, id 0; got device_id {device_id}"
             )));
         }
@@ -90,14 +83,14 @@ impl PyAllocator {
 
     /// Whether `close()` was called.
     #[getter]
-    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.pooled(py)?.is_none())
+    fn closed(&self) -> PyResult<bool> {
+        Ok(self.pooled()?.is_none())
     }
 
     /// Pool and live-allocation counters (a dict).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let Some(p) = self.pooled(py)? else {
-            return Err(raise(py, "ClosedError", "allocator is closed"));
+        let Some(p) = self.pooled()? else {
+            return Err(ClosedError::new_err("allocator is closed"));
         };
         let s = p.pool_stats();
         let d = PyDict::new(py);
@@ -113,11 +106,11 @@ impl PyAllocator {
 
     /// Releases the allocator. Views already bound keep working (they share the pool); `bind`
     /// fails afterwards. Idempotent.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
+    fn close(&self) -> PyResult<()> {
         let mut g = self
             .inner
             .lock()
-            .map_err(|_| raise(py, "InternalError", "allocator lock poisoned"))?;
+            .map_err(|_| InternalError::new_err("allocator lock poisoned"))?;
         if let Some(p) = g.take() {
             p.trim();
         }
@@ -129,16 +122,16 @@ impl PyAllocator {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        self.close(py)?;
+    fn __exit__(&self, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close()?;
         Ok(false)
     }
 
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+    fn __repr__(&self) -> PyResult<String> {
         Ok(format!(
             "Allocator('cpu', 0, pool_size={}{})",
             self.pool_size,
-            if self.closed(py)? { ", closed" } else { "" }
+            if self.closed()? { ", closed" } else { "" }
         ))
     }
 }

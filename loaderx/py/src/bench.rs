@@ -1,10 +1,9 @@
 //! Benchmark-only hooks, compiled with the `bench-hooks` feature (off by default): they exist
 //! for `scripts/bench_python.py` and are not part of the public API.
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
-use crate::errors::{IntoPyResult, guard};
+use crate::errors::{IntoPyResult, InvalidTypeError, guard};
 use crate::index::index_vec;
 use crate::view::PyDenseView;
 
@@ -19,7 +18,7 @@ pub(crate) fn _bench_gather(
 ) -> PyResult<f64> {
     let v = view
         .cast::<PyDenseView>()
-        .map_err(|_| PyTypeError::new_err("_bench_gather expects a DenseView"))?
+        .map_err(|_| InvalidTypeError::new_err("_bench_gather expects a DenseView"))?
         .get()
         .view
         .clone();

@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _loaderx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    errors::check_catalog(py)?;
     m.add_class::<allocator::PyAllocator>()?;
     m.add_class::<store::PyDenseStore>()?;
     m.add_class::<store::PyRaggedStore>()?;

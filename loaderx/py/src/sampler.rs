@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 use zrecord::{Allocation, Allocator, DType, OUTPUT_ALIGN, SystemAllocator};
 
-use crate::errors::{IntoPyResult, raise};
+use crate::errors::{InternalError, IntoPyResult};
 use crate::index::index_vec;
 use crate::tensor::PyDLTensor;
 
@@ -102,7 +102,7 @@ impl PySampler {
         let mut scratch = self
             .scratch
             .lock()
-            .map_err(|_| raise(py, "InternalError", "sampler lock poisoned"))?;
+            .map_err(|_| InternalError::new_err("sampler lock poisoned"))?;
         self.sampler.batch_at(s, &mut scratch).py_err(py)?;
         let bytes = scratch.len() * size_of::<u64>();
         if bytes > 0 && bytes <= self.region.len() {

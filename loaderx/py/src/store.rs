@@ -3,14 +3,13 @@
 
 use std::path::PathBuf;
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use zrecord::{DenseStore, RaggedStore};
 
 use crate::allocator::PyAllocator;
 use crate::dtypes::dtype_obj;
-use crate::errors::{IntoPyResult, guard, raise};
+use crate::errors::{ClosedError, IntoPyResult, InvalidTypeError, guard};
 use crate::view::{PyDenseView, PyRaggedView};
 
 macro_rules! store_class {
@@ -27,15 +26,12 @@ macro_rules! store_class {
             }
 
             /// Binds the store to a placement; the view owns the index API.
-            fn bind(&self, py: Python<'_>, allocator: PyRef<'_, PyAllocator>) -> PyResult<$py_view> {
+            fn bind(&self, allocator: PyRef<'_, PyAllocator>) -> PyResult<$py_view> {
                 if self.store.is_closed() {
-                    return Err(raise(
-                        py,
-                        "ClosedError",
-                        format!("{} {} is closed", $pyname, self.store.path().display()),
+                    return Err(ClosedError::new_err(format!("{} {} is closed", $pyname, self.store.path().display()),
                     ));
                 }
-                let a = allocator.arc(py)?;
+                let a = allocator.arc()?;
                 Ok($py_view {
                     view: self.store.bind(a),
                 })
@@ -88,7 +84,7 @@ macro_rules! store_class {
             }
 
             fn __getitem__(&self, _key: &Bound<'_, PyAny>) -> PyResult<()> {
-                Err(PyTypeError::new_err(concat!(
+                Err(InvalidTypeError::new_err(concat!(
                     "a ", $pyname, " is not indexable; bind it first: store.bind(Allocator('cpu'))[i]"
                 )))
             }

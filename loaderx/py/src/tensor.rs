@@ -4,14 +4,15 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple, PyType};
 use zrecord::{Allocation, Allocator, DType, OUTPUT_ALIGN, SystemAllocator};
 
 use crate::dlpack::{DLPackVersion, Imported, KDL_CPU, export, import_foreign};
 use crate::dtypes::{dtype_obj, parse_dtype};
-use crate::errors::{IntoPyResult, raise};
+use crate::errors::{
+    DTypeError, InternalError, IntoPyResult, InvalidTypeError, UnsupportedDeviceError,
+};
 use crate::raw::RawBytes;
 
 /// A CPU tensor living in a loaderx allocation, consumed through DLPack only. Its DLPack exports
@@ -74,11 +75,9 @@ pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Impor
         let t = t.get();
         return Imported::native(t.alloc.clone(), t.offset, t.shape.clone(), t.dtype).ok_or_else(
             || {
-                raise(
-                    obj.py(),
-                    "InternalError",
-                    format!("{what}: DLTensor region lies outside its allocation"),
-                )
+                InternalError::new_err(format!(
+                    "{what}: DLTensor region lies outside its allocation"
+                ))
             },
         );
     }
@@ -124,20 +123,16 @@ impl PyDLTensor {
             && !s.is_none()
             && s.extract::<i64>().ok() != Some(-1)
         {
-            return Err(PyBufferError::new_err(format!(
+            return Err(UnsupportedDeviceError::new_err(format!(
                 "stream {s} is not valid for a CPU tensor (pass None)"
             )));
         }
         if let Some(dev) = dl_device
             && dev != (KDL_CPU, 0)
         {
-            return Err(raise(
-                py,
-                "UnsupportedDeviceError",
-                format!(
-                    "cannot export to DLPack device {dev:?}: this tensor lives on the CPU (1, 0) and loaderx does not transfer between devices"
-                ),
-            ));
+            return Err(UnsupportedDeviceError::new_err(format!(
+                "cannot export to DLPack device {dev:?}: this tensor lives on the CPU (1, 0) and loaderx does not transfer between devices"
+            )));
         }
         let version = match max_version {
             Some((major, minor)) if major >= 1 => Some(DLPackVersion {
@@ -207,7 +202,7 @@ impl PyDLTensor {
         self.shape
             .first()
             .map(|&d| d as usize)
-            .ok_or_else(|| PyTypeError::new_err("len() of a 0-d DLTensor"))
+            .ok_or_else(|| InvalidTypeError::new_err("len() of a 0-d DLTensor"))
     }
 
     /// The same bytes reinterpreted as another catalog dtype of equal itemsize (no copy), e.g.
@@ -215,17 +210,13 @@ impl PyDLTensor {
     fn bitcast(&self, dtype: &Bound<'_, PyAny>) -> PyResult<PyDLTensor> {
         let d = parse_dtype(dtype)?;
         if d.itemsize() != self.dtype.itemsize() {
-            return Err(raise(
-                dtype.py(),
-                "DTypeError",
-                format!(
-                    "bitcast needs equal itemsize: {} has {}, {} has {}",
-                    self.dtype,
-                    self.dtype.itemsize(),
-                    d,
-                    d.itemsize()
-                ),
-            ));
+            return Err(DTypeError::new_err(format!(
+                "bitcast needs equal itemsize: {} has {}, {} has {}",
+                self.dtype,
+                self.dtype.itemsize(),
+                d,
+                d.itemsize()
+            )));
         }
         Ok(PyDLTensor::new(
             self.alloc.clone(),

@@ -4,13 +4,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use loaderx::StreamView;
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use zrecord::{DenseView, RaggedView};
 
 use crate::dtypes::dtype_obj;
-use crate::errors::{IntoPyResult, guard};
+use crate::errors::{IntoPyResult, InvalidTypeError, guard};
 use crate::index::{Index, index_vec, parse_indices};
 use crate::tensor::{dense_to_py, ragged_to_py};
 
@@ -167,7 +166,7 @@ pub(crate) fn train_dict<'py>(
         let v = v.get().view.clone();
         py.detach(move || guard(|| zrecord::train_dict(&v, max_bytes)))
     } else {
-        return Err(PyTypeError::new_err(
+        return Err(InvalidTypeError::new_err(
             "train_dict expects a DenseView or RaggedView (store.bind(allocator))",
         ));
     };

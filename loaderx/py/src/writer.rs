@@ -4,26 +4,27 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use zrecord::{Codec, DType, DenseWriter, RaggedWriter, WriterOptions};
 
 use crate::dlpack::Imported;
 use crate::dtypes::{dtype_obj, parse_dtype};
-use crate::errors::{CoreError, IntoPyResult, guard, lock, raise, take_detached, type_name};
+use crate::errors::{
+    ClosedError, CoreError, DTypeError, InternalError, IntoPyResult, InvalidInputError,
+    InvalidTypeError, guard, lock, take_detached, type_name,
+};
 use crate::index::one_int;
 use crate::raw::RawBytes;
 use crate::tensor::{PyRaggedBatch, Ragged, import};
 
 fn writer_options(
-    py: Python<'_>,
     codec: &str,
     data_shards: u32,
     dict_bytes: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Codec, WriterOptions)> {
     let c = Codec::from_name(codec).ok_or_else(|| {
-        PyValueError::new_err(format!(
+        InvalidInputError::new_err(format!(
             "unknown codec {codec:?}; expected \"raw\", \"zstd\" or \"zstd_dict\""
         ))
     })?;
@@ -31,15 +32,13 @@ fn writer_options(
         None => None,
         Some(d) if d.is_none() => None,
         Some(d) => Some(d.extract::<Vec<u8>>().map_err(|_| {
-            PyTypeError::new_err("dict_bytes must be bytes (e.g. the result of train_dict)")
+            InvalidTypeError::new_err("dict_bytes must be bytes (e.g. the result of train_dict)")
         })?),
     };
     if c != Codec::ZstdDict && dict.is_some() {
-        return Err(raise(
-            py,
-            "InvalidInputError",
-            format!("dict_bytes is only used with codec \"zstd_dict\", not {codec:?}"),
-        ));
+        return Err(InvalidInputError::new_err(format!(
+            "dict_bytes is only used with codec \"zstd_dict\", not {codec:?}"
+        )));
     }
     Ok((
         c,
@@ -56,7 +55,7 @@ fn shape_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
     for item in obj.try_iter()? {
         let i: i128 = one_int(&item?)?;
         if i < 0 || i > u64::MAX as i128 {
-            return Err(PyValueError::new_err(format!(
+            return Err(InvalidInputError::new_err(format!(
                 "{what} holds a negative or too large extent {i}"
             )));
         }
@@ -88,7 +87,10 @@ fn append_detached<W: Send>(
     py.detach(|| {
         guard(|| match lock(slot, WRITER_POISONED)?.as_mut() {
             Some(w) => f(w).map_err(CoreError::Z),
-            None => Err(CoreError::Py("ClosedError", closed_writer_msg(kind, path))),
+            None => Err(CoreError::Py(
+                ClosedError::new_err,
+                closed_writer_msg(kind, path),
+            )),
         })
     })
     .py_err(py)
@@ -103,17 +105,14 @@ macro_rules! writer_class {
             $($extra)*
 
             /// Records appended so far.
-            fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+            fn __len__(&self) -> PyResult<usize> {
                 let g = self
                     .inner
                     .lock()
-                    .map_err(|_| raise(py, "InternalError", "writer lock poisoned"))?;
+                    .map_err(|_| InternalError::new_err("writer lock poisoned"))?;
                 match &*g {
                     Some(w) => Ok(w.len() as usize),
-                    None => Err(raise(
-                        py,
-                        "ClosedError",
-                        closed_writer_msg($pyname, &self.path),
+                    None => Err(ClosedError::new_err(closed_writer_msg($pyname, &self.path),
                     )),
                 }
             }
@@ -190,7 +189,7 @@ writer_class!(PyDenseWriter, "DenseWriter", {
     ) -> PyResult<Self> {
         let d = parse_dtype(dtype)?;
         let shape = shape_arg(item_shape, "item_shape")?;
-        let (c, opts) = writer_options(py, codec, data_shards, dict_bytes)?;
+        let (c, opts) = writer_options(codec, data_shards, dict_bytes)?;
         let w = py
             .detach(|| guard(|| DenseWriter::create(&path, d, &shape, c, opts)))
             .py_err(py)?;
@@ -208,43 +207,31 @@ writer_class!(PyDenseWriter, "DenseWriter", {
     fn append(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let imp = import(batch, "DenseWriter.append")?;
         if imp.dtype() != self.dtype {
-            return Err(raise(
-                py,
-                "DTypeError",
-                format!(
-                    "DenseWriter.append({}): expected dtype {}, found {}",
-                    self.path.display(),
-                    self.dtype,
-                    imp.dtype()
-                ),
-            ));
+            return Err(DTypeError::new_err(format!(
+                "DenseWriter.append({}): expected dtype {}, found {}",
+                self.path.display(),
+                self.dtype,
+                imp.dtype()
+            )));
         }
         let shape = imp.shape();
         if shape.len() != self.item_shape.len() + 1 || shape[1..] != self.item_shape[..] {
             let mut want = vec!["n".to_string()];
             want.extend(self.item_shape.iter().map(|d| d.to_string()));
-            return Err(raise(
-                py,
-                "InvalidInputError",
-                format!(
-                    "DenseWriter.append({}): expected shape ({}), found {:?}",
-                    self.path.display(),
-                    want.join(", "),
-                    shape
-                ),
-            ));
+            return Err(InvalidInputError::new_err(format!(
+                "DenseWriter.append({}): expected shape ({}), found {:?}",
+                self.path.display(),
+                want.join(", "),
+                shape
+            )));
         }
         let Some(src) = imp.raw() else {
-            return Err(raise(
-                py,
-                "InvalidInputError",
-                format!(
-                    "DenseWriter.append({}): input of shape {:?} is not C-contiguous (strides {:?} elements); pass np.ascontiguousarray(x)",
-                    self.path.display(),
-                    shape,
-                    imp.strides()
-                ),
-            ));
+            return Err(InvalidInputError::new_err(format!(
+                "DenseWriter.append({}): input of shape {:?} is not C-contiguous (strides {:?} elements); pass np.ascontiguousarray(x)",
+                self.path.display(),
+                shape,
+                imp.strides()
+            )));
         };
         append_detached(py, &self.inner, "DenseWriter", &self.path, |w| {
             w.append(&src.to_vec())
@@ -302,7 +289,7 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
         dict_bytes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let d = parse_dtype(dtype)?;
-        let (c, opts) = writer_options(py, codec, data_shards, dict_bytes)?;
+        let (c, opts) = writer_options(codec, data_shards, dict_bytes)?;
         let w = py
             .detach(|| guard(|| RaggedWriter::create(&path, d, ndim, c, opts)))
             .py_err(py)?;
@@ -318,18 +305,14 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
     fn append(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let Ok(rb) = batch.cast::<PyRaggedBatch>() else {
             let t = type_name(batch);
-            return Err(PyTypeError::new_err(format!(
+            return Err(InvalidTypeError::new_err(format!(
                 "RaggedWriter.append expects a RaggedBatch(values, cu_seqlens, shapes), got {t}; use RaggedBatch.from_records(records) for a list of arrays"
             )));
         };
         let rb = rb.get();
         let path = self.path.display().to_string();
         let mismatch = |what: String| {
-            raise(
-                py,
-                "InvalidInputError",
-                format!("RaggedWriter.append({path}): {what}"),
-            )
+            InvalidInputError::new_err(format!("RaggedWriter.append({path}): {what}"))
         };
         // Every field is read through raw-pointer copies (`crate::raw`): `cu_seqlens` and
         // `shapes` here with the GIL held, `values` into a staging buffer with the GIL released.
@@ -337,14 +320,10 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
         let (values, cu, shapes): (RawBytes<'_>, Vec<i32>, Vec<u64>) = match &rb.repr {
             Ragged::Stored(s) => {
                 if s.dtype != self.dtype {
-                    return Err(raise(
-                        py,
-                        "DTypeError",
-                        format!(
-                            "RaggedWriter.append({path}): expected dtype {}, found {}",
-                            self.dtype, s.dtype
-                        ),
-                    ));
+                    return Err(DTypeError::new_err(format!(
+                        "RaggedWriter.append({path}): expected dtype {}, found {}",
+                        self.dtype, s.dtype
+                    )));
                 }
                 if s.ndim != self.ndim as usize {
                     return Err(mismatch(format!(
@@ -364,15 +343,11 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
                 let c = import(cu_seqlens.bind(py), "RaggedBatch.cu_seqlens")?;
                 let s = import(shapes.bind(py), "RaggedBatch.shapes")?;
                 if v.dtype() != self.dtype {
-                    return Err(raise(
-                        py,
-                        "DTypeError",
-                        format!(
-                            "RaggedWriter.append({path}): values: expected dtype {}, found {}",
-                            self.dtype,
-                            v.dtype()
-                        ),
-                    ));
+                    return Err(DTypeError::new_err(format!(
+                        "RaggedWriter.append({path}): values: expected dtype {}, found {}",
+                        self.dtype,
+                        v.dtype()
+                    )));
                 }
                 if v.shape().len() != 1 {
                     return Err(mismatch(format!(
@@ -388,14 +363,10 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
                 }
                 let n = c.shape()[0] - 1;
                 if s.dtype() != DType::UInt64 {
-                    return Err(raise(
-                        py,
-                        "DTypeError",
-                        format!(
-                            "RaggedWriter.append({path}): shapes must be uint64, found {}",
-                            s.dtype()
-                        ),
-                    ));
+                    return Err(DTypeError::new_err(format!(
+                        "RaggedWriter.append({path}): shapes must be uint64, found {}",
+                        s.dtype()
+                    )));
                 }
                 if s.shape() != [n, u64::from(self.ndim)] {
                     return Err(mismatch(format!(
@@ -409,14 +380,10 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
                 let c_raw = contiguous(&c, "cu_seqlens", &mismatch)?;
                 let s_raw = contiguous(&s, "shapes", &mismatch)?;
                 if c.dtype() != DType::Int32 {
-                    return Err(raise(
-                        py,
-                        "DTypeError",
-                        format!(
-                            "RaggedWriter.append: cu_seqlens must be int32, found {}",
-                            c.dtype()
-                        ),
-                    ));
+                    return Err(DTypeError::new_err(format!(
+                        "RaggedWriter.append: cu_seqlens must be int32, found {}",
+                        c.dtype()
+                    )));
                 }
                 (v_raw, c_raw.to_i32s(), s_raw.to_u64s())
             }

@@ -8,12 +8,15 @@ expects a builtin category, the class also derives from it (``IndexOutOfRangeErr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = [
     "Error",
     "CorruptError",
     "FormatError",
     "ClosedError",
     "InvalidInputError",
+    "InvalidTypeError",
     "DTypeError",
     "UnsupportedDeviceError",
     "IndexOutOfRangeError",
@@ -36,7 +39,18 @@ class Error(Exception):
 class CorruptError(Error):
     """Stored bytes do not match what the container says (checksum, size or structure mismatch).
 
-    The message names the file, shard, record, byte offset and expected vs found values."""
+    The message names the file, shard, record, byte offset and expected vs found values; the same
+    facts are attributes, ``None`` where unknown: ``path`` (a :class:`pathlib.Path`), ``shard``,
+    ``record``, ``offset`` (ints), ``what`` (what was checked), ``expected`` and ``found`` (str).
+    A :class:`FormatError` sets only ``path``."""
+
+    path: Path | None = None
+    shard: int | None = None
+    record: int | None = None
+    offset: int | None = None
+    what: str | None = None
+    expected: str | None = None
+    found: str | None = None
 
 
 class FormatError(CorruptError):
@@ -51,6 +65,12 @@ class ClosedError(Error, ValueError):
 class InvalidInputError(Error, ValueError):
     """An argument was rejected before anything was written or read (shape, layout, offsets,
     alignment, options)."""
+
+
+class InvalidTypeError(InvalidInputError, TypeError):
+    """An argument has the wrong Python type (a non-integer index, ``dict_bytes`` that are not
+    bytes, an object without ``__dlpack__``, ...). Both an :class:`InvalidInputError` and a
+    ``TypeError``."""
 
 
 class DTypeError(Error, TypeError):

@@ -14,7 +14,9 @@ use super::ffi::{
     DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLTensor, KDL_CPU, LEGACY, VERSIONED,
 };
 use crate::dtypes::ml_storage_dtype;
-use crate::errors::{raise, type_name};
+use crate::errors::{
+    DTypeError, InvalidInputError, InvalidTypeError, UnsupportedDeviceError, type_name,
+};
 use crate::raw::RawBytes;
 
 /// A foreign CPU tensor imported through DLPack (or the read-only buffer fallback). Keeps the
@@ -129,8 +131,8 @@ fn np_ndarray(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     T.import(py, "numpy", "ndarray")
 }
 
-fn invalid(py: Python<'_>, msg: String) -> PyErr {
-    raise(py, "InvalidInputError", msg)
+fn invalid(msg: String) -> PyErr {
+    InvalidInputError::new_err(msg)
 }
 
 impl Imported<'_> {
@@ -169,18 +171,14 @@ pub(crate) fn import_foreign<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResu
     let tname = type_name(obj);
     if let Ok(f) = obj.getattr(pyo3::intern!(py, "__dlpack_device__")) {
         let dev: (i32, i32) = f.call0()?.extract().map_err(|_| {
-            PyTypeError::new_err(format!(
+            InvalidTypeError::new_err(format!(
                 "{what}: __dlpack_device__ of {tname} did not return (device_type, device_id)"
             ))
         })?;
         if dev.0 != KDL_CPU {
-            return Err(raise(
-                py,
-                "UnsupportedDeviceError",
-                format!(
-                    "{what}: DLPack device {dev:?} of {tname} is not supported; only CPU (device_type 1) tensors are accepted, transfer it to the CPU first"
-                ),
-            ));
+            return Err(UnsupportedDeviceError::new_err(format!(
+                "{what}: DLPack device {dev:?} of {tname} is not supported; only CPU (device_type 1) tensors are accepted, transfer it to the CPU first"
+            )));
         }
     }
     if !obj.hasattr(pyo3::intern!(py, "__dlpack__"))? {
@@ -210,7 +208,7 @@ pub(crate) fn import_foreign<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResu
 }
 
 fn export_failed(py: Python<'_>, what: &str, tname: &str, e: PyErr) -> PyErr {
-    let err = PyTypeError::new_err(format!("{what}: {tname}.__dlpack__() failed: {e}"));
+    let err = InvalidTypeError::new_err(format!("{what}: {tname}.__dlpack__() failed: {e}"));
     err.set_cause(py, Some(e));
     err
 }
@@ -244,7 +242,7 @@ fn parse_capsule<'py>(
         // SAFETY: `m` is non-null and valid (above).
         let major = unsafe { (*m).version.major };
         if major != 1 {
-            return Err(PyTypeError::new_err(format!(
+            return Err(InvalidTypeError::new_err(format!(
                 "{what}: {tname} exported DLPack version {major}.x; only 1.x is understood"
             )));
         }
@@ -259,34 +257,29 @@ fn parse_capsule<'py>(
         // SAFETY: field of the valid struct above.
         unsafe { &raw const (*m).dl_tensor }
     } else {
-        return Err(PyTypeError::new_err(format!(
+        return Err(InvalidTypeError::new_err(format!(
             "{what}: {tname}.__dlpack__() did not return a DLPack capsule"
         )));
     };
     // SAFETY: `dl` points into the producer's managed tensor, alive while `cap` is.
     let dl = unsafe { &*dl };
     if dl.device.device_type != KDL_CPU {
-        return Err(raise(
-            py,
-            "UnsupportedDeviceError",
-            format!(
-                "{what}: DLPack device type {} of {tname} is not supported; only CPU (1) is accepted",
-                dl.device.device_type
-            ),
-        ));
+        return Err(UnsupportedDeviceError::new_err(format!(
+            "{what}: DLPack device type {} of {tname} is not supported; only CPU (1) is accepted",
+            dl.device.device_type
+        )));
     }
     if !(0..=64).contains(&dl.ndim) {
-        return Err(invalid(
-            py,
-            format!("{what}: DLPack ndim {} is out of range", dl.ndim),
-        ));
+        return Err(invalid(format!(
+            "{what}: DLPack ndim {} is out of range",
+            dl.ndim
+        )));
     }
     let ndim = dl.ndim as usize;
     if ndim > 0 && dl.shape.is_null() {
-        return Err(invalid(
-            py,
-            format!("{what}: DLPack tensor of ndim {ndim} has a NULL shape"),
-        ));
+        return Err(invalid(format!(
+            "{what}: DLPack tensor of ndim {ndim} has a NULL shape"
+        )));
     }
     let shape_i: &[i64] = if ndim == 0 {
         &[]
@@ -295,10 +288,9 @@ fn parse_capsule<'py>(
         unsafe { std::slice::from_raw_parts(dl.shape, ndim) }
     };
     if shape_i.iter().any(|&d| d < 0) {
-        return Err(invalid(
-            py,
-            format!("{what}: negative extent in DLPack shape {shape_i:?}"),
-        ));
+        return Err(invalid(format!(
+            "{what}: negative extent in DLPack shape {shape_i:?}"
+        )));
     }
     let shape: Vec<u64> = shape_i.iter().map(|&d| d as u64).collect();
     let strides = if ndim == 0 || dl.strides.is_null() {
@@ -314,32 +306,25 @@ fn parse_capsule<'py>(
         None => DType::from_dlpack(code, bits, lanes),
     }
     .ok_or_else(|| {
-        raise(
-            py,
-            "DTypeError",
-            format!("{what}: DLPack dtype (code {code}, bits {bits}, lanes {lanes}) of {tname} is not in the loaderx dtype catalog"),
+        DTypeError::new_err(format!("{what}: DLPack dtype (code {code}, bits {bits}, lanes {lanes}) of {tname} is not in the loaderx dtype catalog"),
         )
     })?;
     let numel = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
     let Some(numel) = numel else {
-        return Err(invalid(py, format!("{what}: shape {shape:?} overflows")));
+        return Err(invalid(format!("{what}: shape {shape:?} overflows")));
     };
     let addr = (dl.data as usize).wrapping_add(dl.byte_offset as usize);
     if numel > 0 {
         if dl.data.is_null() {
-            return Err(invalid(
-                py,
-                format!("{what}: non-empty DLPack tensor with a NULL data pointer"),
-            ));
+            return Err(invalid(format!(
+                "{what}: non-empty DLPack tensor with a NULL data pointer"
+            )));
         }
         if !addr.is_multiple_of(dtype.itemsize()) {
-            return Err(invalid(
-                py,
-                format!(
-                    "{what}: data address {addr:#x} is misaligned for {dtype} (itemsize {})",
-                    dtype.itemsize()
-                ),
-            ));
+            return Err(invalid(format!(
+                "{what}: data address {addr:#x} is misaligned for {dtype} (itemsize {})",
+                dtype.itemsize()
+            )));
         }
     }
     Ok(Imported {
@@ -357,25 +342,24 @@ fn import_buffer<'py>(obj: &Bound<'py, PyAny>, what: &str, tname: &str) -> PyRes
     let py = obj.py();
     let builtins = py.import("builtins")?;
     let mv = builtins.getattr("memoryview")?.call1((obj,)).map_err(|_| {
-        PyTypeError::new_err(format!(
+        InvalidTypeError::new_err(format!(
             "{what}: expected a DLPack CPU tensor (an object with __dlpack__, e.g. a NumPy array) or a read-only buffer, got {tname}"
         ))
     })?;
     if !mv.getattr("readonly")?.extract::<bool>()? {
         mv.call_method0("release")?;
-        return Err(PyTypeError::new_err(format!(
+        return Err(InvalidTypeError::new_err(format!(
             "{what}: {tname} is a writable buffer-only object; it is rejected because it could change during append. Pass a DLPack tensor (e.g. a NumPy array) or a read-only buffer"
         )));
     }
     if !mv.getattr("c_contiguous")?.extract::<bool>()? {
-        return Err(invalid(
-            py,
-            format!("{what}: the buffer of {tname} is not C-contiguous"),
-        ));
+        return Err(invalid(format!(
+            "{what}: the buffer of {tname} is not C-contiguous"
+        )));
     }
     let arr = py.import("numpy")?.getattr("asarray")?.call1((&mv,))?;
     if !arr.hasattr("__dlpack__")? {
-        return Err(PyTypeError::new_err(format!(
+        return Err(InvalidTypeError::new_err(format!(
             "{what}: could not view the buffer of {tname}"
         )));
     }

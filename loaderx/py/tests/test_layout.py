@@ -1,10 +1,15 @@
-"""The binding's source layout (issue 12): the `use crate::...` graph of loaderx/py/src is acyclic,
-no source file is over 700 lines, and every module opens with `//!` docs."""
+"""The binding's layout (issue 12): the `use crate::...` graph of loaderx/py/src is acyclic, no
+source file is over 700 lines, every module opens with `//!` docs, the stub matches the module and
+the version comes from the package metadata."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -59,3 +64,24 @@ def test_files_are_small_and_documented():
         lines = p.read_text().splitlines()
         assert len(lines) <= 700, f"{p.relative_to(SRC)} has {len(lines)} lines"
         assert lines and lines[0].startswith("//!"), f"{p.relative_to(SRC)} has no //! module docs"
+
+
+def test_version_comes_from_package_metadata():
+    from importlib.metadata import version
+
+    import loaderx
+
+    assert loaderx.__version__ == version("loaderx")
+
+
+def test_stub_matches_the_module(tmp_path):
+    """`python -m mypy.stubtest loaderx._loaderx` passes (skipped where mypy is not installed)."""
+    pytest.importorskip("mypy.stubtest")
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "loaderx._loaderx"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -75,10 +75,17 @@ def test_version_comes_from_package_metadata():
 
 
 def test_stub_matches_the_module(tmp_path):
-    """`python -m mypy.stubtest loaderx._loaderx` passes (skipped where mypy is not installed)."""
+    """`python -m mypy.stubtest loaderx._loaderx` passes (skipped where mypy is not installed). A
+    `bench-hooks` build has one name the stub leaves out: the allowlist covers it there only."""
     pytest.importorskip("mypy.stubtest")
+    import loaderx._loaderx
+
+    cmd = [sys.executable, "-m", "mypy.stubtest", "loaderx._loaderx"]
+    if hasattr(loaderx._loaderx, "_bench_gather"):
+        allowlist = SRC.parent / "stubtest-allowlist.txt"
+        cmd += ["--allowlist", str(allowlist), "--ignore-unused-allowlist"]
     r = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "loaderx._loaderx"],
+        cmd,
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -11,7 +11,8 @@ use zrecord::{Allocation, Allocator, DType, OUTPUT_ALIGN, SystemAllocator};
 use crate::dlpack::{DLPackVersion, Imported, KDL_CPU, export, import_foreign};
 use crate::dtypes::{dtype_obj, parse_dtype};
 use crate::errors::{
-    DTypeError, InternalError, IntoPyResult, InvalidTypeError, UnsupportedDeviceError,
+    DTypeError, InternalError, IntoPyResult, InvalidInputError, InvalidTypeError,
+    UnsupportedDeviceError,
 };
 use crate::raw::RawBytes;
 
@@ -270,6 +271,18 @@ impl StoredRagged {
         raw_region(&self.alloc, self.cu_off, 4 * (self.n + 1)).to_i32s()
     }
 
+    /// Record `k`'s byte offset into the values and its shape, from copies `cu` / `shapes` of the
+    /// fields; `None` unless they describe a span inside the values whose size matches the shape.
+    fn record_span(&self, cu: &[i32], shapes: &[u64], k: usize) -> Option<(usize, Vec<u64>)> {
+        let isz = self.dtype.itemsize();
+        let (a, b) = (*cu.get(k)?, *cu.get(k + 1)?);
+        let (a, b) = (usize::try_from(a).ok()?, usize::try_from(b).ok()?);
+        let shape = shapes.get(k * self.ndim..(k + 1) * self.ndim)?.to_vec();
+        let numel = shape.iter().try_fold(1u64, |x, &d| x.checked_mul(d))?;
+        let inside = b.checked_mul(isz).is_some_and(|end| end <= self.values_len);
+        (a <= b && inside && numel == (b - a) as u64).then_some((a * isz, shape))
+    }
+
     /// A copy of the flattened per-record shapes (`n * ndim` entries).
     pub(crate) fn shapes(&self) -> Vec<u64> {
         raw_region(&self.alloc, self.shapes_off, 8 * self.n * self.ndim).to_u64s()
@@ -413,16 +426,15 @@ impl PyRaggedBatch {
             Ragged::Stored(s) => {
                 let cu = s.cu();
                 let shapes = s.shapes();
-                let isz = s.dtype.itemsize();
                 let out = PyList::empty(py);
                 for k in 0..s.n {
-                    let shape = shapes[k * s.ndim..(k + 1) * s.ndim].to_vec();
-                    out.append(PyDLTensor::new(
-                        s.alloc.clone(),
-                        cu[k] as usize * isz,
-                        shape,
-                        s.dtype,
-                    ))?;
+                    // The fields are exported writable: check them again before slicing by them.
+                    let (offset, shape) = s.record_span(&cu, &shapes, k).ok_or_else(|| {
+                        InvalidInputError::new_err(format!(
+                            "RaggedBatch.to_tensors: record {k}: cu_seqlens and shapes no longer describe the values (were they written through an export?)"
+                        ))
+                    })?;
+                    out.append(PyDLTensor::new(s.alloc.clone(), offset, shape, s.dtype))?;
                 }
                 Ok(out)
             }

@@ -151,3 +151,15 @@ def test_sampler_buffer_survives_resize(tmp_path):
         got = s.next()
         assert got is out and got.shape == (8,) and not got.flags.writeable
         assert (got == ref.next()).all()
+
+
+def test_to_tensors_rechecks_fields_written_through_an_export(tmp_path, alloc):
+    view, recs = _ragged(tmp_path, alloc)
+    rb = view[[1, 2]]
+    cu = np.from_dlpack(rb.cu_seqlens)
+    cu[2] = 1 << 30  # past the end of the values: no tensor may point there
+    with pytest.raises(InvalidInputError) as ei:
+        rb.to_tensors()
+    assert type(ei.value) is InvalidInputError
+    cu[2] = cu[1] + recs[2].size  # restored: the batch works again
+    np.testing.assert_array_equal(np.from_dlpack(rb.to_tensors()[1]), recs[2])

@@ -8,6 +8,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use zrecord::{Allocation, DType};
 
+use crate::errors::InternalError;
+
 use super::ffi::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
     KDL_CPU, LEGACY, VERSIONED,
@@ -89,6 +91,18 @@ pub(crate) fn export<'py>(
     dtype: DType,
     version: Option<DLPackVersion>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = shape
+        .iter()
+        .try_fold(dtype.itemsize() as u64, |a, &d| a.checked_mul(d));
+    let inside = bytes
+        .and_then(|n| n.checked_add(offset as u64))
+        .is_some_and(|end| end <= owner.len() as u64);
+    if !inside || !owner.device().kind.host_accessible() {
+        return Err(InternalError::new_err(format!(
+            "DLPack export of shape {shape:?} {dtype} at byte {offset} lies outside its {}-byte allocation",
+            owner.len()
+        )));
+    }
     let (code, bits, lanes) = dtype.dlpack();
     let mut ctx = Box::new(Ctx {
         _owner: owner.clone(),

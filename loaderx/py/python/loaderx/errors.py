@@ -1,6 +1,9 @@
 """The loaderx exception hierarchy.
 
-Every error raised by the Rust core is an instance of :class:`Error`. Where Python convention
+Every error raised by the Rust core, and by the binding's own checks of arguments, is an instance of
+:class:`Error` (the native module resolves each class below by a typed handle when it is imported;
+only PyO3's conversion of a parameter of the wrong basic type, e.g. ``workers="4"``, raises a plain
+``TypeError`` / ``OverflowError`` before loaderx sees the call). Where Python convention
 expects a builtin category, the class also derives from it (``IndexOutOfRangeError`` is an
 ``IndexError``, ``InvalidInputError`` a ``ValueError``, ``DTypeError`` a ``TypeError``, ...), so
 ``except IndexError`` keeps working.

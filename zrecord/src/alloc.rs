@@ -124,6 +124,18 @@ pub trait Allocator: Send + Sync + fmt::Debug {
 }
 
 /// An exclusive region handed out by an [`Allocator`]. Dropping it returns the region to its home.
+///
+/// # Exported regions
+/// An owner may hand the region's pointer ([`as_ptr`](Self::as_ptr)) to code outside Rust, e.g.
+/// as a writable DLPack tensor, usually while sharing the `Allocation` itself (`Arc<Allocation>`)
+/// among several such exports that alias it. Foreign code may then write the region at any time,
+/// from any thread. From the moment of export until the last foreign user is gone, the exporter
+/// must ensure that no Rust reference to the bytes exists: it must not call
+/// [`host_slice`](Self::host_slice) (or [`host_slice_mut`](Self::host_slice_mut)) on that
+/// allocation, and it reads or writes the region only through raw-pointer copies
+/// (`ptr::copy_nonoverlapping` from `as_ptr`), never through a `&[u8]` another thread may write.
+/// The pointer carries the region's full read-write permission, so such raw writes through a
+/// shared allocation are allowed under the same rule.
 pub struct Allocation {
     ptr: NonNull<u8>,
     len: usize,
@@ -134,9 +146,14 @@ pub struct Allocation {
 }
 
 // SAFETY: an Allocation is the unique owner of its region (the allocator contract gives it
-// exclusively), so moving it or sharing `&Allocation` across threads is as safe as for `Vec<u8>`.
+// exclusively) and its home is `Send + Sync`, so moving it to another thread is as safe as for
+// `Vec<u8>`.
 unsafe impl Send for Allocation {}
-// SAFETY: shared access only hands out `&[u8]`; mutation needs `&mut Allocation`.
+// SAFETY: through `&Allocation` safe code gets `&[u8]` (`host_slice`) and raw pointers; mutation of
+// the bytes through a safe API needs `&mut Allocation`. The only other writes are foreign writes to
+// an exported region, and the exporter's contract (see "Exported regions" above) forbids any
+// `host_slice` borrow of such a region, so shared `&[u8]`s from any number of threads never
+// observe a write; raw-pointer copies from several threads need no exclusivity.
 unsafe impl Sync for Allocation {}
 
 impl Allocation {
@@ -206,7 +223,9 @@ impl Allocation {
         self.device
     }
 
-    /// Raw pointer to the first byte.
+    /// Raw pointer to the first byte. It carries the region's read-write permission: an exporter
+    /// may cast it to `*mut u8` and let foreign code write through it, or write through it itself,
+    /// under the rules of "Exported regions" on [`Allocation`].
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }
@@ -216,13 +235,16 @@ impl Allocation {
         self.ptr.as_ptr()
     }
 
-    /// The bytes, when the CPU can address them.
+    /// The bytes, when the CPU can address them. Never call it on an exported region (see
+    /// "Exported regions" on [`Allocation`]): foreign code may be writing it.
     pub fn host_slice(&self) -> Option<&[u8]> {
         if !self.device.kind.host_accessible() {
             return None;
         }
         // SAFETY: the region holds `len` initialized-or-written bytes owned exclusively by `self`
         // (from_raw_parts contract); regions are zeroed or fully written before being exposed.
+        // Nothing writes them while this borrow lives: safe writes need `&mut self`, and an
+        // exporter whose foreign users may write never calls this (the exported-regions rule).
         Some(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) })
     }
 

@@ -36,11 +36,7 @@ pub(crate) fn parse_dtype(obj: &Bound<'_, PyAny>) -> PyResult<DType> {
         .call1((obj,))?
         .extract()?;
     DType::from_name(&name).ok_or_else(|| {
-        crate::errors::raise(
-            py,
-            "DTypeError",
-            format!("dtype {name:?} is not in the catalog"),
-        )
+        crate::errors::DTypeError::new_err(format!("dtype {name:?} is not in the catalog"))
     })
 }
 

@@ -1,12 +1,66 @@
 //! Mapping of every zrecord / loaderx error to the Python hierarchy in `loaderx/errors.py`, and the
 //! panic guard used at the boundary (a Rust panic never surfaces as `PanicException`).
+//!
+//! The exception classes are typed handles ([`pyo3::import_exception!`]) on the classes
+//! `loaderx/errors.py` defines; [`check_catalog`] resolves every one when the extension module is
+//! imported, so a misspelled or missing class fails that import instead of turning into another
+//! exception later.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
+
+/// Declares a typed handle per catalog class and the list [`check_catalog`] verifies.
+macro_rules! catalog {
+    ($($name:ident),* $(,)?) => {
+        $(pyo3::import_exception!(loaderx.errors, $name);)*
+
+        /// The names of the catalog classes the binding raises.
+        const CATALOG: &[&str] = &[$(stringify!($name)),*];
+    };
+}
+
+catalog!(
+    Error,
+    CorruptError,
+    FormatError,
+    ClosedError,
+    InvalidInputError,
+    InvalidTypeError,
+    DTypeError,
+    UnsupportedDeviceError,
+    IndexOutOfRangeError,
+    AlreadyExistsError,
+    LimitExceededError,
+    PoisonedError,
+    AllocationError,
+    StorageIOError,
+    NotFoundError,
+    SamplerError,
+    InternalError,
+);
+
+/// Resolves every catalog class in `loaderx.errors` (called from the module initializer): each
+/// must exist and be an exception class, else the import of `loaderx._loaderx` fails.
+pub(crate) fn check_catalog(py: Python<'_>) -> PyResult<()> {
+    let m = py.import("loaderx.errors")?;
+    let base = py.get_type::<PyException>();
+    for name in CATALOG {
+        let cls = m.getattr(*name)?.cast_into::<PyType>()?;
+        if !cls.is_subclass(&base)? {
+            return Err(pyo3::exceptions::PyImportError::new_err(format!(
+                "loaderx.errors.{name} is not an exception class"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The constructor of a catalog exception from its message, e.g. `ClosedError::new_err`.
+pub(crate) type ErrCtor = fn(String) -> PyErr;
 
 /// A failure of the Rust core, carried out of a `detach` section (no GIL needed to build it).
 #[derive(Debug)]
@@ -17,8 +71,8 @@ pub(crate) enum CoreError {
     L(loaderx::Error),
     /// A caught panic, with its message.
     Panic(String),
-    /// An error raised by the binding itself (e.g. a closed object), by class name and message.
-    Py(&'static str, String),
+    /// An error raised by the binding itself (e.g. a closed object): its class and message.
+    Py(ErrCtor, String),
 }
 
 impl From<zrecord::Error> for CoreError {
@@ -60,7 +114,7 @@ pub(crate) fn lock<'a, T>(
     poisoned: &'static str,
 ) -> Result<MutexGuard<'a, T>, CoreError> {
     m.lock()
-        .map_err(|_| CoreError::Py("InternalError", poisoned.into()))
+        .map_err(|_| CoreError::Py(InternalError::new_err, poisoned.into()))
 }
 
 /// The body of an idempotent `close()`: takes the core object out of `slot` and, unless an
@@ -89,19 +143,27 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_default()
 }
 
-/// The Python class `loaderx.errors.<name>`.
-pub(crate) fn err_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
-    let m = py.import("loaderx.errors")?;
-    Ok(m.getattr(name)?.cast_into::<PyType>()?)
-}
-
-/// A `loaderx.errors.<name>(msg)` exception.
-pub(crate) fn raise(py: Python<'_>, name: &str, msg: impl Into<String>) -> PyErr {
-    let msg = msg.into();
-    match err_class(py, name) {
-        Ok(t) => PyErr::from_type(t, (msg,)),
-        Err(_) => PyRuntimeError::new_err(msg),
-    }
+/// A `CorruptError` / `FormatError` carrying the Rust location as attributes (`path`, `shard`,
+/// `record`, `offset`, `what`, `expected`, `found`; `None` where unknown). Attribute failures
+/// are ignored: the exception still carries the full message.
+fn located(
+    py: Python<'_>,
+    err: PyErr,
+    at: Option<&zrecord::Location>,
+    path: Option<&std::path::Path>,
+    what: Option<&str>,
+    expected: Option<&str>,
+    found: Option<&str>,
+) -> PyErr {
+    let v = err.value(py);
+    let _ = v.setattr("path", path.or(at.map(|a| a.path.as_path())));
+    let _ = v.setattr("shard", at.and_then(|a| a.shard));
+    let _ = v.setattr("record", at.and_then(|a| a.record));
+    let _ = v.setattr("offset", at.and_then(|a| a.offset));
+    let _ = v.setattr("what", what);
+    let _ = v.setattr("expected", expected);
+    let _ = v.setattr("found", found);
+    err
 }
 
 /// Maps a zrecord error to its Python exception.
@@ -110,34 +172,55 @@ pub(crate) fn z_to_py(py: Python<'_>, e: zrecord::Error) -> PyErr {
     let msg = e.to_string();
     match &e {
         Z::Io { op, path, source } => {
-            let cls = if source.kind() == std::io::ErrorKind::NotFound {
-                "NotFoundError"
-            } else {
-                "StorageIOError"
-            };
-            match (err_class(py, cls), source.raw_os_error()) {
-                (Ok(t), Some(code)) => PyErr::from_type(
-                    t,
-                    (
+            let not_found = source.kind() == std::io::ErrorKind::NotFound;
+            match (source.raw_os_error(), not_found) {
+                (Some(code), nf) => {
+                    let args = (
                         code,
                         format!("{op} failed: {source}"),
                         path.display().to_string(),
-                    ),
-                ),
-                (Ok(t), None) => PyErr::from_type(t, (msg,)),
-                (Err(_), _) => PyRuntimeError::new_err(msg),
+                    );
+                    if nf {
+                        NotFoundError::new_err(args)
+                    } else {
+                        StorageIOError::new_err(args)
+                    }
+                }
+                (None, true) => NotFoundError::new_err(msg),
+                (None, false) => StorageIOError::new_err(msg),
             }
         }
-        Z::Corrupt { .. } => raise(py, "CorruptError", msg),
-        Z::Format { .. } => raise(py, "FormatError", msg),
-        Z::InvalidInput(_) => raise(py, "InvalidInputError", msg),
-        Z::IndexOutOfRange { .. } => raise(py, "IndexOutOfRangeError", msg),
-        Z::AlreadyExists(_) => raise(py, "AlreadyExistsError", msg),
-        Z::LimitExceeded(_) => raise(py, "LimitExceededError", msg),
-        Z::Poisoned(_) => raise(py, "PoisonedError", msg),
-        Z::Closed(_) => raise(py, "ClosedError", msg),
-        Z::Alloc(_) => raise(py, "AllocationError", msg),
-        _ => raise(py, "Error", msg),
+        Z::Corrupt {
+            at,
+            what,
+            expected,
+            found,
+        } => located(
+            py,
+            CorruptError::new_err(msg),
+            Some(at),
+            None,
+            Some(what),
+            Some(expected),
+            Some(found),
+        ),
+        Z::Format { path, .. } => located(
+            py,
+            FormatError::new_err(msg),
+            None,
+            Some(path),
+            None,
+            None,
+            None,
+        ),
+        Z::InvalidInput(_) => InvalidInputError::new_err(msg),
+        Z::IndexOutOfRange { .. } => IndexOutOfRangeError::new_err(msg),
+        Z::AlreadyExists(_) => AlreadyExistsError::new_err(msg),
+        Z::LimitExceeded(_) => LimitExceededError::new_err(msg),
+        Z::Poisoned(_) => PoisonedError::new_err(msg),
+        Z::Closed(_) => ClosedError::new_err(msg),
+        Z::Alloc(_) => AllocationError::new_err(msg),
+        _ => Error::new_err(msg),
     }
 }
 
@@ -147,14 +230,14 @@ pub(crate) fn l_to_py(py: Python<'_>, e: loaderx::Error) -> PyErr {
     use loaderx::Error as L;
     match e {
         L::Store(z) => z_to_py(py, z),
-        L::InvalidArgument(m) => raise(py, "InvalidInputError", format!("invalid argument: {m}")),
-        L::Sampler(m) => raise(py, "SamplerError", format!("sampler error: {m}")),
+        L::InvalidArgument(m) => InvalidInputError::new_err(format!("invalid argument: {m}")),
+        L::Sampler(m) => SamplerError::new_err(format!("sampler error: {m}")),
         L::Transform(b) => match b.downcast::<PyErr>() {
             Ok(pe) => *pe,
-            Err(other) => raise(py, "Error", format!("transform failed: {other}")),
+            Err(other) => Error::new_err(format!("transform failed: {other}")),
         },
-        L::Panicked(m) => raise(py, "InternalError", m),
-        other => raise(py, "Error", other.to_string()),
+        L::Panicked(m) => InternalError::new_err(m),
+        other => Error::new_err(other.to_string()),
     }
 }
 
@@ -163,12 +246,10 @@ pub(crate) fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
     match e {
         CoreError::Z(z) => z_to_py(py, z),
         CoreError::L(l) => l_to_py(py, l),
-        CoreError::Panic(m) => raise(
-            py,
-            "InternalError",
-            format!("internal error (Rust panic caught): {m}"),
-        ),
-        CoreError::Py(cls, m) => raise(py, cls, m),
+        CoreError::Panic(m) => {
+            InternalError::new_err(format!("internal error (Rust panic caught): {m}"))
+        }
+        CoreError::Py(cls, m) => cls(m),
     }
 }
 

@@ -2,33 +2,42 @@
 //!
 //! The Python package (`loaderx/py/python/loaderx`) re-exports these classes; see `docs/python.md`.
 
+mod allocator;
+#[cfg(feature = "bench-hooks")]
+mod bench;
 mod dlpack;
 mod dtypes;
 mod errors;
+mod index;
 mod loader;
+mod raw;
 mod sampler;
 mod store;
 mod tensor;
+mod view;
+mod writer;
 
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _loaderx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add_class::<store::PyAllocator>()?;
+    errors::check_catalog(py)?;
+    m.add_class::<allocator::PyAllocator>()?;
     m.add_class::<store::PyDenseStore>()?;
     m.add_class::<store::PyRaggedStore>()?;
-    m.add_class::<store::PyDenseView>()?;
-    m.add_class::<store::PyRaggedView>()?;
-    m.add_class::<store::PyDenseWriter>()?;
-    m.add_class::<store::PyRaggedWriter>()?;
+    m.add_class::<view::PyDenseView>()?;
+    m.add_class::<view::PyRaggedView>()?;
+    m.add_class::<writer::PyDenseWriter>()?;
+    m.add_class::<writer::PyRaggedWriter>()?;
     m.add_class::<tensor::PyDLTensor>()?;
     m.add_class::<tensor::PyRaggedBatch>()?;
     m.add_class::<sampler::PySampler>()?;
     m.add_class::<sampler::PyMode>()?;
     m.add_class::<loader::PyLoader>()?;
-    m.add_function(wrap_pyfunction!(store::train_dict, m)?)?;
-    m.add_function(wrap_pyfunction!(store::_bench_gather, m)?)?;
+    m.add_function(wrap_pyfunction!(view::train_dict, m)?)?;
+    #[cfg(feature = "bench-hooks")]
+    m.add_function(wrap_pyfunction!(bench::_bench_gather, m)?)?;
     m.add("DEFAULT_DICT_BYTES", zrecord::DEFAULT_DICT_BYTES)?;
     m.add("DEFAULT_POOL_SIZE", loaderx::DEFAULT_POOL_SIZE)?;
     m.add("DEFAULT_DATA_SHARDS", zrecord::DEFAULT_DATA_SHARDS)?;

@@ -3,13 +3,16 @@
 use std::sync::{Arc, Mutex};
 
 use loaderx::{Batch, Loader, LoaderOptions, Shard, StreamView, Transform};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::errors::{CoreError, IntoPyResult, guard, lock, raise, take_detached, type_name};
+use crate::errors::{
+    CoreError, Error, IntoPyResult, InvalidInputError, InvalidTypeError, guard, lock,
+    take_detached, type_name,
+};
 use crate::sampler::{CustomSampler, PySampler};
-use crate::store::{PyDenseView, PyRaggedView, dense_to_py, ragged_to_py};
+use crate::tensor::{dense_to_py, ragged_to_py};
+use crate::view::{PyDenseView, PyRaggedView};
 
 /// What a worker hands the consumer: the raw shard list (no transform: converted to Python objects
 /// on the consumer side, so workers never need the GIL) or the transform's result.
@@ -27,7 +30,7 @@ pub(crate) fn shards_to_py(py: Python<'_>, shards: Vec<Shard>) -> PyResult<Bound
                 Batch::Dense(b) => dense_to_py(py, b)?,
                 Batch::Ragged(b) => ragged_to_py(py, b)?,
                 #[allow(unreachable_patterns)]
-                _ => return Err(raise(py, "Error", "unknown batch kind")),
+                _ => return Err(Error::new_err("unknown batch kind")),
             };
             d.set_item(&*name, v)?;
         }
@@ -57,20 +60,29 @@ impl PyLoader {
         sampler: &Bound<'_, PyAny>,
         transform: Option<Py<PyAny>>,
         workers: usize,
-        prefetch: usize,
+        prefetch: i64,
     ) -> PyResult<Self> {
+        // Always a positive integer, whatever `workers` is (the core only needs it with workers).
+        let prefetch = usize::try_from(prefetch)
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| {
+                InvalidInputError::new_err(format!(
+                    "invalid argument: prefetch must be a positive integer, got {prefetch}"
+                ))
+            })?;
         let items = streams
             .call_method0("items")
-            .map_err(|_| PyTypeError::new_err("streams must be a dict {name: [view, ...]}"))?;
+            .map_err(|_| InvalidTypeError::new_err("streams must be a dict {name: [view, ...]}"))?;
         let mut list: Vec<(String, Vec<StreamView>)> = Vec::new();
         for item in items.try_iter()? {
             let item = item?;
             let (name, views): (String, Bound<'_, PyAny>) = item.extract().map_err(|_| {
-                PyTypeError::new_err("streams must map str names to lists of views")
+                InvalidTypeError::new_err("streams must map str names to lists of views")
             })?;
             let mut vs = Vec::new();
             for v in views.try_iter().map_err(|_| {
-                PyTypeError::new_err(format!("stream {name:?}: expected a list of views"))
+                InvalidTypeError::new_err(format!("stream {name:?}: expected a list of views"))
             })? {
                 let v = v?;
                 if let Ok(d) = v.cast::<PyDenseView>() {
@@ -79,7 +91,7 @@ impl PyLoader {
                     vs.push(StreamView::Ragged(r.get().view.clone()));
                 } else {
                     let t = type_name(&v);
-                    return Err(PyTypeError::new_err(format!(
+                    return Err(InvalidTypeError::new_err(format!(
                         "stream {name:?}: expected DenseView or RaggedView (store.bind(allocator)), got {t}"
                     )));
                 }
@@ -91,7 +103,7 @@ impl PyLoader {
         } else if sampler.hasattr("next")? {
             Box::new(CustomSampler::new(sampler)?)
         } else {
-            return Err(PyTypeError::new_err(
+            return Err(InvalidTypeError::new_err(
                 "sampler must be a loaderx.sampler.Sampler or an object whose next() returns a 1-D index array",
             ));
         };

@@ -1,14 +1,16 @@
 //! `loaderx.sampler.Sampler` and the adapters the loader draws from.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use loaderx::{IndexSampler, Mode, Sampler};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyType};
+use pyo3::types::PyType;
+use zrecord::{Allocation, Allocator, DType, OUTPUT_ALIGN, SystemAllocator};
 
-use crate::errors::IntoPyResult;
-use crate::store::index_vec;
+use crate::errors::{InternalError, IntoPyResult};
+use crate::index::index_vec;
+use crate::tensor::PyDLTensor;
 
 /// Sampling mode: `SEQUENTIAL`, `IID` (uniform with replacement) or `CYCLIC` (a fresh permutation
 /// per cycle, full batches only).
@@ -25,12 +27,19 @@ pub(crate) enum PyMode {
 
 /// A stateless batch sampler. `next()` returns a read-only uint64 NumPy view of one reused buffer,
 /// valid until this sampler's next draw; `seek(step)` resumes in O(1).
+///
+/// The buffer is owned by Rust (`region`); NumPy only views it through DLPack, so it cannot
+/// reallocate it (`ndarray.resize` refuses an array that does not own its data) and the pointer
+/// `next()` writes through stays valid for the sampler's lifetime.
 #[pyclass(name = "Sampler", module = "loaderx.sampler", frozen)]
 pub(crate) struct PySampler {
     sampler: IndexSampler,
     step: Arc<AtomicU64>,
+    /// `batch_size` uint64 slots, exported (read-only) as `buf`.
+    region: Arc<Allocation>,
     buf: Py<PyAny>,
-    ptr: usize,
+    /// Where a draw is computed before it is copied into `region`.
+    scratch: Mutex<Vec<u64>>,
 }
 
 impl PySampler {
@@ -61,21 +70,23 @@ impl PySampler {
             PyMode::Cyclic => Mode::Cyclic,
         };
         let sampler = IndexSampler::new(n, batch, m, seed).py_err(py)?;
-        let np = py.import("numpy")?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("dtype", np.getattr("uint64")?)?;
-        let buf = np.getattr("zeros")?.call((batch,), Some(&kwargs))?;
-        let ptr: usize = buf
-            .getattr("__array_interface__")?
-            .get_item("data")?
-            .get_item(0)?
-            .extract()?;
+        let n = sampler.batch_size();
+        let region = SystemAllocator::new()
+            .acquire(n * size_of::<u64>(), OUTPUT_ALIGN)
+            .py_err(py)?;
+        let region = Arc::new(region);
+        let view = PyDLTensor::new(region.clone(), 0, vec![n as u64], DType::UInt64);
+        let buf = py
+            .import("numpy")?
+            .getattr("from_dlpack")?
+            .call1((Py::new(py, view)?,))?;
         buf.getattr("flags")?.setattr("writeable", false)?;
         Ok(PySampler {
             sampler,
             step: Arc::new(AtomicU64::new(0)),
+            region,
             buf: buf.unbind(),
-            ptr,
+            scratch: Mutex::new(vec![0; n]),
         })
     }
 
@@ -88,14 +99,27 @@ impl PySampler {
     /// Draws the batch at the current step and advances; returns the borrowed index buffer.
     fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let s = self.step.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `ptr` is the data pointer of `buf`, a C-contiguous uint64 NumPy array of exactly
-        // `batch_size` elements created in `py_new` and kept alive by `self.buf` (its data never
-        // moves: NumPy refuses to resize an array with other references). The GIL is held, so no
-        // Python code reads or writes the buffer during the fill, and no Rust reference to it exists.
-        let out = unsafe {
-            std::slice::from_raw_parts_mut(self.ptr as *mut u64, self.sampler.batch_size())
-        };
-        self.sampler.batch_at(s, out).py_err(py)?;
+        let mut scratch = self
+            .scratch
+            .lock()
+            .map_err(|_| InternalError::new_err("sampler lock poisoned"))?;
+        self.sampler.batch_at(s, &mut scratch).py_err(py)?;
+        let bytes = scratch.len() * size_of::<u64>();
+        if bytes > 0 && bytes <= self.region.len() {
+            // SAFETY: `region` is a live allocation (held by `self`) of exactly `bytes` host
+            // bytes that Rust never borrows: it is only exported, as the read-only array `buf`, so
+            // no Rust reference to it exists, and `as_ptr` carries the region's write permission
+            // (the exported-memory contract of `zrecord::Allocation`). The source is our own
+            // scratch vector, so the ranges cannot overlap. The GIL is held: no Python code
+            // that holds it runs during the copy.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    scratch.as_ptr().cast::<u8>(),
+                    self.region.as_ptr().cast_mut(),
+                    bytes,
+                );
+            }
+        }
         Ok(self.buf.clone_ref(py))
     }
 

@@ -1,17 +1,24 @@
-//! `DLTensor` (a DLPack-only view of an exclusive allocation) and `RaggedBatch`.
+//! `DLTensor` (a DLPack-only view of a region of an allocation) and `RaggedBatch`, the
+//! conversion of gathered batches to them, and [`import`], which takes any tensor argument
+//! (loaderx's own, or a foreign one through `crate::dlpack`).
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple, PyType};
 use zrecord::{Allocation, Allocator, DType, OUTPUT_ALIGN, SystemAllocator};
 
-use crate::dlpack::{DLPackVersion, KDL_CPU, export};
+use crate::dlpack::{DLPackVersion, Imported, KDL_CPU, export, import_foreign};
 use crate::dtypes::{dtype_obj, parse_dtype};
-use crate::errors::{IntoPyResult, raise};
+use crate::errors::{
+    DTypeError, InternalError, IntoPyResult, InvalidInputError, InvalidTypeError,
+    UnsupportedDeviceError,
+};
+use crate::raw::RawBytes;
 
-/// A CPU tensor living in a loaderx allocation, consumed through DLPack only.
+/// A CPU tensor living in a loaderx allocation, consumed through DLPack only. Its DLPack exports
+/// are writable and alias the allocation (as do `bitcast` and a ragged batch's fields), so the
+/// binding reads the region only through raw copies (`crate::raw`).
 #[pyclass(name = "DLTensor", module = "loaderx.zrecord", frozen)]
 pub(crate) struct PyDLTensor {
     pub alloc: Arc<Allocation>,
@@ -39,11 +46,60 @@ impl PyDLTensor {
         self.shape.iter().product::<u64>() as usize * self.dtype.itemsize()
     }
 
-    pub(crate) fn bytes(&self) -> &[u8] {
-        let all = self.alloc.host_slice().unwrap_or(&[]);
-        all.get(self.offset..self.offset + self.nbytes())
-            .unwrap_or(&[])
+    /// The tensor's region, read-only and raw: it may be written at any time through an export
+    /// (see `crate::raw`).
+    pub(crate) fn raw(&self) -> RawBytes<'_> {
+        raw_region(&self.alloc, self.offset, self.nbytes())
     }
+}
+
+/// `len` bytes at `offset` into `alloc`, as a raw view; empty when that span is not inside a
+/// host-accessible allocation (it always is for the spans this module builds).
+fn raw_region(alloc: &Allocation, offset: usize, len: usize) -> RawBytes<'_> {
+    let inside = offset
+        .checked_add(len)
+        .is_some_and(|end| end <= alloc.len());
+    if len == 0 || !inside || !alloc.device().kind.host_accessible() {
+        return RawBytes::EMPTY;
+    }
+    // SAFETY: `offset..offset + len` lies inside the allocation's host-readable region (checked
+    // above), which lives as long as the borrow of `alloc`. The binding forms no Rust reference to
+    // an allocation it has wrapped in a tensor (the exported-memory contract), so only raw copies
+    // read it while Python code may write it through an export.
+    unsafe { RawBytes::new(alloc.as_ptr().add(offset), len) }
+}
+
+/// Imports a tensor argument without copying: a loaderx `DLTensor` by its own region, anything
+/// else through DLPack (or the read-only buffer fallback). `what` names the argument in errors.
+pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
+    if let Ok(t) = obj.cast::<PyDLTensor>() {
+        let t = t.get();
+        return Imported::native(t.alloc.clone(), t.offset, t.shape.clone(), t.dtype).ok_or_else(
+            || {
+                InternalError::new_err(format!(
+                    "{what}: DLTensor region lies outside its allocation"
+                ))
+            },
+        );
+    }
+    import_foreign(obj, what)
+}
+
+/// A gathered Dense batch as a `DLTensor`.
+pub(crate) fn dense_to_py(py: Python<'_>, b: zrecord::DenseBatch) -> PyResult<Py<PyAny>> {
+    let (alloc, shape, dtype) = b.into_parts();
+    Ok(Py::new(py, PyDLTensor::new(Arc::new(alloc), 0, shape, dtype))?.into_any())
+}
+
+/// A gathered Ragged batch as a `RaggedBatch`.
+pub(crate) fn ragged_to_py(py: Python<'_>, b: zrecord::RaggedBatch) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(
+        py,
+        PyRaggedBatch {
+            repr: Ragged::Stored(StoredRagged::from_batch(b)),
+        },
+    )?
+    .into_any())
 }
 
 fn shape_tuple<'py>(py: Python<'py>, shape: &[u64]) -> PyResult<Bound<'py, PyTuple>> {
@@ -68,20 +124,16 @@ impl PyDLTensor {
             && !s.is_none()
             && s.extract::<i64>().ok() != Some(-1)
         {
-            return Err(PyBufferError::new_err(format!(
+            return Err(UnsupportedDeviceError::new_err(format!(
                 "stream {s} is not valid for a CPU tensor (pass None)"
             )));
         }
         if let Some(dev) = dl_device
             && dev != (KDL_CPU, 0)
         {
-            return Err(raise(
-                py,
-                "UnsupportedDeviceError",
-                format!(
-                    "cannot export to DLPack device {dev:?}: this tensor lives on the CPU (1, 0) and loaderx does not transfer between devices"
-                ),
-            ));
+            return Err(UnsupportedDeviceError::new_err(format!(
+                "cannot export to DLPack device {dev:?}: this tensor lives on the CPU (1, 0) and loaderx does not transfer between devices"
+            )));
         }
         let version = match max_version {
             Some((major, minor)) if major >= 1 => Some(DLPackVersion {
@@ -94,8 +146,12 @@ impl PyDLTensor {
             let n = self.nbytes();
             let sys = SystemAllocator::new();
             let mut a = sys.acquire(n, OUTPUT_ALIGN).py_err(py)?;
-            if let Some(dst) = a.host_slice_mut() {
-                dst.copy_from_slice(self.bytes());
+            let src = self.raw();
+            if let Some(dst) = a.host_slice_mut()
+                && dst.len() == src.len()
+            {
+                // `a` is fresh and not exported yet: a `&mut [u8]` over it is exclusive.
+                src.copy_into(dst);
             }
             return export(py, &Arc::new(a), 0, &self.shape, self.dtype, version);
         }
@@ -147,7 +203,7 @@ impl PyDLTensor {
         self.shape
             .first()
             .map(|&d| d as usize)
-            .ok_or_else(|| PyTypeError::new_err("len() of a 0-d DLTensor"))
+            .ok_or_else(|| InvalidTypeError::new_err("len() of a 0-d DLTensor"))
     }
 
     /// The same bytes reinterpreted as another catalog dtype of equal itemsize (no copy), e.g.
@@ -155,17 +211,13 @@ impl PyDLTensor {
     fn bitcast(&self, dtype: &Bound<'_, PyAny>) -> PyResult<PyDLTensor> {
         let d = parse_dtype(dtype)?;
         if d.itemsize() != self.dtype.itemsize() {
-            return Err(raise(
-                dtype.py(),
-                "DTypeError",
-                format!(
-                    "bitcast needs equal itemsize: {} has {}, {} has {}",
-                    self.dtype,
-                    self.dtype.itemsize(),
-                    d,
-                    d.itemsize()
-                ),
-            ));
+            return Err(DTypeError::new_err(format!(
+                "bitcast needs equal itemsize: {} has {}, {} has {}",
+                self.dtype,
+                self.dtype.itemsize(),
+                d,
+                d.itemsize()
+            )));
         }
         Ok(PyDLTensor::new(
             self.alloc.clone(),
@@ -209,30 +261,31 @@ impl StoredRagged {
         }
     }
 
-    fn slice(&self, off: usize, len: usize) -> &[u8] {
-        self.alloc
-            .host_slice()
-            .unwrap_or(&[])
-            .get(off..off + len)
-            .unwrap_or(&[])
+    /// The packed values, raw (see `crate::raw`).
+    pub(crate) fn values(&self) -> RawBytes<'_> {
+        raw_region(&self.alloc, 0, self.values_len)
     }
 
-    pub(crate) fn values(&self) -> &[u8] {
-        self.slice(0, self.values_len)
-    }
-
+    /// A copy of `cu_seqlens` (`n + 1` entries).
     pub(crate) fn cu(&self) -> Vec<i32> {
-        self.slice(self.cu_off, 4 * (self.n + 1))
-            .chunks_exact(4)
-            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
+        raw_region(&self.alloc, self.cu_off, 4 * (self.n + 1)).to_i32s()
     }
 
+    /// Record `k`'s byte offset into the values and its shape, from copies `cu` / `shapes` of the
+    /// fields; `None` unless they describe a span inside the values whose size matches the shape.
+    fn record_span(&self, cu: &[i32], shapes: &[u64], k: usize) -> Option<(usize, Vec<u64>)> {
+        let isz = self.dtype.itemsize();
+        let (a, b) = (*cu.get(k)?, *cu.get(k + 1)?);
+        let (a, b) = (usize::try_from(a).ok()?, usize::try_from(b).ok()?);
+        let shape = shapes.get(k * self.ndim..(k + 1) * self.ndim)?.to_vec();
+        let numel = shape.iter().try_fold(1u64, |x, &d| x.checked_mul(d))?;
+        let inside = b.checked_mul(isz).is_some_and(|end| end <= self.values_len);
+        (a <= b && inside && numel == (b - a) as u64).then_some((a * isz, shape))
+    }
+
+    /// A copy of the flattened per-record shapes (`n * ndim` entries).
     pub(crate) fn shapes(&self) -> Vec<u64> {
-        self.slice(self.shapes_off, 8 * self.n * self.ndim)
-            .chunks_exact(8)
-            .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect()
+        raw_region(&self.alloc, self.shapes_off, 8 * self.n * self.ndim).to_u64s()
     }
 }
 
@@ -373,16 +426,15 @@ impl PyRaggedBatch {
             Ragged::Stored(s) => {
                 let cu = s.cu();
                 let shapes = s.shapes();
-                let isz = s.dtype.itemsize();
                 let out = PyList::empty(py);
                 for k in 0..s.n {
-                    let shape = shapes[k * s.ndim..(k + 1) * s.ndim].to_vec();
-                    out.append(PyDLTensor::new(
-                        s.alloc.clone(),
-                        cu[k] as usize * isz,
-                        shape,
-                        s.dtype,
-                    ))?;
+                    // The fields are exported writable: check them again before slicing by them.
+                    let (offset, shape) = s.record_span(&cu, &shapes, k).ok_or_else(|| {
+                        InvalidInputError::new_err(format!(
+                            "RaggedBatch.to_tensors: record {k}: cu_seqlens and shapes no longer describe the values (were they written through an export?)"
+                        ))
+                    })?;
+                    out.append(PyDLTensor::new(s.alloc.clone(), offset, shape, s.dtype))?;
                 }
                 Ok(out)
             }

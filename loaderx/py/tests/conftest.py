@@ -6,6 +6,23 @@ import pytest
 from loaderx import Allocator
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "timing: asserts a wall-clock bound; deselected by default, run with `-m timing`",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `timing` run only when a `-m` expression is given (e.g. `-m timing`)."""
+    if config.getoption("markexpr"):
+        return
+    timing = [it for it in items if it.get_closest_marker("timing")]
+    if timing:
+        config.hook.pytest_deselected(items=timing)
+        items[:] = [it for it in items if not it.get_closest_marker("timing")]
+
+
 @pytest.fixture
 def alloc():
     with Allocator("cpu") as a:

@@ -1,4 +1,7 @@
-"""Loader: order, completion order, transform exceptions, close while blocked, memory bound, resume."""
+"""Loader: order, completion order, transform exceptions, close while blocked, memory bound, resume.
+
+Tests wait on conditions (events, counters with a deadline), never on sleeps; wall-clock bounds are
+`timing` tests, deselected by default (`-m timing` runs them)."""
 
 import threading
 import time
@@ -118,32 +121,65 @@ def test_transform_result_passed_unchanged(streams):
         assert next(loader) is sentinel
 
 
-def test_close_while_workers_blocked(streams):
+def wait_until(cond, what, timeout=10.0):
+    """Waits for `cond()` (polled); a hang becomes a failure naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.001)
+
+
+def wait_pipeline_full(alloc, workers, prefetch, streams_n=3):
+    """Blocks until every worker holds a batch and the queue is full: (workers + prefetch) batches
+    of `streams_n` allocations each are alive."""
+    want = (workers + prefetch) * streams_n
+    wait_until(lambda: alloc.stats()["live_allocations"] >= want, f"{want} live allocations")
+
+
+def close_while_workers_blocked(streams):
+    """Fills the pipeline, then closes; returns how long close() took."""
     st, alloc, _ = streams
     loader = Loader(st, Sampler(N, 64, Sampler.Mode.IID), workers=3, prefetch=1)
-    time.sleep(0.3)  # queue full; every worker is blocked on it
+    wait_pipeline_full(alloc, 3, 1)  # queue full; every worker is blocked on it
     t = time.monotonic()
     loader.close()
-    assert time.monotonic() - t < 2.0
+    took = time.monotonic() - t
     loader.close()  # idempotent
     with pytest.raises(StopIteration):
         next(loader)
-    time.sleep(0.05)
+    wait_until(lambda: alloc.stats()["live_allocations"] == 0, "every batch to be released")
     assert alloc.stats()["live_allocations"] == 0
+    return took
+
+
+def test_close_while_workers_blocked(streams):
+    close_while_workers_blocked(streams)
+
+
+@pytest.mark.timing
+def test_close_while_workers_blocked_is_prompt(streams):
+    assert close_while_workers_blocked(streams) < 2.0
 
 
 def test_close_from_other_thread_while_transform_blocks(streams):
     st, _, _ = streams
-    release = threading.Event()
+    entered, calling, release = threading.Event(), threading.Event(), threading.Event()
 
     def slow(shards):
+        entered.set()
         release.wait(5)
         return len(shards)
 
     loader = Loader(st, Sampler(N, 8, Sampler.Mode.SEQUENTIAL), transform=slow, workers=2, prefetch=1)
-    closer = threading.Thread(target=loader.close)
+    assert entered.wait(10), "no transform started"
+
+    def close():
+        calling.set()
+        loader.close()
+
+    closer = threading.Thread(target=close)
     closer.start()
-    time.sleep(0.1)
+    assert calling.wait(10)  # close() is called while a transform is blocked
     release.set()
     closer.join(5)
     assert not closer.is_alive()
@@ -153,7 +189,7 @@ def test_memory_bound(streams):
     st, alloc, _ = streams
     workers, prefetch = 2, 3
     with Loader(st, Sampler(N, 32, Sampler.Mode.IID, seed=1), workers=workers, prefetch=prefetch) as loader:
-        time.sleep(0.3)  # let the pipeline fill up
+        wait_pipeline_full(alloc, workers, prefetch)  # let the pipeline fill up
         for _ in range(50):
             shards = next(loader)
             del shards

@@ -5,6 +5,9 @@ Rust core, Python API; every read is handed over through DLPack.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
+
 from . import backend, dtypes, errors, sampler, zrecord
 from ._loaderx import DEFAULT_POOL_SIZE, Allocator, Loader
 from .errors import (
@@ -18,6 +21,7 @@ from .errors import (
     IndexOutOfRangeError,
     InternalError,
     InvalidInputError,
+    InvalidTypeError,
     LimitExceededError,
     NotFoundError,
     PoisonedError,
@@ -27,7 +31,11 @@ from .errors import (
     UnsupportedDeviceError,
 )
 
-__version__ = "0.1.0"
+try:
+    # The distribution name of pyproject.toml's [project]; its version is the workspace's.
+    __version__: str = _dist_version("loaderx")
+except PackageNotFoundError:  # imported from a tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Allocator",
@@ -48,6 +56,7 @@ __all__ = [
     "IndexOutOfRangeError",
     "InternalError",
     "InvalidInputError",
+    "InvalidTypeError",
     "LimitExceededError",
     "NotFoundError",
     "PoisonedError",

@@ -1,6 +1,9 @@
 """The loaderx exception hierarchy.
 
-Every error raised by the Rust core is an instance of :class:`Error`. Where Python convention
+Every error raised by the Rust core, and by the binding's own checks of arguments, is an instance of
+:class:`Error` (the native module resolves each class below by a typed handle when it is imported;
+only PyO3's conversion of a parameter of the wrong basic type, e.g. ``workers="4"``, raises a plain
+``TypeError`` / ``OverflowError`` before loaderx sees the call). Where Python convention
 expects a builtin category, the class also derives from it (``IndexOutOfRangeError`` is an
 ``IndexError``, ``InvalidInputError`` a ``ValueError``, ``DTypeError`` a ``TypeError``, ...), so
 ``except IndexError`` keeps working.
@@ -8,12 +11,15 @@ expects a builtin category, the class also derives from it (``IndexOutOfRangeErr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = [
     "Error",
     "CorruptError",
     "FormatError",
     "ClosedError",
     "InvalidInputError",
+    "InvalidTypeError",
     "DTypeError",
     "UnsupportedDeviceError",
     "IndexOutOfRangeError",
@@ -36,7 +42,18 @@ class Error(Exception):
 class CorruptError(Error):
     """Stored bytes do not match what the container says (checksum, size or structure mismatch).
 
-    The message names the file, shard, record, byte offset and expected vs found values."""
+    The message names the file, shard, record, byte offset and expected vs found values; the same
+    facts are attributes, ``None`` where unknown: ``path`` (a :class:`pathlib.Path`), ``shard``,
+    ``record``, ``offset`` (ints), ``what`` (what was checked), ``expected`` and ``found`` (str).
+    A :class:`FormatError` sets only ``path``."""
+
+    path: Path | None = None
+    shard: int | None = None
+    record: int | None = None
+    offset: int | None = None
+    what: str | None = None
+    expected: str | None = None
+    found: str | None = None
 
 
 class FormatError(CorruptError):
@@ -51,6 +68,12 @@ class ClosedError(Error, ValueError):
 class InvalidInputError(Error, ValueError):
     """An argument was rejected before anything was written or read (shape, layout, offsets,
     alignment, options)."""
+
+
+class InvalidTypeError(InvalidInputError, TypeError):
+    """An argument has the wrong Python type (a non-integer index, ``dict_bytes`` that are not
+    bytes, an object without ``__dlpack__``, ...). Both an :class:`InvalidInputError` and a
+    ``TypeError``."""
 
 
 class DTypeError(Error, TypeError):

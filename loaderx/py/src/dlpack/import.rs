@@ -1,10 +1,6 @@
-//! Hand-written DLPack 1.x ABI: export of loaderx allocations (versioned and legacy capsules) and
-//! import of foreign CPU tensors for append and indexing.
-//!
-//! The capsule pointer is the `DLManagedTensor(Versioned)*` itself; a consumer takes ownership by
-//! renaming the capsule, otherwise the capsule destructor calls the deleter.
+//! Import of foreign CPU tensors: a DLPack capsule (versioned or legacy) or, as a fallback, a
+//! read-only buffer, described by an [`Imported`] that keeps the producer alive.
 
-use std::ffi::{CStr, c_void};
 use std::sync::Arc;
 
 use pyo3::exceptions::PyTypeError;
@@ -14,194 +10,14 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
 use zrecord::{Allocation, DType, dlpack_code};
 
+use super::ffi::{
+    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLTensor, KDL_CPU, LEGACY, VERSIONED,
+};
 use crate::dtypes::ml_storage_dtype;
-use crate::errors::{raise, type_name};
-use crate::tensor::PyDLTensor;
-
-pub(crate) const VERSIONED: &CStr = c"dltensor_versioned";
-pub(crate) const LEGACY: &CStr = c"dltensor";
-pub(crate) const KDL_CPU: i32 = 1;
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DLDevice {
-    pub device_type: i32,
-    pub device_id: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DLDataType {
-    pub code: u8,
-    pub bits: u8,
-    pub lanes: u16,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct DLTensor {
-    pub data: *mut c_void,
-    pub device: DLDevice,
-    pub ndim: i32,
-    pub dtype: DLDataType,
-    pub shape: *mut i64,
-    pub strides: *mut i64,
-    pub byte_offset: u64,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DLPackVersion {
-    pub major: u32,
-    pub minor: u32,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct DLManagedTensor {
-    pub dl_tensor: DLTensor,
-    pub manager_ctx: *mut c_void,
-    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
-}
-
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct DLManagedTensorVersioned {
-    pub version: DLPackVersion,
-    pub manager_ctx: *mut c_void,
-    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
-    pub flags: u64,
-    pub dl_tensor: DLTensor,
-}
-
-/// What a managed tensor keeps alive: the allocation and the shape array `dl_tensor.shape` points to.
-struct Ctx {
-    _owner: Arc<Allocation>,
-    shape: Vec<i64>,
-}
-
-unsafe extern "C" fn delete_versioned(p: *mut DLManagedTensorVersioned) {
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: `p` was produced by `Box::into_raw` in `export` and its `manager_ctx` by
-    // `Box::into_raw(Box<Ctx>)`; the DLPack contract calls the deleter exactly once.
-    unsafe {
-        let m = Box::from_raw(p);
-        drop(Box::from_raw(m.manager_ctx.cast::<Ctx>()));
-    }
-}
-
-unsafe extern "C" fn delete_legacy(p: *mut DLManagedTensor) {
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: as in `delete_versioned`, for the legacy struct.
-    unsafe {
-        let m = Box::from_raw(p);
-        drop(Box::from_raw(m.manager_ctx.cast::<Ctx>()));
-    }
-}
-
-unsafe extern "C" fn capsule_dtor_versioned(cap: *mut ffi::PyObject) {
-    // SAFETY: called by CPython with a live capsule. If it still carries its original name, no
-    // consumer took ownership, so the managed tensor is still ours to delete (exactly once, here).
-    unsafe {
-        if ffi::PyCapsule_IsValid(cap, VERSIONED.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(cap, VERSIONED.as_ptr())
-                .cast::<DLManagedTensorVersioned>();
-            if !p.is_null()
-                && let Some(d) = (*p).deleter
-            {
-                d(p);
-            }
-        }
-    }
-}
-
-unsafe extern "C" fn capsule_dtor_legacy(cap: *mut ffi::PyObject) {
-    // SAFETY: as in `capsule_dtor_versioned`, for the legacy capsule name.
-    unsafe {
-        if ffi::PyCapsule_IsValid(cap, LEGACY.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(cap, LEGACY.as_ptr()).cast::<DLManagedTensor>();
-            if !p.is_null()
-                && let Some(d) = (*p).deleter
-            {
-                d(p);
-            }
-        }
-    }
-}
-
-/// Exports `shape` elements of `dtype` starting `offset` bytes into `owner` as a DLPack capsule:
-/// versioned (`"dltensor_versioned"`, version `version`) or legacy (`"dltensor"`). The data pointer
-/// is `base + offset` with `byte_offset = 0`, strides are NULL (C-contiguous), flags are 0 (writable).
-pub(crate) fn export<'py>(
-    py: Python<'py>,
-    owner: &Arc<Allocation>,
-    offset: usize,
-    shape: &[u64],
-    dtype: DType,
-    version: Option<DLPackVersion>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let (code, bits, lanes) = dtype.dlpack();
-    let mut ctx = Box::new(Ctx {
-        _owner: owner.clone(),
-        shape: shape.iter().map(|&d| d as i64).collect(),
-    });
-    let dl = DLTensor {
-        data: owner
-            .as_ptr()
-            .wrapping_add(offset)
-            .cast_mut()
-            .cast::<c_void>(),
-        device: DLDevice {
-            device_type: KDL_CPU,
-            device_id: 0,
-        },
-        ndim: shape.len() as i32,
-        dtype: DLDataType { code, bits, lanes },
-        shape: ctx.shape.as_mut_ptr(),
-        strides: std::ptr::null_mut(),
-        byte_offset: 0,
-    };
-    let ctx = Box::into_raw(ctx).cast::<c_void>();
-    match version {
-        Some(version) => {
-            let m = Box::into_raw(Box::new(DLManagedTensorVersioned {
-                version,
-                manager_ctx: ctx,
-                deleter: Some(delete_versioned),
-                flags: 0,
-                dl_tensor: dl,
-            }));
-            // SAFETY: `m` is a valid heap pointer we own; on failure we delete it ourselves.
-            unsafe {
-                let c =
-                    ffi::PyCapsule_New(m.cast(), VERSIONED.as_ptr(), Some(capsule_dtor_versioned));
-                if c.is_null() {
-                    delete_versioned(m);
-                }
-                Bound::from_owned_ptr_or_err(py, c)
-            }
-        }
-        None => {
-            let m = Box::into_raw(Box::new(DLManagedTensor {
-                dl_tensor: dl,
-                manager_ctx: ctx,
-                deleter: Some(delete_legacy),
-            }));
-            // SAFETY: as above, for the legacy struct.
-            unsafe {
-                let c = ffi::PyCapsule_New(m.cast(), LEGACY.as_ptr(), Some(capsule_dtor_legacy));
-                if c.is_null() {
-                    delete_legacy(m);
-                }
-                Bound::from_owned_ptr_or_err(py, c)
-            }
-        }
-    }
-}
+use crate::errors::{
+    DTypeError, InvalidInputError, InvalidTypeError, UnsupportedDeviceError, type_name,
+};
+use crate::raw::RawBytes;
 
 /// A foreign CPU tensor imported through DLPack (or the read-only buffer fallback). Keeps the
 /// capsule / exporter alive while its memory is in use.
@@ -209,15 +25,28 @@ pub(crate) struct Imported<'py> {
     _keep: Vec<Bound<'py, PyAny>>,
     _native: Option<Arc<Allocation>>,
     ptr: *const u8,
-    /// Shape in elements.
-    pub shape: Vec<u64>,
-    /// Strides in elements (`None` = C-contiguous).
-    pub strides: Option<Vec<i64>>,
-    /// Element type.
-    pub dtype: DType,
+    // Private, so that `raw` and `int_elements` can rely on them describing the producer's memory.
+    shape: Vec<u64>,
+    strides: Option<Vec<i64>>,
+    dtype: DType,
 }
 
 impl Imported<'_> {
+    /// Shape in elements.
+    pub(crate) fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// Strides in elements (`None` = C-contiguous).
+    pub(crate) fn strides(&self) -> Option<&[i64]> {
+        self.strides.as_deref()
+    }
+
+    /// Element type.
+    pub(crate) fn dtype(&self) -> DType {
+        self.dtype
+    }
+
     /// Element count.
     pub(crate) fn numel(&self) -> u64 {
         self.shape.iter().product()
@@ -241,17 +70,22 @@ impl Imported<'_> {
         true
     }
 
-    /// The bytes of a C-contiguous tensor.
-    pub(crate) fn bytes(&self) -> &[u8] {
+    /// The memory of a C-contiguous tensor, as a raw read-only view (`None` for any other
+    /// layout). The producer may write it at any time; see `crate::raw`.
+    pub(crate) fn raw(&self) -> Option<RawBytes<'_>> {
+        if !self.is_c_contiguous() {
+            return None;
+        }
         let n = self.numel() as usize * self.dtype.itemsize();
         if n == 0 {
-            return &[];
+            return Some(RawBytes::EMPTY);
         }
-        // SAFETY: `import` checked the pointer is non-null and aligned for a non-empty tensor; the
-        // producer guarantees `numel * itemsize` readable bytes for a C-contiguous tensor (callers
-        // check `is_c_contiguous` first) and the capsule / exporter in `_keep` (or the native
-        // allocation) keeps them alive as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, n) }
+        // SAFETY: `import_foreign` / `native` checked that a non-empty tensor has a non-null,
+        // aligned pointer; a C-contiguous producer tensor of `numel` elements spans exactly
+        // `numel * itemsize` readable bytes from it, and the capsule / exporter in `_keep` (or the
+        // native allocation) keeps them alive as long as `self`, which the returned view borrows.
+        // The binding forms no reference into this memory (the exported-memory contract).
+        Some(unsafe { RawBytes::new(self.ptr, n) })
     }
 
     /// Integer elements as `i128` (any strides), for index arrays.
@@ -297,40 +131,54 @@ fn np_ndarray(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     T.import(py, "numpy", "ndarray")
 }
 
-fn invalid(py: Python<'_>, msg: String) -> PyErr {
-    raise(py, "InvalidInputError", msg)
+fn invalid(msg: String) -> PyErr {
+    InvalidInputError::new_err(msg)
 }
 
-/// Imports `obj` (a DLPack CPU tensor, or a read-only buffer) without copying. `what` names the
-/// argument in error messages.
-pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
-    let py = obj.py();
-    if let Ok(t) = obj.cast::<PyDLTensor>() {
-        let t = t.get();
-        return Ok(Imported {
+impl Imported<'_> {
+    /// A loaderx tensor's own region: `shape` elements of `dtype`, C-contiguous, starting
+    /// `offset` bytes into `alloc` (kept alive by the returned value). `None` when that span does
+    /// not lie inside a host-accessible allocation.
+    pub(crate) fn native(
+        alloc: Arc<Allocation>,
+        offset: usize,
+        shape: Vec<u64>,
+        dtype: DType,
+    ) -> Option<Self> {
+        let bytes = shape
+            .iter()
+            .try_fold(dtype.itemsize() as u64, |a, &d| a.checked_mul(d))?;
+        let end = (offset as u64).checked_add(bytes)?;
+        if end > alloc.len() as u64 || !alloc.device().kind.host_accessible() {
+            return None;
+        }
+        Some(Imported {
             _keep: Vec::new(),
-            _native: Some(t.alloc.clone()),
-            ptr: t.alloc.as_ptr().wrapping_add(t.offset),
-            shape: t.shape.clone(),
+            ptr: alloc.as_ptr().wrapping_add(offset),
+            _native: Some(alloc),
+            shape,
             strides: None,
-            dtype: t.dtype,
-        });
+            dtype,
+        })
     }
+}
+
+/// Imports `obj` (a foreign DLPack CPU tensor, or a read-only buffer) without copying. `what`
+/// names the argument in error messages. (`crate::tensor::import` recognizes loaderx's own
+/// tensors first.)
+pub(crate) fn import_foreign<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
+    let py = obj.py();
     let tname = type_name(obj);
     if let Ok(f) = obj.getattr(pyo3::intern!(py, "__dlpack_device__")) {
         let dev: (i32, i32) = f.call0()?.extract().map_err(|_| {
-            PyTypeError::new_err(format!(
+            InvalidTypeError::new_err(format!(
                 "{what}: __dlpack_device__ of {tname} did not return (device_type, device_id)"
             ))
         })?;
         if dev.0 != KDL_CPU {
-            return Err(raise(
-                py,
-                "UnsupportedDeviceError",
-                format!(
-                    "{what}: DLPack device {dev:?} of {tname} is not supported; only CPU (device_type 1) tensors are accepted, transfer it to the CPU first"
-                ),
-            ));
+            return Err(UnsupportedDeviceError::new_err(format!(
+                "{what}: DLPack device {dev:?} of {tname} is not supported; only CPU (device_type 1) tensors are accepted, transfer it to the CPU first"
+            )));
         }
     }
     if !obj.hasattr(pyo3::intern!(py, "__dlpack__"))? {
@@ -360,7 +208,7 @@ pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Impor
 }
 
 fn export_failed(py: Python<'_>, what: &str, tname: &str, e: PyErr) -> PyErr {
-    let err = PyTypeError::new_err(format!("{what}: {tname}.__dlpack__() failed: {e}"));
+    let err = InvalidTypeError::new_err(format!("{what}: {tname}.__dlpack__() failed: {e}"));
     err.set_cause(py, Some(e));
     err
 }
@@ -394,7 +242,7 @@ fn parse_capsule<'py>(
         // SAFETY: `m` is non-null and valid (above).
         let major = unsafe { (*m).version.major };
         if major != 1 {
-            return Err(PyTypeError::new_err(format!(
+            return Err(InvalidTypeError::new_err(format!(
                 "{what}: {tname} exported DLPack version {major}.x; only 1.x is understood"
             )));
         }
@@ -409,34 +257,29 @@ fn parse_capsule<'py>(
         // SAFETY: field of the valid struct above.
         unsafe { &raw const (*m).dl_tensor }
     } else {
-        return Err(PyTypeError::new_err(format!(
+        return Err(InvalidTypeError::new_err(format!(
             "{what}: {tname}.__dlpack__() did not return a DLPack capsule"
         )));
     };
     // SAFETY: `dl` points into the producer's managed tensor, alive while `cap` is.
     let dl = unsafe { &*dl };
     if dl.device.device_type != KDL_CPU {
-        return Err(raise(
-            py,
-            "UnsupportedDeviceError",
-            format!(
-                "{what}: DLPack device type {} of {tname} is not supported; only CPU (1) is accepted",
-                dl.device.device_type
-            ),
-        ));
+        return Err(UnsupportedDeviceError::new_err(format!(
+            "{what}: DLPack device type {} of {tname} is not supported; only CPU (1) is accepted",
+            dl.device.device_type
+        )));
     }
     if !(0..=64).contains(&dl.ndim) {
-        return Err(invalid(
-            py,
-            format!("{what}: DLPack ndim {} is out of range", dl.ndim),
-        ));
+        return Err(invalid(format!(
+            "{what}: DLPack ndim {} is out of range",
+            dl.ndim
+        )));
     }
     let ndim = dl.ndim as usize;
     if ndim > 0 && dl.shape.is_null() {
-        return Err(invalid(
-            py,
-            format!("{what}: DLPack tensor of ndim {ndim} has a NULL shape"),
-        ));
+        return Err(invalid(format!(
+            "{what}: DLPack tensor of ndim {ndim} has a NULL shape"
+        )));
     }
     let shape_i: &[i64] = if ndim == 0 {
         &[]
@@ -445,10 +288,9 @@ fn parse_capsule<'py>(
         unsafe { std::slice::from_raw_parts(dl.shape, ndim) }
     };
     if shape_i.iter().any(|&d| d < 0) {
-        return Err(invalid(
-            py,
-            format!("{what}: negative extent in DLPack shape {shape_i:?}"),
-        ));
+        return Err(invalid(format!(
+            "{what}: negative extent in DLPack shape {shape_i:?}"
+        )));
     }
     let shape: Vec<u64> = shape_i.iter().map(|&d| d as u64).collect();
     let strides = if ndim == 0 || dl.strides.is_null() {
@@ -464,32 +306,25 @@ fn parse_capsule<'py>(
         None => DType::from_dlpack(code, bits, lanes),
     }
     .ok_or_else(|| {
-        raise(
-            py,
-            "DTypeError",
-            format!("{what}: DLPack dtype (code {code}, bits {bits}, lanes {lanes}) of {tname} is not in the loaderx dtype catalog"),
+        DTypeError::new_err(format!("{what}: DLPack dtype (code {code}, bits {bits}, lanes {lanes}) of {tname} is not in the loaderx dtype catalog"),
         )
     })?;
     let numel = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
     let Some(numel) = numel else {
-        return Err(invalid(py, format!("{what}: shape {shape:?} overflows")));
+        return Err(invalid(format!("{what}: shape {shape:?} overflows")));
     };
     let addr = (dl.data as usize).wrapping_add(dl.byte_offset as usize);
     if numel > 0 {
         if dl.data.is_null() {
-            return Err(invalid(
-                py,
-                format!("{what}: non-empty DLPack tensor with a NULL data pointer"),
-            ));
+            return Err(invalid(format!(
+                "{what}: non-empty DLPack tensor with a NULL data pointer"
+            )));
         }
         if !addr.is_multiple_of(dtype.itemsize()) {
-            return Err(invalid(
-                py,
-                format!(
-                    "{what}: data address {addr:#x} is misaligned for {dtype} (itemsize {})",
-                    dtype.itemsize()
-                ),
-            ));
+            return Err(invalid(format!(
+                "{what}: data address {addr:#x} is misaligned for {dtype} (itemsize {})",
+                dtype.itemsize()
+            )));
         }
     }
     Ok(Imported {
@@ -507,29 +342,28 @@ fn import_buffer<'py>(obj: &Bound<'py, PyAny>, what: &str, tname: &str) -> PyRes
     let py = obj.py();
     let builtins = py.import("builtins")?;
     let mv = builtins.getattr("memoryview")?.call1((obj,)).map_err(|_| {
-        PyTypeError::new_err(format!(
+        InvalidTypeError::new_err(format!(
             "{what}: expected a DLPack CPU tensor (an object with __dlpack__, e.g. a NumPy array) or a read-only buffer, got {tname}"
         ))
     })?;
     if !mv.getattr("readonly")?.extract::<bool>()? {
         mv.call_method0("release")?;
-        return Err(PyTypeError::new_err(format!(
+        return Err(InvalidTypeError::new_err(format!(
             "{what}: {tname} is a writable buffer-only object; it is rejected because it could change during append. Pass a DLPack tensor (e.g. a NumPy array) or a read-only buffer"
         )));
     }
     if !mv.getattr("c_contiguous")?.extract::<bool>()? {
-        return Err(invalid(
-            py,
-            format!("{what}: the buffer of {tname} is not C-contiguous"),
-        ));
+        return Err(invalid(format!(
+            "{what}: the buffer of {tname} is not C-contiguous"
+        )));
     }
     let arr = py.import("numpy")?.getattr("asarray")?.call1((&mv,))?;
     if !arr.hasattr("__dlpack__")? {
-        return Err(PyTypeError::new_err(format!(
+        return Err(InvalidTypeError::new_err(format!(
             "{what}: could not view the buffer of {tname}"
         )));
     }
-    let mut imp = import(&arr, what)?;
+    let mut imp = import_foreign(&arr, what)?;
     imp._keep.push(mv);
     imp._keep.push(arr);
     Ok(imp)

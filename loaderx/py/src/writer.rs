@@ -1,0 +1,409 @@
+//! `DenseWriter` / `RaggedWriter`: creating a container, appending imported tensors with the GIL
+//! released, and the publish / abort life cycle.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use zrecord::{Codec, DType, DenseWriter, RaggedWriter, WriterOptions};
+
+use crate::dlpack::Imported;
+use crate::dtypes::{dtype_obj, parse_dtype};
+use crate::errors::{
+    ClosedError, CoreError, DTypeError, InternalError, IntoPyResult, InvalidInputError,
+    InvalidTypeError, guard, lock, take_detached, type_name,
+};
+use crate::index::one_int;
+use crate::raw::RawBytes;
+use crate::tensor::{PyRaggedBatch, Ragged, import};
+
+fn writer_options(
+    codec: &str,
+    data_shards: u32,
+    dict_bytes: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Codec, WriterOptions)> {
+    let c = Codec::from_name(codec).ok_or_else(|| {
+        InvalidInputError::new_err(format!(
+            "unknown codec {codec:?}; expected \"raw\", \"zstd\" or \"zstd_dict\""
+        ))
+    })?;
+    let dict = match dict_bytes {
+        None => None,
+        Some(d) if d.is_none() => None,
+        Some(d) => Some(d.extract::<Vec<u8>>().map_err(|_| {
+            InvalidTypeError::new_err("dict_bytes must be bytes (e.g. the result of train_dict)")
+        })?),
+    };
+    if c != Codec::ZstdDict && dict.is_some() {
+        return Err(InvalidInputError::new_err(format!(
+            "dict_bytes is only used with codec \"zstd_dict\", not {codec:?}"
+        )));
+    }
+    Ok((
+        c,
+        WriterOptions {
+            data_shards,
+            dict,
+            ..WriterOptions::default()
+        },
+    ))
+}
+
+fn shape_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
+    let mut v = Vec::new();
+    for item in obj.try_iter()? {
+        let i: i128 = one_int(&item?)?;
+        if i < 0 || i > u64::MAX as i128 {
+            return Err(InvalidInputError::new_err(format!(
+                "{what} holds a negative or too large extent {i}"
+            )));
+        }
+        v.push(i as u64);
+    }
+    Ok(v)
+}
+
+/// The message of the `ClosedError` a published or aborted writer raises.
+fn closed_writer_msg(kind: &str, path: &Path) -> String {
+    format!(
+        "{kind} for {} is closed (published or aborted)",
+        path.display()
+    )
+}
+
+/// The `InternalError` message of a writer lock poisoned inside a `detach` section.
+const WRITER_POISONED: &str = "writer lock poisoned by an earlier failure";
+
+/// Runs `f` (an append) on the open writer in `slot` with the GIL released; a published or
+/// aborted `kind` writer fails with `ClosedError`.
+fn append_detached<W: Send>(
+    py: Python<'_>,
+    slot: &Mutex<Option<W>>,
+    kind: &str,
+    path: &Path,
+    f: impl FnOnce(&mut W) -> Result<(), zrecord::Error> + Send,
+) -> PyResult<()> {
+    py.detach(|| {
+        guard(|| match lock(slot, WRITER_POISONED)?.as_mut() {
+            Some(w) => f(w).map_err(CoreError::Z),
+            None => Err(CoreError::Py(
+                ClosedError::new_err,
+                closed_writer_msg(kind, path),
+            )),
+        })
+    })
+    .py_err(py)
+}
+
+/// The `#[pymethods]` of a writer class: `$extra` (constructor, `append`, the kind-specific getter
+/// and `__repr__`), then the length, accessors and publish/abort life cycle both kinds share.
+macro_rules! writer_class {
+    ($py_writer:ident, $pyname:literal, { $($extra:tt)* }) => {
+        #[pymethods]
+        impl $py_writer {
+            $($extra)*
+
+            /// Records appended so far.
+            fn __len__(&self) -> PyResult<usize> {
+                let g = self
+                    .inner
+                    .lock()
+                    .map_err(|_| InternalError::new_err("writer lock poisoned"))?;
+                match &*g {
+                    Some(w) => Ok(w.len() as usize),
+                    None => Err(ClosedError::new_err(closed_writer_msg($pyname, &self.path),
+                    )),
+                }
+            }
+
+            #[getter]
+            fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                dtype_obj(py, self.dtype)
+            }
+
+            #[getter]
+            fn path(&self) -> PathBuf {
+                self.path.clone()
+            }
+
+            /// Publishes the container (atomic; idempotent).
+            fn close(&self, py: Python<'_>) -> PyResult<()> {
+                take_detached(py, &self.inner, WRITER_POISONED, |w| {
+                    w.close().map_err(CoreError::Z)
+                })
+            }
+
+            /// Discards everything written; nothing is published. Idempotent.
+            fn abort(&self, py: Python<'_>) -> PyResult<()> {
+                take_detached(py, &self.inner, WRITER_POISONED, |w| {
+                    drop(w);
+                    Ok(())
+                })
+            }
+
+            fn __enter__(slf: Py<Self>) -> Py<Self> {
+                slf
+            }
+
+            /// Publishes on a normal exit; aborts (publishes nothing) when the block raised.
+            #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
+            fn __exit__(
+                &self,
+                py: Python<'_>,
+                exc_type: Option<&Bound<'_, PyAny>>,
+                _exc: Option<&Bound<'_, PyAny>>,
+                _tb: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<bool> {
+                if exc_type.is_some_and(|t| !t.is_none()) {
+                    self.abort(py)?;
+                } else {
+                    self.close(py)?;
+                }
+                Ok(false)
+            }
+        }
+    };
+}
+
+/// Creates a new Dense container; `close()` (or leaving `with` normally) publishes it.
+#[pyclass(name = "DenseWriter", module = "loaderx.zrecord", frozen)]
+pub(crate) struct PyDenseWriter {
+    inner: Mutex<Option<DenseWriter>>,
+    path: PathBuf,
+    dtype: DType,
+    item_shape: Vec<u64>,
+}
+
+writer_class!(PyDenseWriter, "DenseWriter", {
+    #[new]
+    #[pyo3(signature = (path, dtype, item_shape, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None))]
+    fn py_new(
+        py: Python<'_>,
+        path: PathBuf,
+        dtype: &Bound<'_, PyAny>,
+        item_shape: &Bound<'_, PyAny>,
+        codec: &str,
+        data_shards: u32,
+        dict_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let d = parse_dtype(dtype)?;
+        let shape = shape_arg(item_shape, "item_shape")?;
+        let (c, opts) = writer_options(codec, data_shards, dict_bytes)?;
+        let w = py
+            .detach(|| guard(|| DenseWriter::create(&path, d, &shape, c, opts)))
+            .py_err(py)?;
+        Ok(PyDenseWriter {
+            inner: Mutex::new(Some(w)),
+            path,
+            dtype: d,
+            item_shape: shape,
+        })
+    }
+
+    /// Appends a C-contiguous CPU tensor of shape `(n, *item_shape)` in the store dtype. The
+    /// input is copied into a private staging buffer (raw-pointer copy, GIL released) before it is
+    /// encoded, so a concurrent write to it can never reach the encoder half-way.
+    fn append(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
+        let imp = import(batch, "DenseWriter.append")?;
+        if imp.dtype() != self.dtype {
+            return Err(DTypeError::new_err(format!(
+                "DenseWriter.append({}): expected dtype {}, found {}",
+                self.path.display(),
+                self.dtype,
+                imp.dtype()
+            )));
+        }
+        let shape = imp.shape();
+        if shape.len() != self.item_shape.len() + 1 || shape[1..] != self.item_shape[..] {
+            let mut want = vec!["n".to_string()];
+            want.extend(self.item_shape.iter().map(|d| d.to_string()));
+            return Err(InvalidInputError::new_err(format!(
+                "DenseWriter.append({}): expected shape ({}), found {:?}",
+                self.path.display(),
+                want.join(", "),
+                shape
+            )));
+        }
+        let Some(src) = imp.raw() else {
+            return Err(InvalidInputError::new_err(format!(
+                "DenseWriter.append({}): input of shape {:?} is not C-contiguous (strides {:?} elements); pass np.ascontiguousarray(x)",
+                self.path.display(),
+                shape,
+                imp.strides()
+            )));
+        };
+        append_detached(py, &self.inner, "DenseWriter", &self.path, |w| {
+            w.append(&src.to_vec())
+        })
+    }
+
+    #[getter]
+    fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.item_shape)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DenseWriter({:?}, dtype={}, item_shape={:?})",
+            self.path.display().to_string(),
+            self.dtype,
+            self.item_shape
+        )
+    }
+});
+
+/// Creates a new Ragged container; `close()` (or leaving `with` normally) publishes it.
+#[pyclass(name = "RaggedWriter", module = "loaderx.zrecord", frozen)]
+pub(crate) struct PyRaggedWriter {
+    inner: Mutex<Option<RaggedWriter>>,
+    path: PathBuf,
+    dtype: DType,
+    ndim: u32,
+}
+
+/// The memory of a C-contiguous imported field, or the `InvalidInputError` naming `what`.
+fn contiguous<'a>(
+    imp: &'a Imported<'_>,
+    what: &str,
+    mismatch: &dyn Fn(String) -> PyErr,
+) -> PyResult<RawBytes<'a>> {
+    imp.raw().ok_or_else(|| {
+        mismatch(format!(
+            "{what} is not C-contiguous (strides {:?})",
+            imp.strides()
+        ))
+    })
+}
+
+writer_class!(PyRaggedWriter, "RaggedWriter", {
+    #[new]
+    #[pyo3(signature = (path, dtype, ndim, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None))]
+    fn py_new(
+        py: Python<'_>,
+        path: PathBuf,
+        dtype: &Bound<'_, PyAny>,
+        ndim: u32,
+        codec: &str,
+        data_shards: u32,
+        dict_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let d = parse_dtype(dtype)?;
+        let (c, opts) = writer_options(codec, data_shards, dict_bytes)?;
+        let w = py
+            .detach(|| guard(|| RaggedWriter::create(&path, d, ndim, c, opts)))
+            .py_err(py)?;
+        Ok(PyRaggedWriter {
+            inner: Mutex::new(Some(w)),
+            path,
+            dtype: d,
+            ndim,
+        })
+    }
+
+    /// Appends a packed `RaggedBatch(values, cu_seqlens, shapes)`.
+    fn append(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
+        let Ok(rb) = batch.cast::<PyRaggedBatch>() else {
+            let t = type_name(batch);
+            return Err(InvalidTypeError::new_err(format!(
+                "RaggedWriter.append expects a RaggedBatch(values, cu_seqlens, shapes), got {t}; use RaggedBatch.from_records(records) for a list of arrays"
+            )));
+        };
+        let rb = rb.get();
+        let path = self.path.display().to_string();
+        let mismatch = |what: String| {
+            InvalidInputError::new_err(format!("RaggedWriter.append({path}): {what}"))
+        };
+        // Every field is read through raw-pointer copies (`crate::raw`): `cu_seqlens` and
+        // `shapes` here with the GIL held, `values` into a staging buffer with the GIL released.
+        let imported;
+        let (values, cu, shapes): (RawBytes<'_>, Vec<i32>, Vec<u64>) = match &rb.repr {
+            Ragged::Stored(s) => {
+                if s.dtype != self.dtype {
+                    return Err(DTypeError::new_err(format!(
+                        "RaggedWriter.append({path}): expected dtype {}, found {}",
+                        self.dtype, s.dtype
+                    )));
+                }
+                if s.ndim != self.ndim as usize {
+                    return Err(mismatch(format!(
+                        "expected ndim {}, found {}",
+                        self.ndim, s.ndim
+                    )));
+                }
+                (s.values(), s.cu(), s.shapes())
+            }
+            Ragged::User {
+                values,
+                cu_seqlens,
+                shapes,
+            } => {
+                imported = import(values.bind(py), "RaggedBatch.values")?;
+                let v = &imported;
+                let c = import(cu_seqlens.bind(py), "RaggedBatch.cu_seqlens")?;
+                let s = import(shapes.bind(py), "RaggedBatch.shapes")?;
+                if v.dtype() != self.dtype {
+                    return Err(DTypeError::new_err(format!(
+                        "RaggedWriter.append({path}): values: expected dtype {}, found {}",
+                        self.dtype,
+                        v.dtype()
+                    )));
+                }
+                if v.shape().len() != 1 {
+                    return Err(mismatch(format!(
+                        "values must be 1-D, found shape {:?}",
+                        v.shape()
+                    )));
+                }
+                if c.shape().len() != 1 || c.shape()[0] == 0 {
+                    return Err(mismatch(format!(
+                        "cu_seqlens must be 1-D with n + 1 >= 1 entries, found shape {:?}",
+                        c.shape()
+                    )));
+                }
+                let n = c.shape()[0] - 1;
+                if s.dtype() != DType::UInt64 {
+                    return Err(DTypeError::new_err(format!(
+                        "RaggedWriter.append({path}): shapes must be uint64, found {}",
+                        s.dtype()
+                    )));
+                }
+                if s.shape() != [n, u64::from(self.ndim)] {
+                    return Err(mismatch(format!(
+                        "shapes: expected shape ({n}, {}) for {n} records of ndim {}, found {:?}",
+                        self.ndim,
+                        self.ndim,
+                        s.shape()
+                    )));
+                }
+                let v_raw = contiguous(v, "values", &mismatch)?;
+                let c_raw = contiguous(&c, "cu_seqlens", &mismatch)?;
+                let s_raw = contiguous(&s, "shapes", &mismatch)?;
+                if c.dtype() != DType::Int32 {
+                    return Err(DTypeError::new_err(format!(
+                        "RaggedWriter.append: cu_seqlens must be int32, found {}",
+                        c.dtype()
+                    )));
+                }
+                (v_raw, c_raw.to_i32s(), s_raw.to_u64s())
+            }
+        };
+        append_detached(py, &self.inner, "RaggedWriter", &self.path, |w| {
+            w.append(&values.to_vec(), &cu, &shapes)
+        })
+    }
+
+    #[getter]
+    fn ndim(&self) -> u32 {
+        self.ndim
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RaggedWriter({:?}, dtype={}, ndim={})",
+            self.path.display().to_string(),
+            self.dtype,
+            self.ndim
+        )
+    }
+});

@@ -7,6 +7,9 @@
    (loaderx._loaderx._bench_gather; target: Python / Rust <= 1.25).
 
 Usage: python scripts/bench_python.py [--records 65536] [--repeat 5]
+
+The Rust loop is a bench-only hook: build the wheel with
+`pip install --no-build-isolation . -C build-args="--features bench-hooks"` first.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=65536)
     ap.add_argument("--repeat", type=int, default=5)
     a = ap.parse_args()
+    if not hasattr(_loaderx, "_bench_gather"):
+        raise SystemExit('bench_python: this wheel has no bench hook; build it with '
+                         'pip install --no-build-isolation . -C build-args="--features bench-hooks"')
     ours, numpy_ = bench_sampler(a.repeat)
     print(f"sampler  : Sampler.next {ours * 1e9:8.0f} ns/call | rng.integers {numpy_ * 1e9:8.0f} ns/call | speedup {numpy_ / ours:5.1f}x (target >= 10x)")
     py, rust = bench_gather(a.records, a.repeat)

@@ -22,10 +22,11 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result, bail};
+use crate::interface::{Competitor, Reader, Stored};
 use crate::output::{Batch, DenseOut, RaggedOut};
+use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, le_u64s, u64s_le};
-use crate::{Competitor, Geometry, Reader, Stored};
 
 /// Reader options passed to `ArrayRecordReader` (`{threads}` is replaced by rayon's thread count).
 pub const READER_OPTIONS: &str = "readahead_buffer_size:0,max_parallelism:{threads}";

@@ -40,10 +40,11 @@ use rayon::prelude::*;
 use zrecord::DType;
 
 use crate::error::{Error, Result, bail};
+use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
+use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, fill_dense, fresh_path, ragged_out};
-use crate::{Competitor, Geometry, Reader, Stored};
 
 /// Target bytes per IPC record batch.
 pub const BATCH_BYTES: usize = 1 << 20;

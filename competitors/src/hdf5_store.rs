@@ -31,10 +31,11 @@ use hdf5_sys::h5s::{H5S_ALL, H5S_seloper_t, H5Sselect_hyperslab, H5Sset_extent_s
 use zrecord::DType;
 
 use crate::error::{Error, Result, bail};
+use crate::interface::{Competitor, Reader, Stored};
 use crate::output::{Batch, DenseOut, RaggedOut};
+use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, cu_seqlens, fresh_path};
-use crate::{Competitor, Geometry, Reader, Stored};
 
 /// Raw-data chunk cache for `hdf5-gzip` readers: 16 MiB, 65521 hash slots, w0 = 0.75 (libhdf5's
 /// default policy). `hdf5-raw` disables the cache (0 bytes): whole-chunk reads then go straight into

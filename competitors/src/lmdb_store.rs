@@ -20,10 +20,11 @@ use heed::types::{Bytes, U64};
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, PutFlags, WithoutTls};
 
 use crate::error::{Error, Result, bail};
+use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
+use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, fill_dense, le_u64s, ragged_out};
-use crate::{Competitor, Geometry, Reader, Stored};
 
 type Db = Database<'static, U64<BigEndian>, Bytes>;
 

@@ -9,11 +9,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Result, bail};
+use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
 use crate::output::{DenseOut, DenseOutput, RaggedOut, RaggedOutput};
+use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, fill_dense_into, pack_ragged_into};
-use crate::{Competitor, Geometry, Reader, Stored};
 
 #[derive(Debug)]
 enum Mem {

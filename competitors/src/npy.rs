@@ -13,10 +13,11 @@ use memmap2::Mmap;
 use zrecord::DType;
 
 use crate::error::{Error, Result, bail};
+use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
+use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, fill_dense, fresh_path};
-use crate::{Competitor, Geometry, Reader, Stored};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 

@@ -34,10 +34,11 @@ use zrecord::DType;
 
 use crate::arrow_ipc::{Cols, pack_hits, parse_meta, record_batch, schema_for};
 use crate::error::{Error, Result};
+use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
+use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, fresh_path};
-use crate::{Competitor, Geometry, Reader, Stored};
 
 /// Target data page size.
 pub const PAGE_BYTES: usize = 64 << 10;

@@ -5,7 +5,26 @@ use zrecord::DType;
 
 use crate::error::{Result, bail};
 use crate::output::{Batch, DenseOut, RaggedOut};
-use crate::{Geometry, util};
+use crate::util;
+
+/// The two record geometries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Geometry {
+    /// Fixed `(dtype, item_shape)` per store.
+    Dense,
+    /// Variable shape per record, fixed dtype and `ndim`.
+    Ragged,
+}
+
+impl Geometry {
+    /// `"dense"` or `"ragged"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Geometry::Dense => "dense",
+            Geometry::Ragged => "ragged",
+        }
+    }
+}
 
 /// A Dense source: `n` records of `item_shape`, row-major, native-endian (a `.npy` payload).
 #[derive(Clone, Debug)]
@@ -240,7 +259,7 @@ impl Source<'_> {
                     total += r.elements(i);
                     cu.push(
                         i32::try_from(total)
-                            .map_err(|_| crate::Error::msg("batch exceeds i32 elements"))?,
+                            .map_err(|_| crate::error::Error::msg("batch exceeds i32 elements"))?,
                     );
                     shapes.extend_from_slice(r.shape(i));
                 }

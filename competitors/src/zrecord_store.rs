@@ -19,10 +19,11 @@ use zrecord::{
 };
 
 use crate::error::{Error, Result, bail};
+use crate::interface::{Competitor, Reader, Stored};
 use crate::output::{Batch, DenseOutput, RaggedOutput};
+use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::check_indices;
-use crate::{Competitor, Geometry, Reader, Stored};
 
 /// zrecord codec choice for the three zrecord rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,16 +10,27 @@
 //! made inside `#[cfg(test)] mod .. { }`, or in a file declared `#[cfg(test)] mod ..;`, are test
 //! edges: printed, not part of the cycle check.
 //!
-//! The checker is generic: [`ASSERTED`] lists the source folders that must be acyclic,
-//! [`REPORTED`] those whose graphs and cycles are only printed (move an entry up to assert it).
+//! The checker is generic; [`CRATES`] lists the workspace's source folders, and for each of them
+//! the tests here also check the layout rules: no source file over [`MAX_LINES`] lines (test
+//! files excepted) and `//!` docs opening every file.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Source folders (from the workspace root) whose module graph must have no cycle.
-const ASSERTED: &[&str] = &["harness/src"];
-/// Source folders whose module graph is printed, cycles included, without failing.
-const REPORTED: &[&str] = &["zrecord/src", "loaderx/src", "loaderx/py/src"];
+/// The workspace's crate source folders (from the workspace root). Each must have an acyclic
+/// module graph, no source file over [`MAX_LINES`] lines (test files excepted) and `//!` docs
+/// opening every file.
+const CRATES: &[&str] = &[
+    "zrecord/src",
+    "loaderx/src",
+    "loaderx/py/src",
+    "harness/src",
+    "datasets/src",
+    "competitors/src",
+];
+
+/// The longest a non-test source file may be.
+const MAX_LINES: usize = 700;
 
 #[derive(Clone, Debug, PartialEq)]
 enum Tok {
@@ -640,8 +651,8 @@ fn workspace() -> PathBuf {
 }
 
 #[test]
-fn asserted_crates_have_acyclic_module_graphs() {
-    for dir in ASSERTED {
+fn every_crate_has_an_acyclic_module_graph() {
+    for dir in CRATES {
         let g = graph_of_dir(&workspace().join(dir));
         println!("{}", describe(dir, &g));
         assert!(g.nodes.len() > 1, "{dir}: no modules found");
@@ -650,16 +661,33 @@ fn asserted_crates_have_acyclic_module_graphs() {
     }
 }
 
+/// A file that is test code: `tests.rs` or anything under a `tests/` folder of `src`.
+fn is_test_file(rel: &Path) -> bool {
+    rel.file_name().is_some_and(|n| n == "tests.rs")
+        || rel.components().any(|c| c.as_os_str() == "tests")
+}
+
 #[test]
-fn reported_crates_module_graphs() {
-    for dir in REPORTED {
-        let path = workspace().join(dir);
-        if !path.is_dir() {
-            println!("{dir}: not found");
-            continue;
+fn every_source_file_is_small_and_says_what_it_owns() {
+    let mut bad = Vec::new();
+    for dir in CRATES {
+        let root = workspace().join(dir);
+        let mut files = Vec::new();
+        rust_files(&root, &root, &mut files);
+        assert!(!files.is_empty(), "{dir}: no source files");
+        for (rel, src) in files {
+            let name = format!("{dir}/{}", rel.display());
+            let lines = src.lines().count();
+            if lines > MAX_LINES && !is_test_file(&rel) {
+                bad.push(format!("{name}: {lines} lines (> {MAX_LINES})"));
+            }
+            let first = src.lines().map(str::trim).find(|l| !l.is_empty());
+            if !first.is_some_and(|l| l.starts_with("//!")) {
+                bad.push(format!("{name}: does not open with `//!` module docs"));
+            }
         }
-        println!("{}", describe(dir, &graph_of_dir(&path)));
     }
+    assert!(bad.is_empty(), "layout rules broken:\n{}", bad.join("\n"));
 }
 
 #[cfg(test)]

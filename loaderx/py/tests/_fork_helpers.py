@@ -159,7 +159,7 @@ class ViewDataset:
         }
 
 
-def _run_dataloader(root: Path, codec: str, context: str) -> None:
+def _run_dataloader(root: Path, codec: str, context: str, lazy: bool = False) -> None:
     import torch
     from torch.utils.data import DataLoader
 
@@ -168,7 +168,7 @@ def _run_dataloader(root: Path, codec: str, context: str) -> None:
     gather_both(dv, rv, big_indices(1))  # the parent has fanned out before the workers start
     batches = [big_indices(10 + k, 64) for k in range(6)]
     dl = DataLoader(
-        ViewDataset(str(root), codec, views=(dv, rv)),
+        ViewDataset(str(root), codec, views=None if lazy else (dv, rv)),
         batch_size=None,  # each sampler element (a position array) goes to __getitem__ as is
         sampler=batches,
         num_workers=2,
@@ -193,6 +193,11 @@ def dataloader_fork(root: Path, codec: str) -> None:
 
 def dataloader_spawn(root: Path, codec: str) -> None:
     _run_dataloader(root, codec, "spawn")
+
+
+def dataloader_spawn_lazy(root: Path, codec: str) -> None:
+    """Spawn workers that open their own views (nothing loaderx is pickled): works today."""
+    _run_dataloader(root, codec, "spawn", lazy=True)
 
 
 def loader_in_child(root: Path, codec: str) -> None:
@@ -241,7 +246,7 @@ def spawn_pool(root: Path, codec: str) -> None:
             raise AssertionError("a spawned worker read different records")
 
 
-SCENARIOS = {f.__name__: f for f in (os_fork, dataloader_fork, dataloader_spawn, loader_in_child, spawn_pool)}
+SCENARIOS = {f.__name__: f for f in (os_fork, dataloader_fork, dataloader_spawn, dataloader_spawn_lazy, loader_in_child, spawn_pool)}
 
 if __name__ == "__main__":
     import _fork_helpers  # noqa: F401 - spawned workers unpickle functions/classes by this name

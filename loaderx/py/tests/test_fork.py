@@ -99,6 +99,13 @@ def test_torch_dataloader_spawn_workers(root):
     run_scenario("dataloader_spawn", root, "raw")
 
 
+def test_torch_dataloader_spawn_workers_open_their_own_views(root):
+    """The pattern that works before issue 13: the Dataset carries the path only and each spawned
+    worker opens its own store, allocator and views on first use."""
+    _torch()
+    run_scenario("dataloader_spawn_lazy", root, "zstd")
+
+
 @pytest.fixture
 def stores(tmp_path):
     with DenseWriter(tmp_path / "d", dtypes.float32, (3,), "zstd", data_shards=3) as w:

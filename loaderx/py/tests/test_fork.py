@@ -5,7 +5,7 @@ Every fork/spawn scenario runs in a fresh interpreter (_fork_helpers.py) with it
 deadline (LOADERX_HANG_TIMEOUT, default 5 s), so a hang is a failure, never a stalled suite.
 
 Today (before the Rust side of issue 13): a forked child hangs in its first gather that fans out
-(1 MiB and more, raw and zstd); a Loader carried into a child hands out the parent's prefetched
+(raw: 1 MiB and more; zstd: any gather of 2+ records); a Loader carried into a child hands out the parent's prefetched
 batches instead of raising; nothing pickles. The tests are xfail(strict=True) until that lands: when it does, they XPASS,
 strict turns that into a failure, and the marks must come off.
 """

@@ -34,7 +34,7 @@ def need_corpus(*parts):
 
 def run(script, *args, expect=0):
     r = subprocess.run([sys.executable, str(EXAMPLES / script), *map(str, args)],
-                       capture_output=True, text=True, timeout=300, env=dict(os.environ, LOADERX_CORPORA=str(CORPORA)))
+                       capture_output=True, text=True, timeout=240, env=dict(os.environ, LOADERX_CORPORA=str(CORPORA)))
     assert r.returncode == expect, f"{script} {args}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r
 

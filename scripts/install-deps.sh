@@ -4,6 +4,10 @@
 #   - apt: libhdf5-dev (HDF5 competitor), pkg-config
 #   - a Python venv at $LOADERX_VENV (default: .venv) with maturin, numpy, ml_dtypes,
 #     pytest, hypothesis, array-record (ArrayRecord competitor), datasets is optional.
+#   - the frameworks the DLPack/fork tests and the examples run against (CPU): torch (the PyPI
+#     wheel, ~5.3 GiB with its CUDA libraries; it imports fine without a GPU), jax + jaxlib (CPU),
+#     and Pillow (the data2latent example decodes the Oxford-Pet JPEGs with it). Pinned to the
+#     versions checked here; bumping a pin needs a new stamp name so existing venvs pick it up.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${LOADERX_VENV:-$root/.venv}
@@ -30,5 +34,14 @@ if [ ! -f "$stamp" ]; then
     'maturin>=1.9,<2' 'numpy>=2' 'ml_dtypes>=0.5' 'pytest>=8' 'pytest-timeout>=2' \
     'hypothesis>=6' 'array-record>=0.8' 'pyarrow>=16' 'datasets>=2.19'
   touch "$stamp"
+fi
+fw_stamp="$venv/.loaderx-frameworks-torch2.15.0-jax0.10.2-v1"
+if [ ! -f "$fw_stamp" ]; then
+  echo "install-deps: torch, jax (CPU), pillow"
+  fw_start=$SECONDS
+  "$venv/bin/python" -m pip install -q 'torch==2.15.0' 'jax==0.10.2' 'jaxlib==0.10.2' 'pillow>=10'
+  "$venv/bin/python" -c 'import torch, jax, PIL; jax.numpy.zeros(1).block_until_ready()'
+  echo "install-deps: frameworks installed in $((SECONDS - fw_start)) s"
+  touch "$fw_stamp"
 fi
 echo "install-deps: ok ($venv)"

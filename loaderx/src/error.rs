@@ -21,6 +21,14 @@ pub enum Error {
     Transform(Box<dyn StdError + Send + Sync + 'static>),
     /// User code (a transform or a sampler) panicked; the panic was caught and carries its message.
     Panicked(String),
+    /// The loader was started in another process and inherited through `fork`: its worker threads
+    /// and its sampler position belong to that process. Create a new loader in this one.
+    Forked {
+        /// The process that started the loader.
+        started_in: u32,
+        /// The calling process (a forked child of it).
+        used_in: u32,
+    },
 }
 
 impl Error {
@@ -56,6 +64,15 @@ impl fmt::Display for Error {
             Error::Sampler(m) => write!(f, "sampler error: {m}"),
             Error::Transform(e) => write!(f, "transform failed: {e}"),
             Error::Panicked(m) => f.write_str(m),
+            Error::Forked {
+                started_in,
+                used_in,
+            } => write!(
+                f,
+                "this loader was started in process {started_in} and is used in process {used_in}, \
+                 a fork of it: its worker threads and sampler position did not survive the fork; \
+                 create a new Loader in the forked process (stores, views and allocators work there)"
+            ),
         }
     }
 }

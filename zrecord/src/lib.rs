@@ -31,6 +31,7 @@ mod alloc;
 mod crc;
 mod dtype;
 mod error;
+mod threads;
 pub mod vfs;
 
 pub use alloc::{

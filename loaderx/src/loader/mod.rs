@@ -116,6 +116,8 @@ pub struct Loader<T: Send + 'static> {
     /// Moving average of the consumer's waits on an empty queue, in nanoseconds (`None` before
     /// the first wait).
     wait_ns: Option<u64>,
+    /// The process that started the loader: in a `fork`ed child the loader refuses to run.
+    pid: u32,
 }
 
 impl<T: Send + 'static> fmt::Debug for Loader<T> {
@@ -287,6 +289,7 @@ impl<T: Send + 'static> Loader<T> {
             delivered_ahead: BTreeSet::new(),
             done: false,
             wait_ns: None,
+            pid: std::process::id(),
         })
     }
 
@@ -331,6 +334,14 @@ impl<T: Send + 'static> Loader<T> {
         if self.done {
             return None;
         }
+        let now = std::process::id();
+        if now != self.pid {
+            self.close();
+            return Some(Err(Error::Forked {
+                started_in: self.pid,
+                used_in: now,
+            }));
+        }
         let (step, res) = match &self.exec {
             Exec::Inline { transform } => {
                 let (step, drawn) = self.source.lock().produce();
@@ -363,8 +374,24 @@ impl<T: Send + 'static> Loader<T> {
 
     /// Stops and joins every worker and drops queued batches. Idempotent; also run by `Drop`. The
     /// stores, views, allocators and the sampler stay open.
+    ///
+    /// In a `fork`ed child the workers do not exist: nothing is joined, and what the parent's
+    /// workers held is left alone (it belongs to the parent's copy).
     pub fn close(&mut self) {
         self.done = true;
+        if std::process::id() != self.pid {
+            if let Exec::Threads(_) = self.exec {
+                let forked = std::mem::replace(
+                    &mut self.exec,
+                    Exec::Inline {
+                        transform: Arc::new(|_| Err(Error::invalid("closed"))),
+                    },
+                );
+                // Joining or signalling threads that exist only in the parent would hang.
+                std::mem::forget(forked);
+            }
+            return;
+        }
         if let Exec::Threads(w) = &mut self.exec {
             stop_workers(w);
         }
@@ -374,6 +401,10 @@ impl<T: Send + 'static> Loader<T> {
     /// have drawn ahead of [`Loader::step`]; seek it to `step()` to resume).
     pub fn into_sampler(mut self) -> Box<dyn Sampler> {
         self.close();
+        if std::process::id() != self.pid {
+            // A forked child: a parent worker may have held the lock at the fork, forever here.
+            return Box::new(Exhausted);
+        }
         let placeholder = Source {
             views: Vec::new(),
             names: self.names.clone(),

@@ -8,6 +8,8 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::format::Codec;
 
+use crate::threads::{cores, process_pool};
+
 use super::open::Inner;
 
 /// Batches smaller than this are gathered on the calling thread; larger ones are split over rayon.
@@ -26,9 +28,24 @@ impl Inner {
         if idx.is_empty() {
             return Ok(());
         }
+        // Inside a pool (a loader's gather threads) a gather splits over that pool; from any other
+        // thread over this process's own gather pool, never rayon's global one, whose threads a
+        // forked child does not have.
+        let in_pool = rayon::current_thread_index().is_some();
+        let pool_threads = if in_pool {
+            rayon::current_num_threads()
+        } else {
+            cores()
+        };
+        let own_pool = if in_pool || pool_threads == 1 {
+            None
+        } else {
+            process_pool()
+        };
         if (total < PARALLEL_BYTES && !compressed)
             || idx.len() == 1
-            || rayon::current_num_threads() == 1
+            || pool_threads == 1
+            || (!in_pool && own_pool.is_none())
             || SEQUENTIAL.get()
         {
             let mut dec = self.decoder()?;
@@ -38,7 +55,7 @@ impl Inner {
         // Split the output into contiguous pieces of roughly equal bytes, one task per piece. A pool
         // may have more threads than cores (a loader's workers are pool threads too); pieces beyond
         // four per core add splitting, not parallelism.
-        let threads = rayon::current_num_threads().min(cores());
+        let threads = pool_threads.min(cores());
         let pieces = (threads * 4).min(idx.len());
         let target = total.div_ceil(pieces).max(1);
         let mut bounds = vec![0usize];
@@ -61,12 +78,18 @@ impl Inner {
             rest = tail;
             consumed = end;
         }
-        slices
-            .into_par_iter()
-            .try_for_each(|(a, b, buf)| -> Result<()> {
-                let mut dec = self.decoder()?;
-                self.read_run(&idx[a..b], buf, offsets(a), offsets, a, &mut dec)
-            })
+        let run = || {
+            slices
+                .into_par_iter()
+                .try_for_each(|(a, b, buf)| -> Result<()> {
+                    let mut dec = self.decoder()?;
+                    self.read_run(&idx[a..b], buf, offsets(a), offsets, a, &mut dec)
+                })
+        };
+        match own_pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        }
     }
 }
 
@@ -95,12 +118,6 @@ pub fn sequential_gathers<R>(f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(SEQUENTIAL.replace(true));
     f()
-}
-
-/// The machine's available parallelism, read once.
-fn cores() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 #[cfg(test)]

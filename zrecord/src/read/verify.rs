@@ -3,6 +3,8 @@
 
 use rayon::prelude::*;
 
+use crate::threads::in_parallel;
+
 use crate::error::{Error, Location, Result};
 
 use super::open::Inner;
@@ -37,16 +39,19 @@ impl Inner {
         }
         // Every record decodes to its declared size (catches compressed frames that lie).
         let ids: Vec<u64> = (0..m.records).collect();
-        ids.par_chunks(1024).try_for_each(|chunk| -> Result<()> {
-            let mut dec = self.decoder()?;
-            let mut buf = Vec::new();
-            for &i in chunk {
-                let raw_len = self.raw_len(i);
-                self.check_frame_size(&maps, i, raw_len)?;
-                buf.resize(raw_len as usize, 0);
-                self.read_record(&maps, i, &mut buf, &mut dec, true)?;
-            }
-            Ok(())
+        // On this process's pool (see `threads`), so a forked child can verify too.
+        in_parallel(|| {
+            ids.par_chunks(1024).try_for_each(|chunk| -> Result<()> {
+                let mut dec = self.decoder()?;
+                let mut buf = Vec::new();
+                for &i in chunk {
+                    let raw_len = self.raw_len(i);
+                    self.check_frame_size(&maps, i, raw_len)?;
+                    buf.resize(raw_len as usize, 0);
+                    self.read_record(&maps, i, &mut buf, &mut dec, true)?;
+                }
+                Ok(())
+            })
         })
     }
 }

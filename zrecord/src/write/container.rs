@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::threads::in_parallel;
+
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::{
@@ -215,47 +217,50 @@ impl Core {
         let nshards = self.shards.len() as u32;
         let uuid = self.uuid;
         let codec = self.codec;
-        let results: Vec<std::result::Result<Vec<Entry>, Error>> = self
-            .shards
-            .par_iter_mut()
-            .enumerate()
-            .map(|(s, shard)| {
-                let mut entries = Vec::new();
-                // First record of this append that lands in shard s, then walk blocks.
-                let mut i = start;
-                let end = start + n;
-                while i < end {
-                    let b = i / block;
-                    let block_end = ((b + 1) * block).min(end);
-                    if (b % nshards as u64) as u32 != s as u32 {
-                        // Skip to the next block owned by this shard.
-                        let ahead =
-                            (s as u64 + nshards as u64 - b % nshards as u64) % nshards as u64;
-                        i = (b + ahead.max(1)) * block;
-                        continue;
-                    }
-                    if codec == Codec::Raw {
-                        // The records of one block are adjacent in the input and in the shard:
-                        // checksum each, then write the whole run at once, without staging.
-                        let mut offset = shard.cursor;
-                        for r in i..block_end {
-                            let raw = record(r - start);
-                            entries.push(shard.account(r, raw, offset, &uuid));
-                            offset += raw.len() as u64;
+        let shards = &mut self.shards;
+        // On this process's pool (see `threads`), so an append in a forked child works too.
+        let results: Vec<std::result::Result<Vec<Entry>, Error>> = in_parallel(|| {
+            shards
+                .par_iter_mut()
+                .enumerate()
+                .map(|(s, shard)| {
+                    let mut entries = Vec::new();
+                    // First record of this append that lands in shard s, then walk blocks.
+                    let mut i = start;
+                    let end = start + n;
+                    while i < end {
+                        let b = i / block;
+                        let block_end = ((b + 1) * block).min(end);
+                        if (b % nshards as u64) as u32 != s as u32 {
+                            // Skip to the next block owned by this shard.
+                            let ahead =
+                                (s as u64 + nshards as u64 - b % nshards as u64) % nshards as u64;
+                            i = (b + ahead.max(1)) * block;
+                            continue;
                         }
-                        shard.write_direct(span(i - start, block_end - start))?;
-                    } else {
-                        for r in i..block_end {
-                            let raw = record(r - start);
-                            entries.push(shard.push(r, raw, codec, &uuid)?);
+                        if codec == Codec::Raw {
+                            // The records of one block are adjacent in the input and in the shard:
+                            // checksum each, then write the whole run at once, without staging.
+                            let mut offset = shard.cursor;
+                            for r in i..block_end {
+                                let raw = record(r - start);
+                                entries.push(shard.account(r, raw, offset, &uuid));
+                                offset += raw.len() as u64;
+                            }
+                            shard.write_direct(span(i - start, block_end - start))?;
+                        } else {
+                            for r in i..block_end {
+                                let raw = record(r - start);
+                                entries.push(shard.push(r, raw, codec, &uuid)?);
+                            }
                         }
+                        i = block_end;
                     }
-                    i = block_end;
-                }
-                shard.flush()?;
-                Ok(entries)
-            })
-            .collect();
+                    shard.flush()?;
+                    Ok(entries)
+                })
+                .collect()
+        });
         let mut per_shard = Vec::with_capacity(results.len());
         for r in results {
             match r {

@@ -3,7 +3,8 @@
 # Idempotent: every step checks before it installs. Safe to run repeatedly.
 #   - apt: libhdf5-dev (HDF5 competitor), pkg-config
 #   - a Python venv at $LOADERX_VENV (default: .venv) with maturin, numpy, ml_dtypes,
-#     pytest, hypothesis, array-record (ArrayRecord competitor), datasets is optional.
+#     pytest, hypothesis, array-record (ArrayRecord competitor), datasets is optional;
+#     torch and jax (CPU) with pillow for the framework tests and examples; mypy for stubtest.
 #   - the frameworks the DLPack/fork tests and the examples run against (CPU): torch (the PyPI
 #     wheel, ~5.3 GiB with its CUDA libraries; it imports fine without a GPU), jax + jaxlib (CPU),
 #     and Pillow (the data2latent example decodes the Oxford-Pet JPEGs with it). Pinned to the
@@ -43,5 +44,11 @@ if [ ! -f "$fw_stamp" ]; then
   "$venv/bin/python" -c 'import torch, jax, PIL; jax.numpy.zeros(1).block_until_ready()'
   echo "install-deps: frameworks installed in $((SECONDS - fw_start)) s"
   touch "$fw_stamp"
+fi
+tools_stamp="$venv/.loaderx-tools-mypy-v1"
+if [ ! -f "$tools_stamp" ]; then
+  echo "install-deps: mypy (stubtest of loaderx._loaderx)"
+  "$venv/bin/python" -m pip install -q 'mypy>=1.10'
+  touch "$tools_stamp"
 fi
 echo "install-deps: ok ($venv)"

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::errors::{ClosedError, InternalError, InvalidInputError, UnsupportedDeviceError};
+use crate::pickle::{Reduce, rebuilder};
 
 /// A placement: `Allocator("cpu", 0, pool_size=...)`, a bounded pooled CPU allocator.
 #[pyclass(name = "Allocator", module = "loaderx", frozen)]
@@ -67,6 +68,12 @@ impl PyAllocator {
             inner: Mutex::new(Some(Arc::new(PooledAllocator::new(pool_size)))),
             pool_size,
         })
+    }
+
+    /// Pickles as (device, id, `pool_size`): the receiving process gets a fresh, empty pool
+    /// with the same bound (memory never travels).
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduce<'py, (&'static str, i64, u64)>> {
+        Ok((rebuilder(py, "allocator")?, ("cpu", 0, self.pool_size)))
     }
 
     /// Bound on the bytes kept in the idle pool.

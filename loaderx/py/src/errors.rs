@@ -237,6 +237,7 @@ pub(crate) fn l_to_py(py: Python<'_>, e: loaderx::Error) -> PyErr {
             Err(other) => Error::new_err(format!("transform failed: {other}")),
         },
         L::Panicked(m) => InternalError::new_err(m),
+        f @ L::Forked { .. } => ClosedError::new_err(f.to_string()),
         other => Error::new_err(other.to_string()),
     }
 }

@@ -10,6 +10,7 @@ mod dtypes;
 mod errors;
 mod index;
 mod loader;
+mod pickle;
 mod raw;
 mod sampler;
 mod store;

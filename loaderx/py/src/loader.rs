@@ -10,6 +10,7 @@ use crate::errors::{
     CoreError, Error, IntoPyResult, InvalidInputError, InvalidTypeError, guard, lock,
     take_detached, type_name,
 };
+use crate::pickle::refuse;
 use crate::sampler::{CustomSampler, PySampler};
 use crate::tensor::{dense_to_py, ragged_to_py};
 use crate::view::{PyDenseView, PyRaggedView};
@@ -52,6 +53,15 @@ const POISONED: &str = "loader lock poisoned";
 
 #[pymethods]
 impl PyLoader {
+    /// Refuses: a loader's worker threads and queued batches live in this process.
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(refuse(
+            "Loader",
+            "its worker threads and queued batches live in this process; pickle its views and \
+             sampler, and build a Loader in the receiving process",
+        ))
+    }
+
     #[new]
     #[pyo3(signature = (streams, sampler, transform=None, workers=4, prefetch=4))]
     fn py_new(

@@ -10,10 +10,11 @@ use zrecord::{DenseStore, RaggedStore};
 use crate::allocator::PyAllocator;
 use crate::dtypes::dtype_obj;
 use crate::errors::{ClosedError, IntoPyResult, InvalidTypeError, guard};
+use crate::pickle::{Reduce, rebuilder};
 use crate::view::{PyDenseView, PyRaggedView};
 
 macro_rules! store_class {
-    ($py_store:ident, $pyname:literal, $store:ident, $py_view:ident, { $($extra:tt)* }) => {
+    ($py_store:ident, $pyname:literal, $kind:literal, $store:ident, $py_view:ident, { $($extra:tt)* }) => {
         #[pymethods]
         impl $py_store {
             $($extra)*
@@ -25,15 +26,27 @@ macro_rules! store_class {
                 Ok($py_store { store })
             }
 
+            /// Pickles as its path: the receiving process reopens (and checks) the container.
+            fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduce<'py, (&'static str, PathBuf)>> {
+                if self.store.is_closed() {
+                    return Err(ClosedError::new_err(format!(
+                        "cannot pickle {} {}: it is closed", $pyname, self.store.path().display()
+                    )));
+                }
+                Ok((rebuilder(py, "store")?, ($kind, self.store.path().to_path_buf())))
+            }
+
             /// Binds the store to a placement; the view owns the index API.
-            fn bind(&self, allocator: PyRef<'_, PyAllocator>) -> PyResult<$py_view> {
+            fn bind(&self, allocator: Bound<'_, PyAllocator>) -> PyResult<$py_view> {
                 if self.store.is_closed() {
                     return Err(ClosedError::new_err(format!("{} {} is closed", $pyname, self.store.path().display()),
                     ));
                 }
-                let a = allocator.arc()?;
+                let a = allocator.get().arc()?;
                 Ok($py_view {
                     view: self.store.bind(a),
+                    path: self.store.path().to_path_buf(),
+                    allocator: allocator.unbind(),
                 })
             }
 
@@ -126,17 +139,31 @@ pub(crate) struct PyRaggedStore {
     store: RaggedStore,
 }
 
-store_class!(PyDenseStore, "DenseStore", DenseStore, PyDenseView, {
-    /// Shape of one record.
-    #[getter]
-    fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.store.item_shape())
+store_class!(
+    PyDenseStore,
+    "DenseStore",
+    "dense",
+    DenseStore,
+    PyDenseView,
+    {
+        /// Shape of one record.
+        #[getter]
+        fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+            PyTuple::new(py, self.store.item_shape())
+        }
     }
-});
-store_class!(PyRaggedStore, "RaggedStore", RaggedStore, PyRaggedView, {
-    /// Rank of every record.
-    #[getter]
-    fn ndim(&self) -> u32 {
-        self.store.ndim()
+);
+store_class!(
+    PyRaggedStore,
+    "RaggedStore",
+    "ragged",
+    RaggedStore,
+    PyRaggedView,
+    {
+        /// Rank of every record.
+        #[getter]
+        fn ndim(&self) -> u32 {
+            self.store.ndim()
+        }
     }
-});
+);

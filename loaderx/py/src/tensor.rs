@@ -14,6 +14,7 @@ use crate::errors::{
     DTypeError, InternalError, IntoPyResult, InvalidInputError, InvalidTypeError,
     UnsupportedDeviceError,
 };
+use crate::pickle::refuse;
 use crate::raw::RawBytes;
 
 /// A CPU tensor living in a loaderx allocation, consumed through DLPack only. Its DLPack exports
@@ -108,6 +109,15 @@ fn shape_tuple<'py>(py: Python<'py>, shape: &[u64]) -> PyResult<Bound<'py, PyTup
 
 #[pymethods]
 impl PyDLTensor {
+    /// Refuses: a tensor is a view of memory in this process.
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(refuse(
+            "DLTensor",
+            "it is a view of memory in this process; send the indices (and the view) and gather \
+             them there, or copy it first (numpy.from_dlpack(t).copy())",
+        ))
+    }
+
     /// DLPack export. `max_version >= (1, 0)` gives a versioned capsule (writable: the flags word is
     /// 0), otherwise the legacy capsule. Only the CPU device is offered; `copy=True` copies into a
     /// fresh allocation.
@@ -311,6 +321,15 @@ fn ragged_helper<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>
 
 #[pymethods]
 impl PyRaggedBatch {
+    /// Refuses: a batch is a view of memory in this process.
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(refuse(
+            "RaggedBatch",
+            "it is a view of memory in this process; send the indices (and the view) and gather \
+             them there, or copy its fields first",
+        ))
+    }
+
     /// Wraps three packed fields (any DLPack CPU tensors); they are validated by `append`.
     #[new]
     fn py_new(values: Py<PyAny>, cu_seqlens: Py<PyAny>, shapes: Py<PyAny>) -> Self {

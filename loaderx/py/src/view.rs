@@ -1,6 +1,7 @@
 //! `DenseView` / `RaggedView` (a store bound to a placement: indexing, gathering, iteration) and
 //! `train_dict`, which samples a view.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use loaderx::StreamView;
@@ -8,30 +9,56 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 use zrecord::{DenseView, RaggedView};
 
+use crate::allocator::PyAllocator;
 use crate::dtypes::dtype_obj;
-use crate::errors::{IntoPyResult, InvalidTypeError, guard};
+use crate::errors::{ClosedError, IntoPyResult, InvalidTypeError, guard};
 use crate::index::{Index, index_vec, parse_indices};
+use crate::pickle::{Reduce, rebuilder};
 use crate::tensor::{dense_to_py, ragged_to_py};
 
 /// A Dense store bound to a placement: `len`, `dtype`, `item_shape`, indexing and iteration.
 #[pyclass(name = "DenseView", module = "loaderx.zrecord", frozen)]
 pub(crate) struct PyDenseView {
     pub view: DenseView,
+    /// The container's path and the allocator the view is bound to: what pickling sends.
+    pub path: PathBuf,
+    pub allocator: Py<PyAllocator>,
 }
 
 /// A Ragged store bound to a placement: `len`, `dtype`, `ndim`, indexing and iteration.
 #[pyclass(name = "RaggedView", module = "loaderx.zrecord", frozen)]
 pub(crate) struct PyRaggedView {
     pub view: RaggedView,
+    /// The container's path and the allocator the view is bound to: what pickling sends.
+    pub path: PathBuf,
+    pub allocator: Py<PyAllocator>,
 }
 
 /// The `#[pymethods]` of a view class: `$extra` (the kind-specific methods, indexing included),
 /// then the accessors both kinds share. `$kind` is the view's `StreamView` variant.
 macro_rules! view_class {
-    ($py_view:ident, $kind:ident, { $($extra:tt)* }) => {
+    ($py_view:ident, $kind:ident, $kind_name:literal, { $($extra:tt)* }) => {
         #[pymethods]
         impl $py_view {
             $($extra)*
+
+            /// Pickles as (store path, allocator): the receiving process reopens the container
+            /// and binds it to a fresh allocator of the same placement and `pool_size`.
+            fn __reduce__<'py>(
+                &self,
+                py: Python<'py>,
+            ) -> PyResult<Reduce<'py, (&'static str, PathBuf, Py<PyAllocator>)>> {
+                if self.view.is_closed() {
+                    return Err(ClosedError::new_err(format!(
+                        "cannot pickle a view of {}: its store is closed",
+                        self.path.display()
+                    )));
+                }
+                Ok((
+                    rebuilder(py, "view")?,
+                    ($kind_name, self.path.clone(), self.allocator.clone_ref(py)),
+                ))
+            }
 
             fn __len__(&self) -> usize {
                 self.view.len() as usize
@@ -62,7 +89,7 @@ macro_rules! view_class {
     };
 }
 
-view_class!(PyDenseView, Dense, {
+view_class!(PyDenseView, Dense, "dense", {
     #[getter]
     fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.view.item_shape())
@@ -95,7 +122,7 @@ view_class!(PyDenseView, Dense, {
     }
 });
 
-view_class!(PyRaggedView, Ragged, {
+view_class!(PyRaggedView, Ragged, "ragged", {
     #[getter]
     fn ndim(&self) -> u32 {
         self.view.ndim()

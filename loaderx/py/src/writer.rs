@@ -15,6 +15,7 @@ use crate::errors::{
     InvalidTypeError, guard, lock, take_detached, type_name,
 };
 use crate::index::one_int;
+use crate::pickle::refuse;
 use crate::raw::RawBytes;
 use crate::tensor::{PyRaggedBatch, Ragged, import};
 
@@ -103,6 +104,15 @@ macro_rules! writer_class {
         #[pymethods]
         impl $py_writer {
             $($extra)*
+
+            /// Refuses: a writer owns an open, locked temp directory in this process.
+            fn __reduce__(&self) -> PyResult<()> {
+                Err(refuse(
+                    $pyname,
+                    "it owns an open, locked temp directory in this process; close() it and \
+                     pickle the store it published (DenseStore / RaggedStore) instead",
+                ))
+            }
 
             /// Records appended so far.
             fn __len__(&self) -> PyResult<usize> {

@@ -4,10 +4,10 @@ plain os.fork() child, a Loader carried across fork, and pickling of stores, vie
 Every fork/spawn scenario runs in a fresh interpreter (_fork_helpers.py) with its own short
 deadline (LOADERX_HANG_TIMEOUT, default 5 s), so a hang is a failure, never a stalled suite.
 
-Today (before the Rust side of issue 13): a forked child hangs in its first gather that fans out
-(raw: 1 MiB and more; zstd: any gather of 2+ records); a Loader carried into a child hands out the parent's prefetched
-batches instead of raising; nothing pickles. The tests are xfail(strict=True) until that lands: when it does, they XPASS,
-strict turns that into a failure, and the marks must come off.
+A forked child builds its own gather pool (zrecord never uses threads only the parent has), so
+views work in DataLoader fork workers and in plain children; a Loader carried across fork raises
+ClosedError naming the fork; stores, views and allocators pickle as what identifies them (path,
+placement, pool_size) and writers, loaders and batches refuse with the reason.
 """
 
 import os
@@ -25,8 +25,6 @@ from loaderx.sampler import Sampler
 from loaderx.zrecord import DenseStore, DenseWriter, RaggedBatch, RaggedStore, RaggedWriter
 
 HELPERS = Path(__file__).with_name("_fork_helpers.py")
-FORK = pytest.mark.xfail(strict=True, reason="fork safety: issue 13")
-PICKLE = pytest.mark.xfail(strict=True, reason="pickling: issue 13")
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
 
 
@@ -57,7 +55,6 @@ def root(tmp_path_factory):
 
 
 @needs_fork
-@FORK
 @pytest.mark.parametrize("codec", ["raw", "zstd"])
 def test_os_fork_child_gathers_after_parent(root, codec):
     """Parent gathers 6 MiB (fans out) then forks; the child gathers 6 MiB Dense and Ragged from
@@ -66,7 +63,6 @@ def test_os_fork_child_gathers_after_parent(root, codec):
 
 
 @needs_fork
-@FORK
 @pytest.mark.parametrize("codec", ["raw", "zstd"])
 def test_torch_dataloader_fork_workers(root, codec):
     """DataLoader(num_workers=2, fork) over a Dataset holding a Dense and a Ragged view; each item
@@ -76,7 +72,6 @@ def test_torch_dataloader_fork_workers(root, codec):
 
 
 @needs_fork
-@FORK
 def test_loader_used_in_forked_child_raises(root):
     """A Loader started in the parent: next() in the child raises an error that says fork."""
     run_scenario("loader_in_child", root, "zstd")
@@ -85,13 +80,11 @@ def test_loader_used_in_forked_child_raises(root):
 # --- spawn / pickling -------------------------------------------------------------------------------
 
 
-@PICKLE
 def test_spawn_multiprocessing_pool(root):
     """Views are pickled to spawn-context Pool workers, reopened there, and read the same records."""
     run_scenario("spawn_pool", root, "zstd")
 
 
-@PICKLE
 def test_torch_dataloader_spawn_workers(root):
     """DataLoader(multiprocessing_context="spawn") over a Dataset holding views (pickled to the
     workers)."""
@@ -120,7 +113,6 @@ def stores(tmp_path):
     alloc.close()
 
 
-@PICKLE
 def test_pickle_allocator_round_trip(stores):
     _, _, alloc = stores
     a2 = pickle.loads(pickle.dumps(alloc))
@@ -130,7 +122,6 @@ def test_pickle_allocator_round_trip(stores):
     a2.close()
 
 
-@PICKLE
 @pytest.mark.parametrize("kind", ["dense", "ragged"])
 def test_pickle_store_round_trip(stores, kind):
     ds, rs, alloc = stores
@@ -147,7 +138,6 @@ def test_pickle_store_round_trip(stores, kind):
     s2.close()
 
 
-@PICKLE
 @pytest.mark.parametrize("kind", ["dense", "ragged"])
 def test_pickle_view_round_trip(stores, kind):
     ds, rs, alloc = stores
@@ -175,7 +165,6 @@ def _refusals(tmp_path, stores):
     return objs
 
 
-@PICKLE
 @pytest.mark.parametrize("name", ["DenseWriter", "RaggedWriter", "Loader", "DLTensor", "RaggedBatch"])
 def test_pickle_refused_with_reason(tmp_path, stores, name):
     """Writers, loaders and batches refuse with a TypeError that says why (CPython's generic

@@ -1,0 +1,28 @@
+"""Rebuilders that ``pickle`` calls in the receiving process (``__reduce__`` of the native classes).
+
+What travels is what identifies an object, never its memory: a store is its path (it is reopened,
+and checked, where it lands), an allocator its placement and ``pool_size`` (the receiver gets a
+fresh, empty pool of that bound), a view its store and allocator. Objects pickled together keep
+their sharing: two views of one allocator land bound to one new allocator.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def allocator(device: str, device_id: int, pool_size: int):
+    from . import Allocator
+
+    return Allocator(device, device_id, pool_size=pool_size)
+
+
+def store(kind: str, path: str):
+    from . import zrecord
+
+    cls = {"dense": zrecord.DenseStore, "ragged": zrecord.RaggedStore}[kind]
+    return cls(Path(path))
+
+
+def view(kind: str, path: str, alloc):
+    return store(kind, path).bind(alloc)

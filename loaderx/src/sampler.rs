@@ -16,6 +16,11 @@
 //!   does the omitted remainder. A batch is computed 16 positions at a time in lockstep (AVX2 when
 //!   the CPU has it, SSE2 otherwise on x86-64, portable code elsewhere; all give the same result),
 //!   and the few positions that need another cycle-walking step are gathered and walked together.
+//!
+//! An index is a function of its position alone, so a slice of a batch ([`Sampler::next_range`],
+//! [`IndexSampler::batch_range_at`]: one process's part, `docs/distributed.md`) costs O(slice).
+
+use std::ops::Range;
 
 use crate::error::{Error, Result};
 
@@ -44,6 +49,26 @@ pub trait Sampler: Send {
 
     /// Moves to `step`; the next draw is the batch at `step`.
     fn seek(&mut self, step: u64) -> Result<()>;
+
+    /// `&next()?[range]` (`range` within `0..batch_size()`): advances by one step. The default
+    /// draws the whole batch and slices it; [`IndexSampler`] computes only the slice.
+    fn next_range(&mut self, range: Range<usize>) -> Result<&[u64]> {
+        check_range(&range, self.batch_size())?;
+        let idx = self.next()?;
+        idx.get(range)
+            .ok_or_else(|| Error::Sampler(format!("sampler drew {} indices", idx.len())))
+    }
+}
+
+/// `Ok` when `range` is a (possibly empty) range within `0..batch`.
+fn check_range(range: &Range<usize>, batch: usize) -> Result<()> {
+    if range.start > range.end || range.end > batch {
+        return Err(Error::invalid(format!(
+            "index range {}..{} is not within the batch 0..{batch}",
+            range.start, range.end
+        )));
+    }
+    Ok(())
 }
 
 impl<S: Sampler + ?Sized> Sampler for Box<S> {
@@ -61,6 +86,9 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
     }
     fn seek(&mut self, step: u64) -> Result<()> {
         (**self).seek(step)
+    }
+    fn next_range(&mut self, range: Range<usize>) -> Result<&[u64]> {
+        (**self).next_range(range)
     }
 }
 
@@ -385,11 +413,14 @@ impl Plan {
         keys
     }
 
-    fn fill(&self, step: u64, out: &mut [u64]) {
-        debug_assert_eq!(out.len(), self.batch);
+    /// Writes positions `first .. first + out.len()` of the batch at `step` into `out`
+    /// (`first + out.len() <= batch`); each position costs the same whatever the others are.
+    fn fill(&self, step: u64, first: usize, out: &mut [u64]) {
+        debug_assert!(first + out.len() <= self.batch);
         match self.mode {
             Mode::Sequential => {
-                let start = ((step as u128 * self.batch as u128) % self.len as u128) as u64;
+                let start =
+                    ((step as u128 * self.batch as u128 + first as u128) % self.len as u128) as u64;
                 let mut v = start;
                 for o in out.iter_mut() {
                     *o = v;
@@ -401,7 +432,9 @@ impl Plan {
             }
             Mode::Iid => {
                 let len = self.len;
-                let base = step.wrapping_mul(self.batch as u64);
+                let base = step
+                    .wrapping_mul(self.batch as u64)
+                    .wrapping_add(first as u64);
                 let mut ctr = self.key.wrapping_add(base.wrapping_mul(WY_GAMMA));
                 for o in out.iter_mut() {
                     ctr = ctr.wrapping_add(WY_GAMMA);
@@ -412,7 +445,7 @@ impl Plan {
                 let cycle = step / self.steps_per_cycle;
                 let within = step % self.steps_per_cycle;
                 let keys = self.cycle_keys(cycle);
-                let p0 = within * self.batch as u64;
+                let p0 = within * self.batch as u64 + first as u64;
                 #[cfg(target_arch = "x86_64")]
                 if std::is_x86_feature_detected!("avx2") {
                     // SAFETY: the CPU supports AVX2, checked just above.
@@ -603,16 +636,41 @@ impl IndexSampler {
                 out.len()
             )));
         }
-        self.plan.fill(step, out);
+        self.plan.fill(step, 0, out);
+        Ok(())
+    }
+
+    /// [`IndexSampler::batch_at`] sliced to `range` (within `0..batch`; `out.len() == range.len()`),
+    /// at O(`range.len()`) cost: the other positions are never computed.
+    pub fn batch_range_at(&self, step: u64, range: Range<usize>, out: &mut [u64]) -> Result<()> {
+        check_range(&range, self.plan.batch)?;
+        if out.len() != range.len() {
+            return Err(Error::invalid(format!(
+                "batch_range_at needs a buffer of {} indices for range {}..{}, got {}",
+                range.len(),
+                range.start,
+                range.end,
+                out.len()
+            )));
+        }
+        self.plan.fill(step, range.start, out);
         Ok(())
     }
 }
 
 impl Sampler for IndexSampler {
     fn next(&mut self) -> Result<&[u64]> {
-        self.plan.fill(self.step, &mut self.buf);
+        self.plan.fill(self.step, 0, &mut self.buf);
         self.step = self.step.wrapping_add(1);
         Ok(&self.buf)
+    }
+
+    fn next_range(&mut self, range: Range<usize>) -> Result<&[u64]> {
+        check_range(&range, self.plan.batch)?;
+        let out = &mut self.buf[..range.len()];
+        self.plan.fill(self.step, range.start, out);
+        self.step = self.step.wrapping_add(1);
+        Ok(out)
     }
 
     fn batch_size(&self) -> usize {

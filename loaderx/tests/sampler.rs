@@ -393,3 +393,79 @@ fn cyclic_neighbouring_positions_are_independent() {
     let chi = chi2(&counts);
     assert!(chi < chi2_critical(63), "chi2 {chi}");
 }
+
+/// The naive oracle of a slice: the whole batch at `step`, then sliced.
+fn oracle(s: &IndexSampler, step: u64, range: std::ops::Range<usize>) -> Vec<u64> {
+    let mut full = vec![0; s.batch_size()];
+    s.batch_at(step, &mut full).unwrap();
+    full[range].to_vec()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// A process's slice, computed alone (`batch_range_at`, `next_range` after a seek to `k`),
+    /// equals the full batch sliced, for every mode and several process counts.
+    #[test]
+    fn slices_equal_the_sliced_full_batch(
+        len in 1u64..5000,
+        per in 1usize..40,
+        procs in prop::sample::select(vec![1usize, 2, 3, 4, 8]),
+        mode in prop::sample::select(vec![Mode::Sequential, Mode::Iid, Mode::Cyclic]),
+        seed in any::<u64>(),
+        k in 0u64..1_000_000,
+    ) {
+        let batch = per * procs;
+        prop_assume!(mode != Mode::Cyclic || len >= batch as u64);
+        let s = IndexSampler::new(len, batch, mode, seed).unwrap();
+        for rank in 0..procs {
+            let range = rank * per..(rank + 1) * per;
+            let mut live = s.clone();
+            live.seek(k).unwrap();
+            for step in k..k + 3 {
+                let want = oracle(&s, step, range.clone());
+                let mut got = vec![0; per];
+                s.batch_range_at(step, range.clone(), &mut got).unwrap();
+                prop_assert_eq!(&got, &want);
+                prop_assert_eq!(live.next_range(range.clone()).unwrap(), &want[..]);
+                prop_assert_eq!(live.step(), step + 1);
+            }
+        }
+        // Odd ranges too (not aligned to the lockstep groups): any sub-range is the slice.
+        let a = (seed % batch as u64) as usize;
+        let b = a + ((seed >> 32) % (batch - a) as u64 + 1) as usize;
+        let mut got = vec![0; b - a];
+        s.batch_range_at(k, a..b, &mut got).unwrap();
+        prop_assert_eq!(got, oracle(&s, k, a..b));
+    }
+}
+
+#[test]
+fn ranges_outside_the_batch_are_refused() {
+    let mut s = IndexSampler::new(100, 8, Mode::Cyclic, 3).unwrap();
+    let mut out = vec![0; 4];
+    assert!(matches!(
+        s.batch_range_at(0, 6..10, &mut out),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        s.batch_range_at(0, 0..3, &mut out),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(s.next_range(4..9), Err(Error::InvalidArgument(_))));
+    assert_eq!(s.step(), 0, "a refused draw does not advance");
+}
+
+/// A sampler without its own `next_range` falls back to the full draw, sliced.
+#[test]
+fn default_next_range_slices_the_full_draw() {
+    let mk = || Every3rd {
+        step: 4,
+        buf: vec![0; 6],
+    };
+    let full = mk().next().unwrap().to_vec();
+    let mut s: Box<dyn Sampler> = Box::new(mk());
+    assert_eq!(s.next_range(2..5).unwrap(), &full[2..5]);
+    assert_eq!(s.step(), 5);
+    assert!(matches!(s.next_range(5..7), Err(Error::InvalidArgument(_))));
+}

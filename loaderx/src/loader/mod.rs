@@ -22,6 +22,10 @@
 //!   before `k` failed may still arrive ahead of the error (completion order).
 //! * **Close**: [`Loader::close`] (and `Drop`) stops and joins every worker promptly, even one blocked
 //!   on a full queue. The loader never closes stores, views, allocators or the sampler.
+//! * **Several processes**: with [`LoaderOptions::process_count`] `N > 1`, the sampler's batch is
+//!   the global batch of a data-parallel job; this process draws only positions
+//!   `r * B/N .. (r + 1) * B/N` of it ([`Sampler::next_range`]) and splits that slice over its
+//!   views. Every process runs the same sampler, so they agree on each global batch without talking.
 //! * **Resume**: [`Loader::step`] is the first step whose batch the consumer has not received. A loader
 //!   built on a sampler sought to `s` yields exactly what an uninterrupted run yields from `s` (with
 //!   0 or 1 worker; with several, the same set of batches in completion order).
@@ -67,21 +71,38 @@ pub struct LoaderOptions {
     pub workers: usize,
     /// Output queue capacity (>= 1) when `workers > 0`; ignored when `workers == 0`.
     pub prefetch: usize,
+    /// This process's rank in a data-parallel job (`< process_count`): it receives the contiguous
+    /// slice `process_index` of every global batch. 0 for a single process.
+    pub process_index: usize,
+    /// Processes sharing each global batch (>= 1); the sampler's batch must divide by
+    /// `process_count x shards`. 1 for a single process.
+    pub process_count: usize,
 }
 
 impl Default for LoaderOptions {
     fn default() -> Self {
-        LoaderOptions {
-            workers: 4,
-            prefetch: 4,
-        }
+        LoaderOptions::new(4, 4)
     }
 }
 
 impl LoaderOptions {
-    /// Options with the given workers and prefetch.
+    /// Options with the given workers and prefetch, for a single process.
     pub fn new(workers: usize, prefetch: usize) -> Self {
-        LoaderOptions { workers, prefetch }
+        LoaderOptions {
+            workers,
+            prefetch,
+            process_index: 0,
+            process_count: 1,
+        }
+    }
+
+    /// These options for process `index` of `count` in a data-parallel job.
+    pub fn process(self, index: usize, count: usize) -> Self {
+        LoaderOptions {
+            process_index: index,
+            process_count: count,
+            ..self
+        }
     }
 
     /// Background threads a loader with these options runs on this machine: `workers` worker
@@ -217,11 +238,25 @@ impl<T: Send + 'static> Loader<T> {
             }
         }
         let batch = sampler.batch_size();
+        let (rank, procs) = (options.process_index, options.process_count);
+        if procs == 0 || rank >= procs {
+            return Err(Error::invalid(format!(
+                "process_index {rank} must be below process_count {procs} (and process_count >= 1)"
+            )));
+        }
         if batch == 0 || !batch.is_multiple_of(shards) {
             return Err(Error::invalid(format!(
                 "the global batch {batch} does not divide evenly by the shard count {shards}"
             )));
         }
+        if !batch.is_multiple_of(procs * shards) {
+            return Err(Error::invalid(format!(
+                "the global batch {batch} does not divide evenly by process_count {procs} x \
+                 {shards} views per stream"
+            )));
+        }
+        let local = batch / procs;
+        let slice = rank * local..(rank + 1) * local;
         if sampler.len() > records {
             return Err(Error::invalid(format!(
                 "the sampler draws from {} indices but the streams hold {records} records",
@@ -238,6 +273,7 @@ impl<T: Send + 'static> Loader<T> {
             names: names.clone(),
             shards,
             batch,
+            slice,
             sampler,
             next_step: start,
         }));
@@ -410,6 +446,7 @@ impl<T: Send + 'static> Loader<T> {
             names: self.names.clone(),
             shards: 1,
             batch: 0,
+            slice: 0..0,
             sampler: Box::new(Exhausted),
             next_step: 0,
         };

@@ -4,13 +4,14 @@
 //! * [`Batch`] and [`Shard`]: one gathered stream value, and the streams gathered at one shard
 //!   position, index-aligned;
 //! * [`Transform`]: the collate step, and `run_transform`, which turns its panic into an error;
-//! * `Source`: the draw + gather state. One step draws a global index batch from the sampler, cuts
-//!   it into per-shard slices and gathers every stream at every shard position.
+//! * `Source`: the draw + gather state. One step draws this process's slice of a global index
+//!   batch from the sampler, cuts it into per-shard slices and gathers every stream at every shard position.
 //!
 //! Nothing here knows about threads: the inline path and the worker loop both call
 //! `Source::produce` and `run_transform`.
 
 use std::fmt;
+use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -151,7 +152,10 @@ pub(super) struct Source {
     pub(super) views: Vec<Vec<StreamView>>,
     pub(super) names: Arc<[Arc<str>]>,
     pub(super) shards: usize,
+    /// The sampler's (global) batch size.
     pub(super) batch: usize,
+    /// This process's positions of every global batch.
+    pub(super) slice: Range<usize>,
     pub(super) sampler: Box<dyn Sampler>,
     pub(super) next_step: u64,
 }
@@ -167,15 +171,27 @@ impl Source {
     }
 
     fn draw_and_gather(&mut self) -> Result<Vec<Shard>> {
-        let idx = self.sampler.next()?;
-        if idx.len() != self.batch {
+        let want = self.slice.len();
+        let idx = if want == self.batch {
+            self.sampler.next()?
+        } else {
+            self.sampler.next_range(self.slice.clone())?
+        };
+        if idx.len() != want {
+            let expected = if want == self.batch {
+                format!("its batch size {want}")
+            } else {
+                format!(
+                    "this process's slice of {want} (of its batch size {})",
+                    self.batch
+                )
+            };
             return Err(Error::Sampler(format!(
-                "sampler drew {} indices, expected its batch size {}",
-                idx.len(),
-                self.batch
+                "sampler drew {} indices, expected {expected}",
+                idx.len()
             )));
         }
-        let per = self.batch / self.shards;
+        let per = want / self.shards;
         let mut out = Vec::with_capacity(self.shards);
         for (j, slice) in idx.chunks_exact(per).enumerate() {
             let mut batches = Vec::with_capacity(self.views.len());

@@ -46,6 +46,10 @@ pub(crate) fn shards_to_py(py: Python<'_>, shards: Vec<Shard>) -> PyResult<Bound
 pub(crate) struct PyLoader {
     inner: Mutex<Option<Loader<Item>>>,
     threads: usize,
+    process_index: usize,
+    process_count: usize,
+    /// What every process of a data-parallel job must agree on (without the step), as a dict.
+    fingerprint: Py<PyDict>,
 }
 
 /// The `InternalError` message of a poisoned loader lock.
@@ -63,7 +67,8 @@ impl PyLoader {
     }
 
     #[new]
-    #[pyo3(signature = (streams, sampler, transform=None, workers=4, prefetch=4))]
+    #[pyo3(signature = (streams, sampler, transform=None, workers=4, prefetch=4, *, process_index=0, process_count=1))]
+    #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
         streams: &Bound<'_, PyAny>,
@@ -71,7 +76,25 @@ impl PyLoader {
         transform: Option<Py<PyAny>>,
         workers: usize,
         prefetch: i64,
+        process_index: i64,
+        process_count: i64,
     ) -> PyResult<Self> {
+        let process_count = usize::try_from(process_count)
+            .ok()
+            .filter(|&c| c > 0)
+            .ok_or_else(|| {
+                InvalidInputError::new_err(format!(
+                    "invalid argument: process_count must be a positive integer, got {process_count}"
+                ))
+            })?;
+        let process_index = usize::try_from(process_index)
+            .ok()
+            .filter(|&i| i < process_count)
+            .ok_or_else(|| {
+                InvalidInputError::new_err(format!(
+                    "invalid argument: process_index must be in [0, {process_count}), got {process_index}"
+                ))
+            })?;
         // Always a positive integer, whatever `workers` is (the core only needs it with workers).
         let prefetch = usize::try_from(prefetch)
             .ok()
@@ -85,20 +108,26 @@ impl PyLoader {
             .call_method0("items")
             .map_err(|_| InvalidTypeError::new_err("streams must be a dict {name: [view, ...]}"))?;
         let mut list: Vec<(String, Vec<StreamView>)> = Vec::new();
+        let stream_prints = PyList::empty(py);
         for item in items.try_iter()? {
             let item = item?;
             let (name, views): (String, Bound<'_, PyAny>) = item.extract().map_err(|_| {
                 InvalidTypeError::new_err("streams must map str names to lists of views")
             })?;
             let mut vs = Vec::new();
+            let view_prints = PyList::empty(py);
             for v in views.try_iter().map_err(|_| {
                 InvalidTypeError::new_err(format!("stream {name:?}: expected a list of views"))
             })? {
                 let v = v?;
                 if let Ok(d) = v.cast::<PyDenseView>() {
-                    vs.push(StreamView::Dense(d.get().view.clone()));
+                    let d = d.get();
+                    view_prints.append(("dense", d.path.clone(), d.view.len()))?;
+                    vs.push(StreamView::Dense(d.view.clone()));
                 } else if let Ok(r) = v.cast::<PyRaggedView>() {
-                    vs.push(StreamView::Ragged(r.get().view.clone()));
+                    let r = r.get();
+                    view_prints.append(("ragged", r.path.clone(), r.view.len()))?;
+                    vs.push(StreamView::Ragged(r.view.clone()));
                 } else {
                     let t = type_name(&v);
                     return Err(InvalidTypeError::new_err(format!(
@@ -106,12 +135,24 @@ impl PyLoader {
                     )));
                 }
             }
+            stream_prints.append((&name, view_prints))?;
             list.push((name, vs));
         }
+        let fingerprint = PyDict::new(py);
+        fingerprint.set_item("process_count", process_count)?;
+        fingerprint.set_item("streams", stream_prints)?;
         let boxed: Box<dyn loaderx::Sampler> = if let Ok(s) = sampler.cast::<PySampler>() {
+            let (len, batch, mode, seed) = s.get().plan();
+            fingerprint.set_item("batch", batch)?;
+            fingerprint.set_item("sampler_len", len)?;
+            fingerprint.set_item("mode", mode)?;
+            fingerprint.set_item("seed", seed)?;
             Box::new(s.get().shared())
         } else if sampler.hasattr("next")? {
-            Box::new(CustomSampler::new(sampler)?)
+            let custom = CustomSampler::new(sampler)?;
+            fingerprint.set_item("batch", loaderx::Sampler::batch_size(&custom))?;
+            fingerprint.set_item("mode", format!("custom {}", type_name(sampler)))?;
+            Box::new(custom)
         } else {
             return Err(InvalidTypeError::new_err(
                 "sampler must be a loaderx.sampler.Sampler or an object whose next() returns a 1-D index array",
@@ -126,13 +167,39 @@ impl PyLoader {
             })
             .map_err(loaderx::Error::transform),
         });
-        let opts = LoaderOptions::new(workers, prefetch);
+        let opts = LoaderOptions::new(workers, prefetch).process(process_index, process_count);
         let loader =
             guard(|| Loader::with_transform_arc(list, boxed, opts, transform)).py_err(py)?;
         Ok(PyLoader {
             inner: Mutex::new(Some(loader)),
             threads: opts.threads(),
+            process_index,
+            process_count,
+            fingerprint: fingerprint.unbind(),
         })
+    }
+
+    /// This process's rank: it receives slice `process_index` of every global batch.
+    #[getter]
+    fn process_index(&self) -> usize {
+        self.process_index
+    }
+
+    /// Processes sharing each global batch.
+    #[getter]
+    fn process_count(&self) -> usize {
+        self.process_count
+    }
+
+    /// What the processes of a data-parallel job must agree on, as a fresh dict: `process_count`,
+    /// `streams` (`[(name, [(kind, store path, records), ...]), ...]`), the global `batch`, the
+    /// sampler's `sampler_len`, `mode` and `seed` (a custom sampler: its `mode` names its type),
+    /// and the current `step` (`None` once closed). `loaderx.distributed.check_consistent`
+    /// compares it across processes.
+    fn fingerprint<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = self.fingerprint.bind(py).copy()?;
+        d.set_item("step", self.step(py)?)?;
+        Ok(d)
     }
 
     /// The next step's result; `StopIteration` once closed (or after an error was delivered).

@@ -51,6 +51,21 @@ impl PySampler {
             step: self.step.clone(),
         }
     }
+
+    /// `(len, batch, mode name, seed)`: what a data-parallel fingerprint compares.
+    pub(crate) fn plan(&self) -> (u64, usize, &'static str, u64) {
+        let mode = match self.sampler.mode() {
+            Mode::Sequential => "SEQUENTIAL",
+            Mode::Iid => "IID",
+            Mode::Cyclic => "CYCLIC",
+        };
+        (
+            self.sampler.len(),
+            self.sampler.batch_size(),
+            mode,
+            self.sampler.seed(),
+        )
+    }
 }
 
 #[pymethods]
@@ -161,6 +176,15 @@ impl Sampler for SharedSampler {
         self.sampler.batch_at(s, &mut self.buf)?;
         Ok(&self.buf)
     }
+    /// Only this process's positions are computed (O(range), not O(batch)).
+    fn next_range(&mut self, range: std::ops::Range<usize>) -> loaderx::Result<&[u64]> {
+        let out = self.buf.get_mut(..range.len()).ok_or_else(|| {
+            loaderx::Error::InvalidArgument("index range is longer than the batch".into())
+        })?;
+        let s = self.step.fetch_add(1, Ordering::Relaxed);
+        self.sampler.batch_range_at(s, range, out)?;
+        Ok(out)
+    }
     fn batch_size(&self) -> usize {
         self.sampler.batch_size()
     }
@@ -177,7 +201,9 @@ impl Sampler for SharedSampler {
 }
 
 /// Any Python object with `next()` returning a 1-D integer index array. Its first draw is taken at
-/// construction (to learn the batch size) and delivered first.
+/// construction (to learn the batch size) and delivered first. It cannot draw a range: in a
+/// data-parallel loader each process draws the whole batch and keeps its slice (the trait's
+/// default `next_range`).
 pub(crate) struct CustomSampler {
     obj: Py<PyAny>,
     buf: Vec<u64>,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
-from . import backend, dtypes, errors, sampler, zrecord
+from . import backend, distributed, dtypes, errors, sampler, zrecord
 from ._loaderx import DEFAULT_POOL_SIZE, Allocator, Loader
 from .errors import (
     AllocationError,
@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_POOL_SIZE",
     "Loader",
     "backend",
+    "distributed",
     "dtypes",
     "errors",
     "sampler",

@@ -119,8 +119,12 @@ impl LoaderOptions {
 }
 
 enum Exec<T> {
-    Inline { transform: Transform<T> },
+    Inline {
+        transform: Transform<T>,
+    },
     Threads(Workers<T>),
+    /// Closed in a `fork`ed child: the workers belonged to the parent and were let go unjoined.
+    Forked,
 }
 
 /// A multi-stream loader over zrecord views. Iterate it to receive transformed batches.
@@ -399,6 +403,8 @@ impl<T: Send + 'static> Loader<T> {
                     return None;
                 }
             },
+            // Only set by `close()`, after which `done` returns above.
+            Exec::Forked => return None,
         };
         if res.is_err() {
             self.close();
@@ -416,15 +422,9 @@ impl<T: Send + 'static> Loader<T> {
     pub fn close(&mut self) {
         self.done = true;
         if std::process::id() != self.pid {
-            if let Exec::Threads(_) = self.exec {
-                let forked = std::mem::replace(
-                    &mut self.exec,
-                    Exec::Inline {
-                        transform: Arc::new(|_| Err(Error::invalid("closed"))),
-                    },
-                );
+            if let Exec::Threads(w) = std::mem::replace(&mut self.exec, Exec::Forked) {
                 // Joining or signalling threads that exist only in the parent would hang.
-                std::mem::forget(forked);
+                std::mem::forget(w);
             }
             return;
         }

@@ -7,7 +7,6 @@ use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::format::Codec;
-
 use crate::threads::{cores, process_pool};
 
 use super::open::Inner;
@@ -29,25 +28,25 @@ impl Inner {
             return Ok(());
         }
         // Inside a pool (a loader's gather threads) a gather splits over that pool; from any other
-        // thread over this process's own gather pool, never rayon's global one, whose threads a
-        // forked child does not have.
+        // thread over this process's own pool (see `threads`), never rayon's global one, whose
+        // threads a forked child does not have. The pool is only looked up for a gather that
+        // splits, so small gathers pay nothing for it.
         let in_pool = rayon::current_thread_index().is_some();
         let pool_threads = if in_pool {
             rayon::current_num_threads()
         } else {
             cores()
         };
-        let own_pool = if in_pool || pool_threads == 1 {
-            None
-        } else {
-            process_pool()
-        };
-        if (total < PARALLEL_BYTES && !compressed)
+        let split = !((total < PARALLEL_BYTES && !compressed)
             || idx.len() == 1
             || pool_threads == 1
-            || (!in_pool && own_pool.is_none())
-            || SEQUENTIAL.get()
-        {
+            || SEQUENTIAL.get());
+        let own_pool = if split && !in_pool {
+            process_pool()
+        } else {
+            None
+        };
+        if !split || (!in_pool && own_pool.is_none()) {
             let mut dec = self.decoder()?;
             return self.read_run(idx, out, 0, offsets, 0, &mut dec);
         }

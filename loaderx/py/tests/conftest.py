@@ -30,6 +30,18 @@ def alloc():
 
 
 @pytest.fixture
+def store_path(tmp_path):
+    """A published 100-record float32[4] raw Dense store (record i holds 4i .. 4i+3)."""
+    from loaderx import dtypes
+    from loaderx.zrecord import DenseWriter
+
+    p = tmp_path / "s"
+    with DenseWriter(p, dtypes.float32, (4,), "raw", data_shards=1) as w:
+        w.append(np.arange(400, dtype=np.float32).reshape(100, 4))
+    return p
+
+
+@pytest.fixture
 def chdir_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -25,14 +25,6 @@ def raises_exactly(cls):
     assert type(ei.value) is cls, f"expected exactly {cls.__name__}, got {type(ei.value).__name__}: {ei.value}"
 
 
-@pytest.fixture
-def store_path(tmp_path):
-    p = tmp_path / "s"
-    with DenseWriter(p, dtypes.float32, (4,), "raw", data_shards=1) as w:
-        w.append(np.arange(400, dtype=np.float32).reshape(100, 4))
-    return p
-
-
 def test_every_catalog_class_is_an_error():
     for name in errors.__all__:
         cls = getattr(errors, name)

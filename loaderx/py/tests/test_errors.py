@@ -10,14 +10,6 @@ from loaderx import Allocator, dtypes
 from loaderx.zrecord import DenseStore, DenseWriter, RaggedStore
 
 
-@pytest.fixture
-def store_path(tmp_path):
-    p = tmp_path / "s"
-    with DenseWriter(p, dtypes.float32, (4,), "raw", data_shards=1) as w:
-        w.append(np.arange(400, dtype=np.float32).reshape(100, 4))
-    return p
-
-
 def test_hierarchy():
     assert issubclass(loaderx.CorruptError, loaderx.Error)
     assert issubclass(loaderx.ClosedError, loaderx.Error)

@@ -151,7 +151,9 @@ def test_pickle_view_round_trip(stores, kind):
         np.testing.assert_array_equal(np.from_dlpack(a.values), np.from_dlpack(b.values))
 
 
-def _refusals(tmp_path, stores):
+@pytest.fixture
+def refusals(tmp_path, stores):
+    """One object of each class that refuses to pickle; aborted or closed afterwards."""
     ds, rs, alloc = stores
     dv, rv = ds.bind(alloc), rs.bind(alloc)
     loader = Loader({"d": [dv]}, Sampler(len(dv), 4, Sampler.Mode.SEQUENTIAL), workers=1)
@@ -162,38 +164,27 @@ def _refusals(tmp_path, stores):
         "DLTensor": dv[[1, 2]],
         "RaggedBatch": rv[[1, 2]],
     }
-    return objs
+    yield objs
+    for o in objs.values():
+        if hasattr(o, "abort"):
+            o.abort()
+        elif hasattr(o, "close"):
+            o.close()
 
 
 @pytest.mark.parametrize("name", ["DenseWriter", "RaggedWriter", "Loader", "DLTensor", "RaggedBatch"])
-def test_pickle_refused_with_reason(tmp_path, stores, name):
+def test_pickle_refused_with_reason(refusals, name):
     """Writers, loaders and batches refuse with a TypeError that says why (CPython's generic
-    "cannot pickle 'X' object" does not: that is what they raise today)."""
-    objs = _refusals(tmp_path, stores)
-    try:
-        with pytest.raises(TypeError) as e:
-            pickle.dumps(objs[name])
-        msg = str(e.value)
-        assert name in msg
-        assert not re.fullmatch(r"cannot pickle '[\w.]+' object", msg), f"no reason given: {msg!r}"
-    finally:
-        for o in objs.values():
-            if hasattr(o, "abort"):
-                o.abort()
-            elif hasattr(o, "close"):
-                o.close()
+    "cannot pickle 'X' object" would not)."""
+    with pytest.raises(TypeError) as e:
+        pickle.dumps(refusals[name])
+    msg = str(e.value)
+    assert name in msg
+    assert not re.fullmatch(r"cannot pickle '[\w.]+' object", msg), f"no reason given: {msg!r}"
 
 
-def test_pickle_refusal_is_a_type_error(tmp_path, stores):
-    """Writers, loaders and batches raise TypeError on pickling, today and after the change."""
-    objs = _refusals(tmp_path, stores)
-    try:
-        for o in objs.values():
-            with pytest.raises(TypeError, match="pickle"):
-                pickle.dumps(o)
-    finally:
-        for o in objs.values():
-            if hasattr(o, "abort"):
-                o.abort()
-            elif hasattr(o, "close"):
-                o.close()
+def test_pickle_refusal_is_a_type_error(refusals):
+    """Writers, loaders and batches raise TypeError on pickling."""
+    for o in refusals.values():
+        with pytest.raises(TypeError, match="pickle"):
+            pickle.dumps(o)

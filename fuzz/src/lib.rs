@@ -121,7 +121,11 @@ fn alloc() -> Arc<dyn Allocator> {
 pub fn exercise(files: Vec<(String, Vec<u8>)>) -> bool {
     let mut opened = false;
     let vfs: Arc<dyn Vfs> = Arc::new(RoFs::new(files));
-    let opts = OpenOptions { verify: true, vfs };
+    let opts = OpenOptions {
+        verify: true,
+        vfs,
+        ..OpenOptions::default()
+    };
     if let Ok(st) = DenseStore::open_with(ROOT, opts.clone()) {
         opened = true;
         let _ = st.verify();

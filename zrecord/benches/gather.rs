@@ -1,11 +1,15 @@
 //! Gather and write throughput of zrecord beside the physical limit measured in the same run.
 //!
 //! * `dense147k/*`: 256 random records of `uint8[3,224,224]` (147 KiB): zrecord raw (verify on and
-//!   off) vs `memcpy-limit` (the same bytes copied from an in-memory array with the same rayon
+//!   off, and with the cold-read probe off: `zrecord-raw-coldnever`) vs `memcpy-limit` (the same bytes copied from an in-memory array with the same rayon
 //!   thread count).
 //! * `dense2k/*`: 256 random `int32[512]` records (2 KiB): zrecord raw vs a per-record memcpy
 //!   gather out of one mmap of a plain `.npy`-style file (what `np.load(mmap_mode='r')[idx]` does).
 //! * `ragged_tokens/*`: 256 random int32 sequences of 16..512 tokens, raw / zstd / zstd_dict.
+//! * `crc_short/*`: the per-record copy + CRC32C kernel of a verified raw read against `memcpy`,
+//!   batches of 256 random records out of 2,000 (in L2) or 50,000 (in the L3) with WikiText-103 token lengths x 4
+//!   bytes (`variable`, mean ~550 B), and the same at one fixed length (`fixed`): the difference is
+//!   what varying lengths cost the kernel (branches), not the checksum arithmetic.
 //! * `write/*`: raw Dense write of 64 MiB vs `std::fs::write` of the same bytes.
 //!
 //! Criterion reports time per iteration; throughput is set to the logical bytes, so ratios can be
@@ -17,8 +21,8 @@ use std::sync::Arc;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rayon::prelude::*;
 use zrecord::{
-    Allocator, Codec, DType, DenseStore, DenseWriter, OpenOptions, RaggedStore, RaggedWriter,
-    SystemAllocator, WriterOptions,
+    Allocator, Codec, ColdReads, DType, DenseStore, DenseWriter, OpenOptions, RaggedStore,
+    RaggedWriter, SystemAllocator, WriterOptions,
 };
 
 fn xorshift(seed: u64) -> impl FnMut() -> u64 {
@@ -88,6 +92,17 @@ fn dense_bench(c: &mut Criterion, name: &str, dtype: DType, item: &[u64], n: usi
         },
     )
     .unwrap()
+    .bind(alloc.clone());
+    // The same store with the cold-read probe off: `zrecord-raw` vs this is the probe's cost on
+    // a warm gather (the default policy, `ColdReads::Auto`, probes every gather of 2+ records).
+    let never = DenseStore::open_with(
+        &path,
+        OpenOptions {
+            cold_reads: ColdReads::Never,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap()
     .bind(alloc);
     let sets = indices(n as u64, 256, 7);
     let parallel = 256 * stride >= 1 << 20;
@@ -98,6 +113,12 @@ fn dense_bench(c: &mut Criterion, name: &str, dtype: DType, item: &[u64], n: usi
         b.iter(|| {
             k = (k + 1) % sets.len();
             black_box(verified.gather(&sets[k]).unwrap());
+        })
+    });
+    g.bench_function("zrecord-raw-coldnever", |b| {
+        b.iter(|| {
+            k = (k + 1) % sets.len();
+            black_box(never.gather(&sets[k]).unwrap());
         })
     });
     g.bench_function("zrecord-raw-noverify", |b| {
@@ -212,9 +233,76 @@ fn write(c: &mut Criterion) {
     g.finish();
 }
 
+/// Byte lengths of WikiText-103 token records (p10 28, median 127, p90 253, max 512 tokens, int32):
+/// log-linear between those quantiles.
+fn wikitext_lengths(n: usize, seed: u64) -> Vec<usize> {
+    let q = [
+        (0.0f64, 8.0f64),
+        (0.1, 28.0),
+        (0.5, 127.0),
+        (0.9, 253.0),
+        (1.0, 512.0),
+    ];
+    let mut r = xorshift(seed);
+    (0..n)
+        .map(|_| {
+            let u = (r() % 10_000) as f64 / 10_000.0;
+            let k = q.iter().position(|&(p, _)| p > u).unwrap_or(4).max(1);
+            let ((p0, a), (p1, b)) = (q[k - 1], q[k]);
+            let t = (a.ln() + (b.ln() - a.ln()) * ((u - p0) / (p1 - p0))).exp();
+            (t as usize).clamp(1, 512) * 4
+        })
+        .collect()
+}
+
+fn crc_short(c: &mut Criterion) {
+    // 2,000 records (~1.1 MB, in L2) and 50,000 (~27 MB, in L3); a fresh random batch of 256 per iteration: the
+    // length sequence never repeats, as in a real gather (a repeated short sequence lets the branch
+    // predictor learn it). Each record has its own seed, as in a read: no chain across records.
+    const BATCH: usize = 256;
+    let mut g = c.benchmark_group("crc_short");
+    for pool in [2_000usize, 50_000] {
+        let var = wikitext_lengths(pool, 11);
+        let mean = var.iter().sum::<usize>() / var.len();
+        let fixed = vec![mean & !3; var.len()];
+        for (kind, lens) in [("variable", &var), ("fixed", &fixed)] {
+            let name = format!("{kind}-{pool}");
+            let mut offs = Vec::with_capacity(pool + 1);
+            offs.push(0usize);
+            for l in lens.iter() {
+                offs.push(offs[offs.len() - 1] + l);
+            }
+            let src = payload(offs[pool], 5);
+            let mut dst = vec![0u8; BATCH * 2048];
+            g.throughput(Throughput::Bytes((BATCH * mean) as u64));
+            for kernel in ["memcpy", "copy_crc32c"] {
+                let mut r = xorshift(3);
+                g.bench_function(BenchmarkId::new(kernel, &name), |b| {
+                    b.iter(|| {
+                        let (mut o, mut acc) = (0, 0u32);
+                        for _ in 0..BATCH {
+                            let i = (r() % pool as u64) as usize;
+                            let (s, d) = (&src[offs[i]..offs[i + 1]], &mut dst[o..o + lens[i]]);
+                            if kernel == "memcpy" {
+                                d.copy_from_slice(s);
+                            } else {
+                                acc ^= zrecord::bench_copy_crc32c(i as u32, d, s);
+                            }
+                            o += lens[i];
+                        }
+                        black_box(&dst);
+                        black_box(acc)
+                    })
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(std::time::Duration::from_secs(3)).warm_up_time(std::time::Duration::from_secs(1));
-    targets = dense, ragged, write
+    targets = dense, ragged, write, crc_short
 }
 criterion_main!(benches);

@@ -35,8 +35,8 @@ mod threads;
 pub mod vfs;
 
 pub use alloc::{
-    AllocStats, Allocation, Allocator, Device, DeviceType, RegionHome, SystemAllocator,
-    alloc_host_region, free_host_region,
+    AllocStats, Allocation, Allocator, Device, DeviceType, MAPPED_REGION_BYTES, RegionHome,
+    SystemAllocator, alloc_host_region, free_host_region, host_region_is_lazy,
 };
 pub use dtype::{DType, dlpack_code};
 pub use error::{Error, Location, Result};
@@ -51,10 +51,18 @@ pub use dict::{DEFAULT_DICT_BYTES, DictSample, train_dict, train_dict_from};
 pub use format::{Codec, Kind};
 #[doc(hidden)]
 pub use publish::Mutation;
+
+/// Copies `src` into `dst` (equal lengths) and returns the CRC32C of the bytes extended from
+/// `crc`: the kernel a verified raw read runs per record. Exposed for the benchmarks only.
+#[doc(hidden)]
+pub fn bench_copy_crc32c(crc: u32, dst: &mut [u8], src: &[u8]) -> u32 {
+    crc::copy_append(crc, dst, src)
+}
 pub use publish::gc;
 pub use read::{
-    DenseBatch, DenseStore, DenseView, OUTPUT_ALIGN, OpenOptions, RaggedBatch, RaggedStore,
-    RaggedView, ViewGather, container_files, gather_fan_outs, sequential_gathers,
+    ColdReads, DenseBatch, DenseStore, DenseView, OUTPUT_ALIGN, OpenOptions, RaggedBatch,
+    RaggedStore, RaggedView, RecordExtent, ViewGather, container_files, gather_fan_outs,
+    sequential_gathers,
 };
 pub use write::{
     DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER, WriterOptions,

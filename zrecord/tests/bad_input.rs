@@ -382,6 +382,7 @@ fn run_case(c: &Case, ctr: &Counters) -> Result<(), TestCaseError> {
     let oo = OpenOptions {
         verify: true,
         vfs: Arc::new(fs.clone()),
+        ..OpenOptions::default()
     };
     let len = model.len() as u64;
     let check_idx =

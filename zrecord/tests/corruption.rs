@@ -80,6 +80,7 @@ fn open_opts(fs: &MemFs) -> OpenOptions {
     OpenOptions {
         verify: true,
         vfs: Arc::new(fs.clone()),
+        ..OpenOptions::default()
     }
 }
 
@@ -357,8 +358,15 @@ fn t5_foreign_and_swapped_files_are_detected_at_open() {
     swapped.extend_from_slice(&idx[64..64 + page]);
     let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
     fs.put(&ip, swapped);
-    let e = DenseStore::open_with(path, OpenOptions { verify: true, vfs })
-        .expect_err("swapped index pages not detected");
+    let e = DenseStore::open_with(
+        path,
+        OpenOptions {
+            verify: true,
+            vfs,
+            ..OpenOptions::default()
+        },
+    )
+    .expect_err("swapped index pages not detected");
     names(&e, &ip).unwrap();
     cases += 1;
     report(

@@ -27,6 +27,7 @@ impl Inner {
         if idx.is_empty() {
             return Ok(());
         }
+        self.before_gather(idx);
         // Inside a pool (a loader's gather threads) a gather splits over that pool; from any other
         // thread over this process's own pool (see `threads`), never rayon's global one, whose
         // threads a forked child does not have. The pool is only looked up for a gather that

@@ -7,6 +7,7 @@
 //! import it (the module graph stays acyclic).
 
 mod batch;
+mod cold;
 mod gather;
 mod open;
 mod record;
@@ -14,6 +15,7 @@ mod store;
 mod verify;
 
 pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
+pub use cold::RecordExtent;
 pub use gather::{gather_fan_outs, sequential_gathers};
-pub use open::{OpenOptions, container_files};
+pub use open::{ColdReads, OpenOptions, container_files};
 pub use store::{DenseStore, DenseView, RaggedStore, RaggedView, ViewGather};

@@ -22,6 +22,9 @@ pub struct OpenOptions {
     pub verify: bool,
     /// File system to read through.
     pub vfs: Arc<dyn Vfs>,
+    /// When a gather requests all of its records from the device before copying (default
+    /// [`ColdReads::Auto`]).
+    pub cold_reads: ColdReads,
 }
 
 impl Default for OpenOptions {
@@ -29,6 +32,7 @@ impl Default for OpenOptions {
         OpenOptions {
             verify: true,
             vfs: Arc::new(StdFs),
+            cold_reads: ColdReads::Auto,
         }
     }
 }
@@ -37,8 +41,24 @@ impl fmt::Debug for OpenOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenOptions")
             .field("verify", &self.verify)
+            .field("cold_reads", &self.cold_reads)
             .finish()
     }
+}
+
+/// When a gather first asks the kernel to read all of its records (see `docs/performance.md`,
+/// "Cold reads").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ColdReads {
+    /// Probe the page-cache residency of a few of the batch's records (`mincore`, one call
+    /// each) and take the cold path when any of them is not resident. The default.
+    #[default]
+    Auto,
+    /// Always request every record's pages before the copy (for a store known to be larger than
+    /// memory: no probe).
+    Always,
+    /// Never: every gather is a plain copy, faulting pages in one at a time.
+    Never,
 }
 
 /// An open, validated container: what every store and view of it shares.
@@ -53,6 +73,8 @@ pub(super) struct Inner {
     pub(super) stride: u64,
     pub(super) ddict: Option<zstd::dict::DecoderDictionary<'static>>,
     pub(super) verify: bool,
+    /// The cold-read policy (`read::cold`).
+    pub(super) cold: ColdReads,
     /// CRC32C of the container id, the common prefix of every record's checksum seed.
     pub(super) uuid_crc: u32,
     /// Record → shard, precomputed from the manifest.
@@ -211,6 +233,7 @@ impl Inner {
             stride,
             ddict,
             verify: opts.verify,
+            cold: opts.cold_reads,
             uuid_crc,
             shard_map,
             closed: AtomicBool::new(false),

@@ -16,8 +16,8 @@ const PREFETCH_BYTES: usize = 512;
 
 /// A store's mapped bytes for one run of records.
 pub(super) struct Maps<'a> {
-    index: &'a [u8],
-    shards: Vec<&'a [u8]>,
+    pub(super) index: &'a [u8],
+    pub(super) shards: Vec<&'a [u8]>,
 }
 
 impl Inner {

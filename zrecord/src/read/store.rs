@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::format::{Codec, Kind};
 
 use super::batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
+use super::cold::RecordExtent;
 use super::open::{Inner, OpenOptions};
 use super::record::PREFETCH_AHEAD;
 
@@ -66,6 +67,12 @@ macro_rules! store_common {
             /// The dictionary stored in a `zstd_dict` container.
             pub fn dictionary(&self) -> Option<&[u8]> {
                 (!self.inner.m.dict.is_empty()).then_some(&self.inner.m.dict[..])
+            }
+
+            /// Where records `idx` are stored (shard file, offset, stored length): for tools that
+            /// read the same extents past zrecord, e.g. a device-limit measurement.
+            pub fn record_extents(&self, idx: &[u64]) -> Result<Vec<RecordExtent>> {
+                self.inner.record_extents(idx)
             }
 
             /// Allocated bytes on disk (all files).

@@ -1009,7 +1009,11 @@ pub fn check_container(
     oracle: &Oracle,
     verify: bool,
 ) -> Result<(), CheckError> {
-    let opts = OpenOptions { verify: true, vfs };
+    let opts = OpenOptions {
+        verify: true,
+        vfs,
+        ..OpenOptions::default()
+    };
     let n = oracle.recs.len() as u64;
     let all: Vec<u64> = (0..n).collect();
     if oracle.ragged {

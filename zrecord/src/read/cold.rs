@@ -1,0 +1,239 @@
+//! Cold gathers: a gather whose records are not in the page cache asks the kernel for all of them
+//! at once before the copy starts, so the device works on the whole batch in parallel instead of
+//! one synchronous page fault at a time. Implements the [`ColdReads`] policy an [`OpenOptions`]
+//! carries: the residency probe that decides when the path engages, the read-ahead requests, and
+//! [`RecordExtent`] (where a record's stored bytes lie, for tools that measure the device).
+//!
+//! The copy itself is unchanged: after the requests are issued the gather runs the ordinary fused
+//! copy + CRC loop, whose page faults then wait for reads already in flight (or find the pages
+//! already there). What the caller receives is verified exactly as on a warm gather.
+//!
+//! [`OpenOptions`]: super::OpenOptions
+
+use std::path::PathBuf;
+
+use rayon::prelude::*;
+
+use crate::error::Result;
+use crate::format::{self, Entry};
+use crate::threads::{cores, in_parallel};
+
+use super::open::{ColdReads, Inner};
+use super::record::Maps;
+
+/// Where one record's stored bytes lie on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordExtent {
+    /// The shard file.
+    pub path: PathBuf,
+    /// Byte offset of the record in that file.
+    pub offset: u64,
+    /// Stored length in bytes (compressed length for a compressed record).
+    pub len: u64,
+}
+
+/// Gathers of fewer records than this skip the probe: one record read ahead of its own fault
+/// gains nothing.
+const MIN_RECORDS: usize = 2;
+/// How many of a batch's records the `Auto` probe looks at (spread evenly over the batch).
+const PROBES: usize = 2;
+/// Batches of at least this many records issue their read requests from several threads.
+const PARALLEL_REQUESTS: usize = 64;
+
+/// What the probe found.
+struct Probe {
+    index_cold: bool,
+    data_cold: bool,
+}
+
+fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no memory effects; it only returns a configuration value.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p > 0 { p as usize } else { 4096 }
+    })
+}
+
+/// Whether the page holding `byte` is in the page cache. Anything `mincore` cannot answer (memory
+/// that is not a mapping, e.g. a test file system's heap bytes) counts as resident: the cold path
+/// only engages on evidence.
+fn resident(byte: &[u8]) -> bool {
+    let page = page_size();
+    let addr = byte.as_ptr() as usize & !(page - 1);
+    let mut vec = 0u8;
+    // SAFETY: `addr` is the page-aligned start of a page that holds a byte of a live slice; mincore
+    // only reads the process's page tables and writes one byte (one page) into `vec`.
+    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, page, &mut vec) };
+    rc != 0 || vec & 1 == 1
+}
+
+/// Asks the kernel to start reading the pages spanning `bytes` (`MADV_WILLNEED`: the reads are
+/// queued and the call returns without waiting for them). A hint: a failure changes nothing but
+/// speed, so it is ignored.
+fn will_need(bytes: &[u8]) {
+    if bytes.is_empty() {
+        return;
+    }
+    let page = page_size();
+    let start = bytes.as_ptr() as usize & !(page - 1);
+    let end = bytes.as_ptr() as usize + bytes.len();
+    // SAFETY: the range covers whole pages of a live mapping (or of heap memory, where the advice
+    // is a no-op); MADV_WILLNEED never changes the contents or the protection of memory.
+    unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_WILLNEED) };
+}
+
+impl Inner {
+    /// The hook a gather calls before copying: under the store's policy, issues read-ahead
+    /// requests for every record of `idx` when the batch looks cold.
+    pub(super) fn before_gather(&self, idx: &[u64]) {
+        let probe = match self.cold {
+            ColdReads::Never => return,
+            ColdReads::Always if idx.is_empty() => return,
+            ColdReads::Always => Probe {
+                index_cold: !self.index_resident(idx[0]),
+                data_cold: true,
+            },
+            ColdReads::Auto if idx.len() < MIN_RECORDS => return,
+            ColdReads::Auto => self.probe(idx),
+        };
+        if probe.data_cold || probe.index_cold {
+            self.request_batch(idx, probe.index_cold);
+        }
+    }
+
+    fn index_resident(&self, i: u64) -> bool {
+        let index = self.index.bytes();
+        resident(&index[format::entry_offset(i, self.entry)..][..1])
+    }
+
+    /// Residency of the index entry and first stored page of `PROBES` records of `idx` (evenly
+    /// spread): one `mincore` each while they are resident, none past the first cold one.
+    fn probe(&self, idx: &[u64]) -> Probe {
+        let maps = self.maps();
+        let step = idx.len().div_ceil(PROBES).max(1);
+        let mut p = Probe {
+            index_cold: false,
+            data_cold: false,
+        };
+        for &i in idx.iter().step_by(step) {
+            if !self.index_resident(i) {
+                p.index_cold = true;
+                p.data_cold = true;
+                break;
+            }
+            let (_, _, stored) = self.locate_stored(&maps, i);
+            if !stored.is_empty() && !resident(&stored[..1]) {
+                p.data_cold = true;
+                break;
+            }
+        }
+        p
+    }
+
+    /// Requests every record's stored bytes, after the index pages of every record when the
+    /// index is cold too: the index requests go first so that reading the entries waits for one
+    /// round of parallel reads, not one read per record. Batches of at least `PARALLEL_REQUESTS`
+    /// records spread the requests (each a system call that allocates pages and queues a read)
+    /// over the pool's threads.
+    fn request_batch(&self, idx: &[u64], index_cold: bool) {
+        let maps = self.maps();
+        if index_cold {
+            let page = page_size();
+            let mut last_page = usize::MAX;
+            for &i in idx {
+                let entry = &maps.index[format::entry_offset(i, self.entry)..][..self.entry];
+                let first = entry.as_ptr() as usize / page;
+                let last = (entry.as_ptr() as usize + entry.len() - 1) / page;
+                if first != last_page || last != last_page {
+                    will_need(entry);
+                    last_page = last;
+                }
+            }
+        }
+        let request = |part: &[u64]| {
+            for &i in part {
+                will_need(self.locate_stored(&maps, i).2);
+            }
+        };
+        if idx.len() >= PARALLEL_REQUESTS && cores() > 1 {
+            let part = idx.len().div_ceil(cores());
+            in_parallel(|| idx.par_chunks(part).for_each(request));
+        } else {
+            request(idx);
+        }
+    }
+
+    /// Record `i`'s shard, index entry and stored bytes (the lookup the copy loop makes too).
+    fn locate_stored<'a>(&self, maps: &Maps<'a>, i: u64) -> (u32, Entry, &'a [u8]) {
+        let s = self.shard_map.shard_of(i);
+        let e = self.entry_in(maps.index, i);
+        let start = e.offset as usize;
+        let stored = &maps.shards[s as usize][start..start + e.stored_len as usize];
+        (s, e, stored)
+    }
+
+    /// Where records `idx` lie: shard file, offset and stored length of each.
+    pub(super) fn record_extents(&self, idx: &[u64]) -> Result<Vec<RecordExtent>> {
+        self.check_indices(idx)?;
+        let maps = self.maps();
+        Ok(idx
+            .iter()
+            .map(|&i| {
+                let (s, e, _) = self.locate_stored(&maps, i);
+                RecordExtent {
+                    path: self.shard_paths[s as usize].clone(),
+                    offset: e.offset,
+                    len: u64::from(e.stored_len),
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn residency_of_touched_and_untouched_file_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let page = page_size();
+        std::fs::write(&p, vec![7u8; 64 * page]).unwrap();
+        // Written back, so the pages are clean and can be evicted below.
+        std::fs::File::open(&p).unwrap().sync_all().unwrap();
+        let f = std::fs::File::open(&p).unwrap();
+        // SAFETY: the test's own file, not modified while mapped.
+        let map = unsafe { memmap2::Mmap::map(&f).unwrap() };
+        // Just written: the pages are in the page cache.
+        assert!(resident(&map[..1]));
+        // Evict the file's pages (clean pages of a file nobody else maps), then one is
+        // non-resident until read again.
+        // SAFETY: the range is the whole live mapping; MADV_DONTNEED on a read-only file mapping
+        // only drops this process's page-table entries.
+        unsafe {
+            libc::madvise(
+                map.as_ptr() as *mut libc::c_void,
+                map.len(),
+                libc::MADV_DONTNEED,
+            )
+        };
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is open; fadvise only changes page-cache state of this file.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let evicted = !resident(&map[32 * page..32 * page + 1]);
+        // Eviction is best effort (a page under writeback stays); when it happened, a
+        // WILLNEED request brings the page back, waited for by reading it.
+        if evicted {
+            will_need(&map[32 * page..33 * page]);
+            assert_eq!(map[32 * page], 7);
+            assert!(resident(&map[32 * page..32 * page + 1]));
+        }
+        // Heap memory: mincore answers resident (or fails), never "cold".
+        let heap = vec![1u8; 10];
+        assert!(resident(&heap[..1]));
+        will_need(&heap);
+        will_need(&[]);
+    }
+}

@@ -1,5 +1,12 @@
 //! Loader overhead: a raw Dense store with an identity transform, workers 0/1/2, against the bare
 //! gather of the same view on the same batches.
+//!
+//! A second, interleaved-only section does the same for Dense vision batches (256 records of
+//! `uint8[3,224,224]`, 37.6 MiB per batch, a store larger than a 260 MiB last-level cache) with
+//! workers 1-4 and prefetch 4, and prints the pool's misses per batch beside the ratios: a loader
+//! keeps up to `workers + prefetch` batches alive, so a pool smaller than that set refaults memory.
+//! `LOADER_BENCH_POOL_MIB` sets the pool size of that section (default: the 256 MiB default);
+//! `LOADER_BENCH_SECTIONS=small,vision` picks sections (default: both).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -14,6 +21,9 @@ const RECORD_BYTES: usize = 4096;
 const BATCH: usize = 256;
 
 fn loader(c: &mut Criterion) {
+    if std::env::var("LOADER_BENCH_SECTIONS").is_ok_and(|s| !s.contains("small")) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dense");
     let mut w = DenseWriter::create(
@@ -64,6 +74,111 @@ fn loader(c: &mut Criterion) {
     // The same four variants again, interleaved round by round, so that drift on a shared machine
     // hits them alike: medians of per-round µs per batch, and their ratios to the bare gather.
     interleaved(&view);
+}
+
+/// Interleaved Dense-vision rounds: bare gather vs loader workers 1-4 (prefetch 4).
+fn vision(_: &mut Criterion) {
+    if std::env::var("LOADER_BENCH_SECTIONS").is_ok_and(|s| !s.contains("vision")) {
+        return;
+    }
+    const STRIDE: usize = 3 * 224 * 224;
+    const N: u64 = 2400;
+    const ROUNDS: usize = 5;
+    const PER_ROUND: u32 = 24;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vision");
+    let opts = WriterOptions {
+        sync: false,
+        ..WriterOptions::default()
+    };
+    let mut w = DenseWriter::create(&path, DType::UInt8, &[3, 224, 224], Codec::Raw, opts).unwrap();
+    let data: Vec<u8> = (0..N as usize * STRIDE)
+        .map(|i| (i / 7 % 251) as u8)
+        .collect();
+    w.append(&data).unwrap();
+    w.close().unwrap();
+    drop(data);
+    let pool_mib: u64 = std::env::var("LOADER_BENCH_POOL_MIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(loaderx::DEFAULT_POOL_SIZE >> 20);
+    let pool = PooledAllocator::new(pool_mib << 20);
+    let view = DenseStore::open(&path)
+        .unwrap()
+        .bind(Arc::new(pool.clone()) as Arc<dyn Allocator>);
+    // 0: bare gather; 1-4: loader workers; 5: bare gather holding its last `HELD` batches alive,
+    // so its output rotates over as many regions as a loader's in-flight set (cache footprint).
+    const HELD: usize = 5;
+    let variants = [0usize, 1, 2, 3, 4, 5];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut misses = vec![0u64; variants.len()];
+    for round in 0..ROUNDS {
+        let seed = 500 + round as u64;
+        for (k, &workers) in variants.iter().enumerate() {
+            let mut sampler = IndexSampler::new(N, BATCH, Mode::Iid, seed).unwrap();
+            if workers == 0 || workers == 5 {
+                let held = if workers == 0 { 1 } else { HELD };
+                let mut alive = std::collections::VecDeque::new();
+                for _ in 0..held {
+                    alive.push_back(view.gather(sampler.next().unwrap()).unwrap());
+                }
+                let m0 = pool.pool_stats().misses;
+                let t = Instant::now();
+                for _ in 0..PER_ROUND {
+                    alive.pop_front();
+                    let batch = view.gather(sampler.next().unwrap()).unwrap();
+                    black_box(batch.bytes()[0]);
+                    alive.push_back(batch);
+                }
+                times[k].push(t.elapsed().as_secs_f64() * 1e3 / f64::from(PER_ROUND));
+                misses[k] += pool.pool_stats().misses - m0;
+                continue;
+            }
+            let mut l = Loader::new(
+                [("x", vec![StreamView::Dense(view.clone())])],
+                Box::new(sampler),
+                LoaderOptions::new(workers, 4),
+            )
+            .unwrap();
+            for _ in 0..8 {
+                black_box(l.next().unwrap().unwrap());
+            }
+            let m0 = pool.pool_stats().misses;
+            let t = Instant::now();
+            for _ in 0..PER_ROUND {
+                let shards = l.next().unwrap().unwrap();
+                black_box(shards[0].get("x").unwrap().as_dense().unwrap().bytes()[0]);
+            }
+            times[k].push(t.elapsed().as_secs_f64() * 1e3 / f64::from(PER_ROUND));
+            misses[k] += pool.pool_stats().misses - m0;
+            l.close();
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "\ndense vision 147 KiB x {BATCH}, pool {pool_mib} MiB, prefetch 4 ({ROUNDS} rounds x \
+         {PER_ROUND} batches; median ms/batch, median per-round rate vs bare gather, pool misses \
+         per batch):"
+    );
+    for (k, &workers) in variants.iter().enumerate() {
+        let ratios: Vec<f64> = (0..ROUNDS).map(|r| times[0][r] / times[k][r]).collect();
+        let name = if workers == 0 {
+            "bare_gather".to_string()
+        } else if workers == 5 {
+            format!("bare_hold{HELD}")
+        } else {
+            format!("loader_workers{workers}")
+        };
+        println!(
+            "  {name:<16} {:8.2} ms  {:.2}x  {:.2} misses/batch",
+            median(times[k].clone()),
+            median(ratios),
+            misses[k] as f64 / (ROUNDS as f64 * f64::from(PER_ROUND))
+        );
+    }
 }
 
 fn interleaved(view: &zrecord::DenseView) {
@@ -131,6 +246,6 @@ fn interleaved(view: &zrecord::DenseView) {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3)).sample_size(30);
-    targets = loader
+    targets = loader, vision
 }
 criterion_main!(benches);

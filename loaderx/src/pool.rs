@@ -17,6 +17,19 @@
 //!      requested recently (e.g. after a batch-size change, or from a dropped view) are freed first, so
 //!      the bounded pool keeps what the current workload will ask for again.
 //!
+//! * **Large regions** (requests of at least [`LARGE_CLASS_BYTES`] from a source whose pages are
+//!   committed only when written, [`RegionSource::lazy_pages`]: the host source's mapped regions) get
+//!   a power-of-two class, and a request may take any idle large region up to [`LARGE_FALLBACK`]
+//!   times its class, whichever view used it. Rounding up costs address space, not memory: such a
+//!   region is counted against the bound by the bytes ever written to it (its high-water mark,
+//!   rounded up to 4 KiB pages; with transparent huge pages the kernel may back up to 2 MiB more),
+//!   not by its capacity. So ragged batches that differ in size every step (135-300 MB for 256
+//!   photos) reuse one region and its already-faulted pages instead of faulting in a fresh one.
+//! * **One spare large region** beyond the bound: a released large region that still does not fit
+//!   after eviction (a single batch bigger than the pool) is kept as the spare, replacing and freeing
+//!   any earlier spare. Idle memory is therefore at most `pool_size` plus one large region, the size
+//!   of the largest batch the workload held live anyway.
+//!
 //! Regions come from a [`RegionSource`]; [`HostSource`] is the CPU one. A pinned-host or GPU source
 //! plugs in through [`PooledAllocator::with_source`] without changing the pool or the stores.
 
@@ -33,6 +46,16 @@ pub const DEFAULT_POOL_SIZE: u64 = 256 << 20;
 
 /// How many recent size classes each view remembers.
 pub const RECENT_CLASSES: usize = 8;
+
+/// Requests of at least this many bytes from a lazily committed source get power-of-two classes
+/// (64 MiB, [`zrecord::MAPPED_REGION_BYTES`]).
+pub const LARGE_CLASS_BYTES: usize = zrecord::MAPPED_REGION_BYTES;
+
+/// A large request may take an idle large region of up to this many times its class.
+pub const LARGE_FALLBACK: usize = 4;
+
+/// Page granularity of the written-bytes accounting of large regions.
+const PAGE: usize = 4096;
 
 /// Minimum alignment of pooled regions (so regions of one class are interchangeable across requests).
 const MIN_ALIGN: usize = 64;
@@ -51,6 +74,15 @@ pub trait RegionSource: Send + Sync + fmt::Debug {
     /// # Safety
     /// `ptr` must come from `self.alloc(capacity, align)` and not be used afterwards.
     unsafe fn free(&self, ptr: NonNull<u8>, capacity: usize, align: usize);
+
+    /// Whether a fresh region of `capacity` bytes aligned to `align` takes physical memory only
+    /// where it is written (an anonymous mapping). The pool then rounds such requests up to a
+    /// power of two and counts a region by its written bytes. The default is `false` (device and
+    /// page-locked memory is committed whole).
+    fn lazy_pages(&self, capacity: usize, align: usize) -> bool {
+        let _ = (capacity, align);
+        false
+    }
 }
 
 /// Ordinary host memory from the global allocator (zeroed on first allocation).
@@ -69,6 +101,10 @@ impl RegionSource for HostSource {
     unsafe fn free(&self, ptr: NonNull<u8>, capacity: usize, align: usize) {
         // SAFETY: forwarded contract: the region came from alloc_host_region(capacity, align).
         unsafe { zrecord::free_host_region(ptr, capacity, align) }
+    }
+
+    fn lazy_pages(&self, capacity: usize, align: usize) -> bool {
+        zrecord::host_region_is_lazy(capacity, align)
     }
 }
 
@@ -97,6 +133,10 @@ unsafe impl Send for Idle {}
 #[derive(Default)]
 struct PoolState {
     idle: HashMap<Key, Vec<Idle>>,
+    /// High-water mark (bytes written, page-rounded) of every large region, live or idle, by address.
+    written: HashMap<usize, usize>,
+    /// The one large region kept beyond the bound.
+    spare: Option<(Idle, Key)>,
     retained: u64,
     hits: u64,
     misses: u64,
@@ -174,6 +214,14 @@ impl Pool {
         keys
     }
 
+    /// What an idle region counts against the bound: its written bytes if large, else its capacity.
+    fn weight(s: &PoolState, p: NonNull<u8>, cap: usize) -> u64 {
+        s.written
+            .get(&(p.as_ptr() as usize))
+            .copied()
+            .unwrap_or(cap) as u64
+    }
+
     fn acquire(
         self: &Arc<Self>,
         view: &ViewState,
@@ -190,8 +238,17 @@ impl Pool {
             return Ok(Allocation::empty(device, align));
         }
         let align = align.max(MIN_ALIGN);
-        let class = size_class(bytes);
+        let pow2 = bytes.checked_next_power_of_two();
+        let large = match pow2 {
+            Some(c) => bytes >= LARGE_CLASS_BYTES && self.source.lazy_pages(c, align),
+            None => false,
+        };
+        let class = match pow2 {
+            Some(c) if large => c,
+            _ => size_class(bytes),
+        };
         let key = (class, align);
+        let band = |(c, a): Key| large && a == align && c > class && c / LARGE_FALLBACK <= class;
         // Fallback classes: larger classes this view used recently, at most one octave up.
         let fallback: Vec<Key> = {
             let mut r = view.recent.lock();
@@ -216,10 +273,30 @@ impl Pool {
                     }
                 }
             }
+            if got.is_none() && large {
+                // Any idle large region in the band, smallest first, whichever view used it.
+                let mut near: Vec<Key> = s
+                    .idle
+                    .iter()
+                    .filter(|&(&k, list)| band(k) && !list.is_empty())
+                    .map(|(&k, _)| k)
+                    .collect();
+                near.sort_unstable();
+                if let Some(&(c, a)) = near.first() {
+                    got = s.idle.get_mut(&(c, a)).and_then(Vec::pop).map(|p| (p, c));
+                }
+            }
+            let mut from_spare = false;
+            if got.is_none() && s.spare.as_ref().is_some_and(|&(_, k)| k == key || band(k)) {
+                got = s.spare.take().map(|(p, (c, _))| (p, c));
+                from_spare = true;
+            }
             match got {
-                Some((_, cap)) => {
+                Some((Idle(p), cap)) => {
                     s.hits += 1;
-                    s.retained -= cap as u64;
+                    if !from_spare {
+                        s.retained -= Self::weight(&s, p, cap);
+                    }
                     Self::count_live(&mut s, cap);
                 }
                 None => s.misses += 1,
@@ -234,6 +311,12 @@ impl Pool {
                 (p, class)
             }
         };
+        if large {
+            // The caller writes the whole `bytes` (a gather fills its output): raise the mark.
+            let mut s = self.state.lock();
+            let mark = s.written.entry(ptr.as_ptr() as usize).or_insert(0);
+            *mark = (*mark).max(bytes.next_multiple_of(PAGE).min(cap));
+        }
         let home: Arc<dyn RegionHome> = self.clone();
         // SAFETY: `ptr` is a region of `cap >= bytes` bytes aligned to `align`, from this pool's source
         // (fresh, or idle and owned by nobody else); it is host-readable when the source's device is
@@ -252,12 +335,15 @@ impl Pool {
 impl RegionHome for Pool {
     unsafe fn release(&self, ptr: NonNull<u8>, len: usize, align: usize) {
         let cap = len as u64;
+        let key = (len, align);
         let mut to_free: Vec<(Idle, Key)> = Vec::new();
         {
             let mut s = self.state.lock();
             s.live -= 1;
             s.live_bytes -= cap;
-            if s.retained + cap > self.pool_size && cap <= self.pool_size {
+            let w = Self::weight(&s, ptr, len);
+            let large = s.written.contains_key(&(ptr.as_ptr() as usize));
+            if s.retained + w > self.pool_size && w <= self.pool_size {
                 // Over the bound: evict idle regions of classes no live view used recently.
                 drop(s);
                 let keep = self.recent_union();
@@ -271,19 +357,28 @@ impl RegionHome for Pool {
                     .collect();
                 for k in stale {
                     if let Some(list) = st.idle.get_mut(&k) {
-                        while st.retained + cap > self.pool_size {
+                        while st.retained + w > self.pool_size {
                             let Some(p) = list.pop() else { break };
-                            st.retained -= k.0 as u64;
+                            let addr = p.0.as_ptr() as usize;
+                            st.retained -= st.written.get(&addr).copied().unwrap_or(k.0) as u64;
                             to_free.push((p, k));
                         }
                     }
                 }
             }
-            if s.retained + cap <= self.pool_size {
-                s.retained += cap;
-                s.idle.entry((len, align)).or_default().push(Idle(ptr));
+            if s.retained + w <= self.pool_size {
+                s.retained += w;
+                s.idle.entry(key).or_default().push(Idle(ptr));
+            } else if large {
+                // Too big for what is left of the bound: the spare, replacing an older one.
+                if let Some(old) = s.spare.replace((Idle(ptr), key)) {
+                    to_free.push(old);
+                }
             } else {
-                to_free.push((Idle(ptr), (len, align)));
+                to_free.push((Idle(ptr), key));
+            }
+            for (p, _) in &to_free {
+                s.written.remove(&(p.0.as_ptr() as usize));
             }
         }
         for (Idle(p), (c, a)) in to_free {
@@ -297,7 +392,11 @@ impl RegionHome for Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        let idle = std::mem::take(&mut self.state.get_mut().idle);
+        let state = self.state.get_mut();
+        let mut idle = std::mem::take(&mut state.idle);
+        if let Some((p, k)) = state.spare.take() {
+            idle.entry(k).or_default().push(p);
+        }
         for ((c, a), list) in idle {
             for Idle(p) in list {
                 // SAFETY: idle regions came from this source with (c, a); the pool is the last owner.
@@ -366,7 +465,14 @@ impl PooledAllocator {
         let idle = {
             let mut s = self.pool.state.lock();
             s.retained = 0;
-            std::mem::take(&mut s.idle)
+            let mut idle = std::mem::take(&mut s.idle);
+            if let Some((p, k)) = s.spare.take() {
+                idle.entry(k).or_default().push(p);
+            }
+            for p in idle.values().flatten() {
+                s.written.remove(&(p.0.as_ptr() as usize));
+            }
+            idle
         };
         for ((c, a), list) in idle {
             for Idle(p) in list {

@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use loaderx::{PooledAllocator, size_class};
+use loaderx::{LARGE_CLASS_BYTES, PooledAllocator, size_class};
 use zrecord::{Allocator, DenseStore, Device, DeviceType};
 
 #[test]
@@ -197,4 +197,65 @@ fn store_gathers_recycle_through_the_pool() {
         Vec::<usize>::new(),
         "the store bound its own view handle"
     );
+}
+
+#[test]
+fn large_ragged_batches_of_varying_size_reuse_one_region() {
+    // Sizes spread over more than an octave, all above the large-region threshold: the first is a
+    // miss, every later one reuses the same (power-of-two, lazily committed) region.
+    let a = PooledAllocator::new(256 << 20);
+    let base = LARGE_CLASS_BYTES;
+    let sizes = [
+        base + 3,
+        base * 3 / 2,
+        base + 12_345,
+        base * 2 - 1,
+        base + 1,
+    ];
+    let mut first = None;
+    for (k, &bytes) in sizes.iter().enumerate() {
+        let x = a.acquire(bytes, 64).unwrap();
+        assert_eq!(x.len(), bytes);
+        assert_eq!(x.capacity(), 2 * base, "power-of-two class for {bytes}");
+        let p = x.as_ptr() as usize;
+        assert_eq!(*first.get_or_insert(p), p, "batch {k} reused the region");
+        drop(x);
+        let s = a.pool_stats();
+        // Counted by the high-water mark of the bytes handed out, not by the capacity.
+        let mark = sizes[..=k].iter().max().unwrap().next_multiple_of(4096) as u64;
+        assert_eq!(s.bytes_retained, mark, "batch {k}");
+    }
+    let s = a.pool_stats();
+    assert_eq!((s.misses, s.hits), (1, sizes.len() as u64 - 1));
+    // A small request never takes the large region.
+    drop(a.acquire(1 << 20, 64).unwrap());
+    assert_eq!(a.pool_stats().misses, 2);
+    a.trim();
+    assert_eq!(a.pool_stats().bytes_retained, 0);
+}
+
+#[test]
+fn one_large_region_beyond_the_bound_is_kept_as_the_spare() {
+    let a = PooledAllocator::new(1 << 20);
+    let big = LARGE_CLASS_BYTES + 5;
+    drop(a.acquire(big, 64).unwrap());
+    let s = a.pool_stats();
+    assert_eq!(s.misses, 1);
+    // Not in the bounded pool (it does not fit) ...
+    assert_eq!(s.bytes_retained, 0);
+    // ... but the next large request of the band takes it.
+    let x = a.acquire(LARGE_CLASS_BYTES * 3 / 2, 64).unwrap();
+    assert_eq!(a.pool_stats().hits, 1);
+    // Two live large regions released: only one spare is kept, the other is freed.
+    let y = a.acquire(big, 64).unwrap();
+    assert_eq!(a.pool_stats().misses, 2);
+    drop(x);
+    drop(y);
+    let z1 = a.acquire(big, 64).unwrap();
+    let z2 = a.acquire(big, 64).unwrap();
+    let s = a.pool_stats();
+    assert_eq!((s.hits, s.misses), (2, 3));
+    assert_eq!(s.live_allocations, 2);
+    drop((z1, z2));
+    assert!(a.pool_stats().bytes_retained <= a.pool_size());
 }

@@ -543,7 +543,8 @@ fn early_exit_and_blocked_close(tier: Tier) {
                         },
                     )
                     .unwrap();
-                    // Every thread exists when the constructor returns.
+                    // Every thread exists, under its name, when the constructor returns (it waits
+                    // until each has started).
                     assert_eq!(
                         threads(),
                         baseline + LoaderOptions::new(workers, prefetch).threads(),

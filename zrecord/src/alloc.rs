@@ -289,6 +289,59 @@ impl fmt::Debug for Allocation {
 /// memset (glibc's `MALLOC_ALIGNMENT`). Larger alignments are produced by over-allocating.
 const NATURAL_ALIGN: usize = 16;
 
+/// Host regions of at least this many bytes are anonymous mappings of their own (64 MiB).
+pub const MAPPED_REGION_BYTES: usize = 64 << 20;
+
+/// Whether [`alloc_host_region`]`(capacity, align)` maps a region of its own, whose pages take
+/// physical memory only once written. Such a region is advised `MADV_HUGEPAGE`, so a first write
+/// faults in 2 MiB pages instead of 4 KiB ones where the kernel has transparent huge pages in
+/// `madvise` or `always` mode (measured on a 270 MB ragged batch: 65,600 faults become ~440). A pool
+/// may round such a region up generously: untouched address space costs no memory.
+pub fn host_region_is_lazy(capacity: usize, align: usize) -> bool {
+    cfg!(target_os = "linux") && capacity >= MAPPED_REGION_BYTES && align <= 4096
+}
+
+#[cfg(target_os = "linux")]
+fn map_region(capacity: usize) -> Result<NonNull<u8>> {
+    // SAFETY: a private anonymous mapping at an address of the kernel's choosing touches no
+    // existing memory; the result is checked for MAP_FAILED before use.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            capacity,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(Error::Alloc(format!(
+            "cannot map {capacity} bytes: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: advice on the mapping just created; a kernel without THP refuses it harmlessly.
+    unsafe { libc::madvise(p, capacity, libc::MADV_HUGEPAGE) };
+    NonNull::new(p.cast::<u8>()).ok_or_else(|| Error::Alloc("null mapping".into()))
+}
+
+/// # Safety
+/// `ptr` must be a mapping of `capacity` bytes from `map_region`, not used afterwards.
+#[cfg(target_os = "linux")]
+unsafe fn unmap_region(ptr: NonNull<u8>, capacity: usize) {
+    // SAFETY: the caller passes exactly a live mapping from map_region.
+    unsafe { libc::munmap(ptr.as_ptr().cast(), capacity) };
+}
+
+#[cfg(not(target_os = "linux"))]
+fn map_region(_capacity: usize) -> Result<NonNull<u8>> {
+    Err(Error::Alloc("mapped regions are Linux-only".into()))
+}
+
+#[cfg(not(target_os = "linux"))]
+unsafe fn unmap_region(_ptr: NonNull<u8>, _capacity: usize) {}
+
 /// Allocates a zeroed region from the global allocator.
 ///
 /// Alignments above 16 are obtained by over-allocating a 16-aligned zeroed block and rounding the
@@ -297,6 +350,9 @@ const NATURAL_ALIGN: usize = 16;
 /// zeroed allocation memsets the whole region up front on the calling thread, which serialized
 /// large parallel gathers (measured: a 36.8 MiB batch gathered at 1.7 GiB/s instead of 3 GiB/s
 /// on 2 threads).
+///
+/// Regions of at least [`MAPPED_REGION_BYTES`] (alignment up to 4096) are instead their own
+/// anonymous mapping, advised for transparent huge pages: see [`host_region_is_lazy`].
 pub fn alloc_host_region(capacity: usize, align: usize) -> Result<NonNull<u8>> {
     let align = align.max(1);
     if !align.is_power_of_two() {
@@ -305,6 +361,9 @@ pub fn alloc_host_region(capacity: usize, align: usize) -> Result<NonNull<u8>> {
         )));
     }
     debug_assert!(capacity > 0);
+    if host_region_is_lazy(capacity, align) {
+        return map_region(capacity);
+    }
     if align <= NATURAL_ALIGN {
         let layout = Layout::from_size_align(capacity, align).map_err(|e| {
             Error::Alloc(format!("bad layout {capacity} bytes / align {align}: {e}"))
@@ -344,6 +403,11 @@ pub fn alloc_host_region(capacity: usize, align: usize) -> Result<NonNull<u8>> {
 /// `ptr` must come from `alloc_host_region(capacity, align)` and not be used afterwards.
 pub unsafe fn free_host_region(ptr: NonNull<u8>, capacity: usize, align: usize) {
     let align = align.max(1);
+    if host_region_is_lazy(capacity, align) {
+        // SAFETY: the same (capacity, align) made alloc_host_region map exactly this region.
+        unsafe { unmap_region(ptr, capacity) };
+        return;
+    }
     if align <= NATURAL_ALIGN {
         // SAFETY: the caller guarantees the same layout that allocated it.
         unsafe {

@@ -4,8 +4,34 @@
 //! long-running job and lends the rest to the gather that holds the shared lock; on one core (or
 //! when no pool can be built), `workers` plain threads gather sequentially.
 
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+
+/// Counts the loader threads that have started running. A thread names itself (the `loaderx-*`
+/// name the OS shows) before its body runs, so once `wait(n)` returns, `n` threads exist under
+/// their names.
+#[derive(Default)]
+struct Started {
+    count: Mutex<usize>,
+    cv: Condvar,
+}
+
+impl Started {
+    /// Called first thing on each new thread.
+    fn arrive(&self) {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.cv.notify_all();
+    }
+
+    /// Blocks until `n` threads have arrived. Each of them was spawned successfully, and a spawned
+    /// thread runs its body, so this returns.
+    fn wait(&self, n: usize) {
+        let mut count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        while *count < n {
+            count = self.cv.wait(count).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
 
 /// Threads a serialized gather may use: gathers are serialized by the shared lock, so the one
 /// running may use every core.
@@ -26,13 +52,15 @@ pub(super) struct Threads {
 }
 
 impl Threads {
-    /// Starts `workers` loops made by `job` and returns once every one of them runs.
+    /// Starts `workers` loops made by `job` and returns once every thread has started (under its
+    /// `loaderx-*` name) and every loop runs.
     pub(super) fn start<F>(workers: usize, job: F) -> std::result::Result<Self, (Self, String)>
     where
         F: Fn() -> Box<dyn FnOnce() + Send>,
     {
         let cores = cores();
         if cores >= 2 {
+            let started = Arc::new(Started::default());
             let mut handles = Vec::new();
             let built = rayon::ThreadPoolBuilder::new()
                 .num_threads(workers + cores - 1)
@@ -46,12 +74,17 @@ impl Threads {
                     if let Some(size) = thread.stack_size() {
                         b = b.stack_size(size);
                     }
-                    handles.push(b.spawn(|| thread.run())?);
+                    let started = started.clone();
+                    handles.push(b.spawn(move || {
+                        started.arrive();
+                        thread.run()
+                    })?);
                     Ok(())
                 })
                 .build();
             match built {
                 Ok(pool) => {
+                    started.wait(handles.len());
                     // Every loop waits until all have started: a worker waiting inside a gather
                     // could otherwise pick up another worker's loop job that no thread has taken
                     // yet. The pool has more threads than loops, so each loop gets its own.
@@ -77,21 +110,26 @@ impl Threads {
                 }
             }
         }
-        // Plain threads: each exists once `spawn` returns, and none can run another's loop.
+        // Plain threads: none can run another's loop.
+        let started = Arc::new(Started::default());
         let mut threads = Threads {
             pool: None,
             handles: Vec::with_capacity(workers),
         };
         for w in 0..workers {
-            let body = job();
+            let (body, started) = (job(), started.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("loaderx-worker-{w}"))
-                .spawn(move || zrecord::sequential_gathers(body));
+                .spawn(move || {
+                    started.arrive();
+                    zrecord::sequential_gathers(body)
+                });
             match spawned {
                 Ok(h) => threads.handles.push(h),
                 Err(e) => return Err((threads, format!("could not start loader worker {w}: {e}"))),
             }
         }
+        started.wait(workers);
         Ok(threads)
     }
 

@@ -1,0 +1,374 @@
+//! Ragged gathers of large, variable-size batches through the pooled allocator, beside the memcpy
+//! limit measured in the same run.
+//!
+//! The store: synthetic `uint8[3, H, W]` records with H log-uniform in 116..1600 and W in
+//! 133..1725 (the photo distribution of the Ragged vision table, mean ~1 MiB), enough of them that
+//! the store is larger than a 260 MiB last-level cache. Each gather takes 256 random records
+//! (~135-300 MB, a different size every batch) and is dropped before the next one, as a training
+//! step does. Variants:
+//!
+//! * `zrecord-pooled`: `RaggedView::gather` bound to `PooledAllocator::default()` (256 MiB pool).
+//! * `zrecord-system`: the same bound to `SystemAllocator` (a fresh region every batch).
+//! * `memcpy-limit`: the same records copied with per-record `memcpy` on the same rayon thread
+//!   count out of an in-memory copy into one recycled output buffer.
+//!
+//! Besides Criterion's report, an interleaved section times the variants round by round and prints
+//! medians, the ratio to memcpy and the minor page faults per batch.
+//!
+//! A second, interleaved-only section does the same for ragged tokens: 200,000 int32 sequences
+//! whose lengths follow WikiText-103's quantiles (p10 28, median 127, p90 253, at most 512;
+//! mean ~147), batch 256 (~150 KB, gathered on the calling thread): zrecord with and without CRC
+//! verification against a fresh-`Vec` per-record copy with `cu_seqlens` and shapes built the way
+//! the `arrow-ipc-raw` row does. `RAGGED_BENCH_SECTIONS=vision,tokens` picks sections. Run:
+//! `cargo bench -p loaderx --bench ragged`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use loaderx::PooledAllocator;
+use rayon::prelude::*;
+use zrecord::{
+    Allocator, Codec, DType, OpenOptions, RaggedStore, RaggedView, RaggedWriter, SystemAllocator,
+    WriterOptions,
+};
+
+const BATCH: usize = 256;
+
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+/// Log-uniform integer in `lo..=hi`.
+fn log_uniform(r: &mut impl FnMut() -> u64, lo: f64, hi: f64) -> u64 {
+    let u = (r() >> 11) as f64 / (1u64 << 53) as f64;
+    (lo * (hi / lo).powf(u)).round() as u64
+}
+
+/// Minor page faults of this process so far (field 10 of `/proc/self/stat`; 0 where unreadable).
+fn minor_faults() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, s)| s).unwrap_or("");
+    after
+        .split_whitespace()
+        .nth(7)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    values: Vec<u8>,
+    offsets: Vec<usize>,
+    pooled: RaggedView,
+    system: RaggedView,
+    sets: Vec<Vec<u64>>,
+}
+
+fn fixture() -> Fixture {
+    let records: usize = std::env::var("RAGGED_BENCH_RECORDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(480);
+    let mut r = xorshift(11);
+    let mut values = Vec::new();
+    let mut offsets = vec![0usize];
+    let mut shapes = Vec::new();
+    for _ in 0..records {
+        let h = log_uniform(&mut r, 116.0, 1600.0);
+        let w = log_uniform(&mut r, 133.0, 1725.0);
+        let len = (3 * h * w) as usize;
+        let start = values.len();
+        values.resize(start + len, 0);
+        for (k, b) in values[start..].iter_mut().enumerate() {
+            *b = (k / 7) as u8 ^ (r() & 15) as u8;
+        }
+        offsets.push(values.len());
+        shapes.extend_from_slice(&[3, h, w]);
+    }
+    let cu: Vec<i32> = offsets.iter().map(|&o| o as i32).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ragged_vision");
+    let opts = WriterOptions {
+        sync: false,
+        ..WriterOptions::default()
+    };
+    let mut w = RaggedWriter::create(&path, DType::UInt8, 3, Codec::Raw, opts).unwrap();
+    w.append(&values, &cu, &shapes).unwrap();
+    w.close().unwrap();
+    let store = RaggedStore::open(&path).unwrap();
+    let pooled = store.bind(Arc::new(PooledAllocator::default()) as Arc<dyn Allocator>);
+    let system = store.bind(Arc::new(SystemAllocator::new()) as Arc<dyn Allocator>);
+    let mut r = xorshift(5);
+    let sets = (0..32)
+        .map(|_| (0..BATCH).map(|_| r() % records as u64).collect())
+        .collect();
+    Fixture {
+        _dir: dir,
+        values,
+        offsets,
+        pooled,
+        system,
+        sets,
+    }
+}
+
+/// The memcpy limit: per-record copies of `idx` into `out` (resized, never shrunk), split over
+/// rayon's pool in record order.
+fn memcpy_gather(f: &Fixture, idx: &[u64], out: &mut Vec<u8>) -> usize {
+    let lens: Vec<usize> = idx
+        .iter()
+        .map(|&i| f.offsets[i as usize + 1] - f.offsets[i as usize])
+        .collect();
+    let total: usize = lens.iter().sum();
+    if out.len() < total {
+        out.resize(total, 0);
+    }
+    let mut pieces: Vec<(&mut [u8], u64)> = Vec::with_capacity(idx.len());
+    let mut rest = &mut out[..total];
+    for (&i, &len) in idx.iter().zip(&lens) {
+        let (head, tail) = rest.split_at_mut(len);
+        pieces.push((head, i));
+        rest = tail;
+    }
+    pieces.into_par_iter().for_each(|(d, i)| {
+        let a = f.offsets[i as usize];
+        d.copy_from_slice(&f.values[a..a + d.len()]);
+    });
+    total
+}
+
+fn batch_bytes(f: &Fixture, idx: &[u64]) -> usize {
+    idx.iter()
+        .map(|&i| f.offsets[i as usize + 1] - f.offsets[i as usize])
+        .sum()
+}
+
+fn section(name: &str) -> bool {
+    std::env::var("RAGGED_BENCH_SECTIONS").map_or(true, |s| s.contains(name))
+}
+
+fn ragged(c: &mut Criterion) {
+    if !section("vision") {
+        return;
+    }
+    let f = fixture();
+    let mean = f.sets.iter().map(|s| batch_bytes(&f, s)).sum::<usize>() / f.sets.len();
+    let mut g = c.benchmark_group("ragged_vision_batch256");
+    g.sample_size(10);
+    g.throughput(Throughput::Bytes(mean as u64));
+    let mut k = 0;
+    g.bench_function("zrecord-pooled", |b| {
+        b.iter(|| {
+            k = (k + 1) % f.sets.len();
+            black_box(f.pooled.gather(&f.sets[k]).unwrap().values()[0])
+        })
+    });
+    g.bench_function("zrecord-system", |b| {
+        b.iter(|| {
+            k = (k + 1) % f.sets.len();
+            black_box(f.system.gather(&f.sets[k]).unwrap().values()[0])
+        })
+    });
+    let mut out = Vec::new();
+    g.bench_function("memcpy-limit", |b| {
+        b.iter(|| {
+            k = (k + 1) % f.sets.len();
+            black_box(memcpy_gather(&f, &f.sets[k], &mut out))
+        })
+    });
+    g.finish();
+    interleaved(&f, &mut out);
+}
+
+fn interleaved(f: &Fixture, out: &mut Vec<u8>) {
+    let rounds: usize = std::env::var("RAGGED_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
+    const PER_ROUND: usize = 8;
+    let names = ["memcpy-limit", "zrecord-pooled", "zrecord-system"];
+    let mut rate = vec![Vec::new(); names.len()];
+    let mut faults = vec![0u64; names.len()];
+    let mut k = 0;
+    for _ in 0..rounds {
+        for (v, _) in names.iter().enumerate() {
+            let (mut bytes, f0, t) = (0usize, minor_faults(), Instant::now());
+            for _ in 0..PER_ROUND {
+                k = (k + 1) % f.sets.len();
+                let idx = &f.sets[k];
+                bytes += match v {
+                    0 => memcpy_gather(f, idx, out),
+                    1 => black_box(f.pooled.gather(idx).unwrap()).values_bytes(),
+                    _ => black_box(f.system.gather(idx).unwrap()).values_bytes(),
+                };
+            }
+            rate[v].push(bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
+            faults[v] += minor_faults() - f0;
+        }
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "\ninterleaved ({rounds} rounds x {PER_ROUND} batches of {BATCH}; median GB/s, median of \
+         per-round ratios to memcpy-limit, minor page faults per batch):"
+    );
+    for (v, name) in names.iter().enumerate() {
+        let ratios: Vec<f64> = (0..rounds).map(|r| rate[v][r] / rate[0][r]).collect();
+        println!(
+            "  {name:<16} {:6.2} GB/s  {:.2}x  {:>8} faults/batch",
+            median(&rate[v]),
+            median(&ratios),
+            faults[v] / (rounds * PER_ROUND) as u64
+        );
+    }
+    if let Some(s) = f.pooled.allocator().stats() {
+        println!("  pool: {s:?}");
+    }
+}
+
+/// A WikiText-103-like token count: piecewise-linear inverse CDF through (0, 1), (0.1, 28),
+/// (0.5, 127), (0.9, 253), (1, 512).
+fn token_len(r: &mut impl FnMut() -> u64) -> usize {
+    let u = (r() >> 11) as f64 / (1u64 << 53) as f64;
+    let knots = [
+        (0.0, 1.0),
+        (0.1, 28.0),
+        (0.5, 127.0),
+        (0.9, 253.0),
+        (1.0, 512.0),
+    ];
+    for w in knots.windows(2) {
+        let ((u0, a), (u1, b)) = (w[0], w[1]);
+        if u <= u1 {
+            return (a + (b - a) * (u - u0) / (u1 - u0)).round().max(1.0) as usize;
+        }
+    }
+    512
+}
+
+fn tokens(_: &mut Criterion) {
+    if !section("tokens") {
+        return;
+    }
+    const N: usize = 200_000;
+    let mut r = xorshift(17);
+    let mut values: Vec<u8> = Vec::new();
+    let mut offsets = vec![0usize];
+    let mut shapes = Vec::new();
+    for _ in 0..N {
+        let len = token_len(&mut r);
+        for _ in 0..len {
+            values.extend_from_slice(&(((r() % 50_000) >> (r() % 8)) as i32).to_ne_bytes());
+        }
+        offsets.push(values.len());
+        shapes.push(len as u64);
+    }
+    let cu: Vec<i32> = offsets.iter().map(|&o| (o / 4) as i32).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens");
+    let opts = WriterOptions {
+        sync: false,
+        ..WriterOptions::default()
+    };
+    let mut w = RaggedWriter::create(&path, DType::Int32, 1, Codec::Raw, opts).unwrap();
+    w.append(&values, &cu, &shapes).unwrap();
+    w.close().unwrap();
+    let pool: Arc<dyn Allocator> = Arc::new(PooledAllocator::default());
+    let verified = RaggedStore::open(&path).unwrap().bind(pool.clone());
+    let unverified = RaggedStore::open_with(
+        &path,
+        OpenOptions {
+            verify: false,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap()
+    .bind(pool);
+    let mut r = xorshift(23);
+    let sets: Vec<Vec<u64>> = (0..512)
+        .map(|_| (0..BATCH).map(|_| r() % N as u64).collect())
+        .collect();
+    // The arrow-ipc-raw row's gather, minus locating the record batch: per-record slices, a fresh
+    // values Vec, cu_seqlens and shapes.
+    let copy = |idx: &[u64]| -> usize {
+        let recs: Vec<&[u8]> = idx
+            .iter()
+            .map(|&i| &values[offsets[i as usize]..offsets[i as usize + 1]])
+            .collect();
+        let mut cu = Vec::with_capacity(recs.len() + 1);
+        cu.push(0i32);
+        let mut total = 0usize;
+        for rec in &recs {
+            total += rec.len();
+            cu.push((total / 4) as i32);
+        }
+        let mut out = vec![0u8; total];
+        let mut at = 0;
+        for rec in &recs {
+            out[at..at + rec.len()].copy_from_slice(rec);
+            at += rec.len();
+        }
+        let sh: Vec<u64> = recs.iter().map(|rec| (rec.len() / 4) as u64).collect();
+        black_box((&out, &cu, &sh));
+        total
+    };
+    let rounds: usize = std::env::var("RAGGED_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(9);
+    const PER_ROUND: usize = 2000;
+    let names = ["copy (arrow-like)", "zrecord-raw", "zrecord-noverify"];
+    let mut rate = vec![Vec::new(); names.len()];
+    let mut k = 0;
+    for _ in 0..rounds {
+        for (v, _) in names.iter().enumerate() {
+            let (mut bytes, t) = (0usize, Instant::now());
+            for _ in 0..PER_ROUND {
+                k = (k + 1) % sets.len();
+                let idx = &sets[k];
+                bytes += match v {
+                    0 => copy(idx),
+                    1 => black_box(verified.gather(idx).unwrap()).values_bytes(),
+                    _ => black_box(unverified.gather(idx).unwrap()).values_bytes(),
+                };
+            }
+            rate[v].push(bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
+        }
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mean_len = values.len() as f64 / 4.0 / N as f64;
+    println!(
+        "\nragged tokens ({N} records, mean {mean_len:.1} tokens; {rounds} rounds x {PER_ROUND} \
+         batches of {BATCH}; median GB/s, median of per-round ratios to the copy):"
+    );
+    for (v, name) in names.iter().enumerate() {
+        let ratios: Vec<f64> = (0..rounds).map(|r| rate[v][r] / rate[0][r]).collect();
+        println!(
+            "  {name:<18} {:6.2} GB/s  {:.2}x",
+            median(&rate[v]),
+            median(&ratios)
+        );
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
+    targets = ragged, tokens
+}
+criterion_main!(benches);

@@ -11,8 +11,13 @@
 //!   gathers every named stream ([`StreamView`]) at each shard position, and runs a transform, inline
 //!   or on worker threads with a bounded output queue.
 //!
+//! * `cuda` (cargo feature `cuda`): pinned-host and device region sources for the pool, loaded
+//!   from the NVIDIA driver at run time (see `docs/gpu.md`).
+//!
 //! See `docs/loaderx.md` for the algorithms and bounds.
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod error;
 pub mod loader;
 pub mod pool;
@@ -20,5 +25,11 @@ pub mod sampler;
 
 pub use error::{Error, Result};
 pub use loader::{Batch, Loader, LoaderOptions, Shard, StreamView, Transform};
-pub use pool::{DEFAULT_POOL_SIZE, HostSource, PooledAllocator, RegionSource, size_class};
+pub use pool::{
+    DEFAULT_POOL_SIZE, HostSource, LARGE_CLASS_BYTES, LARGE_FALLBACK, PooledAllocator,
+    RegionSource, size_class,
+};
 pub use sampler::{IndexSampler, Mode, Sampler};
+
+#[cfg(test)]
+mod pool_source_tests;

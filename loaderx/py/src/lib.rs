@@ -8,6 +8,7 @@ mod bench;
 mod dlpack;
 mod dtypes;
 mod errors;
+mod gpu;
 mod index;
 mod loader;
 mod pickle;

@@ -1,5 +1,6 @@
 //! `loaderx.Loader`: gather in Rust without the GIL, a Python transform in the worker thread.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use loaderx::{Batch, Loader, LoaderOptions, Shard, StreamView, Transform};
@@ -10,6 +11,7 @@ use crate::errors::{
     CoreError, Error, IntoPyResult, InvalidInputError, InvalidTypeError, guard, lock,
     take_detached, type_name,
 };
+use crate::gpu::Placement;
 use crate::pickle::refuse;
 use crate::sampler::{CustomSampler, PySampler};
 use crate::tensor::{dense_to_py, ragged_to_py};
@@ -22,14 +24,26 @@ pub(crate) enum Item {
     Obj(Py<PyAny>),
 }
 
-pub(crate) fn shards_to_py(py: Python<'_>, shards: Vec<Shard>) -> PyResult<Bound<'_, PyList>> {
+/// Per stream name, the placement of each shard position's view (device placements upload).
+pub(crate) type Placements = Arc<HashMap<String, Vec<Placement>>>;
+
+pub(crate) fn shards_to_py<'py>(
+    py: Python<'py>,
+    shards: Vec<Shard>,
+    placements: &Placements,
+) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
-    for shard in shards {
+    let host = Placement::Host;
+    for (k, shard) in shards.into_iter().enumerate() {
         let d = PyDict::new(py);
         for (name, batch) in shard.into_pairs() {
+            let place = placements
+                .get(&*name)
+                .and_then(|v| v.get(k).or(v.first()))
+                .unwrap_or(&host);
             let v = match batch {
-                Batch::Dense(b) => dense_to_py(py, b)?,
-                Batch::Ragged(b) => ragged_to_py(py, b)?,
+                Batch::Dense(b) => dense_to_py(py, b, place)?,
+                Batch::Ragged(b) => ragged_to_py(py, b, place)?,
                 #[allow(unreachable_patterns)]
                 _ => return Err(Error::new_err("unknown batch kind")),
             };
@@ -50,6 +64,8 @@ pub(crate) struct PyLoader {
     process_count: usize,
     /// What every process of a data-parallel job must agree on (without the step), as a dict.
     fingerprint: Py<PyDict>,
+    /// Where each stream's batches are placed (uploads happen at conversion).
+    placements: Placements,
 }
 
 /// The `InternalError` message of a poisoned loader lock.
@@ -108,6 +124,7 @@ impl PyLoader {
             .call_method0("items")
             .map_err(|_| InvalidTypeError::new_err("streams must be a dict {name: [view, ...]}"))?;
         let mut list: Vec<(String, Vec<StreamView>)> = Vec::new();
+        let mut placements: HashMap<String, Vec<Placement>> = HashMap::new();
         let stream_prints = PyList::empty(py);
         for item in items.try_iter()? {
             let item = item?;
@@ -115,6 +132,7 @@ impl PyLoader {
                 InvalidTypeError::new_err("streams must map str names to lists of views")
             })?;
             let mut vs = Vec::new();
+            let mut places = Vec::new();
             let view_prints = PyList::empty(py);
             for v in views.try_iter().map_err(|_| {
                 InvalidTypeError::new_err(format!("stream {name:?}: expected a list of views"))
@@ -124,10 +142,12 @@ impl PyLoader {
                     let d = d.get();
                     view_prints.append(("dense", d.path.clone(), d.view.len()))?;
                     vs.push(StreamView::Dense(d.view.clone()));
+                    places.push(d.allocator.get().placement());
                 } else if let Ok(r) = v.cast::<PyRaggedView>() {
                     let r = r.get();
                     view_prints.append(("ragged", r.path.clone(), r.view.len()))?;
                     vs.push(StreamView::Ragged(r.view.clone()));
+                    places.push(r.allocator.get().placement());
                 } else {
                     let t = type_name(&v);
                     return Err(InvalidTypeError::new_err(format!(
@@ -136,6 +156,7 @@ impl PyLoader {
                 }
             }
             stream_prints.append((&name, view_prints))?;
+            placements.insert(name.clone(), places);
             list.push((name, vs));
         }
         let fingerprint = PyDict::new(py);
@@ -158,11 +179,13 @@ impl PyLoader {
                 "sampler must be a loaderx.sampler.Sampler or an object whose next() returns a 1-D index array",
             ));
         };
+        let placements: Placements = Arc::new(placements);
         let tf: Option<Py<PyAny>> = transform.filter(|t| !t.is_none(py));
+        let worker_places = placements.clone();
         let transform: Transform<Item> = Arc::new(move |shards: Vec<Shard>| match &tf {
             None => Ok(Item::Shards(shards)),
             Some(f) => Python::attach(|py| {
-                let arg = shards_to_py(py, shards)?;
+                let arg = shards_to_py(py, shards, &worker_places)?;
                 f.bind(py).call1((arg,)).map(|o| Item::Obj(o.unbind()))
             })
             .map_err(loaderx::Error::transform),
@@ -176,6 +199,7 @@ impl PyLoader {
             process_index,
             process_count,
             fingerprint: fingerprint.unbind(),
+            placements,
         })
     }
 
@@ -227,7 +251,9 @@ impl PyLoader {
             None => Ok(None),
             Some(Err(e)) => Err(crate::errors::l_to_py(py, e)),
             Some(Ok(Item::Obj(o))) => Ok(Some(o)),
-            Some(Ok(Item::Shards(s))) => Ok(Some(shards_to_py(py, s)?.into_any().unbind())),
+            Some(Ok(Item::Shards(s))) => Ok(Some(
+                shards_to_py(py, s, &self.placements)?.into_any().unbind(),
+            )),
         }
     }
 

@@ -12,12 +12,14 @@ use crate::dlpack::{DLPackVersion, Imported, KDL_CPU, export, import_foreign};
 use crate::dtypes::{dtype_obj, parse_dtype};
 use crate::errors::{
     DTypeError, InternalError, IntoPyResult, InvalidInputError, InvalidTypeError,
-    UnsupportedDeviceError,
+    UnsupportedDeviceError, guard,
 };
+use crate::gpu::{GpuRef, Placement, dl_device, place};
 use crate::pickle::refuse;
 use crate::raw::RawBytes;
 
-/// A CPU tensor living in a loaderx allocation, consumed through DLPack only. Its DLPack exports
+/// A tensor living in a loaderx allocation (CPU, pinned host, or CUDA device memory), consumed
+/// through DLPack only. Its DLPack exports
 /// are writable and alias the allocation (as do `bitcast` and a ragged batch's fields), so the
 /// binding reads the region only through raw copies (`crate::raw`).
 #[pyclass(name = "DLTensor", module = "loaderx.zrecord", frozen)]
@@ -26,6 +28,8 @@ pub(crate) struct PyDLTensor {
     pub offset: usize,
     pub shape: Vec<u64>,
     pub dtype: DType,
+    /// The upload state of a device tensor (none for host tensors).
+    pub gpu: GpuRef,
 }
 
 impl PyDLTensor {
@@ -40,7 +44,14 @@ impl PyDLTensor {
             offset,
             shape,
             dtype,
+            gpu: GpuRef::default(),
         }
+    }
+
+    /// The same tensor, carrying a device tensor's upload state.
+    pub(crate) fn with_gpu(mut self, gpu: &GpuRef) -> Self {
+        self.gpu = gpu.clone();
+        self
     }
 
     pub(crate) fn nbytes(&self) -> usize {
@@ -75,6 +86,9 @@ fn raw_region(alloc: &Allocation, offset: usize, len: usize) -> RawBytes<'_> {
 pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Imported<'py>> {
     if let Ok(t) = obj.cast::<PyDLTensor>() {
         let t = t.get();
+        if let Some(e) = crate::gpu::device_input_error(what, "DLTensor", dl_device(&t.alloc)) {
+            return Err(e);
+        }
         return Imported::native(t.alloc.clone(), t.offset, t.shape.clone(), t.dtype).ok_or_else(
             || {
                 InternalError::new_err(format!(
@@ -83,21 +97,41 @@ pub(crate) fn import<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Impor
             },
         );
     }
+    if let Ok(f) = obj.getattr(pyo3::intern!(obj.py(), "__dlpack_device__"))
+        && let Ok(v) = f.call0()
+        && let Ok(dev) = v.extract::<(i32, i32)>()
+        && let Some(e) = crate::gpu::device_input_error(what, &crate::errors::type_name(obj), dev)
+    {
+        return Err(e);
+    }
     import_foreign(obj, what)
 }
 
-/// A gathered Dense batch as a `DLTensor`.
-pub(crate) fn dense_to_py(py: Python<'_>, b: zrecord::DenseBatch) -> PyResult<Py<PyAny>> {
+/// A gathered Dense batch as a `DLTensor` at `placement` (a device placement uploads it).
+pub(crate) fn dense_to_py(
+    py: Python<'_>,
+    b: zrecord::DenseBatch,
+    placement: &Placement,
+) -> PyResult<Py<PyAny>> {
     let (alloc, shape, dtype) = b.into_parts();
-    Ok(Py::new(py, PyDLTensor::new(Arc::new(alloc), 0, shape, dtype))?.into_any())
+    let (alloc, gpu) = py.detach(|| guard(|| place(placement, alloc))).py_err(py)?;
+    Ok(Py::new(py, PyDLTensor::new(alloc, 0, shape, dtype).with_gpu(&gpu))?.into_any())
 }
 
-/// A gathered Ragged batch as a `RaggedBatch`.
-pub(crate) fn ragged_to_py(py: Python<'_>, b: zrecord::RaggedBatch) -> PyResult<Py<PyAny>> {
+/// A gathered Ragged batch as a `RaggedBatch` at `placement` (a device placement uploads the one
+/// `values | cu_seqlens | shapes` allocation whole).
+pub(crate) fn ragged_to_py(
+    py: Python<'_>,
+    b: zrecord::RaggedBatch,
+    placement: &Placement,
+) -> PyResult<Py<PyAny>> {
+    let s = py
+        .detach(|| guard(|| StoredRagged::from_batch(b, placement)))
+        .py_err(py)?;
     Ok(Py::new(
         py,
         PyRaggedBatch {
-            repr: Ragged::Stored(StoredRagged::from_batch(b)),
+            repr: Ragged::Stored(s),
         },
     )?
     .into_any())
@@ -119,7 +153,7 @@ impl PyDLTensor {
     }
 
     /// DLPack export. `max_version >= (1, 0)` gives a versioned capsule (writable: the flags word is
-    /// 0), otherwise the legacy capsule. Only the CPU device is offered; `copy=True` copies into a
+    /// 0), otherwise the legacy capsule. The device is the allocation's (CPU, pinned host, CUDA); `copy=True` copies into a
     /// fresh allocation.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __dlpack__<'py>(
@@ -130,21 +164,22 @@ impl PyDLTensor {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if let Some(s) = &stream
-            && !s.is_none()
-            && s.extract::<i64>().ok() != Some(-1)
-        {
-            return Err(UnsupportedDeviceError::new_err(format!(
-                "stream {s} is not valid for a CPU tensor (pass None)"
-            )));
-        }
+        let stream = match &stream {
+            None => None,
+            Some(s) if s.is_none() => None,
+            Some(s) => Some(s.extract::<i64>().map_err(|_| {
+                InvalidTypeError::new_err(format!("stream must be None or an int, got {s}"))
+            })?),
+        };
+        let here = crate::gpu::dl_device(&self.alloc);
         if let Some(dev) = dl_device
-            && dev != (KDL_CPU, 0)
+            && dev != here
         {
             return Err(UnsupportedDeviceError::new_err(format!(
-                "cannot export to DLPack device {dev:?}: this tensor lives on the CPU (1, 0) and loaderx does not transfer between devices"
+                "cannot export to DLPack device {dev:?}: this tensor lives on {here:?} and loaderx does not transfer between devices"
             )));
         }
+        self.gpu.hand_off(&self.alloc, stream)?;
         let version = match max_version {
             Some((major, minor)) if major >= 1 => Some(DLPackVersion {
                 major: 1,
@@ -153,6 +188,11 @@ impl PyDLTensor {
             _ => None,
         };
         if copy == Some(true) {
+            if !self.alloc.device().kind.host_accessible() {
+                return Err(UnsupportedDeviceError::new_err(format!(
+                    "copy=True of a tensor on DLPack device {here:?} is not supported; copy it on the consumer side"
+                )));
+            }
             let n = self.nbytes();
             let sys = SystemAllocator::new();
             let mut a = sys.acquire(n, OUTPUT_ALIGN).py_err(py)?;
@@ -163,7 +203,7 @@ impl PyDLTensor {
                 // `a` is fresh and not exported yet: a `&mut [u8]` over it is exclusive.
                 src.copy_into(dst);
             }
-            return export(py, &Arc::new(a), 0, &self.shape, self.dtype, version);
+            return export(py, &Arc::new(a), 0, &self.shape, self.dtype, version, None);
         }
         export(
             py,
@@ -172,11 +212,13 @@ impl PyDLTensor {
             &self.shape,
             self.dtype,
             version,
+            self.gpu.keep(),
         )
     }
 
+    /// `(1, 0)` for the CPU, `(3, id)` for pinned host memory, `(2, id)` for a CUDA device.
     fn __dlpack_device__(&self) -> (i32, i32) {
-        (KDL_CPU, 0)
+        dl_device(&self.alloc)
     }
 
     /// Shape (tuple of ints).
@@ -203,10 +245,10 @@ impl PyDLTensor {
         self.nbytes()
     }
 
-    /// The DLPack device, `(1, 0)` (CPU).
+    /// The DLPack device (as `__dlpack_device__`).
     #[getter]
     fn device(&self) -> (i32, i32) {
-        (KDL_CPU, 0)
+        dl_device(&self.alloc)
     }
 
     fn __len__(&self) -> PyResult<usize> {
@@ -229,17 +271,21 @@ impl PyDLTensor {
                 d.itemsize()
             )));
         }
-        Ok(PyDLTensor::new(
-            self.alloc.clone(),
-            self.offset,
-            self.shape.clone(),
-            d,
-        ))
+        Ok(
+            PyDLTensor::new(self.alloc.clone(), self.offset, self.shape.clone(), d)
+                .with_gpu(&self.gpu),
+        )
     }
 
     fn __repr__(&self) -> String {
+        let device = match dl_device(&self.alloc) {
+            (KDL_CPU, _) => "cpu".to_string(),
+            (3, id) => format!("cuda_host:{id}"),
+            (2, id) => format!("cuda:{id}"),
+            (t, id) => format!("{t}:{id}"),
+        };
         format!(
-            "DLTensor(shape={:?}, dtype={}, device=cpu)",
+            "DLTensor(shape={:?}, dtype={}, device={device})",
             self.shape, self.dtype
         )
     }
@@ -254,21 +300,41 @@ pub(crate) struct StoredRagged {
     pub values_len: usize,
     pub cu_off: usize,
     pub shapes_off: usize,
+    /// A device batch's upload state.
+    pub gpu: GpuRef,
+    /// A device batch's `cu_seqlens` and `shapes`, copied from staging before the upload (the CPU
+    /// cannot read the device copy).
+    pub host_meta: Option<(Vec<i32>, Vec<u64>)>,
 }
 
 impl StoredRagged {
-    pub(crate) fn from_batch(b: zrecord::RaggedBatch) -> Self {
+    pub(crate) fn from_batch(
+        b: zrecord::RaggedBatch,
+        placement: &Placement,
+    ) -> zrecord::Result<Self> {
         let (_, cu_off, shapes_off) = b.field_offsets();
         let (n, ndim, dtype, values_len) = (b.len(), b.ndim(), b.dtype(), b.values_bytes());
-        StoredRagged {
-            alloc: Arc::new(b.into_allocation()),
+        let staging = b.into_allocation();
+        let host_meta = match placement {
+            Placement::Host => None,
+            #[allow(unreachable_patterns)]
+            _ => Some((
+                raw_region(&staging, cu_off, 4 * (n + 1)).to_i32s(),
+                raw_region(&staging, shapes_off, 8 * n * ndim).to_u64s(),
+            )),
+        };
+        let (alloc, gpu) = place(placement, staging)?;
+        Ok(StoredRagged {
+            alloc,
             n,
             ndim,
             dtype,
             values_len,
             cu_off,
             shapes_off,
-        }
+            gpu,
+            host_meta,
+        })
     }
 
     /// The packed values, raw (see `crate::raw`).
@@ -278,6 +344,9 @@ impl StoredRagged {
 
     /// A copy of `cu_seqlens` (`n + 1` entries).
     pub(crate) fn cu(&self) -> Vec<i32> {
+        if let Some((cu, _)) = &self.host_meta {
+            return cu.clone();
+        }
         raw_region(&self.alloc, self.cu_off, 4 * (self.n + 1)).to_i32s()
     }
 
@@ -295,6 +364,9 @@ impl StoredRagged {
 
     /// A copy of the flattened per-record shapes (`n * ndim` entries).
     pub(crate) fn shapes(&self) -> Vec<u64> {
+        if let Some((_, shapes)) = &self.host_meta {
+            return shapes.clone();
+        }
         raw_region(&self.alloc, self.shapes_off, 8 * self.n * self.ndim).to_u64s()
     }
 }
@@ -371,7 +443,11 @@ impl PyRaggedBatch {
         match &self.repr {
             Ragged::Stored(s) => {
                 let n = (s.values_len / s.dtype.itemsize()) as u64;
-                Ok(Py::new(py, PyDLTensor::new(s.alloc.clone(), 0, vec![n], s.dtype))?.into_any())
+                Ok(Py::new(
+                    py,
+                    PyDLTensor::new(s.alloc.clone(), 0, vec![n], s.dtype).with_gpu(&s.gpu),
+                )?
+                .into_any())
             }
             Ragged::User { values, .. } => Ok(values.clone_ref(py)),
         }
@@ -388,7 +464,8 @@ impl PyRaggedBatch {
                     s.cu_off,
                     vec![s.n as u64 + 1],
                     DType::Int32,
-                ),
+                )
+                .with_gpu(&s.gpu),
             )?
             .into_any()),
             Ragged::User { cu_seqlens, .. } => Ok(cu_seqlens.clone_ref(py)),
@@ -406,7 +483,8 @@ impl PyRaggedBatch {
                     s.shapes_off,
                     vec![s.n as u64, s.ndim as u64],
                     DType::UInt64,
-                ),
+                )
+                .with_gpu(&s.gpu),
             )?
             .into_any()),
             Ragged::User { shapes, .. } => Ok(shapes.clone_ref(py)),
@@ -453,7 +531,9 @@ impl PyRaggedBatch {
                             "RaggedBatch.to_tensors: record {k}: cu_seqlens and shapes no longer describe the values (were they written through an export?)"
                         ))
                     })?;
-                    out.append(PyDLTensor::new(s.alloc.clone(), offset, shape, s.dtype))?;
+                    out.append(
+                        PyDLTensor::new(s.alloc.clone(), offset, shape, s.dtype).with_gpu(&s.gpu),
+                    )?;
                 }
                 Ok(out)
             }

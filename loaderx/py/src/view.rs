@@ -12,6 +12,7 @@ use zrecord::{DenseView, RaggedView};
 use crate::allocator::PyAllocator;
 use crate::dtypes::dtype_obj;
 use crate::errors::{ClosedError, IntoPyResult, InvalidTypeError, guard};
+use crate::gpu::Placement;
 use crate::index::{Index, index_vec, parse_indices};
 use crate::pickle::{Reduce, rebuilder};
 use crate::tensor::{dense_to_py, ragged_to_py};
@@ -82,6 +83,7 @@ macro_rules! view_class {
             fn __iter__(&self) -> ViewIter {
                 ViewIter {
                     view: StreamView::$kind(self.view.clone()),
+                    placement: self.allocator.get().placement(),
                     pos: AtomicU64::new(0),
                 }
             }
@@ -102,11 +104,11 @@ view_class!(PyDenseView, Dense, "dense", {
         match parse_indices(key, view.len())? {
             Index::One(i) => {
                 let b = py.detach(|| guard(|| view.get(i))).py_err(py)?;
-                dense_to_py(py, b)
+                dense_to_py(py, b, &self.allocator.get().placement())
             }
             Index::Many(idx) => {
                 let b = py.detach(|| guard(|| view.gather(&idx))).py_err(py)?;
-                dense_to_py(py, b)
+                dense_to_py(py, b, &self.allocator.get().placement())
             }
         }
     }
@@ -133,7 +135,7 @@ view_class!(PyRaggedView, Ragged, "ragged", {
         let view = &self.view;
         let idx = index_vec(key, view.len())?;
         let b = py.detach(|| guard(|| view.gather(&idx))).py_err(py)?;
-        ragged_to_py(py, b)
+        ragged_to_py(py, b, &self.allocator.get().placement())
     }
 
     fn __repr__(&self) -> String {
@@ -151,6 +153,7 @@ view_class!(PyRaggedView, Ragged, "ragged", {
 #[pyclass(module = "loaderx.zrecord", frozen)]
 pub(crate) struct ViewIter {
     view: StreamView,
+    placement: Placement,
     pos: AtomicU64,
 }
 
@@ -168,11 +171,11 @@ impl ViewIter {
         match &self.view {
             StreamView::Dense(v) => {
                 let b = py.detach(|| guard(|| v.get(i))).py_err(py)?;
-                dense_to_py(py, b).map(Some)
+                dense_to_py(py, b, &self.placement).map(Some)
             }
             StreamView::Ragged(v) => {
                 let b = py.detach(|| guard(|| v.get(i))).py_err(py)?;
-                ragged_to_py(py, b).map(Some)
+                ragged_to_py(py, b, &self.placement).map(Some)
             }
         }
     }

@@ -185,6 +185,55 @@ pub(crate) struct PyDenseWriter {
     item_shape: Vec<u64>,
 }
 
+impl PyDenseWriter {
+    /// The dtype and `(n, *item_shape)` checks of both append paths (host and device).
+    fn check_input(&self, dtype: DType, shape: &[u64]) -> PyResult<()> {
+        if dtype != self.dtype {
+            return Err(DTypeError::new_err(format!(
+                "DenseWriter.append({}): expected dtype {}, found {}",
+                self.path.display(),
+                self.dtype,
+                dtype
+            )));
+        }
+        if shape.len() != self.item_shape.len() + 1 || shape[1..] != self.item_shape[..] {
+            let mut want = vec!["n".to_string()];
+            want.extend(self.item_shape.iter().map(|d| d.to_string()));
+            return Err(InvalidInputError::new_err(format!(
+                "DenseWriter.append({}): expected shape ({}), found {:?}",
+                self.path.display(),
+                want.join(", "),
+                shape
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl PyDenseWriter {
+    /// `append` of a kDLCUDA tensor: checked like a host input, then copied to pooled pinned
+    /// staging in chunks of whole records (`crate::gpu::APPEND_CHUNK_BYTES`) and appended chunk by
+    /// chunk, so no host copy of the whole input is made. A failure after the first chunk leaves
+    /// the chunks before it appended.
+    fn append_device(
+        &self,
+        py: Python<'_>,
+        batch: &Bound<'_, PyAny>,
+        dev: (i32, i32),
+    ) -> PyResult<()> {
+        let input = crate::gpu::DeviceInput::open(batch, "DenseWriter.append", dev)?;
+        let imp = input.imported();
+        self.check_input(imp.dtype(), imp.shape())?;
+        let record = self.item_shape.iter().product::<u64>() as usize * self.dtype.itemsize();
+        input.for_each_chunk(py, record, |bytes| {
+            append_detached(py, &self.inner, "DenseWriter", &self.path, |w| {
+                w.append(bytes)
+            })
+        })
+    }
+}
+
 writer_class!(PyDenseWriter, "DenseWriter", {
     #[new]
     #[pyo3(signature = (path, dtype, item_shape, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None))]
@@ -215,26 +264,13 @@ writer_class!(PyDenseWriter, "DenseWriter", {
     /// input is copied into a private staging buffer (raw-pointer copy, GIL released) before it is
     /// encoded, so a concurrent write to it can never reach the encoder half-way.
     fn append(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(dev) = crate::gpu::cuda_input_device(batch) {
+            return self.append_device(py, batch, dev);
+        }
         let imp = import(batch, "DenseWriter.append")?;
-        if imp.dtype() != self.dtype {
-            return Err(DTypeError::new_err(format!(
-                "DenseWriter.append({}): expected dtype {}, found {}",
-                self.path.display(),
-                self.dtype,
-                imp.dtype()
-            )));
-        }
+        self.check_input(imp.dtype(), imp.shape())?;
         let shape = imp.shape();
-        if shape.len() != self.item_shape.len() + 1 || shape[1..] != self.item_shape[..] {
-            let mut want = vec!["n".to_string()];
-            want.extend(self.item_shape.iter().map(|d| d.to_string()));
-            return Err(InvalidInputError::new_err(format!(
-                "DenseWriter.append({}): expected shape ({}), found {:?}",
-                self.path.display(),
-                want.join(", "),
-                shape
-            )));
-        }
         let Some(src) = imp.raw() else {
             return Err(InvalidInputError::new_err(format!(
                 "DenseWriter.append({}): input of shape {:?} is not C-contiguous (strides {:?} elements); pass np.ascontiguousarray(x)",
@@ -340,6 +376,13 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
                         "expected ndim {}, found {}",
                         self.ndim, s.ndim
                     )));
+                }
+                if let Some(e) = crate::gpu::device_input_error(
+                    "RaggedWriter.append",
+                    "RaggedBatch",
+                    crate::gpu::dl_device(&s.alloc),
+                ) {
+                    return Err(e);
                 }
                 (s.values(), s.cu(), s.shapes())
             }

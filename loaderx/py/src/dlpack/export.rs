@@ -1,6 +1,7 @@
 //! Export of a region of a loaderx [`Allocation`] as a DLPack capsule (versioned or legacy), and
 //! the deleters / capsule destructors that release it exactly once.
 
+use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -12,12 +13,14 @@ use crate::errors::InternalError;
 
 use super::ffi::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
-    KDL_CPU, LEGACY, VERSIONED,
+    LEGACY, VERSIONED,
 };
 
-/// What a managed tensor keeps alive: the allocation and the shape array `dl_tensor.shape` points to.
+/// What a managed tensor keeps alive: the allocation, anything else its owner needs (a device
+/// tensor's upload state), and the shape array `dl_tensor.shape` points to.
 struct Ctx {
     _owner: Arc<Allocation>,
+    _keep: Option<Arc<dyn Any + Send + Sync>>,
     shape: Vec<i64>,
 }
 
@@ -76,7 +79,9 @@ unsafe extern "C" fn capsule_dtor_legacy(cap: *mut ffi::PyObject) {
 
 /// Exports `shape` elements of `dtype` starting `offset` bytes into `owner` as a DLPack capsule:
 /// versioned (`"dltensor_versioned"`, version `version`) or legacy (`"dltensor"`). The data pointer
-/// is `base + offset` with `byte_offset = 0`, strides are NULL (C-contiguous), flags are 0 (writable).
+/// is `base + offset` with `byte_offset = 0`, strides are NULL (C-contiguous), flags are 0 (writable),
+/// the device is the allocation's (CPU, pinned host or CUDA device). `keep` rides along with the
+/// allocation until the consumer deletes the managed tensor.
 ///
 /// Exports are writable on purpose (users write into batches, as NumPy users expect), and several
 /// exports may alias one allocation (`bitcast`, the fields of a `RaggedBatch`, `to_tensors`,
@@ -90,6 +95,7 @@ pub(crate) fn export<'py>(
     shape: &[u64],
     dtype: DType,
     version: Option<DLPackVersion>,
+    keep: Option<Arc<dyn Any + Send + Sync>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let bytes = shape
         .iter()
@@ -97,7 +103,7 @@ pub(crate) fn export<'py>(
     let inside = bytes
         .and_then(|n| n.checked_add(offset as u64))
         .is_some_and(|end| end <= owner.len() as u64);
-    if !inside || !owner.device().kind.host_accessible() {
+    if !inside {
         return Err(InternalError::new_err(format!(
             "DLPack export of shape {shape:?} {dtype} at byte {offset} lies outside its {}-byte allocation",
             owner.len()
@@ -106,6 +112,7 @@ pub(crate) fn export<'py>(
     let (code, bits, lanes) = dtype.dlpack();
     let mut ctx = Box::new(Ctx {
         _owner: owner.clone(),
+        _keep: keep,
         shape: shape.iter().map(|&d| d as i64).collect(),
     });
     let dl = DLTensor {
@@ -115,8 +122,8 @@ pub(crate) fn export<'py>(
             .cast_mut()
             .cast::<c_void>(),
         device: DLDevice {
-            device_type: KDL_CPU,
-            device_id: 0,
+            device_type: owner.device().kind.dlpack_code(),
+            device_id: owner.device().id,
         },
         ndim: shape.len() as i32,
         dtype: DLDataType { code, bits, lanes },

@@ -29,9 +29,18 @@ pub(crate) struct Imported<'py> {
     shape: Vec<u64>,
     strides: Option<Vec<i64>>,
     dtype: DType,
+    /// The DLPack device; anything but the CPU is never read through `raw`.
+    device: (i32, i32),
 }
 
 impl Imported<'_> {
+    /// The address of a C-contiguous device tensor (`None` for a host tensor or another layout):
+    /// a `CUdeviceptr` the CPU must not dereference.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn device_ptr(&self) -> Option<usize> {
+        (self.device.0 != KDL_CPU && self.is_c_contiguous()).then_some(self.ptr as usize)
+    }
+
     /// Shape in elements.
     pub(crate) fn shape(&self) -> &[u64] {
         &self.shape
@@ -73,7 +82,7 @@ impl Imported<'_> {
     /// The memory of a C-contiguous tensor, as a raw read-only view (`None` for any other
     /// layout). The producer may write it at any time; see `crate::raw`.
     pub(crate) fn raw(&self) -> Option<RawBytes<'_>> {
-        if !self.is_c_contiguous() {
+        if !self.is_c_contiguous() || self.device.0 != KDL_CPU {
             return None;
         }
         let n = self.numel() as usize * self.dtype.itemsize();
@@ -159,6 +168,7 @@ impl Imported<'_> {
             shape,
             strides: None,
             dtype,
+            device: (KDL_CPU, 0),
         })
     }
 }
@@ -204,7 +214,35 @@ pub(crate) fn import_foreign<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResu
             .map_err(|e2| export_failed(py, what, &tname, e2))?,
         Err(e) => return Err(export_failed(py, what, &tname, e)),
     };
-    parse_capsule(cap, src, what, &tname, storage_of)
+    parse_capsule(cap, src, what, &tname, storage_of, None)
+}
+
+/// Imports a kDLCUDA producer's tensor for a device-to-host copy: asks for the capsule with
+/// `stream` (the consumer's CUDA stream, so the producer orders its pending work before it) and
+/// accepts only that device.
+#[cfg(feature = "cuda")]
+pub(crate) fn import_device<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+    device: (i32, i32),
+    stream: usize,
+) -> PyResult<Imported<'py>> {
+    let py = obj.py();
+    let tname = type_name(obj);
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("max_version", (1u32, 0u32))?;
+    kwargs.set_item("stream", stream)?;
+    let cap = match obj.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+        Ok(c) => c,
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+            let k = PyDict::new(py);
+            k.set_item("stream", stream)?;
+            obj.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&k))
+                .map_err(|e2| export_failed(py, what, &tname, e2))?
+        }
+        Err(e) => return Err(export_failed(py, what, &tname, e)),
+    };
+    parse_capsule(cap, obj.clone(), what, &tname, None, Some(device))
 }
 
 fn export_failed(py: Python<'_>, what: &str, tname: &str, e: PyErr) -> PyErr {
@@ -219,6 +257,7 @@ fn parse_capsule<'py>(
     what: &str,
     tname: &str,
     storage_of: Option<DType>,
+    device: Option<(i32, i32)>,
 ) -> PyResult<Imported<'py>> {
     let py = cap.py();
     let p = cap.as_ptr();
@@ -263,10 +302,11 @@ fn parse_capsule<'py>(
     };
     // SAFETY: `dl` points into the producer's managed tensor, alive while `cap` is.
     let dl = unsafe { &*dl };
-    if dl.device.device_type != KDL_CPU {
+    let got = (dl.device.device_type, dl.device.device_id);
+    let want = device.unwrap_or((KDL_CPU, got.1));
+    if got != want {
         return Err(UnsupportedDeviceError::new_err(format!(
-            "{what}: DLPack device type {} of {tname} is not supported; only CPU (1) is accepted",
-            dl.device.device_type
+            "{what}: DLPack device {got:?} of {tname} is not supported here; expected {want:?}",
         )));
     }
     if !(0..=64).contains(&dl.ndim) {
@@ -334,6 +374,7 @@ fn parse_capsule<'py>(
         shape,
         strides,
         dtype,
+        device: got,
     })
 }
 

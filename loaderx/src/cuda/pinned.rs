@@ -1,0 +1,62 @@
+//! Page-locked host regions (`kDLCUDAHost`) from `cuMemHostAlloc`, as a pool [`RegionSource`].
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use zrecord::{Device, DeviceType};
+
+use super::driver::{CudaDevice, check};
+use crate::RegionSource;
+
+/// Alignment `cuMemHostAlloc` guarantees (a page).
+pub const PINNED_ALIGN: usize = 4096;
+
+/// Pinned host memory of one device's context, zeroed on allocation (the pool hands regions to
+/// gathers that expect initialized bytes). `CU_MEMHOSTALLOC_PORTABLE`: usable from every context.
+#[derive(Debug)]
+pub struct PinnedSource {
+    dev: Arc<CudaDevice>,
+}
+
+impl PinnedSource {
+    /// A pinned source on an opened device.
+    pub fn new(dev: Arc<CudaDevice>) -> Self {
+        PinnedSource { dev }
+    }
+}
+
+impl RegionSource for PinnedSource {
+    fn device(&self) -> Device {
+        Device {
+            kind: DeviceType::CudaHost,
+            id: self.dev.id(),
+        }
+    }
+
+    fn alloc(&self, capacity: usize, align: usize) -> zrecord::Result<NonNull<u8>> {
+        if align > PINNED_ALIGN {
+            return Err(zrecord::Error::Alloc(format!(
+                "pinned host regions are {PINNED_ALIGN}-byte aligned; alignment {align} was asked"
+            )));
+        }
+        self.dev.bind()?;
+        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; the device's context is current.
+        check("cuMemHostAlloc", unsafe {
+            sys::cuMemHostAlloc(&mut p, capacity, sys::CU_MEMHOSTALLOC_PORTABLE)
+        })?;
+        let p = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| zrecord::Error::Alloc("cuMemHostAlloc returned NULL".into()))?;
+        // SAFETY: the driver just handed out `capacity` writable host bytes at `p`.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0, capacity) };
+        Ok(p)
+    }
+
+    unsafe fn free(&self, ptr: NonNull<u8>, _capacity: usize, _align: usize) {
+        if self.dev.bind().is_ok() {
+            // SAFETY: `ptr` came from cuMemHostAlloc in `alloc` (the caller's contract) and is unused.
+            let _ = unsafe { sys::cuMemFreeHost(ptr.as_ptr().cast()) };
+        }
+    }
+}

@@ -7,16 +7,19 @@ use std::process::ExitCode;
 
 use crate::config::RunArgs;
 use crate::table::Table;
-use crate::{corpus, gate, loader_table, report, run, sampler_table, store_cell};
+use crate::{cold_table, corpus, gate, loader_table, report, run, sampler_table, store_cell};
 
 const USAGE: &str = "usage:
   harness [run] [--quick] [--repeats N] [--only TABLE[,..]] [--out DIR]
                 [--pets DIR] [--text DIR | --wikitext-parquet DIR] [--cache DIR]
                 [--min-seconds S] [--vision-records N] [--token-records N]
+                [--cold | --cold-only]   (cold-<store table>: page cache dropped per batch; root)
   harness prepare [--download] [--pets DIR] [--text DIR] [--cache DIR] [--quick]
-  harness gate BASELINE.json CURRENT.json
+  harness gate BASELINE.json CURRENT.json [--retry-file FILE]
+                (FILE: the tables whose speed violations a rerun should confirm)
   harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json)
-tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader";
+tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader
+        (both loader tables; or loader-dense-vision, loader-ragged-tokens)";
 
 fn value<'a>(args: &'a [String], i: &mut usize, flag: &str) -> Result<&'a str, String> {
     *i += 1;
@@ -34,6 +37,8 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
         let f = args[i].as_str();
         match f {
             "--quick" => a.quick = true,
+            "--cold" => a.cold = true,
+            "--cold-only" => (a.cold, a.cold_only) = (true, true),
             "--download" => download = true,
             "--repeats" => {
                 a.repeats = value(args, &mut i, f)?
@@ -47,7 +52,9 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
             "--only" => {
                 let mut only = Vec::new();
                 for word in value(args, &mut i, f)?.split(',').map(str::trim) {
-                    let tables = Table::ALL.into_iter().filter(|t| t.selector() == word);
+                    let tables = Table::ALL
+                        .into_iter()
+                        .filter(|t| t.selector() == word || t.name() == word);
                     let before = only.len();
                     only.extend(tables);
                     if only.len() == before {
@@ -96,6 +103,7 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
 pub fn dispatch(args: &[String]) -> Result<ExitCode, String> {
     match args.first().map(String::as_str) {
         Some("cell") => store_cell::main(&args[1..]),
+        Some("cold-cell") => cold_table::cell_main(&args[1..]),
         Some("sampler-cell") => sampler_table::cell_main(&args[1..]),
         Some("loader-cell") => loader_table::cell_main(&args[1..]),
         Some("render") => {
@@ -104,10 +112,16 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Some("gate") => {
-            if args.len() != 3 {
-                return Err(USAGE.to_string());
-            }
-            gate::main(&args[1].clone().into(), &args[2].clone().into())
+            let retry: Option<PathBuf> = match args.len() {
+                3 => None,
+                5 if args[3] == "--retry-file" => Some(args[4].clone().into()),
+                _ => return Err(USAGE.to_string()),
+            };
+            gate::main(
+                &args[1].clone().into(),
+                &args[2].clone().into(),
+                retry.as_ref(),
+            )
         }
         Some("prepare") => {
             let (a, download) = parse_run(&args[1..])?;
@@ -149,7 +163,10 @@ mod tests {
         let (all, _) = parse_run(&[]).expect("parses");
         assert!(Table::ALL.into_iter().all(|t| all.selected(t)));
         assert_eq!(all.repeats, 3);
-        for bad in ["loader-dense-vision", "vision", "sampler,bogus"] {
+        // One loader table by its own name (the CI gate's confirmation run reruns one table).
+        let (one, _) = parse_run(&args("--only loader-ragged-tokens")).expect("parses");
+        assert_eq!(one.only, Some(vec![Table::LoaderRaggedTokens]));
+        for bad in ["loader-dense", "vision", "sampler,bogus"] {
             let e = parse_run(&args(&format!("--only {bad}"))).expect_err(bad);
             assert!(e.starts_with("unknown table"), "{e}");
         }

@@ -23,6 +23,10 @@ pub struct RunArgs {
     pub min_seconds: Option<f64>,
     pub vision_records: Option<usize>,
     pub token_records: Option<usize>,
+    /// `--cold`: also run the cold variants of the selected store tables (`cold_table`).
+    pub cold: bool,
+    /// `--cold-only`: run only those (no warm store, sampler or loader tables).
+    pub cold_only: bool,
 }
 
 /// The defaults of `harness run` without flags.
@@ -40,6 +44,8 @@ impl Default for RunArgs {
             min_seconds: None,
             vision_records: None,
             token_records: None,
+            cold: false,
+            cold_only: false,
         }
     }
 }
@@ -72,6 +78,16 @@ pub fn python() -> Option<String> {
     let venv = std::env::var_os("LOADERX_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join(".venv"));
+    let p = venv.join("bin/python");
+    p.exists().then(|| p.display().to_string())
+}
+
+/// The MosaicML Streaming venv's Python (`$LOADERX_STREAMING_VENV`, or `.venv-streaming/` at the
+/// workspace root), if it exists: mosaicml-streaming pins NumPy < 2.2, so it has a venv of its own.
+pub fn streaming_python() -> Option<String> {
+    let venv = std::env::var_os("LOADERX_STREAMING_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv-streaming"));
     let p = venv.join("bin/python");
     p.exists().then(|| p.display().to_string())
 }

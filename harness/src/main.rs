@@ -19,14 +19,18 @@
 //! |---|---|
 //! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) |
 //! | run | `run` (corpora, every selected table, the report) |
-//! | tables | `store_cell`, `sampler_table`, `loader_table` (arms and cells); `gate` |
+//! | tables | `store_cell`, `sampler_table`, `loader_table` (arms and cells), `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
 //! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`) → `plots`; `machine` (receipts) |
 //! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `stats`, `progress` → `table` (`Table`: names, geometry, corpus) |
 
 mod cli;
+mod cold_limit;
+mod cold_loader;
+mod cold_table;
 mod config;
 mod corpus;
 mod gate;
+mod loader_arms;
 mod loader_table;
 mod machine;
 mod model;
@@ -38,6 +42,8 @@ mod sampler_table;
 mod stats;
 mod store_cell;
 mod table;
+mod token_corpus;
+mod working_set;
 
 use std::process::ExitCode;
 

@@ -107,6 +107,12 @@ pub struct CellResult {
     pub compression: f64,
     pub verified_batches: u64,
     pub verified: bool,
+    /// Seconds of every timed write (`write_s` is their median); absent in older results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write_repeats_s: Vec<f64>,
+    /// A plain sequential file write of the same bytes in the same cell, MiB/s (the write limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_limit_mib_s: Option<f64>,
 }
 
 impl CellResult {
@@ -133,6 +139,8 @@ impl CellResult {
             compression: 0.0,
             verified_batches: 0,
             verified: false,
+            write_repeats_s: Vec::new(),
+            write_limit_mib_s: None,
         }
     }
 }
@@ -156,6 +164,9 @@ pub struct StoreRow {
     #[serde(deserialize_with = "f64_or_nan")]
     pub compression: f64,
     pub x_memcpy: Option<f64>,
+    /// Write MiB/s relative to the table's write limit; absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x_write_limit: Option<f64>,
     pub verified: bool,
     /// Sample SD of gather MiB/s over repeats.
     #[serde(deserialize_with = "f64_or_nan")]
@@ -172,6 +183,14 @@ pub struct StoreTable {
     pub records: u64,
     #[serde(deserialize_with = "f64_or_nan")]
     pub logical_mib: f64,
+    /// Median write-limit MiB/s (a plain sequential file write of the same bytes); absent in
+    /// older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_limit_mib_s: Option<f64>,
+    /// Caption lines under the heading (corpus, working set, write method); absent in older
+    /// results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub captions: Vec<String>,
     pub rows: Vec<StoreRow>,
 }
 

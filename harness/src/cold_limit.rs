@@ -1,0 +1,262 @@
+//! The device side of the cold tables: the page-cache drop before each timed batch, the block
+//! device's own read counters ([`DiskStat`]: reads completed and their summed latency, hence
+//! achieved IOPS and queue depth), and the cold limit ([`limit`]): `O_DIRECT` random reads of
+//! given record extents at a fixed queue depth (one thread per outstanding read), the way `fio
+//! --direct=1 --rw=randread --iodepth=N` measures a device.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// `O_DIRECT` transfers are aligned to this (the logical block size of every current device is at
+/// most 4 KiB).
+const ALIGN: u64 = 4096;
+
+/// Queue depths the limit is measured at.
+pub const DEPTHS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// Writes back dirty pages, then drops the clean page cache (`echo 3 > /proc/sys/vm/drop_caches`).
+/// Pages a process still maps stay: a cold batch is taken on a freshly opened reader. Fails
+/// without root, with the reason.
+pub fn drop_caches() -> Result<(), String> {
+    // SAFETY: sync(2) has no memory-safety preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", b"3")
+        .map_err(|e| format!("cannot drop the page cache (needs root): {e}"))
+}
+
+/// Whether this process can drop the page cache (checked once before a cold table runs).
+pub fn can_drop_caches() -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/sys/vm/drop_caches")
+        .map(|_| ())
+        .map_err(|e| format!("/proc/sys/vm/drop_caches is not writable (needs root): {e}"))
+}
+
+/// Read counters of the block device holding a path (`/sys/dev/block/MAJ:MIN/stat`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiskStat {
+    /// Reads completed.
+    pub reads: u64,
+    /// 512-byte sectors read.
+    pub sectors: u64,
+    /// Milliseconds reads spent in flight, summed over reads (so its rate is the mean queue depth).
+    pub read_ms: u64,
+}
+
+impl DiskStat {
+    /// The counter file of the device holding `path`.
+    pub fn file_for(path: &Path) -> Result<PathBuf, String> {
+        let md = std::fs::metadata(path).map_err(|e| format!("stat {}: {e}", path.display()))?;
+        let dev = md.dev();
+        let p = PathBuf::from(format!(
+            "/sys/dev/block/{}:{}/stat",
+            libc::major(dev),
+            libc::minor(dev)
+        ));
+        p.exists()
+            .then_some(p)
+            .ok_or_else(|| format!("no block-device counters for {}", path.display()))
+    }
+
+    pub fn read(file: &Path) -> Result<DiskStat, String> {
+        let s = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let f: Vec<u64> = s
+            .split_whitespace()
+            .map(|w| w.parse().unwrap_or(0))
+            .collect();
+        if f.len() < 4 {
+            return Err(format!("{}: unexpected format {s:?}", file.display()));
+        }
+        Ok(DiskStat {
+            reads: f[0],
+            sectors: f[2],
+            read_ms: f[3],
+        })
+    }
+
+    /// `self - earlier`, per counter.
+    pub fn since(self, earlier: DiskStat) -> DiskStat {
+        DiskStat {
+            reads: self.reads.saturating_sub(earlier.reads),
+            sectors: self.sectors.saturating_sub(earlier.sectors),
+            read_ms: self.read_ms.saturating_sub(earlier.read_ms),
+        }
+    }
+}
+
+/// One extent to read: file (an index into the opened files), offset, length.
+#[derive(Clone, Copy, Debug)]
+pub struct Extent {
+    pub file: usize,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// What one limit run measured.
+#[derive(Clone, Copy, Debug)]
+pub struct LimitRun {
+    pub depth: usize,
+    pub seconds: f64,
+    /// Records (extents) read.
+    pub records: u64,
+    /// Record bytes (the extents' own lengths, not the aligned transfers).
+    pub bytes: u64,
+    /// Device reads issued (aligned transfers; one per extent).
+    pub reads: u64,
+}
+
+/// A buffer aligned for `O_DIRECT`.
+struct Aligned {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Result<Aligned, String> {
+        let layout = std::alloc::Layout::from_size_align(len.max(ALIGN as usize), ALIGN as usize)
+            .map_err(|e| e.to_string())?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        if ptr.is_null() {
+            return Err(format!("cannot allocate {len} bytes"));
+        }
+        Ok(Aligned { ptr, layout })
+    }
+
+    fn slice(&mut self, len: usize) -> &mut [u8] {
+        // SAFETY: `ptr` owns `layout.size()` bytes (allocated above, zero or not: read only after
+        // the kernel wrote them) and `len` is at most that; the borrow is tied to `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(self.layout.size())) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// Reads every extent once with `O_DIRECT` at queue depth `depth` (that many threads, each with
+/// one read outstanding, taking the next extent as it finishes one), and times it.
+pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<LimitRun, String> {
+    let opened: Vec<File> = files
+        .iter()
+        .map(|p| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(p)
+                .map_err(|e| format!("open {} with O_DIRECT: {e}", p.display()))
+        })
+        .collect::<Result<_, _>>()?;
+    let biggest = extents.iter().map(|e| e.len).max().unwrap_or(0);
+    let span = (biggest + 2 * ALIGN).next_multiple_of(ALIGN) as usize;
+    let next = AtomicUsize::new(0);
+    let t = Instant::now();
+    let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..depth.max(1))
+            .map(|_| {
+                s.spawn(|| -> Result<(), String> {
+                    let mut buf = Aligned::new(span)?;
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(e) = extents.get(k) else {
+                            return Ok(());
+                        };
+                        let start = e.offset / ALIGN * ALIGN;
+                        let end = (e.offset + e.len).next_multiple_of(ALIGN);
+                        let f = opened.get(e.file).ok_or("extent names no file")?;
+                        let want = (end - start) as usize;
+                        let got = f
+                            .read_at(buf.slice(want), start)
+                            .map_err(|err| format!("O_DIRECT read at {start}: {err}"))?;
+                        // The last extent of a file may end inside the final block.
+                        if (got as u64) < e.offset + e.len - start {
+                            return Err(format!(
+                                "short O_DIRECT read at {start}: {got} of {want} bytes"
+                            ));
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("reader thread panicked".into()))
+            })
+            .collect()
+    });
+    let seconds = t.elapsed().as_secs_f64();
+    results.into_iter().collect::<Result<Vec<()>, String>>()?;
+    Ok(LimitRun {
+        depth,
+        seconds,
+        records: extents.len() as u64,
+        bytes: extents.iter().map(|e| e.len).sum(),
+        reads: extents.len() as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_reads_every_extent_at_every_depth() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![3u8; 1 << 20]).unwrap();
+        let extents: Vec<Extent> = (0..100u64)
+            .map(|k| Extent {
+                file: 0,
+                offset: (k * 7919) % ((1 << 20) - 3000),
+                len: 2048 + k,
+            })
+            .collect();
+        for depth in [1, 4] {
+            match limit(std::slice::from_ref(&p), &extents, depth) {
+                Ok(r) => {
+                    assert_eq!(r.records, 100);
+                    assert_eq!(r.bytes, extents.iter().map(|e| e.len).sum::<u64>());
+                    assert!(r.seconds > 0.0);
+                }
+                // tmpfs and some overlay file systems refuse O_DIRECT: nothing to measure there.
+                Err(e) => assert!(e.contains("O_DIRECT"), "{e}"),
+            }
+        }
+        let beyond = [Extent {
+            file: 0,
+            offset: (1 << 20) - 10,
+            len: 100,
+        }];
+        if let Err(e) = limit(std::slice::from_ref(&p), &beyond, 1) {
+            assert!(e.contains("O_DIRECT"), "{e}");
+        } else {
+            panic!("an extent past the end of the file must fail");
+        }
+    }
+
+    #[test]
+    fn disk_stat_differences() {
+        let a = DiskStat {
+            reads: 10,
+            sectors: 80,
+            read_ms: 5,
+        };
+        let b = DiskStat {
+            reads: 15,
+            sectors: 120,
+            read_ms: 9,
+        };
+        let d = b.since(a);
+        assert_eq!((d.reads, d.sectors, d.read_ms), (5, 40, 4));
+        assert_eq!(a.since(b).reads, 0);
+    }
+}

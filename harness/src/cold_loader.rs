@@ -1,0 +1,107 @@
+//! The cold loader rows of the cold tables (`loaderx-w1-p1`, `loaderx-w4-p8`): a loaderx
+//! [`Loader`] over the zrecord raw store, started on a dropped page cache, with one or several
+//! batches in flight, so that the I/O latency of one batch hides behind the gathers of the
+//! others. Each batch the loader hands out is compared with the source's records.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
+use zrecord::{Allocator, DenseStore, RaggedStore};
+
+use crate::cold_limit::{self, DiskStat};
+use crate::store_cell::BATCH;
+
+/// The loader rows: name, workers, prefetch.
+pub const ARMS: [(&str, usize, usize); 2] = [("loaderx-w1-p1", 1, 1), ("loaderx-w4-p8", 4, 8)];
+
+/// Workers and prefetch of a loader row name.
+pub fn arm(name: &str) -> Option<(usize, usize)> {
+    ARMS.iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|&(_, w, p)| (w, p))
+}
+
+/// What a loader row measured: records/s, MiB/s, the device counters over the run.
+pub struct LoaderRun {
+    pub seconds: f64,
+    pub batches: u64,
+    pub bytes: u64,
+    pub dev: DiskStat,
+}
+
+/// Opens the zrecord container at `path`, drops the page cache, then times `batches` batches
+/// of an IID loader with `workers` / `prefetch`, checking each against `source` (after the timer).
+pub fn run(
+    path: &std::path::Path,
+    source: &competitors::Source<'_>,
+    workers: usize,
+    prefetch: usize,
+    batches: u64,
+    stat_file: &std::path::Path,
+) -> Result<LoaderRun, String> {
+    let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
+    let dense = DenseStore::open(path).ok();
+    let (view, n) = match dense {
+        Some(s) => (StreamView::Dense(s.bind(alloc.clone())), s.len()),
+        None => {
+            let s = RaggedStore::open(path).map_err(|e| e.to_string())?;
+            (StreamView::Ragged(s.bind(alloc.clone())), s.len())
+        }
+    };
+    let sampler = || {
+        IndexSampler::new(n, BATCH, Mode::Iid, 11)
+            .map(|s| Box::new(s) as Box<dyn Sampler>)
+            .map_err(|e| e.to_string())
+    };
+    let mut reference = sampler()?;
+    cold_limit::drop_caches()?;
+    let before = DiskStat::read(stat_file)?;
+    let t = Instant::now();
+    let mut loader = Loader::new(
+        vec![("data", vec![view])],
+        sampler()?,
+        LoaderOptions::new(workers, prefetch),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut got = Vec::with_capacity(batches as usize);
+    for _ in 0..batches {
+        got.push(
+            loader
+                .next()
+                .ok_or("loader ended")?
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let seconds = t.elapsed().as_secs_f64();
+    let dev = DiskStat::read(stat_file)?.since(before);
+    loader.close();
+    let mut bytes = 0u64;
+    for (k, shards) in got.iter().enumerate() {
+        let idx = reference.next().map_err(|e| e.to_string())?.to_vec();
+        let want = source.gather_reference(&idx).map_err(|e| e.to_string())?;
+        let want_bytes = match (&want.as_dense(), &want.as_ragged()) {
+            (Some(d), _) => d.bytes(),
+            (None, Some(r)) => r.values(),
+            (None, None) => return Err("reference batch of no layout".into()),
+        };
+        let [shard] = shards.as_slice() else {
+            return Err(format!("batch {k}: {} shards, expected 1", shards.len()));
+        };
+        let (_, b) = shard.iter().next().ok_or("empty shard")?;
+        let got_bytes = match b {
+            loaderx::Batch::Dense(d) => d.bytes(),
+            loaderx::Batch::Ragged(r) => r.values(),
+        };
+        if got_bytes != want_bytes {
+            return Err(format!("loader batch {k} differs from the source records"));
+        }
+        bytes += got_bytes.len() as u64;
+    }
+    Ok(LoaderRun {
+        seconds,
+        batches,
+        bytes,
+        dev,
+    })
+}

@@ -1,0 +1,545 @@
+//! The cold store tables (`--cold`: `cold-dense-vision`, `cold-ragged-vision`, `cold-dense-tokens`,
+//! `cold-ragged-tokens`): every backend of the warm tables under one protocol, in which each timed
+//! batch starts from a dropped page cache, plus the `cold-limit` row (`O_DIRECT` random reads of
+//! the same record extents at the best queue depth). Owns the hidden `cold-cell` subcommand (one
+//! backend of one table in its own process), its result ([`ColdCell`]), and `cold.json` /
+//! `cold.md` in the results directory. The loader rows are `cold_loader`'s.
+//!
+//! Protocol of one timed batch: open the store afresh (untimed: a reader's own metadata is loaded
+//! at open, as in the warm tables, and nothing the previous batch mapped stays mapped), `sync`
+//! and drop the page cache (untimed), gather 256 random records (timed, with the block device's
+//! read counters read before and after), verify the batch against the source (untimed).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::cold_limit::{self, DEPTHS, DiskStat, Extent};
+use crate::cold_loader;
+use crate::config::RunArgs;
+use crate::corpus::{Corpora, Loaded};
+use crate::model::{Status, f64_or_nan};
+use crate::progress::progress;
+use crate::store_cell::BATCH;
+use crate::table::Table;
+
+/// The row name of the device limit.
+pub const LIMIT_ROW: &str = "cold-limit";
+
+/// Timed cold batches per cell: full run, and `--quick --cold`.
+pub const BATCHES: u64 = 20;
+pub const QUICK_BATCHES: u64 = 3;
+
+/// What one cold cell measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ColdCell {
+    pub table: String,
+    pub backend: String,
+    pub status: Status,
+    pub note: Option<String>,
+    pub records: u64,
+    pub batches: u64,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub gather_s: f64,
+    pub gather_bytes: u64,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub mib_s: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub krecords_s: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub p50_ms: f64,
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub p95_ms: f64,
+    /// Device reads completed per second of gather time.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub iops: f64,
+    /// Mean number of device reads in flight while gathering (summed read latency / time); for
+    /// the limit row, the queue depth it ran at.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub queue_depth: f64,
+    /// MiB/s the device delivered (may exceed `mib_s`: read-ahead beyond the records).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub device_mib_s: f64,
+    pub verified_batches: u64,
+    pub verified: bool,
+}
+
+impl ColdCell {
+    fn new(table: Table, backend: &str) -> ColdCell {
+        ColdCell {
+            table: cold_name(table),
+            backend: backend.to_string(),
+            status: Status::Failed,
+            note: None,
+            records: 0,
+            batches: 0,
+            gather_s: 0.0,
+            gather_bytes: 0,
+            mib_s: f64::NAN,
+            krecords_s: f64::NAN,
+            p50_ms: f64::NAN,
+            p95_ms: f64::NAN,
+            iops: f64::NAN,
+            queue_depth: f64::NAN,
+            device_mib_s: f64::NAN,
+            verified_batches: 0,
+            verified: false,
+        }
+    }
+}
+
+/// `cold-` and the warm table's name.
+pub fn cold_name(t: Table) -> String {
+    format!("cold-{}", t.name())
+}
+
+/// The rows of a cold table: every disk backend of the warm tables (the in-memory
+/// `memcpy-limit` row has no cold form), the cold loader rows, then the device limit.
+pub fn rows() -> Vec<&'static str> {
+    competitors::BACKENDS
+        .iter()
+        .copied()
+        .filter(|b| *b != "memcpy-limit")
+        .chain(cold_loader::ARMS.iter().map(|a| a.0))
+        .chain([LIMIT_ROW])
+        .collect()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[(((sorted.len() - 1) as f64 * p).round() as usize).min(sorted.len() - 1)]
+}
+
+/// The `cold-cell` subcommand: `table backend corpus work out batches seed`.
+pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
+    if a.len() != 7 {
+        return Err(
+            "cold-cell: internal subcommand; expects table backend corpus work out batches seed"
+                .into(),
+        );
+    }
+    let table = Table::from_name(&a[0]).ok_or_else(|| format!("cold-cell: no table {}", a[0]))?;
+    let num = |s: &str| {
+        s.parse::<u64>()
+            .map_err(|_| format!("cold-cell: bad number {s:?}"))
+    };
+    let (corpus, work, out) = (
+        PathBuf::from(&a[2]),
+        PathBuf::from(&a[3]),
+        PathBuf::from(&a[4]),
+    );
+    let mut r = ColdCell::new(table, &a[1]);
+    if let Err(e) = cell(
+        table,
+        &a[1],
+        &corpus,
+        &work,
+        num(&a[5])?,
+        num(&a[6])?,
+        &mut r,
+    ) {
+        r.status = Status::Failed;
+        r.verified = false;
+        r.note = Some(e);
+    }
+    let json = serde_json::to_vec_pretty(&r).map_err(|e| e.to_string())?;
+    std::fs::write(&out, json).map_err(|e| format!("write {}: {e}", out.display()))?;
+    Ok(if r.status == Status::Failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn cell(
+    table: Table,
+    backend_name: &str,
+    corpus: &Path,
+    work: &Path,
+    batches: u64,
+    seed: u64,
+    r: &mut ColdCell,
+) -> Result<(), String> {
+    if let Err(why) = cold_limit::can_drop_caches() {
+        r.status = Status::NotApplicable;
+        r.note = Some(format!("skipped: {why}"));
+        return Ok(());
+    }
+    let loaded = Loaded::open(table, corpus)?;
+    let source = loaded.source();
+    source
+        .validate()
+        .map_err(|e| format!("source invalid: {e}"))?;
+    let limit_row = backend_name == LIMIT_ROW;
+    let loader_arm = cold_loader::arm(backend_name);
+    // The limit reads the extents of the zrecord raw store; the loader rows read that store.
+    let write_as = if limit_row || loader_arm.is_some() {
+        "zrecord-raw"
+    } else {
+        backend_name
+    };
+    let mut backend =
+        competitors::backend(write_as).ok_or_else(|| format!("unknown backend {write_as}"))?;
+    if !backend.supports(source.geometry()) {
+        r.status = Status::NotApplicable;
+        r.note = Some(format!(
+            "{backend_name} has no {} layout",
+            source.geometry().name()
+        ));
+        return Ok(());
+    }
+    let n = source.len();
+    r.records = n;
+    backend
+        .prepare(&source)
+        .map_err(|e| format!("prepare: {e}"))?;
+    let dir = work.join(format!("cold-{table}-{backend_name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let stored = backend
+        .write(&source, &dir)
+        .map_err(|e| format!("write: {e}"))?;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let draws: Vec<Vec<u64>> = (0..batches)
+        .map(|_| (0..BATCH).map(|_| rng.random_range(0..n)).collect())
+        .collect();
+    let result = if limit_row {
+        limit_cell(&stored.dir, &draws, r)
+    } else if let Some((workers, prefetch)) = loader_arm {
+        // A loader run pays one drop for all its batches: more of them, so its start-up and
+        // first batch do not dominate.
+        loader_cell(
+            &stored.dir,
+            &source,
+            workers,
+            prefetch,
+            (batches * 4).max(16),
+            r,
+        )
+    } else {
+        timed_cell(&*backend, &stored, &source, &draws, r)
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn timed_cell(
+    backend: &dyn competitors::Competitor,
+    stored: &competitors::Stored,
+    source: &competitors::Source<'_>,
+    draws: &[Vec<u64>],
+    r: &mut ColdCell,
+) -> Result<(), String> {
+    let stat_file = DiskStat::file_for(&stored.dir)?;
+    let mut times = Vec::with_capacity(draws.len());
+    let (mut dev, mut wall) = (DiskStat::default(), 0.0);
+    for (k, idx) in draws.iter().enumerate() {
+        let mut reader = backend.open(stored).map_err(|e| format!("open: {e}"))?;
+        cold_limit::drop_caches()?;
+        let before = DiskStat::read(&stat_file)?;
+        let t = Instant::now();
+        let got = reader.gather(idx).map_err(|e| format!("gather: {e}"))?;
+        let elapsed = t.elapsed().as_secs_f64();
+        let after = DiskStat::read(&stat_file)?;
+        let dt = reader.last_gather_seconds().unwrap_or(elapsed);
+        let d = after.since(before);
+        dev = DiskStat {
+            reads: dev.reads + d.reads,
+            sectors: dev.sectors + d.sectors,
+            read_ms: dev.read_ms + d.read_ms,
+        };
+        wall += elapsed;
+        times.push(dt);
+        r.gather_bytes += got.payload_bytes() as u64;
+        let want = source.gather_reference(idx).map_err(|e| e.to_string())?;
+        competitors::verify(&got, &want)
+            .map_err(|e| format!("cold batch {k} differs from the source: {e}"))?;
+        r.verified_batches += 1;
+    }
+    let total: f64 = times.iter().sum();
+    r.batches = times.len() as u64;
+    r.gather_s = total;
+    r.mib_s = r.gather_bytes as f64 / f64::from(1 << 20) / total;
+    r.krecords_s = (r.batches * BATCH as u64) as f64 / total / 1e3;
+    times.sort_by(f64::total_cmp);
+    r.p50_ms = percentile(&times, 0.5) * 1e3;
+    r.p95_ms = percentile(&times, 0.95) * 1e3;
+    r.iops = dev.reads as f64 / wall;
+    r.queue_depth = dev.read_ms as f64 / 1e3 / wall;
+    r.device_mib_s = dev.sectors as f64 * 512.0 / f64::from(1 << 20) / wall;
+    r.verified = true;
+    r.status = Status::Ok;
+    Ok(())
+}
+
+/// A loader row: `batches` batches through a loaderx loader started on a dropped page cache
+/// (one drop for the run: the point is batches in flight while others are read).
+fn loader_cell(
+    dir: &Path,
+    source: &competitors::Source<'_>,
+    workers: usize,
+    prefetch: usize,
+    batches: u64,
+    r: &mut ColdCell,
+) -> Result<(), String> {
+    let path = zrecord_container(dir)?;
+    let stat_file = DiskStat::file_for(dir)?;
+    let run = cold_loader::run(&path, source, workers, prefetch, batches, &stat_file)?;
+    r.batches = run.batches;
+    r.gather_s = run.seconds;
+    r.gather_bytes = run.bytes;
+    r.verified_batches = run.batches;
+    r.mib_s = run.bytes as f64 / f64::from(1 << 20) / run.seconds;
+    r.krecords_s = (run.batches * BATCH as u64) as f64 / run.seconds / 1e3;
+    r.iops = run.dev.reads as f64 / run.seconds;
+    r.queue_depth = run.dev.read_ms as f64 / 1e3 / run.seconds;
+    r.device_mib_s = run.dev.sectors as f64 * 512.0 / f64::from(1 << 20) / run.seconds;
+    r.note = Some(format!(
+        "{workers} worker(s), prefetch {prefetch}; one drop, then {batches} batches (timer includes start)"
+    ));
+    r.verified = true;
+    r.status = Status::Ok;
+    Ok(())
+}
+
+/// The zrecord container a `zrecord-raw` write left in `dir`.
+fn zrecord_container(dir: &Path) -> Result<PathBuf, String> {
+    std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.join("manifest.zrm").exists())
+        .ok_or_else(|| format!("no zrecord container in {}", dir.display()))
+}
+
+/// The limit row: the extents of every drawn record, read with `O_DIRECT` once per queue depth;
+/// the row reports the depth with the most records/s (every depth goes in the note).
+fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut ColdCell) -> Result<(), String> {
+    let path = zrecord_container(dir)?;
+    let extents = match zrecord::DenseStore::open(&path) {
+        Ok(s) => s.record_extents(&draws.concat()),
+        Err(_) => zrecord::RaggedStore::open(&path)
+            .map_err(|e| e.to_string())?
+            .record_extents(&draws.concat()),
+    }
+    .map_err(|e| e.to_string())?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    let ext: Vec<Extent> = extents
+        .into_iter()
+        .map(|e| {
+            let file = files.iter().position(|p| *p == e.path).unwrap_or_else(|| {
+                files.push(e.path.clone());
+                files.len() - 1
+            });
+            Extent {
+                file,
+                offset: e.offset,
+                len: e.len,
+            }
+        })
+        .collect();
+    let mut runs = Vec::new();
+    for depth in DEPTHS {
+        runs.push(cold_limit::limit(&files, &ext, depth)?);
+    }
+    let best = runs
+        .iter()
+        .max_by(|a, b| (a.records as f64 / a.seconds).total_cmp(&(b.records as f64 / b.seconds)))
+        .ok_or("no queue depth measured")?;
+    r.batches = draws.len() as u64;
+    r.gather_s = best.seconds;
+    r.gather_bytes = best.bytes;
+    r.mib_s = best.bytes as f64 / f64::from(1 << 20) / best.seconds;
+    r.krecords_s = best.records as f64 / best.seconds / 1e3;
+    r.iops = best.reads as f64 / best.seconds;
+    r.queue_depth = best.depth as f64;
+    r.device_mib_s = r.mib_s;
+    r.note = Some(
+        runs.iter()
+            .map(|x| {
+                format!(
+                    "qd{} {:.1}k rec/s",
+                    x.depth,
+                    x.records as f64 / x.seconds / 1e3
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    // Nothing is gathered, so nothing to verify: the row is the device's, not a reader's.
+    r.verified = true;
+    r.status = Status::Ok;
+    Ok(())
+}
+
+/// Runs the cold variant of every selected store table, writes `cold.json` and `cold.md` into
+/// `out`, and returns the markdown and the number of failed cells.
+pub fn run(
+    a: &RunArgs,
+    corpora: &Corpora,
+    work: &Path,
+    out: &Path,
+) -> Result<(String, usize), String> {
+    let batches = if a.quick { QUICK_BATCHES } else { BATCHES };
+    let tables: Vec<Table> = Table::STORE
+        .into_iter()
+        .filter(|&t| a.selected(t))
+        .collect();
+    let rows = rows();
+    let pb = progress((tables.len() * rows.len()) as u64, "cold cells");
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("harness"));
+    let mut cells = Vec::new();
+    for &table in &tables {
+        let Some(prepared) = corpora.of(table) else {
+            continue;
+        };
+        for backend in &rows {
+            pb.set_prefix(format!("{} / {backend}", cold_name(table)));
+            let cell_out = work.join(format!("cold-cell-{table}-{backend}.json"));
+            let _ = std::fs::remove_file(&cell_out);
+            let args = [
+                "cold-cell".to_string(),
+                table.name().into(),
+                backend.to_string(),
+                prepared.dir.display().to_string(),
+                work.display().to_string(),
+                cell_out.display().to_string(),
+                batches.to_string(),
+                // The same batches for every row of a table.
+                "7".to_string(),
+            ];
+            let status = Command::new(&exe).args(&args).status();
+            let parsed = std::fs::read(&cell_out)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<ColdCell>(&b).ok());
+            let c = parsed.unwrap_or_else(|| ColdCell {
+                note: Some(format!(
+                    "cell process ended with {status:?} and wrote no result"
+                )),
+                ..ColdCell::new(table, backend)
+            });
+            if c.status == Status::Failed {
+                pb.println(format!(
+                    "FAILED {} / {backend}: {}",
+                    c.table,
+                    c.note.clone().unwrap_or_default()
+                ));
+            }
+            cells.push(c);
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    let failed = cells
+        .iter()
+        .filter(|c| c.status == Status::Failed || (c.status == Status::Ok && !c.verified))
+        .count();
+    std::fs::write(
+        out.join("cold.json"),
+        serde_json::to_vec_pretty(&cells).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| format!("write cold.json: {e}"))?;
+    let md = render(&tables, &cells, batches);
+    std::fs::write(out.join("cold.md"), &md).map_err(|e| format!("write cold.md: {e}"))?;
+    Ok((md, failed))
+}
+
+fn num(v: f64, digits: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.digits$}")
+    } else {
+        "–".into()
+    }
+}
+
+/// The cold tables as markdown: columns of the warm tables, the ratio to the limit row (records/s
+/// for token tables, MiB/s for vision tables), achieved IOPS and queue depth.
+pub fn render(tables: &[Table], cells: &[ColdCell], batches: u64) -> String {
+    let mut s = String::new();
+    for &t in tables {
+        let name = cold_name(t);
+        let mine: Vec<&ColdCell> = cells.iter().filter(|c| c.table == name).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let vision = t.name().contains("vision");
+        let metric = |c: &ColdCell| if vision { c.mib_s } else { c.krecords_s };
+        let limit = mine
+            .iter()
+            .find(|c| c.backend == LIMIT_ROW && c.status == Status::Ok)
+            .map(|c| metric(c));
+        s.push_str(&format!(
+            "### {name}\n\n{} — page cache dropped before each of {batches} timed batches; \
+             × limit compares {}\n\n",
+            t.title(),
+            if vision { "MiB/s" } else { "records/s" }
+        ));
+        s.push_str("| backend | logical gather MiB/s | krecords/s | p50 ms | p95 ms | × cold-limit | device IOPS | queue depth | device MiB/s | verified | note |\n");
+        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
+        for c in mine {
+            let ok = c.status == Status::Ok;
+            let ratio = match (ok, limit) {
+                (true, Some(l)) if l > 0.0 => num(metric(c) / l, 2),
+                _ => "–".into(),
+            };
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {ratio} | {} | {} | {} | {} | {} |\n",
+                c.backend,
+                num(c.mib_s, 1),
+                num(c.krecords_s, 2),
+                num(c.p50_ms, 2),
+                num(c.p95_ms, 2),
+                num(c.iops, 0),
+                num(c.queue_depth, 1),
+                num(c.device_mib_s, 1),
+                if ok {
+                    if c.verified {
+                        "yes".to_string()
+                    } else {
+                        "NO".into()
+                    }
+                } else {
+                    c.status.name().to_string()
+                },
+                c.note.clone().unwrap_or_default().replace('|', "/"),
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_the_disk_backends_then_the_limit() {
+        let r = rows();
+        assert_eq!(r.last(), Some(&LIMIT_ROW));
+        assert!(!r.contains(&"memcpy-limit"));
+        assert!(r.contains(&"zrecord-raw") && r.contains(&"npy-mmap-raw"));
+        assert_eq!(cold_name(Table::DenseTokens), "cold-dense-tokens");
+    }
+
+    #[test]
+    fn render_puts_the_ratio_to_the_limit_beside_each_row() {
+        let mut a = ColdCell::new(Table::DenseTokens, "zrecord-raw");
+        a.status = Status::Ok;
+        a.verified = true;
+        a.krecords_s = 35.0;
+        let mut l = ColdCell::new(Table::DenseTokens, LIMIT_ROW);
+        l.status = Status::Ok;
+        l.verified = true;
+        l.krecords_s = 50.0;
+        let md = render(&[Table::DenseTokens], &[a, l], 3);
+        assert!(md.contains("### cold-dense-tokens"), "{md}");
+        assert!(md.contains("| zrecord-raw |"), "{md}");
+        assert!(md.contains("| 0.70 |"), "{md}");
+        assert!(md.contains("| 1.00 |"), "{md}");
+    }
+}

@@ -10,6 +10,7 @@ use zrecord::DType;
 
 use crate::config::RunArgs;
 use crate::table::{Corpus, Layout, Stage, Table};
+use crate::{token_corpus, working_set};
 
 /// A prepared corpus directory (the datasets crate's layout) and what it is.
 #[derive(Clone, Debug)]
@@ -51,13 +52,67 @@ impl Corpora {
     }
 }
 
+/// Vision records: `--vision-records`, else enough that the Dense table (147 KiB a record)
+/// holds [`working_set::LLC_MARGIN`] x the last-level cache, and at least 256 (quick) or 2,500.
 pub fn vision_records(a: &RunArgs) -> usize {
-    a.vision_records.unwrap_or(if a.quick { 256 } else { 2500 })
+    a.vision_records.unwrap_or_else(|| {
+        let at_least = if a.quick { 256 } else { 2500 };
+        working_set::records_for(3 * 224 * 224, working_set::llc_or_fallback(), at_least)
+    })
 }
 
+/// Token records requested: `--token-records` (both layouts, no floor), else at least 20,000
+/// (quick) or 200,000 records for each layout, Dense raised to [`working_set::LLC_MARGIN`] x the
+/// last-level cache at 2 KiB a block. The Ragged floor in bytes is [`token_floor_bytes`].
 pub fn token_records(a: &RunArgs) -> usize {
-    a.token_records
-        .unwrap_or(if a.quick { 20_000 } else { 200_000 })
+    a.token_records.unwrap_or_else(|| {
+        let at_least = if a.quick { 20_000 } else { 200_000 };
+        working_set::records_for(512 * 4, working_set::llc_or_fallback(), at_least)
+    })
+}
+
+/// The Ragged token layout's floor in logical bytes (0 when `--token-records` fixes the count).
+pub fn token_floor_bytes(a: &RunArgs) -> u64 {
+    if a.token_records.is_some() {
+        0
+    } else {
+        working_set::floor_bytes(working_set::llc_or_fallback())
+    }
+}
+
+/// The corpus caption line of store table `t` read from `p` (`None` for a synthetic corpus).
+/// `records`: how many the table read (ragged-vision reads a prefix of the corpus, see
+/// [`working_set::prefix_records`]).
+pub fn caption(t: Table, p: &Prepared, records: u64) -> Option<String> {
+    if p.synthetic {
+        return None;
+    }
+    let m = &p.metadata;
+    match t.corpus()? {
+        Corpus::Tokens => token_corpus::caption(m, t.layout() == Some(Layout::Ragged)),
+        Corpus::Vision => Some(format!(
+            "{}{} records from {} ({} images), {} unique{}.",
+            if t == Table::RaggedVision {
+                format!(
+                    "The first {records} (the fewest over {}x the last-level cache) of ",
+                    working_set::LLC_MARGIN
+                )
+            } else {
+                String::new()
+            },
+            m["records"],
+            m.pointer("/source/path")
+                .and_then(Value::as_str)
+                .unwrap_or("?"),
+            m.pointer("/source/file_count").unwrap_or(&Value::Null),
+            m["unique_records"],
+            if m["cycled"].as_bool() == Some(true) {
+                format!(", cycled {} times", m["cycles"])
+            } else {
+                String::new()
+            }
+        )),
+    }
 }
 
 fn read_meta(dir: &Path) -> Option<Value> {
@@ -145,62 +200,58 @@ pub fn vision(a: &RunArgs) -> Result<Prepared, String> {
     })
 }
 
-/// Finds or builds the token corpus.
+/// Finds or builds the token corpus (the real one is laid out by [`token_corpus`]).
 pub fn tokens(a: &RunArgs) -> Result<Prepared, String> {
     let n = token_records(a);
-    let real_dir = a.cache.join(format!("tokens-real-{n}"));
+    let ragged_min = if a.quick { 20_000 } else { 200_000 };
+    let ragged_records = a.token_records.unwrap_or(ragged_min);
+    let real_dir = a.cache.join(format!(
+        "tokens-real-{n}-{ragged_records}-{}",
+        token_floor_bytes(a)
+    ));
     let mut sources: Vec<PathBuf> = Vec::new();
     if let Some(t) = &a.text {
-        sources.extend(text_files(t)?);
+        sources.extend(token_corpus::text_files(t)?);
     }
     if let Some(p) = &a.wikitext_parquet {
-        sources.push(p.clone());
+        sources.extend(token_corpus::text_files(p)?);
     }
     if sources.is_empty() {
         let full = a.cache.join("wikitext-103-raw");
         if full.is_dir() {
-            sources.push(full);
+            sources.extend(token_corpus::text_files(&full)?);
         }
     }
     if !sources.is_empty() {
-        let want: Vec<String> = sources
-            .iter()
-            .map(|s| s.canonicalize().unwrap_or(s.clone()).display().to_string())
-            .collect();
-        if let Some(m) = read_meta(&real_dir) {
-            let paths: Vec<String> = m
-                .get("requested_sources")
-                .and_then(Value::as_array)
-                .map(|v| {
-                    v.iter()
-                        .filter_map(|x| x.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if paths == want {
-                return Ok(Prepared {
-                    dir: real_dir,
-                    synthetic: false,
-                    metadata: m,
-                });
-            }
+        let req = token_corpus::Request {
+            sources: sources
+                .iter()
+                .map(|s| s.canonicalize().unwrap_or(s.clone()).display().to_string())
+                .collect(),
+            dense_records: n,
+            ragged_records,
+            ragged_min_bytes: token_floor_bytes(a),
+        };
+        if let Some(m) = read_meta(&real_dir)
+            && m.get("request") == Some(&req.to_json())
+        {
+            return Ok(Prepared {
+                dir: real_dir,
+                synthetic: false,
+                metadata: m,
+            });
         }
-        let _ = std::fs::remove_dir_all(&real_dir);
-        eprintln!("harness: tokenizing {n} + {n} token records from {want:?}");
+        let plan = token_corpus::plan(&sources);
+        eprintln!(
+            "harness: tokenizing {n} dense blocks from {:?} and >= {ragged_records} ragged records from {:?}",
+            plan.dense, plan.ragged
+        );
         let t = std::time::Instant::now();
-        datasets::tokens::prepare(&sources, &real_dir, n, n, true)
-            .map_err(|e| format!("token preparation failed: {e}"))?;
+        let m = token_corpus::prepare(&plan, &real_dir, &req)?;
         eprintln!(
             "harness: tokens prepared in {:.1} s",
             t.elapsed().as_secs_f64()
         );
-        let mut m = read_meta(&real_dir).ok_or("token metadata.json missing after preparation")?;
-        m["requested_sources"] = json!(want);
-        std::fs::write(
-            real_dir.join("metadata.json"),
-            serde_json::to_vec_pretty(&m).unwrap_or_default(),
-        )
-        .map_err(|e| format!("rewrite metadata: {e}"))?;
         return Ok(Prepared {
             dir: real_dir,
             synthetic: false,
@@ -232,43 +283,6 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared, String> {
         synthetic: true,
         metadata: m,
     })
-}
-
-/// Text inputs under `root` (recursively), WikiText files first, then the rest in name order.
-fn text_files(root: &Path) -> Result<Vec<PathBuf>, String> {
-    if root.is_file() {
-        return Ok(vec![root.to_path_buf()]);
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let rd = std::fs::read_dir(&d).map_err(|e| format!("read {}: {e}", d.display()))?;
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p
-                .extension()
-                .and_then(|x| x.to_str())
-                .is_some_and(|x| matches!(x, "txt" | "raw" | "parquet"))
-            {
-                out.push(p);
-            }
-        }
-    }
-    out.sort_by_key(|p| {
-        (
-            !p.display().to_string().to_lowercase().contains("wiki"),
-            p.clone(),
-        )
-    });
-    if out.is_empty() {
-        return Err(format!(
-            "{}: no .txt/.raw/.parquet files found",
-            root.display()
-        ));
-    }
-    Ok(out)
 }
 
 pub fn prepare_command(a: &RunArgs, download: bool) -> Result<(), String> {
@@ -442,6 +456,9 @@ fn le_words<T: Copy>(f: &NpyFile, conv: fn([u8; 8]) -> T) -> Vec<T> {
 }
 
 /// The files behind one table's source, kept open (mmapped) while the source borrows them.
+/// Dimensions of a ragged-vision record: `[3, H, W]`.
+const RAGGED_VISION_NDIM: usize = 3;
+
 pub struct Loaded {
     files: Vec<NpyFile>,
     offsets: Vec<i64>,
@@ -477,16 +494,24 @@ impl Loaded {
                 let v = open("ragged_values.npy")?;
                 let o = open("ragged_offsets.npy")?;
                 let s = open("ragged_shapes.npy")?;
-                let offsets = le_words(&o, i64::from_le_bytes);
-                let shapes = le_words(&s, u64::from_le_bytes);
+                let mut offsets = le_words(&o, i64::from_le_bytes);
+                let mut shapes = le_words(&s, u64::from_le_bytes);
                 let dtype = dtype_of(v.descr())?;
+                // The table reads the shortest prefix that still exceeds the cache margin.
+                let keep = working_set::prefix_records(
+                    &offsets,
+                    dtype.itemsize() as u64,
+                    working_set::llc_or_fallback(),
+                );
+                offsets.truncate(keep + 1);
+                shapes.truncate(keep * RAGGED_VISION_NDIM);
                 Ok(Loaded {
                     files: vec![v],
                     offsets,
                     shapes,
                     dense_shape: vec![],
                     dtype,
-                    ragged_ndim: 3,
+                    ragged_ndim: RAGGED_VISION_NDIM,
                     dense: false,
                 })
             }
@@ -508,6 +533,16 @@ impl Loaded {
             }
             _ => Err(format!("no source for table {table}")),
         }
+    }
+
+    /// The held-out dictionary sample of token table `table` in the corpus `dir` (see
+    /// [`token_corpus`]); `None` for a vision table or a corpus without one.
+    pub fn open_held_out(table: Table, dir: &Path) -> Result<Option<Loaded>, String> {
+        let held = dir.join(token_corpus::HELD_OUT);
+        if table.corpus() != Some(Corpus::Tokens) || !held.is_dir() {
+            return Ok(None);
+        }
+        Loaded::open(table, &held).map(Some)
     }
 
     pub fn source(&self) -> Source<'_> {

@@ -1,0 +1,151 @@
+//! Working-set sizing: how many records a store table needs so its logical bytes exceed the
+//! machine's last-level cache ([`llc_bytes`], read from the same sysfs entries the machine
+//! receipt reports), and the caption line that says how a table's working set compares to it.
+//!
+//! A uniform random gather over a working set that fits in the last-level cache measures the
+//! cache, not memory: the `memcpy-limit` row would then be a cache-bandwidth limit and every
+//! `x memcpy-limit` ratio would answer a different question than on a machine with a smaller
+//! cache. So, unless the record count is given explicitly, both the quick matrix (the CI gate)
+//! and the full run size every store table to at least [`LLC_MARGIN`] times the last-level
+//! cache, and the quick and full runs compare the same regime.
+//!
+//! A leaf module: it reads sysfs and imports nothing from the crate.
+
+/// A store table's logical bytes must be at least this many times the last-level cache.
+pub const LLC_MARGIN: f64 = 1.25;
+
+/// The cache size assumed when sysfs reports none (no `/sys/devices/system/cpu/cpu0/cache`).
+pub const FALLBACK_LLC_BYTES: u64 = 64 << 20;
+
+/// Parses a sysfs cache `size` (`"266240K"`, `"2048K"`, `"32M"`, `"512"`) into bytes.
+pub fn parse_cache_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (digits, mult) = match s.char_indices().last()? {
+        (i, 'K') | (i, 'k') => (&s[..i], 1u64 << 10),
+        (i, 'M') | (i, 'm') => (&s[..i], 1 << 20),
+        (i, 'G') | (i, 'g') => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// The largest data or unified cache of CPU 0 (`level`, `type`, `size` under
+/// `/sys/devices/system/cpu/cpu0/cache/index*`), in bytes; `None` when sysfs has none.
+pub fn llc_bytes() -> Option<u64> {
+    let read = |p: String| std::fs::read_to_string(p).ok();
+    (0..16)
+        .filter_map(|k| {
+            let base = format!("/sys/devices/system/cpu/cpu0/cache/index{k}");
+            let kind = read(format!("{base}/type"))?;
+            if kind.trim() == "Instruction" {
+                return None;
+            }
+            parse_cache_size(&read(format!("{base}/size"))?)
+        })
+        .max()
+}
+
+/// The last-level cache the sizing uses: [`llc_bytes`] or [`FALLBACK_LLC_BYTES`].
+pub fn llc_or_fallback() -> u64 {
+    llc_bytes().unwrap_or(FALLBACK_LLC_BYTES)
+}
+
+/// Bytes a store table must hold: [`LLC_MARGIN`] x `llc`.
+pub fn floor_bytes(llc: u64) -> u64 {
+    (llc as f64 * LLC_MARGIN).ceil() as u64
+}
+
+/// The fewest fixed-size records (`record_bytes` each) that reach [`floor_bytes`], and at least
+/// `at_least`.
+pub fn records_for(record_bytes: u64, llc: u64, at_least: usize) -> usize {
+    let need = floor_bytes(llc).div_ceil(record_bytes.max(1));
+    at_least.max(usize::try_from(need).unwrap_or(usize::MAX))
+}
+
+/// The fewest leading records of a ragged source (element `offsets`, `n + 1` entries, elements of
+/// `itemsize` bytes) whose bytes reach [`floor_bytes`]`(llc)`; all `n` when the whole source is
+/// smaller. The ragged-vision table reads such a prefix: its native-resolution records average
+/// ~0.5 MiB, so the record count the dense table needs would hold several times the floor and
+/// only make every write of the matrix longer.
+pub fn prefix_records(offsets: &[i64], itemsize: u64, llc: u64) -> usize {
+    let n = offsets.len().saturating_sub(1);
+    let floor = floor_bytes(llc);
+    let base = offsets.first().copied().unwrap_or(0);
+    (1..=n)
+        .find(|&k| (offsets[k] - base).max(0) as u64 * itemsize >= floor)
+        .unwrap_or(n)
+}
+
+/// The caption line of a table with `logical` bytes on a machine whose last-level cache is `llc`.
+pub fn caption(logical: u64, llc: u64) -> String {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let x = logical as f64 / llc.max(1) as f64;
+    let verdict = if logical >= floor_bytes(llc) {
+        "gathers read memory, not the cache".to_string()
+    } else {
+        format!(
+            "below {LLC_MARGIN}x the cache, so part of what the gathers measure is the cache \
+             (record count given explicitly)"
+        )
+    };
+    format!(
+        "Working set {:.1} MiB = {x:.2}x the {:.0} MiB last-level cache: {verdict}.",
+        mib(logical),
+        mib(llc)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysfs_sizes_parse() {
+        assert_eq!(parse_cache_size("266240K\n"), Some(266_240 << 10));
+        assert_eq!(parse_cache_size("32M"), Some(32 << 20));
+        assert_eq!(parse_cache_size("1G"), Some(1 << 30));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size(""), None);
+        assert_eq!(parse_cache_size("K"), None);
+        assert_eq!(parse_cache_size("12Q"), None);
+    }
+
+    #[test]
+    fn record_counts_reach_the_floor() {
+        let llc = 260u64 << 20;
+        for (bytes, at_least) in [(150_528u64, 256usize), (2048, 20_000), (7, 1)] {
+            let n = records_for(bytes, llc, at_least);
+            assert!(n >= at_least);
+            assert!(n as u64 * bytes >= floor_bytes(llc), "{bytes}");
+            // The fewest: one record less misses the floor (unless `at_least` decided).
+            if n > at_least {
+                assert!((n as u64 - 1) * bytes < floor_bytes(llc), "{bytes}");
+            }
+        }
+        // An explicit minimum above the floor wins.
+        assert_eq!(records_for(2048, 1 << 20, 5000), 5000);
+    }
+
+    #[test]
+    fn ragged_prefix_is_the_fewest_records_reaching_the_floor() {
+        let llc = 1000u64;
+        let floor = floor_bytes(llc); // 1250
+        // Records of 300 elements of 2 bytes: 600 B each, so 3 records (1800 B) reach the floor.
+        let offsets: Vec<i64> = (0..=10).map(|i| 7 + i * 300).collect();
+        let k = prefix_records(&offsets, 2, llc);
+        assert_eq!(k, 3);
+        assert!((offsets[k] - offsets[0]) as u64 * 2 >= floor);
+        assert!((offsets[k - 1] - offsets[0]) as u64 * 2 < floor);
+        // A source below the floor is read whole.
+        assert_eq!(prefix_records(&offsets[..3], 2, llc), 2);
+        assert_eq!(prefix_records(&[0], 1, llc), 0);
+    }
+
+    #[test]
+    fn captions_say_which_side_of_the_cache() {
+        let llc = 100u64 << 20;
+        assert!(caption(200 << 20, llc).contains("read memory"));
+        assert!(caption(200 << 20, llc).contains("2.00x the 100 MiB"));
+        assert!(caption(50 << 20, llc).contains("part of what the gathers measure is the cache"));
+    }
+}

@@ -7,8 +7,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export LOADERX_VENV=${LOADERX_VENV:-$root/.venv}
+# The MosaicML Streaming row's venv (install-deps.sh creates it; the harness reads this).
+export LOADERX_STREAMING_VENV=${LOADERX_STREAMING_VENV:-$root/.venv-streaming}
 # maturin's PEP 517 hooks run the `maturin` executable: the venv's bin must be on PATH.
 export PATH="$LOADERX_VENV/bin:$PATH"
+# The peer loaders (spdl, grain, lance, litdata, mosaicml-streaming) are installed for full runs;
+# a --quick run (the CI gate) times only loaderx and torch in the loader tables.
+case " $* " in
+  *" --quick "*) export LOADERX_INSTALL_PEERS=${LOADERX_INSTALL_PEERS:-0} ;;
+  *) export LOADERX_INSTALL_PEERS=${LOADERX_INSTALL_PEERS:-1} ;;
+esac
 bash scripts/install-deps.sh
 if ! "$LOADERX_VENV/bin/python" -c "import loaderx" 2>/dev/null; then
   "$LOADERX_VENV/bin/python" -m pip install -q --no-build-isolation .

@@ -9,6 +9,11 @@
 #     wheel, ~5.3 GiB with its CUDA libraries; it imports fine without a GPU), jax + jaxlib (CPU),
 #     and Pillow (the data2latent example decodes the Oxford-Pet JPEGs with it). Pinned to the
 #     versions checked here; bumping a pin needs a new stamp name so existing venvs pick it up.
+#   - the peer loaders of the loader tables (docs/benchmarks.md): spdl, grain + array-record,
+#     pylance, litdata in the same venv (~25 s cold), and mosaicml-streaming in a venv of its own at
+#     $LOADERX_STREAMING_VENV (default: .venv-streaming; it pins numpy < 2.2; ~65 s cold).
+#     Only with LOADERX_INSTALL_PEERS=1 (bench.sh sets it for full runs): tests and the quick CI
+#     gate, whose loader rows are loaderx and torch only, do not pay ~90 s for them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${LOADERX_VENV:-$root/.venv}
@@ -51,4 +56,32 @@ if [ ! -f "$tools_stamp" ]; then
   "$venv/bin/python" -m pip install -q 'mypy>=1.10'
   touch "$tools_stamp"
 fi
-echo "install-deps: ok ($venv)"
+streaming_venv=${LOADERX_STREAMING_VENV:-$root/.venv-streaming}
+if [ "${LOADERX_INSTALL_PEERS:-0}" = 1 ]; then
+peers_stamp="$venv/.loaderx-peers-spdl0.8.0-grain0.2.18-ar0.8.6-pylance14.0.2-litdata0.2.76-v1"
+if [ ! -f "$peers_stamp" ]; then
+  echo "install-deps: peer loaders (spdl, grain, pylance, litdata)"
+  peers_start=$SECONDS
+  "$venv/bin/python" -m pip install -q 'spdl==0.8.0' 'grain==0.2.18' 'array-record==0.8.6' \
+    'pylance==14.0.2' 'litdata==0.2.76'
+  "$venv/bin/python" -c 'import spdl.pipeline, grain, array_record, lance, litdata'
+  echo "install-deps: peer loaders installed in $((SECONDS - peers_start)) s"
+  touch "$peers_stamp"
+fi
+streaming_stamp="$streaming_venv/.loaderx-streaming0.13.0-v1"
+if [ ! -f "$streaming_stamp" ]; then
+  echo "install-deps: mosaicml-streaming in its own venv $streaming_venv"
+  streaming_start=$SECONDS
+  [ -x "$streaming_venv/bin/python" ] || python3 -m venv "$streaming_venv"
+  "$streaming_venv/bin/python" -m pip install -q --upgrade pip
+  "$streaming_venv/bin/python" -m pip install -q 'mosaicml-streaming==0.13.0'
+  "$streaming_venv/bin/python" -c 'import streaming, numpy'
+  echo "install-deps: mosaicml-streaming installed in $((SECONDS - streaming_start)) s"
+  touch "$streaming_stamp"
+fi
+fi
+if [ "${LOADERX_INSTALL_PEERS:-0}" = 1 ]; then
+  echo "install-deps: ok ($venv, $streaming_venv)"
+else
+  echo "install-deps: ok ($venv; peer loaders not installed: LOADERX_INSTALL_PEERS=1 adds them)"
+fi

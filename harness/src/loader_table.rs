@@ -1,9 +1,10 @@
-//! Table 6: end-to-end loaders over dense vision and ragged tokens. Each row runs in a fresh process
-//! (the hidden `loader-cell` subcommand, or `harness/python/loader_bench.py`) while this process
-//! samples the row's process-tree PSS (peak RAM). Owns the loader arms, their cells and the two
-//! loader tables.
+//! Table 6: end-to-end loaders over dense vision and ragged tokens, loaderx against the peer
+//! loaders (`loader_arms`). Each row runs in a fresh process (the hidden `loader-cell` subcommand
+//! for the Rust rows, `harness/python/loader_bench.py` for the Python ones), arms rotated per
+//! repeat, every timed batch verified after its timer; a separate sampled run per arm gives the
+//! process-tree PSS (peak RAM), and one more run of each process-based arm in a private 64 MiB
+//! `/dev/shm` gives the `/dev/shm` column. Owns the Rust cell and the two loader tables.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
@@ -16,18 +17,15 @@ use zrecord::{
     Allocator, Codec, DenseStore, DenseWriter, RaggedStore, RaggedWriter, WriterOptions,
 };
 
-use crate::config::{self, RunArgs};
+use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
+use crate::loader_arms::{
+    self, ARMS, Arm, BATCH, BLOCK, BUDGET_S, CellArgs, DRAIN, WARMUP, WEBDATASET_NOTE,
+};
 use crate::model::FreeTable;
 use crate::progress::progress;
-use crate::stats::median;
+use crate::stats::{median, sample_sd};
 use crate::table::{Corpus, Layout, Table};
-
-const BATCH: usize = 256;
-
-/// Per arm: name, seconds per batch per repeat, peak PSS per repeat, verified, note.
-type ArmRow = (String, Vec<f64>, Vec<u64>, bool, Option<String>);
-const WARMUP: usize = 10;
 
 /// Process-tree PSS in bytes (the process and all its descendants).
 pub fn tree_pss(root: u32) -> u64 {
@@ -104,12 +102,11 @@ fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64), String> {
     let _ = sampler.join();
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        return Err(err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("failed")
-            .to_string());
+        let code = out
+            .status
+            .code()
+            .map_or_else(|| "killed".to_string(), |c| format!("exit {c}"));
+        return Err(format!("{code}: {}", last_line(&err)));
     }
     Ok((
         String::from_utf8_lossy(&out.stdout).to_string(),
@@ -161,39 +158,33 @@ fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf, Str
     Ok(path)
 }
 
-fn batch_bytes(b: &loaderx::Batch) -> &[u8] {
-    match b {
-        loaderx::Batch::Dense(d) => d.bytes(),
-        loaderx::Batch::Ragged(r) => r.values(),
+/// Records in the zrecord store the loader rows read.
+fn store_len(path: &Path, dense: bool) -> Result<u64, String> {
+    let n = if dense {
+        DenseStore::open(path).map(|s| s.len())
+    } else {
+        RaggedStore::open(path).map(|s| s.len())
+    };
+    n.map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Whether a loader's shards hold exactly the records of `want` (a direct gather of the same
+/// indices): values, and for ragged batches offsets and shapes too.
+fn same_batch(got: &[loaderx::Batch], want: &loaderx::Batch) -> bool {
+    match (got, want) {
+        ([loaderx::Batch::Dense(g)], loaderx::Batch::Dense(w)) => g.bytes() == w.bytes(),
+        ([loaderx::Batch::Ragged(g)], loaderx::Batch::Ragged(w)) => {
+            g.values() == w.values() && g.cu_seqlens() == w.cu_seqlens() && g.shapes() == w.shapes()
+        }
+        _ => false,
     }
 }
 
-fn fingerprint<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for bytes in parts {
-        h = (h ^ u64::from(crc32c_bytes(bytes))).wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-fn shards_fingerprint(shards: &[loaderx::Shard]) -> u64 {
-    fingerprint(
-        shards
-            .iter()
-            .flat_map(|s| s.iter().map(|(_, b)| batch_bytes(b))),
-    )
-}
-
-fn crc32c_bytes(b: &[u8]) -> u32 {
-    // FNV over a strided sample plus the length: cheap and enough to tell batches apart.
-    let mut h: u32 = 0x811c_9dc5 ^ b.len() as u32;
-    for x in b.iter().step_by(61) {
-        h = (h ^ u32::from(*x)).wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
-/// `loader-cell KIND STORE ARM BATCHES` → prints one JSON line.
+/// `loader-cell KIND STORE ARM BATCHES` → prints one JSON line. The draws are `IndexSampler(n,
+/// 256, Iid, seed 7)`'s, the ones `loader_arms::write_draws` writes for the Python arms, and the
+/// timing is theirs too (`harness/python/loaders/common.py`): warm-up batches each verified, then
+/// blocks of [`BLOCK`] timed batches held until the block's timer stops and then each compared
+/// with a direct `view.gather` of the same indices, every block after [`DRAIN`] untimed batches.
 pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
     let [kind, store, arm, batches] = a else {
         return Err("loader-cell KIND STORE ARM BATCHES".into());
@@ -217,76 +208,263 @@ pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
             .map(|s| Box::new(s) as Box<dyn Sampler>)
             .map_err(|e| e.to_string())
     };
-    // Expected fingerprints of the first steps, straight from the view.
+    // The draws, for the reference gathers; a batch belongs to the earliest pending step whose
+    // probe records it holds (several workers deliver in completion order, as documented).
     let mut reference = sampler()?;
-    let mut expected = HashSet::new();
-    for _ in 0..16 {
-        let idx = reference.next().map_err(|e| e.to_string())?.to_vec();
-        let b = view.gather(&idx).map_err(|e| e.to_string())?;
-        expected.insert(fingerprint([batch_bytes(&b)]));
-    }
-    let (per_batch, verified) = match arm.as_str() {
-        "bare-gather" => {
-            let mut s = sampler()?;
-            let mut ok = true;
-            for k in 0..WARMUP {
-                let idx = s.next().map_err(|e| e.to_string())?.to_vec();
-                let b = view.gather(&idx).map_err(|e| e.to_string())?;
-                if k < 8 {
-                    ok &= expected.contains(&fingerprint([batch_bytes(&b)]));
-                }
-            }
-            let t = Instant::now();
-            for _ in 0..batches {
-                let idx = s.next().map_err(|e| e.to_string())?.to_vec();
-                std::hint::black_box(view.gather(&idx).map_err(|e| e.to_string())?);
-            }
-            (t.elapsed().as_secs_f64() / batches as f64, ok)
-        }
-        w => {
-            let workers: usize = w
-                .trim_start_matches("loaderx-w")
-                .parse()
-                .map_err(|_| format!("bad arm {w}"))?;
-            let opts = LoaderOptions::new(workers, 4);
-            let mut loader = Loader::new(vec![("data", vec![view.clone()])], sampler()?, opts)
-                .map_err(|e| e.to_string())?;
-            let mut ok = true;
-            for k in 0..WARMUP {
-                let shards = loader
-                    .next()
-                    .ok_or("loader ended")?
-                    .map_err(|e| e.to_string())?;
-                if k < 8 {
-                    ok &= expected.contains(&shards_fingerprint(&shards));
-                }
-            }
-            let t = Instant::now();
-            for _ in 0..batches {
-                std::hint::black_box(
-                    loader
-                        .next()
-                        .ok_or("loader ended")?
-                        .map_err(|e| e.to_string())?,
-                );
-            }
-            let per = t.elapsed().as_secs_f64() / batches as f64;
-            loader.close();
-            (per, ok)
-        }
+    let mut steps = Steps::default();
+    let mut draw = move || -> Result<Vec<u64>, String> {
+        Ok(reference.next().map_err(|e| e.to_string())?.to_vec())
     };
+    let mut next: Box<dyn FnMut() -> Result<Vec<loaderx::Batch>, String>> = if arm == "bare-gather"
+    {
+        let mut s = sampler()?;
+        let view = view.clone();
+        Box::new(move || {
+            let idx = s.next().map_err(|e| e.to_string())?.to_vec();
+            Ok(vec![view.gather(&idx).map_err(|e| e.to_string())?])
+        })
+    } else {
+        let workers: usize = arm
+            .trim_start_matches("loaderx-w")
+            .parse()
+            .map_err(|_| format!("bad arm {arm}"))?;
+        let opts = LoaderOptions::new(workers, 4);
+        let mut loader = Loader::new(vec![("data", vec![view.clone()])], sampler()?, opts)
+            .map_err(|e| e.to_string())?;
+        Box::new(move || {
+            let shards = loader
+                .next()
+                .ok_or("loader ended")?
+                .map_err(|e| e.to_string())?;
+            Ok(shards
+                .into_iter()
+                .flat_map(|s| s.into_pairs().into_iter().map(|(_, b)| b))
+                .collect())
+        })
+    };
+    let mut verify = |got: &[loaderx::Batch], full: bool| -> Result<bool, String> {
+        let [b] = got else { return Ok(false) };
+        let Some(idx) = steps.take(b, &view, &mut draw)? else {
+            return Ok(false);
+        };
+        if !full {
+            return Ok(true);
+        }
+        let want = view.gather(&idx).map_err(|e| e.to_string())?;
+        Ok(same_batch(got, &want))
+    };
+    let mut step = 0usize;
+    for _ in 0..WARMUP {
+        let b = next()?;
+        if !verify(&b, true)? {
+            return mismatch(format!(
+                "{arm}: warm-up batch {step} differs from every pending step's gather"
+            ));
+        }
+        step += 1;
+    }
+    // The sampled peak-RAM run holds one batch at a time and drains nothing (as the Python arms).
+    let (block, drain) = if std::env::var("LOADERX_LOADER_MEMORY_PASS").as_deref() == Ok("1") {
+        (1, 0)
+    } else {
+        (BLOCK, DRAIN)
+    };
+    let mut verified = 0usize;
+    let mut spent = Duration::ZERO;
+    while verified < batches && (verified == 0 || spent.as_secs_f64() < BUDGET_S) {
+        for _ in 0..drain {
+            if !verify(&next()?, false)? {
+                return mismatch(format!(
+                    "{arm}: drained batch {step} holds no pending step's records"
+                ));
+            }
+            step += 1;
+        }
+        let m = block.min(batches - verified);
+        let t = Instant::now();
+        let held = (0..m).map(|_| next()).collect::<Result<Vec<_>, _>>()?;
+        spent += t.elapsed();
+        for b in &held {
+            if !verify(b, true)? {
+                return mismatch(format!(
+                    "{arm}: timed batch {step} differs from every pending step's gather"
+                ));
+            }
+            verified += 1;
+            step += 1;
+        }
+    }
+    drop(next);
     println!(
         "{}",
-        json!({"per_batch_s": per_batch, "verified": verified, "peak_rss_bytes": own_peak_rss()})
+        json!({
+            "per_batch_s": spent.as_secs_f64() / verified.max(1) as f64,
+            "verified": verified > 0,
+            "verified_batches": verified,
+            "peak_rss_bytes": own_peak_rss(),
+        })
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A batch differed from the source: the cell's JSON line says so (`mismatch`), and the row is
+/// `verified: false`.
+fn mismatch(msg: String) -> Result<ExitCode, String> {
+    println!(
+        "{}",
+        json!({"per_batch_s": null, "verified": false, "mismatch": true, "error": msg})
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Positions of the records that tell which step a delivered batch belongs to.
+const PROBE: [usize; 4] = [0, 1, BATCH / 2, BATCH - 1];
+
+/// Record `j` of a batch, as bytes.
+fn record_bytes(b: &loaderx::Batch, j: usize) -> Option<&[u8]> {
+    match b {
+        loaderx::Batch::Dense(d) => {
+            let n = *d.shape().first()? as usize;
+            let item = d.bytes().len().checked_div(n)?;
+            (j < n).then(|| &d.bytes()[j * item..(j + 1) * item])
+        }
+        loaderx::Batch::Ragged(r) => {
+            let cu = r.cu_seqlens();
+            let total = *cu.last()? as usize;
+            let isz = r.values().len().checked_div(total).unwrap_or(1);
+            let (a, z) = (*cu.get(j)? as usize, *cu.get(j + 1)? as usize);
+            Some(&r.values()[a * isz..z * isz])
+        }
+    }
+}
+
+/// The steps drawn but not yet received, each with its indices and its probe records.
+#[derive(Default)]
+struct Steps {
+    pending: Vec<(Vec<u64>, loaderx::Batch)>,
+}
+
+impl Steps {
+    const WINDOW: usize = 256;
+
+    /// The indices of the earliest pending step whose probe records `b` holds (removed), drawing
+    /// further steps from `draw` up to the window.
+    fn take(
+        &mut self,
+        b: &loaderx::Batch,
+        view: &StreamView,
+        draw: &mut dyn FnMut() -> Result<Vec<u64>, String>,
+    ) -> Result<Option<Vec<u64>>, String> {
+        while self.pending.len() < Self::WINDOW {
+            let idx = draw()?;
+            let probe: Vec<u64> = PROBE.iter().map(|&j| idx[j]).collect();
+            let recs = view.gather(&probe).map_err(|e| e.to_string())?;
+            self.pending.push((idx, recs));
+        }
+        let pos = self.pending.iter().position(|(_, recs)| {
+            PROBE.iter().enumerate().all(|(k, &j)| {
+                record_bytes(b, j).is_some_and(|got| record_bytes(recs, k) == Some(got))
+            })
+        });
+        Ok(pos.map(|p| self.pending.remove(p).0))
+    }
+}
+
+/// One arm's results over the repeats.
+#[derive(Default)]
+struct ArmResult {
+    per_batch: Vec<f64>,
+    peaks: Vec<u64>,
+    verified_batches: u64,
+    /// `Some(false)`: a batch differed from the source (or the arm said so).
+    mismatch: bool,
+    config: Option<String>,
+    note: Option<String>,
+    small_shm: Option<String>,
+}
+
+/// Runs one cell and reads its JSON line.
+fn run_json(cmd: Command, sample: bool) -> Result<(Value, u64), String> {
+    let (out, peak) = run_cell(cmd, sample)?;
+    let j: Value = serde_json::from_str(out.lines().last().unwrap_or(""))
+        .map_err(|e| format!("bad output: {e}"))?;
+    Ok((j, peak))
+}
+
+/// Folds one run's JSON into the arm's results.
+fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
+    if let Some(note) = j.get("skipped").and_then(Value::as_str) {
+        r.note = Some(note.to_string());
+        return;
+    }
+    if let Some(c) = j.get("config").and_then(Value::as_str) {
+        r.config = Some(c.to_string());
+    }
+    let ok = j.get("verified").and_then(Value::as_bool) == Some(true);
+    if !ok {
+        // A batch that differed from the source fails the row; a crash leaves it unmeasured.
+        r.mismatch = j.get("mismatch").and_then(Value::as_bool) == Some(true);
+        let err = j
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("a batch was not verified");
+        r.note = Some(format!(
+            "{}: {}",
+            if r.mismatch {
+                "batch differs"
+            } else {
+                "failed"
+            },
+            last_line(err)
+        ));
+        return;
+    }
+    let reported = j.get("peak_rss_bytes").and_then(Value::as_u64).unwrap_or(0);
+    r.peaks.push(peak.max(reported));
+    if !memory_pass {
+        r.verified_batches += j
+            .get("verified_batches")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        if let Some(p) = j.get("per_batch_s").and_then(Value::as_f64) {
+            r.per_batch.push(p);
+        }
+    }
+}
+
+/// The last non-empty line of an error (a Python traceback ends with the exception).
+fn last_line(e: &str) -> &str {
+    e.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(e)
+        .trim()
+}
+
+/// The `/dev/shm` column: whether the arm completes a short run in a private 64 MiB `/dev/shm`.
+fn small_shm_run(cmd: &Command) -> String {
+    let small = loader_arms::in_small_shm(cmd);
+    match run_json(small, false) {
+        Ok((j, _)) if j.get("verified").and_then(Value::as_bool) == Some(true) => {
+            "completes".to_string()
+        }
+        Ok((j, _)) => format!(
+            "fails: {}",
+            j.get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("unverified")
+        ),
+        Err(e) if e.starts_with("exit 124") => format!(
+            "hangs (killed after {} s)",
+            loader_arms::SMALL_SHM_TIMEOUT_S
+        ),
+        Err(e) => format!("fails: {e}"),
+    }
 }
 
 pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>, String> {
     let base_batches = if a.quick { 50 } else { 200 };
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let py = config::python();
-    let script = config::python_script("loader_bench.py");
     let mut tables = Vec::new();
     for table in Table::LOADER {
         let Some(prepared) = corpora.of(table) else {
@@ -297,6 +475,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             .source_table()
             .ok_or("a loader table reads a store table")?;
         let kind = source.name();
+        let dense = source.layout() == Some(Layout::Dense);
         // A token batch takes ~30 us, an image batch ~2.5 ms: time token tables 25x longer in
         // batches so both runs last long enough to mean something.
         let batches = if table.corpus() == Some(Corpus::Tokens) {
@@ -305,127 +484,173 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             base_batches
         };
         let store = ensure_store(source, &prepared.dir, work)?;
-        let npy_dir = prepared.dir.clone();
-        let arms = [
-            "bare-gather",
-            "loaderx-w0",
-            "loaderx-w1",
-            "loaderx-w2",
-            "loaderx-w4",
-            "python-loaderx-w4",
-            "torch-dataloader-w4",
-        ];
-        let mut results: Vec<ArmRow> = arms
-            .iter()
-            .map(|a| (a.to_string(), Vec::new(), Vec::new(), true, None))
+        let records = store_len(&store, dense)?;
+        let draws =
+            loader_arms::write_draws(table, work, records, loader_arms::steps_needed(batches))?;
+        let corpus_name = prepared
+            .dir
+            .file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or("c");
+        let peer_dir = work.join(format!("peers-{kind}-{corpus_name}"));
+        std::fs::create_dir_all(&peer_dir).map_err(|e| format!("{}: {e}", peer_dir.display()))?;
+        let arms: Vec<Arm> = ARMS
+            .into_iter()
+            .filter(|arm| arm.applies(dense) && arm.name != "webdataset")
+            .filter(|arm| !a.quick || loader_arms::QUICK_ARMS.contains(&arm.name))
             .collect();
-        let cell = |arm: &str| -> Option<Command> {
-            if arm.starts_with("python-") || arm.starts_with("torch-") {
-                let mut c = Command::new(py.as_ref()?);
-                c.arg(&script)
-                    .args([arm, kind])
-                    .arg(&store)
-                    .arg(&npy_dir)
-                    .arg(batches.to_string());
-                Some(c)
-            } else {
-                let mut c = Command::new(&exe);
-                c.arg("loader-cell")
-                    .args([kind])
-                    .arg(&store)
-                    .args([arm, &batches.to_string()]);
-                Some(c)
-            }
+        let args = |b: usize| CellArgs {
+            exe: &exe,
+            kind,
+            store: &store,
+            npy_dir: &prepared.dir,
+            draws: &draws,
+            peer_dir: &peer_dir,
+            batches: b,
+        };
+        let mut results: Vec<ArmResult> = arms.iter().map(|_| ArmResult::default()).collect();
+        let shm_runs = if a.quick {
+            0
+        } else {
+            arms.iter()
+                .filter(|x| x.multiprocess || x.name == "python-loaderx-w4")
+                .count()
         };
         // Timed runs are not sampled: reading smaps_rollup walks the process's page tables and
         // slowed the timed loop by 25-75 % (most for the arms with the most memory mapped). Peak
         // RAM comes from one more, sampled run of each arm after the timed ones.
-        let pb = progress((arms.len() * (a.repeats + 1)) as u64, "loader");
+        let pb = progress((arms.len() * (a.repeats + 1) + shm_runs) as u64, "loader");
         for rep in 0..=a.repeats {
             let memory_pass = rep == a.repeats;
             for k in 0..arms.len() {
-                let arm = arms[(k + rep) % arms.len()];
+                let i = (k + rep) % arms.len();
+                let arm = arms[i];
+                let r = &mut results[i];
                 pb.set_prefix(format!(
-                    "{kind} / {arm}{}",
+                    "{kind} / {}{}",
+                    arm.name,
                     if memory_pass { " (peak RAM)" } else { "" }
                 ));
-                let entry = results.iter_mut().find(|r| r.0 == arm).ok_or("arm")?;
-                let Some(cmd) = cell(arm) else {
-                    entry.4 = Some("no venv python".into());
-                    pb.inc(1);
-                    continue;
-                };
-                if memory_pass && entry.1.is_empty() {
-                    // Skipped or failed in every timed run: nothing to measure.
-                    pb.inc(1);
+                pb.inc(1);
+                // Skipped, or failed once: the row is not a result, nothing more to run.
+                if r.note.is_some() || r.mismatch || (memory_pass && r.per_batch.is_empty()) {
                     continue;
                 }
-                match run_cell(cmd, memory_pass).and_then(|(out, peak)| {
-                    let j: Value = serde_json::from_str(out.lines().last().unwrap_or(""))
-                        .map_err(|e| format!("bad output: {e}"))?;
-                    Ok((j, peak))
-                }) {
-                    Ok((j, peak)) => {
-                        if let Some(note) = j.get("skipped").and_then(Value::as_str) {
-                            entry.4 = Some(note.to_string());
-                        } else {
-                            let reported =
-                                j.get("peak_rss_bytes").and_then(Value::as_u64).unwrap_or(0);
-                            entry.2.push(peak.max(reported));
-                            entry.3 &= j["verified"].as_bool().unwrap_or(false);
-                            if !memory_pass {
-                                entry.1.push(j["per_batch_s"].as_f64().unwrap_or(f64::NAN));
+                match arm.command(&args(batches)) {
+                    Err(note) => r.note = Some(note),
+                    Ok(mut cmd) => match run_json(
+                        {
+                            if memory_pass {
+                                // Blocks of one batch: the sampled run holds no extra batches.
+                                cmd.env("LOADERX_LOADER_MEMORY_PASS", "1");
                             }
-                        }
-                    }
-                    Err(e) => {
-                        entry.3 = false;
-                        entry.4 = Some(e);
-                    }
+                            cmd
+                        },
+                        memory_pass,
+                    ) {
+                        Ok((j, peak)) => record(r, &j, peak, memory_pass),
+                        Err(e) => r.note = Some(format!("failed: {e}")),
+                    },
+                }
+            }
+        }
+        if shm_runs > 0 {
+            for (arm, r) in arms.iter().zip(results.iter_mut()) {
+                if !(arm.multiprocess || arm.name == "python-loaderx-w4") || r.per_batch.is_empty()
+                {
+                    continue;
+                }
+                pb.set_prefix(format!("{kind} / {} (64 MiB /dev/shm)", arm.name));
+                if let Ok(cmd) = arm.command(&args(loader_arms::SMALL_SHM_BATCHES)) {
+                    r.small_shm = Some(small_shm_run(&cmd));
                 }
                 pb.inc(1);
             }
         }
         pb.finish_and_clear();
-        let bare = results
-            .iter()
-            .find(|r| r.0 == "bare-gather")
-            .map(|r| median(&r.1))
-            .unwrap_or(f64::NAN);
-        let mut rows = Vec::new();
-        for (arm, per, peaks, ok, note) in &results {
-            let p = median(per);
-            let (label, storage) = match arm.as_str() {
-                "bare-gather" => ("view.gather loop (Rust, no loader)", "zrecord-raw"),
-                "loaderx-w0" => ("loaderx Rust, workers=0", "zrecord-raw"),
-                "loaderx-w1" => ("loaderx Rust, workers=1, prefetch=4", "zrecord-raw"),
-                "loaderx-w2" => ("loaderx Rust, workers=2, prefetch=4", "zrecord-raw"),
-                "loaderx-w4" => ("loaderx Rust, workers=4, prefetch=4", "zrecord-raw"),
-                "python-loaderx-w4" => ("loaderx Python, workers=4, prefetch=4", "zrecord-raw"),
-                _ => ("torch DataLoader, 4 workers", "npy-mmap-raw"),
-            };
-            let measured = p.is_finite();
-            rows.push(json!({
-                "loader": label,
-                "arm": arm,
-                "storage": storage,
-                "batches/s": if measured { json!(1.0 / p) } else { Value::Null },
-                "samples/s": if measured { json!(BATCH as f64 / p) } else { Value::Null },
-                "peak RAM MiB": peaks.iter().max().map(|&b| json!(b as f64 / (1 << 20) as f64)).unwrap_or(Value::Null),
-                "x bare gather": if measured && bare.is_finite() { json!(bare / p) } else { Value::Null },
-                "verified": if measured { json!(*ok) } else if note.is_some() && !ok { json!(false) } else { Value::Null },
-                "note": note,
-            }));
-        }
-        tables.push(FreeTable {
-            name: table,
-            title: format!(
-                "End-to-end loader, {kind}: batch 256, IID, {batches} timed batches after {WARMUP} warm-up; peak RAM = max(process-tree PSS sampled every 20 ms in a separate run, the row process's own peak RSS); x bare gather = throughput relative to a plain view.gather loop"
-            ),
-            synthetic: prepared.synthetic,
-            columns: ["loader", "storage", "batches/s", "samples/s", "peak RAM MiB", "x bare gather", "verified", "note"].iter().map(|s| s.to_string()).collect(),
-            rows,
-        });
+        tables.push(build_table(
+            table,
+            kind,
+            batches,
+            prepared.synthetic,
+            &arms,
+            &results,
+        ));
     }
     Ok(tables)
+}
+
+/// The table of one loader kind from its arms' results.
+fn build_table(
+    table: Table,
+    kind: &str,
+    batches: usize,
+    synthetic: bool,
+    arms: &[Arm],
+    results: &[ArmResult],
+) -> FreeTable {
+    let rate = |r: &ArmResult| {
+        let p = median(&r.per_batch);
+        (p.is_finite() && !r.mismatch).then_some(BATCH as f64 / p)
+    };
+    let reference = arms
+        .iter()
+        .zip(results)
+        .find(|(a, _)| a.name == "python-loaderx-w4")
+        .and_then(|(_, r)| rate(r));
+    let mut rows = Vec::new();
+    for (arm, r) in arms.iter().zip(results) {
+        let sps = rate(r);
+        let per_rep: Vec<f64> = r.per_batch.iter().map(|p| BATCH as f64 / p).collect();
+        let note = match (&r.config, &r.note) {
+            (Some(c), Some(n)) => Some(format!("{c}; {n}")),
+            (c, n) => n.clone().or(c.clone()),
+        };
+        rows.push(json!({
+            "loader": arm.label,
+            "arm": arm.name,
+            "storage": arm.storage,
+            "batches/s": sps.map(|s| s / BATCH as f64),
+            "samples/s": sps,
+            "samples/s sd": sps.map(|_| sample_sd(&per_rep)),
+            "peak RAM MiB": sps.and(r.peaks.iter().max().map(|&b| b as f64 / (1 << 20) as f64)),
+            "x loaderx": match (reference, sps) { (Some(l), Some(s)) => Some(l / s), _ => None },
+            "verified batches": sps.map(|_| r.verified_batches),
+            // true only from compared values; false when a batch differed; null when not measured.
+            "verified": if r.mismatch { json!(false) } else if sps.is_some() { json!(r.verified_batches > 0) } else { Value::Null },
+            "64 MiB /dev/shm": r.small_shm,
+            "note": note,
+        }));
+    }
+    rows.push(json!({
+        "loader": "webdataset", "arm": "webdataset", "storage": "tar shards",
+        "batches/s": null, "samples/s": null, "samples/s sd": null, "peak RAM MiB": null,
+        "x loaderx": null, "verified batches": null, "verified": null, "64 MiB /dev/shm": null,
+        "note": WEBDATASET_NOTE,
+    }));
+    FreeTable {
+        name: table,
+        title: format!(
+            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, each in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats (sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run, the row process's own peak RSS); x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
+            loader_arms::SMALL_SHM_BATCHES,
+            loader_arms::SMALL_SHM_TIMEOUT_S
+        ),
+        synthetic,
+        columns: [
+            "loader",
+            "storage",
+            "batches/s",
+            "samples/s",
+            "samples/s sd",
+            "peak RAM MiB",
+            "x loaderx",
+            "verified",
+            "64 MiB /dev/shm",
+            "note",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        rows,
+    }
 }

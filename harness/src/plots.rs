@@ -1,5 +1,8 @@
 //! The `plots/` of a report: per store table a gather bar chart and a write-vs-gather scatter,
-//! per free table a bar chart, each as PNG + SVG, drawn with plotters and an embedded font (no
+//! per free table (sampler, loaders) a bar chart, each as PNG + SVG. Bar charts print each value,
+//! draw +/- SD whiskers from the repeats, switch to a log axis when values span more than 30x,
+//! colour loaderx/zrecord rows apart and draw the limit row (memcpy, or a loader table's plain
+//! view.gather loop) as a named line, drawn with plotters and an embedded font (no
 //! system fonts needed). Reads the report model only.
 
 use std::path::Path;
@@ -32,40 +35,95 @@ fn e<E: std::fmt::Display>(x: E) -> String {
     x.to_string()
 }
 
-/// Horizontal bars, one per label, with an optional vertical reference line.
-fn draw_bars<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    title: &str,
-    labels: &[String],
-    values: &[f64],
-    x_desc: &str,
-    line: Option<(f64, &str)>,
-) -> DrawResult<()>
+/// One bar chart: labels, values, optional +/- SD per bar, and an optional named limit line.
+pub struct Bars<'a> {
+    pub title: &'a str,
+    pub labels: &'a [String],
+    pub values: &'a [f64],
+    /// Sample SD per bar (0 or NaN: no whisker).
+    pub sds: &'a [f64],
+    pub x_desc: &'a str,
+    pub line: Option<(f64, &'a str)>,
+}
+
+/// Whether a chart of these values needs a log axis: they span more than 30x.
+pub fn wants_log(values: &[f64]) -> bool {
+    let pos = values.iter().copied().filter(|v| v.is_finite() && *v > 0.0);
+    let (lo, hi) = pos.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    hi > 0.0 && hi / lo > 30.0
+}
+
+/// A value as a bar label: 3 significant digits, k/M suffixes.
+fn short(v: f64) -> String {
+    let (x, suffix) = if v >= 1e6 {
+        (v / 1e6, "M")
+    } else if v >= 1e3 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let digits = if x >= 100.0 {
+        0
+    } else if x >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{x:.digits$}{suffix}")
+}
+
+/// Horizontal bars, one per label, each with its value printed and its +/- SD whisker; a log
+/// axis when the values span more than 30x; loaderx/zrecord bars blue, the others grey; the
+/// limit row as a red vertical line named in the legend.
+fn draw_bars<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Bars<'_>) -> DrawResult<()>
 where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(e)?;
-    let max = values
+    let mut all: Vec<f64> = c.values.to_vec();
+    all.extend(c.line.map(|l| l.0));
+    let log = wants_log(&all);
+    let finite = |v: &f64| v.is_finite() && (!log || *v > 0.0);
+    let hi = all.iter().copied().filter(finite).fold(1e-9f64, f64::max);
+    let lo = all
         .iter()
         .copied()
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, f64::max)
-        .max(line.map(|l| l.0).unwrap_or(0.0))
-        .max(1e-9)
-        * 1.1;
-    let n = labels.len().max(1);
+        .filter(finite)
+        .fold(f64::INFINITY, f64::min);
+    // Log charts are drawn in log10 units, labelled back as values.
+    let t = |v: f64| if log { v.max(1e-300).log10() } else { v };
+    let (x0, x1) = if log {
+        ((lo / 2.0).log10().floor(), (hi * 4.0).log10())
+    } else {
+        (0.0, hi * 1.18)
+    };
+    let n = c.labels.len().max(1);
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+        .caption(c.title, ("sans-serif", 16))
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(170)
-        .build_cartesian_2d(0.0..max, -0.5..n as f64 - 0.5)
+        .y_label_area_size(260)
+        .build_cartesian_2d(x0..x1, -0.5..n as f64 - 0.5)
         .map_err(e)?;
-    let labels_owned = labels.to_vec();
+    let labels_owned = c.labels.to_vec();
+    let desc = if log {
+        format!("{} (log scale)", c.x_desc)
+    } else {
+        c.x_desc.to_string()
+    };
     chart
         .configure_mesh()
         .disable_y_mesh()
-        .x_desc(x_desc)
+        .x_desc(desc)
+        .x_label_formatter(&|x| {
+            if log {
+                short(10f64.powf(*x))
+            } else {
+                short(*x)
+            }
+        })
         .y_labels(n)
         .y_label_formatter(&|y| {
             let k = y.round();
@@ -77,35 +135,70 @@ where
         })
         .draw()
         .map_err(e)?;
+    let bars: Vec<(usize, f64)> = c
+        .values
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, v)| finite(v))
+        .collect();
     chart
-        .draw_series(
-            values
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| v.is_finite())
-                .map(|(i, &v)| {
-                    let y = (n - 1 - i) as f64;
-                    let color =
-                        if labels[i].starts_with("zrecord") || labels[i].starts_with("loaderx") {
-                            BLUE.mix(0.8)
-                        } else {
-                            BLACK.mix(0.45)
-                        };
-                    Rectangle::new([(0.0, y - 0.35), (v, y + 0.35)], color.filled())
-                }),
-        )
+        .draw_series(bars.iter().map(|&(i, v)| {
+            let y = (n - 1 - i) as f64;
+            let color = if c.labels[i].starts_with("zrecord") || c.labels[i].starts_with("loaderx")
+            {
+                BLUE.mix(0.8)
+            } else {
+                BLACK.mix(0.45)
+            };
+            Rectangle::new([(x0, y - 0.35), (t(v), y + 0.35)], color.filled())
+        }))
         .map_err(e)?;
-    if let Some((lv, name)) = line {
+    for &(i, v) in &bars {
+        let y = (n - 1 - i) as f64;
+        let sd = c.sds.get(i).copied().unwrap_or(0.0);
+        let mut end = t(v);
+        if sd.is_finite() && sd > 0.0 {
+            let (a, b) = (
+                t((v - sd).max(if log { v / 100.0 } else { 0.0 })),
+                t(v + sd),
+            );
+            end = end.max(b);
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(a, y), (b, y)],
+                    BLACK.stroke_width(2),
+                )))
+                .map_err(e)?;
+            for x in [a, b] {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(x, y - 0.15), (x, y + 0.15)],
+                        BLACK.stroke_width(2),
+                    )))
+                    .map_err(e)?;
+            }
+        }
+        chart
+            .draw_series(std::iter::once(Text::new(
+                short(v),
+                (end + (x1 - x0) * 0.01, y + 0.2),
+                ("sans-serif", 13),
+            )))
+            .map_err(e)?;
+    }
+    if let Some((lv, name)) = c.line.filter(|l| finite(&l.0)) {
         chart
             .draw_series(LineSeries::new(
-                vec![(lv, 0.0), (lv, n as f64)],
+                vec![(t(lv), -0.5), (t(lv), n as f64 - 0.5)],
                 RED.stroke_width(2),
             ))
             .map_err(e)?
-            .label(name.to_string())
+            .label(format!("{name}: {}", short(lv)))
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.stroke_width(2)));
         chart
             .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()
@@ -167,29 +260,14 @@ where
     Ok(())
 }
 
-fn bars_file(
-    dir: &Path,
-    stem: &str,
-    title: &str,
-    labels: &[String],
-    values: &[f64],
-    x_desc: &str,
-    line: Option<(f64, &str)>,
-) -> DrawResult<()> {
-    let h = 90 + ROW_H * labels.len().max(1) as u32;
+fn bars_file(dir: &Path, stem: &str, c: &Bars<'_>) -> DrawResult<()> {
+    let h = 90 + ROW_H * c.labels.len().max(1) as u32;
     let svg = dir.join(format!("{stem}.svg"));
-    draw_bars(
-        SVGBackend::new(&svg, (W, h)).into_drawing_area(),
-        title,
-        labels,
-        values,
-        x_desc,
-        line,
-    )?;
+    draw_bars(SVGBackend::new(&svg, (W, h)).into_drawing_area(), c)?;
     let mut buf = vec![0u8; (W * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (W, h)).into_drawing_area();
-        draw_bars(root, title, labels, values, x_desc, line)?;
+        draw_bars(root, c)?;
     }
     image::save_buffer(
         dir.join(format!("{stem}.png")),
@@ -236,6 +314,7 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<(), String> {
             .collect();
         let labels: Vec<String> = rows.iter().map(|r| r.backend.clone()).collect();
         let values: Vec<f64> = rows.iter().map(|r| r.gather_mib_s).collect();
+        let sds: Vec<f64> = rows.iter().map(|r| r.sd).collect();
         let limit = t
             .rows
             .iter()
@@ -245,11 +324,14 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<(), String> {
         bars_file(
             dir,
             &format!("{}-gather", t.name),
-            &format!("{}{syn}: logical gather", t.name),
-            &labels,
-            &values,
-            "MiB/s",
-            limit,
+            &Bars {
+                title: &format!("{}{syn}: logical gather", t.name),
+                labels: &labels,
+                values: &values,
+                sds: &sds,
+                x_desc: "MiB/s (+/- SD over repeats)",
+                line: limit,
+            },
         )?;
         let pts: Vec<(String, f64, f64)> = rows
             .iter()
@@ -263,22 +345,107 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<(), String> {
         )?;
     }
     for t in rep.free_tables() {
-        let (label_col, value_col, desc) = match t.name.stage() {
-            Stage::Sampler => ("row", "ns/index", "ns per index (lower is better)"),
-            Stage::Store | Stage::Loader => ("loader", "samples/s", "samples/s"),
+        let (label_col, value_col, sd_col, desc) = match t.name.stage() {
+            Stage::Sampler => (
+                "row",
+                "ns/index",
+                "ns/index sd",
+                "ns per index (lower is better)",
+            ),
+            Stage::Store | Stage::Loader => (
+                "loader",
+                "samples/s",
+                "samples/s sd",
+                "samples/s (+/- SD over repeats)",
+            ),
         };
-        let mut labels = Vec::new();
-        let mut values = Vec::new();
+        let (mut labels, mut values, mut sds) = (Vec::new(), Vec::new(), Vec::new());
+        let mut limit = None;
         for r in &t.rows {
-            if let (Some(l), Some(v)) = (
+            let (Some(l), Some(v)) = (
                 r.get(label_col).and_then(Value::as_str),
                 r.get(value_col).and_then(Value::as_f64),
-            ) {
-                labels.push(l.to_string());
-                values.push(v);
+            ) else {
+                continue;
+            };
+            // A loader table's view.gather loop is its limit: drawn as the named line.
+            if r.get("arm").and_then(Value::as_str) == Some("bare-gather") {
+                limit = Some((v, "view.gather loop (Rust, no loader)"));
+                continue;
             }
+            labels.push(l.to_string());
+            values.push(v);
+            sds.push(r.get(sd_col).and_then(Value::as_f64).unwrap_or(0.0));
         }
-        bars_file(dir, t.name.name(), &t.title, &labels, &values, desc, None)?;
+        let syn = if t.synthetic { " (synthetic)" } else { "" };
+        bars_file(
+            dir,
+            t.name.name(),
+            &Bars {
+                title: &format!("{}{syn}: {}", t.name, desc),
+                labels: &labels,
+                values: &values,
+                sds: &sds,
+                x_desc: desc,
+                line: limit,
+            },
+        )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_axis_beyond_30x_and_short_labels() {
+        assert!(!wants_log(&[100.0, 2999.0]));
+        assert!(wants_log(&[100.0, 3001.0]));
+        assert!(!wants_log(&[f64::NAN, 5.0, 0.0]));
+        assert_eq!(short(1234.0), "1.23k");
+        assert_eq!(short(9_502_191.0), "9.50M");
+        assert_eq!(short(42.0), "42.0");
+    }
+
+    /// Every free table gets a plot, a loader table's bare-gather row as the named limit line.
+    #[test]
+    fn loader_table_plot_is_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut rep = Report::new(true, 1, vec![]);
+        rep.loader = Some(vec![crate::model::FreeTable {
+            name: crate::table::Table::LoaderRaggedTokens,
+            title: "t".into(),
+            synthetic: false,
+            columns: vec![],
+            rows: vec![
+                serde_json::json!({"loader": "view.gather loop", "arm": "bare-gather", "samples/s": 9.5e6, "samples/s sd": 0.0}),
+                serde_json::json!({"loader": "loaderx Python", "arm": "python-loaderx-w4", "samples/s": 3.8e6, "samples/s sd": 1e5}),
+                serde_json::json!({"loader": "torch DataLoader", "arm": "torch-dataloader-w4", "samples/s": 6.0e4, "samples/s sd": 2e3}),
+                serde_json::json!({"loader": "webdataset", "arm": "webdataset", "samples/s": null}),
+            ],
+        }]);
+        render_all(&rep, dir.path()).expect("render");
+        for ext in ["png", "svg"] {
+            let p = dir.path().join(format!("loader-ragged-tokens.{ext}"));
+            assert!(
+                std::fs::metadata(&p)
+                    .map(|m| m.len() > 1000)
+                    .unwrap_or(false),
+                "{}",
+                p.display()
+            );
+        }
+        let svg =
+            std::fs::read_to_string(dir.path().join("loader-ragged-tokens.svg")).expect("svg");
+        assert!(svg.contains("log scale"), "values span > 30x");
+        assert!(
+            svg.contains("view.gather loop (Rust, no loader): 9.50M"),
+            "limit line named"
+        );
+        assert!(
+            svg.contains("3.80M") && svg.contains("60.0k"),
+            "values printed"
+        );
+    }
 }

@@ -56,6 +56,7 @@ pub fn aggregate(
             disk_mib: col(|r| r.disk_bytes as f64 / (1 << 20) as f64),
             compression: col(|r| r.compression),
             x_memcpy: None,
+            x_write_limit: None,
             sd: sample_sd(&gathers),
             repeats: reps,
         });
@@ -71,12 +72,38 @@ pub fn aggregate(
             }
         }
     }
+    let limits: Vec<f64> = out
+        .iter()
+        .flat_map(|r| r.repeats.iter().filter_map(|c| c.write_limit_mib_s))
+        .collect();
+    let write_limit = (!limits.is_empty()).then(|| median(&limits));
+    for r in &mut out {
+        if r.status != Status::Ok || r.backend == "memcpy-limit" {
+            continue;
+        }
+        // Side by side: each cell's write over the limit timed in that cell; a cell without
+        // its own limit (older results) is divided by the table's.
+        let ratios: Vec<f64> = r
+            .repeats
+            .iter()
+            .filter(|c| c.status == Status::Ok)
+            .filter_map(|c| {
+                let w = c.write_limit_mib_s.or(write_limit)?;
+                (w > 0.0).then(|| c.write_mib_s / w)
+            })
+            .collect();
+        if !ratios.is_empty() {
+            r.x_write_limit = Some(median(&ratios));
+        }
+    }
     StoreTable {
         name: table,
         title: table.title().to_string(),
         synthetic,
         records,
         logical_mib: logical as f64 / (1 << 20) as f64,
+        write_limit_mib_s: write_limit,
+        captions: Vec::new(),
         rows: out,
     }
 }
@@ -154,8 +181,14 @@ pub fn render_markdown(rep: &Report) -> String {
             "### {}{syn}\n\n{} — {} records, {:.1} MiB logical\n\n",
             t.name, t.title, t.records, t.logical_mib
         ));
-        s.push_str("| backend | logical write | logical gather | krecords/s | p95 | disk | ratio | × memcpy-limit | verified |\n");
-        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        for c in &t.captions {
+            s.push_str(&format!("{c}\n"));
+        }
+        if !t.captions.is_empty() {
+            s.push('\n');
+        }
+        s.push_str("| backend | logical write | write × limit | logical gather | krecords/s | p95 | disk | ratio | × memcpy-limit | verified |\n");
+        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
         let mut cells = Vec::new();
         let mut values = Vec::new();
         let mut notes = Vec::new();
@@ -169,6 +202,7 @@ pub fn render_markdown(rep: &Report) -> String {
                 // An in-memory array: no write, no disk, no compression to report.
                 cells.push(vec![
                     "–".into(),
+                    "–".into(),
                     format!(
                         "{} ± {} MiB/s",
                         fmt_num(r.gather_mib_s, 0),
@@ -180,11 +214,13 @@ pub fn render_markdown(rep: &Report) -> String {
                     "–".into(),
                     "1.00x".into(),
                 ]);
-                values.push(vec![f64::NAN; 7]);
+                values.push(vec![f64::NAN; 8]);
                 continue;
             }
+            let xw = r.x_write_limit.unwrap_or(f64::NAN);
             cells.push(vec![
                 format!("{} MiB/s", fmt_num(r.write_mib_s, 0)),
+                format!("{}x", fmt_num(xw, 2)),
                 format!(
                     "{} ± {} MiB/s",
                     fmt_num(r.gather_mib_s, 0),
@@ -198,6 +234,7 @@ pub fn render_markdown(rep: &Report) -> String {
             ]);
             values.push(vec![
                 r.write_mib_s,
+                xw,
                 r.gather_mib_s,
                 r.krecords_s,
                 r.p95_ms,
@@ -213,6 +250,7 @@ pub fn render_markdown(rep: &Report) -> String {
             &mut cells,
             &values,
             &[
+                Some(true),
                 Some(true),
                 Some(true),
                 Some(true),
@@ -234,6 +272,12 @@ pub fn render_markdown(rep: &Report) -> String {
                 Status::Ok | Status::NotApplicable => "yes".to_string(),
             };
             s.push_str(&format!("| {} | {} | {v} |\n", r.backend, c.join(" | ")));
+        }
+        if let Some(w) = t.write_limit_mib_s {
+            s.push_str(&format!(
+                "| write-limit | {} MiB/s | 1.00x | – | – | – | – | – | – | – |\n",
+                fmt_num(w, 0)
+            ));
         }
         if !notes.is_empty() {
             s.push('\n');
@@ -295,4 +339,71 @@ pub fn rerender(dir: &Path) -> Result<(), String> {
     std::fs::write(dir.join("tables.md"), render_markdown(&rep))
         .map_err(|e| format!("write tables.md: {e}"))?;
     crate::plots::render_all(&rep, &dir.join("plots"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Report;
+
+    fn cell(backend: &str, write_mib_s: f64, limit: Option<f64>) -> CellResult {
+        CellResult {
+            write_mib_s,
+            gather_mib_s: 1000.0,
+            verified: true,
+            write_limit_mib_s: limit,
+            ..CellResult::new(Table::RaggedTokens, backend, Status::Ok)
+        }
+    }
+
+    #[test]
+    fn write_limit_row_and_ratios() {
+        let rows = vec![
+            (
+                "zrecord-raw".to_string(),
+                vec![cell("zrecord-raw", 500.0, None)],
+            ),
+            (
+                "memcpy-limit".to_string(),
+                vec![
+                    cell("memcpy-limit", 0.0, Some(1000.0)),
+                    cell("memcpy-limit", 0.0, Some(3000.0)),
+                    cell("memcpy-limit", 0.0, Some(2000.0)),
+                ],
+            ),
+        ];
+        let mut t = aggregate(Table::RaggedTokens, false, rows);
+        assert_eq!(t.write_limit_mib_s, Some(2000.0));
+        assert_eq!(t.rows[0].x_write_limit, Some(0.25));
+        assert_eq!(t.rows[1].x_write_limit, None);
+        // A cell with its own limit is divided by it, not by the table's.
+        let own = aggregate(
+            Table::RaggedTokens,
+            false,
+            vec![(
+                "arrow-ipc-raw".to_string(),
+                vec![
+                    cell("arrow-ipc-raw", 300.0, Some(600.0)),
+                    cell("arrow-ipc-raw", 900.0, Some(1000.0)),
+                    cell("arrow-ipc-raw", 100.0, Some(1000.0)),
+                ],
+            )],
+        );
+        assert_eq!(own.rows[0].x_write_limit, Some(0.5));
+        assert_eq!(own.write_limit_mib_s, Some(1000.0));
+        t.captions.push("Caption line.".into());
+        let mut rep = Report::new(true, 1, vec![]);
+        rep.store_tables.push(t);
+        let md = render_markdown(&rep);
+        assert!(md.contains("| write-limit | 2000 MiB/s | 1.00x |"), "{md}");
+        assert!(
+            md.contains("| zrecord-raw | **500 MiB/s** | **0.25x** |"),
+            "{md}"
+        );
+        assert!(md.contains("\nCaption line.\n"), "{md}");
+        // Through results.json and back, the new fields survive.
+        let back = Report::from_json(&rep.to_json());
+        assert_eq!(back.store_tables[0].write_limit_mib_s, Some(2000.0));
+        assert_eq!(back.store_tables[0].captions, ["Caption line."]);
+    }
 }

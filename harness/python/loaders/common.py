@@ -1,0 +1,237 @@
+"""What every arm shares: the source arrays, the index draws, the batch contract, the timed loop
+with per-batch verification, and the JSON line an arm prints.
+
+Imports NumPy only, so it also runs in venvs without the loaderx wheel or torch (the MosaicML
+Streaming venv pins its own NumPy).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+BATCH = 256
+# Timed batches are taken in blocks of BLOCK, held until the block's timer stops and then each
+# compared with the source; before every block DRAIN batches are pulled untimed and discarded, so
+# whatever a prefetching loader produced ahead while the previous block was being verified is not
+# counted as free (the Rust cell uses the same constants: loader_arms.rs).
+BLOCK = 8
+DRAIN = 32  # > the deepest peer pipeline: grain mp_prefetch holds 4 workers x 4 buffered + in flight
+# A row stops adding blocks once its timed batches took this long (slow arms on big token tables).
+BUDGET_S = float(os.environ.get("LOADERX_LOADER_BUDGET_S", "20"))
+
+
+def steps_needed(warmup: int, batches: int) -> int:
+    """Draws a run of ``batches`` timed batches consumes (warm-up, drains and blocks)."""
+    blocks = -(-batches // BLOCK)
+    return warmup + blocks * (DRAIN + BLOCK)
+
+
+@dataclass
+class Job:
+    """One arm's run: table kind, source paths, draws and the peer-data cache directory."""
+
+    arm: str
+    kind: str
+    store: str
+    npy_dir: str
+    draws_path: str
+    peer_dir: str
+    batches: int
+    warmup: int
+
+    @property
+    def dense(self) -> bool:
+        return self.kind == "dense-vision"
+
+    @property
+    def steps(self) -> int:
+        return steps_needed(self.warmup, self.batches)
+
+    def draws(self) -> np.ndarray:
+        """``(steps, 256)`` int64 record indices, the same for every arm."""
+        d = np.load(self.draws_path)
+        if d.ndim != 2 or d.shape[0] < self.steps or d.shape[1] != BATCH:
+            raise ValueError(f"{self.draws_path}: expected at least ({self.steps}, {BATCH}) draws, found {d.shape}")
+        return d[: self.steps].astype(np.int64)
+
+    def source(self) -> "Source":
+        return Source.open(self.kind, self.npy_dir)
+
+    def cache(self, name: str) -> str:
+        """A directory for this arm family's data files (created on demand)."""
+        path = os.path.join(self.peer_dir, name)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        return path
+
+
+class Source:
+    """The corpus arrays the harness wrote: ``dense.npy`` or ``tokens.npy`` + ``offsets.npy``."""
+
+    def __init__(self, kind, dense=None, tokens=None, offsets=None):
+        self.kind = kind
+        self.dense = dense
+        self.tokens = tokens
+        self.offsets = offsets
+
+    @staticmethod
+    def open(kind: str, npy_dir: str) -> "Source":
+        if kind == "dense-vision":
+            return Source(kind, dense=np.load(os.path.join(npy_dir, "dense.npy"), mmap_mode="r"))
+        if kind == "ragged-tokens":
+            return Source(
+                kind,
+                tokens=np.load(os.path.join(npy_dir, "tokens.npy"), mmap_mode="r"),
+                offsets=np.load(os.path.join(npy_dir, "offsets.npy"), mmap_mode="r"),
+            )
+        raise ValueError(f"unknown table kind {kind!r} (expected dense-vision or ragged-tokens)")
+
+    def __len__(self) -> int:
+        return len(self.dense) if self.dense is not None else len(self.offsets) - 1
+
+    def record(self, i: int) -> np.ndarray:
+        """Record ``i`` as an array (a view of the mmap)."""
+        if self.dense is not None:
+            return self.dense[i]
+        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+
+def pack(records) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ragged contract from a list of 1-D arrays: packed values, int32 cu_seqlens, int64 shapes (n, 1)."""
+    lens = np.fromiter((len(r) for r in records), dtype=np.int64, count=len(records))
+    cu = np.zeros(len(records) + 1, dtype=np.int32)
+    np.cumsum(lens, out=cu[1:])
+    return np.concatenate(records), cu, lens.reshape(-1, 1)
+
+
+def as_numpy(x) -> np.ndarray:
+    """A NumPy view of a NumPy array or a CPU torch tensor (no copy)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "numpy"):
+        return x.numpy()
+    return np.from_dlpack(x)
+
+
+def check(src: Source, idx: np.ndarray, batch) -> str | None:
+    """Compares one delivered batch with the source records ``idx``; returns what differs, or None."""
+    if src.dense is not None:
+        got = as_numpy(batch)
+        want_shape = (len(idx), *src.dense.shape[1:])
+        if got.shape != want_shape or got.dtype != src.dense.dtype:
+            return f"dense batch is {got.dtype}{tuple(got.shape)}, expected {src.dense.dtype}{want_shape}"
+        if not np.array_equal(got, src.dense[np.asarray(idx)]):
+            return "dense batch values differ from the source records"
+        return None
+    values, cu, shapes = (as_numpy(x) for x in batch)
+    if cu.dtype != np.int32:
+        return f"cu_seqlens is {cu.dtype}, expected int32"
+    lens = src.offsets[np.asarray(idx) + 1] - src.offsets[np.asarray(idx)]
+    if len(cu) != len(idx) + 1 or cu[0] != 0 or not np.array_equal(np.diff(cu.astype(np.int64)), lens):
+        return "cu_seqlens differ from the source record lengths"
+    if not np.array_equal(np.asarray(shapes).reshape(-1), lens):
+        return "shapes differ from the source record lengths"
+    want = np.concatenate([src.record(int(i)) for i in idx])
+    if values.dtype != want.dtype or not np.array_equal(values, want):
+        return "packed values differ from the source records"
+    return None
+
+
+PROBE = (0, 1, BATCH // 2, BATCH - 1)  # the records that tell which step a batch belongs to
+
+
+def _records(src: Source, batch):
+    """Record j of a delivered batch, for j in PROBE (None when the batch is not that big)."""
+    if src.dense is not None:
+        b = as_numpy(batch)
+        return [b[j] for j in PROBE] if len(b) >= BATCH else None
+    values, cu = as_numpy(batch[0]), as_numpy(batch[1])
+    if len(cu) < BATCH + 1:
+        return None
+    return [values[cu[j] : cu[j + 1]] for j in PROBE]
+
+
+class Steps:
+    """The steps a run has drawn but not yet received. A loader may deliver in completion order
+    (loaderx with several workers does, as documented); a batch belongs to the earliest pending
+    step whose probe records (4 of the 256) it holds, and must then equal that step's records."""
+
+    WINDOW = 256
+
+    def __init__(self, src: Source, draws: np.ndarray):
+        self.src, self.draws, self.next_step, self.pending = src, draws, 0, []
+
+    def take(self, batch) -> int | None:
+        """The step ``batch`` belongs to (removed from the pending steps), or None."""
+        recs = _records(self.src, batch)
+        if recs is None:
+            return None
+        while len(self.pending) < self.WINDOW and self.next_step < len(self.draws):
+            self.pending.append(self.next_step)
+            self.next_step += 1
+        for pos, s in enumerate(self.pending):
+            idx = self.draws[s]
+            if all(np.array_equal(r, self.src.record(int(idx[j]))) for r, j in zip(recs, PROBE)):
+                del self.pending[pos]
+                return s
+        return None
+
+
+def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
+    """Warm-up (each batch verified), then blocks: DRAIN untimed batches, BLOCK timed ones held
+    until the block's timer stops, each then compared in full with the source records of its step
+    (``Steps``). Stops after ``job.batches`` timed batches or once they took BUDGET_S.
+    ``next_batch(k)`` returns the k-th delivered batch in the contract. With
+    ``LOADERX_LOADER_MEMORY_PASS=1`` (the harness's sampled peak-RAM run) blocks are one batch,
+    so no extra batches are held."""
+    memory_pass = os.environ.get("LOADERX_LOADER_MEMORY_PASS") == "1"
+    # The sampled peak-RAM run is not timed: one batch at a time, nothing drained.
+    block, drain = (1, 0) if memory_pass else (BLOCK, DRAIN)
+    steps = Steps(src, draws)
+    k = 0
+
+    def verify(b, what) -> str | None:
+        s = steps.take(b)
+        if s is None:
+            return f"{what} {k}: holds no pending step's records"
+        err = check(src, draws[s], b)
+        return f"{what} {k} (step {s}): {err}" if err else None
+
+    for _ in range(job.warmup):
+        err = verify(next_batch(k), "warm-up batch")
+        if err:
+            return {"per_batch_s": None, "verified": False, "mismatch": True, "error": err}
+        k += 1
+    spent = 0.0
+    verified = 0
+    while verified < job.batches and (verified == 0 or spent < BUDGET_S):
+        for _ in range(drain):
+            if steps.take(next_batch(k)) is None:
+                return {"per_batch_s": None, "verified": False, "mismatch": True, "error": f"drained batch {k}: holds no pending step's records"}
+            k += 1
+        n = min(block, job.batches - verified)
+        t0 = time.perf_counter()
+        held = [next_batch(k + i) for i in range(n)]
+        spent += time.perf_counter() - t0
+        for b in held:
+            err = verify(b, "timed batch")
+            if err:
+                return {"per_batch_s": None, "verified": False, "mismatch": True, "error": err}
+            verified += 1
+            k += 1
+        del held, b
+    return {"per_batch_s": spent / verified, "verified": True, "verified_batches": verified}
+
+
+def emit(obj: dict) -> None:
+    """Prints the arm's one JSON line, with the process's (and its waited-for children's) peak RSS."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    obj["peak_rss_bytes"] = peak * 1024
+    print(json.dumps(obj))
+    sys.stdout.flush()

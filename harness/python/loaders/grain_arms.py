@@ -1,0 +1,82 @@
+"""Grain 0.2.18 arm: ``ArrayRecordDataSource`` over an ArrayRecord file written with
+``group_size:1,uncompressed`` (one record per chunk: random access), read by
+``MapDataset.range(steps).map(GatherBatch)`` whose element k is step k's batch
+(``source.__getitems__(draws[k])`` converted to the contract), run by ``mp_prefetch`` with 4
+worker processes. Grain spawns its workers, so ``GatherBatch`` lives here, importable, and opens
+its source lazily in the worker.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .common import Job, Source, pack, timed
+
+WORKERS = 4
+BUFFER = 4  # per-worker output buffer of mp_prefetch
+OPTIONS = "group_size:1,uncompressed"
+
+
+def write_array_record(job: Job, src: Source) -> str:
+    """The corpus as one ArrayRecord file, a record per corpus record (untimed, once)."""
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    path = job.cache(f"arrayrecord-{len(src)}/records.array_record")
+    if not os.path.exists(path):
+        tmp = path + ".tmp"
+        w = ArrayRecordWriter(tmp, OPTIONS)
+        for i in range(len(src)):
+            w.write(np.ascontiguousarray(src.record(i)).tobytes())
+        w.close()
+        os.replace(tmp, path)
+    return path
+
+
+class GatherBatch:
+    """Step -> batch: reads the step's records through the ArrayRecord source (opened on first use,
+    in whichever process runs it) and converts them to the contract."""
+
+    def __init__(self, path: str, draws_path: str, steps: int, dense: bool, item_shape, dtype: str):
+        self.path, self.draws_path, self.steps = path, draws_path, steps
+        self.dense, self.item_shape, self.dtype = dense, tuple(item_shape), dtype
+        self.src = self.draws = None
+
+    def __call__(self, step: int):
+        if self.src is None:
+            from grain.python import ArrayRecordDataSource
+
+            # Grain may call this from several threads: publish draws before the source, so a
+            # thread that sees the source also sees the draws.
+            self.draws = np.load(self.draws_path)[: self.steps].astype(np.int64)
+            self.src = ArrayRecordDataSource(self.path)
+        recs = self.src.__getitems__(self.draws[step].tolist())
+        if self.dense:
+            out = np.empty((len(recs), *self.item_shape), dtype=self.dtype)
+            for j, r in enumerate(recs):
+                out[j] = np.frombuffer(r, dtype=self.dtype).reshape(self.item_shape)
+            return out
+        return pack([np.frombuffer(r, dtype=self.dtype) for r in recs])
+
+
+def run(job: Job) -> dict:
+    import grain
+    from absl import flags
+
+    flags.FLAGS(["loader_bench"])  # grain's absl flags must be parsed before a loader starts
+    src = job.source()
+    draws = job.draws()
+    path = write_array_record(job, src)
+    if job.dense:
+        shape, dtype = src.dense.shape[1:], src.dense.dtype.str
+    else:
+        shape, dtype = (), src.tokens.dtype.str
+    fn = GatherBatch(path, job.draws_path, job.steps, job.dense, shape, dtype)
+    ds = grain.MapDataset.range(job.steps).map(fn).to_iter_dataset()
+    opts = grain.MultiprocessingOptions(num_workers=WORKERS, per_worker_buffer_size=BUFFER)
+    it = iter(ds.mp_prefetch(opts))
+    out = timed(job, src, draws, lambda _k: next(it))
+    out["config"] = f"grain 0.2.18, ArrayRecordDataSource ({OPTIONS}), MapDataset.range(steps).map(step -> __getitems__(draws[step]) + contract), mp_prefetch(num_workers={WORKERS}, per_worker_buffer_size={BUFFER})"
+    del it
+    return out

@@ -1,0 +1,352 @@
+//! The arms of the loader tables: which loaders run ([`ARMS`]), their labels and storage, how
+//! each one's fresh process is started ([`Arm::command`]: the `loader-cell` subcommand for the
+//! Rust rows, `harness/python/loader_bench.py` under the project venv, or under the MosaicML
+//! Streaming venv for that row), the shared index draws every arm reads ([`write_draws`]), and the
+//! private 64 MiB `/dev/shm` namespace the `/dev/shm` column runs the process-based arms in
+//! ([`in_small_shm`]).
+//!
+//! A leaf below `loader_table`: it imports only `config` and `table`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use loaderx::{IndexSampler, Mode, Sampler};
+
+use crate::config;
+use crate::table::Table;
+
+/// Records per batch in every loader row.
+pub const BATCH: usize = 256;
+/// Untimed batches before the timed ones (each of them verified too).
+pub const WARMUP: usize = 10;
+/// Timed batches are taken in blocks of `BLOCK`, held until the block's timer stops, then each
+/// verified; `DRAIN` untimed batches before every block take whatever a prefetching loader made
+/// ahead while the previous block was verified. `harness/python/loaders/common.py` has the same
+/// constants.
+pub const BLOCK: usize = 8;
+pub const DRAIN: usize = 32;
+/// A row stops adding blocks once its timed batches took this long.
+pub const BUDGET_S: f64 = 20.0;
+
+/// Draws a run of `batches` timed batches consumes (warm-up, drains and blocks).
+pub fn steps_needed(batches: usize) -> usize {
+    WARMUP + batches.div_ceil(BLOCK) * (BLOCK + DRAIN)
+}
+
+/// Size of the private `/dev/shm` of the `/dev/shm` column.
+pub const SMALL_SHM: &str = "64m";
+/// Wall-clock bound of one run in the small `/dev/shm` (a loader that hangs is reported as such).
+pub const SMALL_SHM_TIMEOUT_S: u32 = 150;
+/// Timed batches of a run in the small `/dev/shm` (it checks completion, not speed).
+pub const SMALL_SHM_BATCHES: usize = 20;
+
+/// How an arm's process is started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runner {
+    /// `harness loader-cell` (the Rust loaderx rows).
+    Rust,
+    /// `loader_bench.py` under the project venv.
+    Python,
+    /// `loader_bench.py` under the MosaicML Streaming venv (it pins its own NumPy).
+    StreamingVenv,
+}
+
+/// One row of a loader table.
+#[derive(Clone, Copy, Debug)]
+pub struct Arm {
+    /// The name the cell is run by and `results.json` stores as `arm`.
+    pub name: &'static str,
+    pub label: &'static str,
+    pub storage: &'static str,
+    pub runner: Runner,
+    /// Whether the loader moves batches between processes (these get the `/dev/shm` run).
+    pub multiprocess: bool,
+    /// The arm has rows only in the dense (resp. ragged) table, e.g. per-record `.npy` files are
+    /// the reference's ragged-token variant.
+    pub dense_only: bool,
+    pub ragged_only: bool,
+}
+
+const fn arm(
+    name: &'static str,
+    label: &'static str,
+    storage: &'static str,
+    runner: Runner,
+    multiprocess: bool,
+) -> Arm {
+    Arm {
+        name,
+        label,
+        storage,
+        runner,
+        multiprocess,
+        dense_only: false,
+        ragged_only: false,
+    }
+}
+
+/// Every arm, in table order. The Python loaderx row is the reference of the `x loaderx` column.
+pub const ARMS: [Arm; 15] = [
+    arm(
+        "bare-gather",
+        "view.gather loop (Rust, no loader)",
+        "zrecord-raw",
+        Runner::Rust,
+        false,
+    ),
+    arm(
+        "loaderx-w0",
+        "loaderx Rust, workers=0",
+        "zrecord-raw",
+        Runner::Rust,
+        false,
+    ),
+    arm(
+        "loaderx-w1",
+        "loaderx Rust, workers=1, prefetch=4",
+        "zrecord-raw",
+        Runner::Rust,
+        false,
+    ),
+    arm(
+        "loaderx-w2",
+        "loaderx Rust, workers=2, prefetch=4",
+        "zrecord-raw",
+        Runner::Rust,
+        false,
+    ),
+    arm(
+        "loaderx-w4",
+        "loaderx Rust, workers=4, prefetch=4",
+        "zrecord-raw",
+        Runner::Rust,
+        false,
+    ),
+    arm(
+        "python-loaderx-w4",
+        "loaderx Python, workers=4, prefetch=4",
+        "zrecord-raw",
+        Runner::Python,
+        false,
+    ),
+    arm(
+        "torch-dataloader-w4",
+        "torch DataLoader, 4 workers",
+        "npy-mmap-raw",
+        Runner::Python,
+        true,
+    ),
+    Arm {
+        ragged_only: true,
+        ..arm(
+            "torch-files-w0",
+            "torch DataLoader, in-process, packed collate",
+            "npy-per-record",
+            Runner::Python,
+            false,
+        )
+    },
+    arm(
+        "spdl-thread",
+        "SPDL thread pipeline",
+        "npy-mmap-raw",
+        Runner::Python,
+        false,
+    ),
+    arm(
+        "spdl-process",
+        "SPDL subprocess pipeline, shared-memory arena",
+        "npy-mmap-raw",
+        Runner::Python,
+        true,
+    ),
+    arm(
+        "grain-w4",
+        "Grain, 4 workers",
+        "arrayrecord-raw",
+        Runner::Python,
+        true,
+    ),
+    arm(
+        "lance-take",
+        "Lance take",
+        "lance-raw",
+        Runner::Python,
+        false,
+    ),
+    arm(
+        "streaming",
+        "MosaicML Streaming, random access",
+        "mds-raw",
+        Runner::StreamingVenv,
+        false,
+    ),
+    arm(
+        "litdata",
+        "LitData, random access",
+        "litdata-raw",
+        Runner::Python,
+        false,
+    ),
+    arm(
+        "webdataset",
+        "webdataset",
+        "tar shards",
+        Runner::Python,
+        false,
+    ),
+];
+
+/// The arms of a `--quick` run (the CI gate): loaderx against the torch `DataLoader` rows. The
+/// other peers need minutes of data-file writing and process start-up that CI's time bound
+/// cannot spare; full runs have them all.
+pub const QUICK_ARMS: [&str; 6] = [
+    "bare-gather",
+    "loaderx-w0",
+    "loaderx-w4",
+    "python-loaderx-w4",
+    "torch-dataloader-w4",
+    "torch-files-w0",
+];
+
+/// The row that explains itself instead of being timed.
+pub const WEBDATASET_NOTE: &str = "not timed: webdataset 1.0.2 reads tar shards sequentially (no random access, `wids` no longer ships), so it cannot serve IID batches";
+
+impl Arm {
+    /// Whether this arm has a row in the dense (`true`) or ragged table.
+    pub fn applies(&self, dense: bool) -> bool {
+        !(dense && self.ragged_only || !dense && self.dense_only)
+    }
+
+    /// The command that runs this arm once, or `Err(note)` when its interpreter is missing.
+    pub fn command(&self, cell: &CellArgs<'_>) -> Result<Command, String> {
+        let python = |py: Option<String>, what: &str| -> Result<Command, String> {
+            let py = py.ok_or_else(|| format!("{what} not found"))?;
+            let mut c = Command::new(py);
+            c.arg(config::python_script("loader_bench.py"))
+                .args([self.name, cell.kind])
+                .arg(cell.store)
+                .arg(cell.npy_dir)
+                .arg(cell.draws)
+                .arg(cell.peer_dir)
+                .arg(cell.batches.to_string())
+                .arg(WARMUP.to_string());
+            // litdata writes its chunks under $TMPDIR; keep them in the peer cache. Only litdata:
+            // multiprocessing puts its AF_UNIX sockets under $TMPDIR too, and a path past 107
+            // bytes fails to bind in a worker (torch's DataLoader then times out).
+            if self.name == "litdata" {
+                c.env("TMPDIR", cell.peer_dir);
+            }
+            Ok(c)
+        };
+        match self.runner {
+            Runner::Rust => {
+                let mut c = Command::new(cell.exe);
+                c.arg("loader-cell")
+                    .arg(cell.kind)
+                    .arg(cell.store)
+                    .args([self.name, &cell.batches.to_string()]);
+                Ok(c)
+            }
+            Runner::Python => python(config::python(), "venv python ($LOADERX_VENV)"),
+            Runner::StreamingVenv => python(
+                config::streaming_python(),
+                "MosaicML Streaming venv ($LOADERX_STREAMING_VENV)",
+            ),
+        }
+    }
+}
+
+/// What every arm's command needs.
+pub struct CellArgs<'a> {
+    pub exe: &'a Path,
+    pub kind: &'a str,
+    pub store: &'a Path,
+    pub npy_dir: &'a Path,
+    pub draws: &'a Path,
+    pub peer_dir: &'a Path,
+    pub batches: usize,
+}
+
+/// Writes `(steps, 256)` uint64 record indices: the IID draws of `IndexSampler(n, 256, Iid,
+/// seed 7)`, the same ones the Rust rows and the Python loaderx row draw, so every arm loads the
+/// same records at every step. Cached per (table, records, steps).
+pub fn write_draws(table: Table, work: &Path, n: u64, steps: usize) -> Result<PathBuf, String> {
+    let path = work.join(format!("loader-{table}-draws-{n}x{steps}.npy"));
+    if path.exists() {
+        return Ok(path);
+    }
+    let mut s = IndexSampler::new(n, BATCH, Mode::Iid, 7).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::with_capacity(steps * BATCH * 8);
+    for _ in 0..steps {
+        for &i in s.next().map_err(|e| e.to_string())? {
+            bytes.extend_from_slice(&i.to_le_bytes());
+        }
+    }
+    let tmp = path.with_extension("npy.tmp");
+    datasets::npy::write_npy(&tmp, "<u8", &[steps as u64, BATCH as u64], &bytes)
+        .map_err(|e| format!("write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// `cmd` again, inside a private mount namespace whose `/dev/shm` is a fresh 64 MiB tmpfs
+/// (`unshare -m` makes the mount private to the namespace; the machine's own `/dev/shm` is never
+/// touched), bounded by `timeout`. Needs root.
+pub fn in_small_shm(cmd: &Command) -> Command {
+    let mut c = Command::new("timeout");
+    c.arg(format!("{SMALL_SHM_TIMEOUT_S}s"))
+        .args(["unshare", "--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs -o size={SMALL_SHM} tmpfs /dev/shm && exec \"$0\" \"$@\""
+        ))
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            c.env(k, v);
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arm_names_are_unique_and_found() {
+        let mut names: Vec<_> = ARMS.iter().map(|a| a.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ARMS.len());
+        let files = ARMS
+            .iter()
+            .find(|a| a.name == "torch-files-w0")
+            .expect("files arm");
+        assert!(!files.applies(true) && files.applies(false));
+        assert!(
+            ARMS.iter()
+                .filter(|a| a.name != "torch-files-w0")
+                .all(|a| a.applies(true) && a.applies(false))
+        );
+    }
+
+    #[test]
+    fn draws_are_the_sampler_draws() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = write_draws(Table::LoaderDenseVision, dir.path(), 1000, 3).expect("draws");
+        let f = datasets::npy::NpyFile::open(&p).expect("open draws");
+        let bytes = f.data();
+        assert_eq!(bytes.len(), 3 * BATCH * 8);
+        let mut s = IndexSampler::new(1000, BATCH, Mode::Iid, 7).expect("sampler");
+        for step in 0..3 {
+            let want = s.next().expect("draw").to_vec();
+            let got: Vec<u64> = bytes[step * BATCH * 8..(step + 1) * BATCH * 8]
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect();
+            assert_eq!(got, want, "step {step}");
+        }
+    }
+}

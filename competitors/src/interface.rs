@@ -50,6 +50,14 @@ pub trait Competitor: Send {
         Ok(())
     }
 
+    /// [`prepare`](Competitor::prepare) when held-out records of the same kind exist: a row
+    /// that trains a dictionary trains it on `held_out` (records never written to the store), so
+    /// the dictionary has not seen the records it compresses. Default: `prepare(source)`.
+    fn prepare_held_out(&mut self, source: &Source<'_>, held_out: &Source<'_>) -> Result<()> {
+        let _ = held_out;
+        self.prepare(source)
+    }
+
     /// Writes the whole source into a new store inside `dir` (created if missing; must not already
     /// hold a store). This is the timed write.
     fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored>;

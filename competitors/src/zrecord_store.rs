@@ -5,7 +5,8 @@
 //! elements) with the default `WriterOptions` (`data_shards = 4`, zstd level 3) except `sync = false`
 //! (write timing excludes stable-media sync, as for every row). For
 //! `zrecord-zstdict` the dictionary is trained in [`Competitor::prepare`] (untimed, like the seed)
-//! with `zrecord::train_dict` over the source and [`zrecord::DEFAULT_DICT_BYTES`]. Readers open the
+//! with `zrecord::train_dict` over the source and [`zrecord::DEFAULT_DICT_BYTES`], or, through
+//! [`Competitor::prepare_held_out`], over held-out records that are never stored. Readers open the
 //! store with default options (CRC32C verified on every read) bound to loaderx's default pooled CPU
 //! allocator (256 MiB pool, what `Allocator("cpu")` gives Python users); a gather
 //! is `DenseView::gather` / `RaggedView::gather`, whose batches are returned without copying.
@@ -86,6 +87,27 @@ impl Competitor for ZrecordStore {
         if self.codec == ZrecordCodec::ZstdDict {
             self.dict = Some(zrecord::train_dict(
                 &SourceSample(source),
+                zrecord::DEFAULT_DICT_BYTES,
+            )?);
+        }
+        Ok(())
+    }
+
+    fn prepare_held_out(&mut self, source: &Source<'_>, held_out: &Source<'_>) -> Result<()> {
+        source.validate()?;
+        held_out.validate()?;
+        if held_out.geometry() != source.geometry() || held_out.dtype() != source.dtype() {
+            bail!(
+                "zrecord: held-out sample is {} {}, the source {} {}",
+                held_out.geometry().name(),
+                held_out.dtype().name(),
+                source.geometry().name(),
+                source.dtype().name()
+            );
+        }
+        if self.codec == ZrecordCodec::ZstdDict {
+            self.dict = Some(zrecord::train_dict(
+                &SourceSample(held_out),
                 zrecord::DEFAULT_DICT_BYTES,
             )?);
         }

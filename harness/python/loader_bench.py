@@ -2,12 +2,15 @@
 {"per_batch_s": s, "verified": bool, "verified_batches": n, "config": str} or {"skipped": reason}.
 
 usage: loader_bench.py ARM KIND ZRECORD_STORE NPY_DIR DRAWS_NPY PEER_DIR BATCHES WARMUP
+       loader_bench.py --digests KIND NPY_DIR DRAWS_NPY STEPS OUT_NPY
   ARM  = python-loaderx-w4 | torch-dataloader-w4 | torch-files-w0 | spdl-thread | spdl-process
        | grain-w4 | lance-take | streaming | litdata
   KIND = dense-vision | ragged-tokens
 
 The arms live in harness/python/loaders/ (importable: grain and litdata spawn workers that import
-the transforms). Every timed batch is checked against the source arrays after its timer.
+the transforms). Every timed batch is checked against the source arrays after its timer. The
+``--digests`` form writes the per-step batch digests the sampled peak-RAM run checks against
+(``loaders.common.write_digests``), in a process of its own.
 """
 
 import os
@@ -16,7 +19,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from loaders.common import Job, emit  # noqa: E402
+from loaders.common import Job, emit, write_digests  # noqa: E402
 
 # arm -> (module, the package whose absence skips the row)
 ARMS = {
@@ -33,6 +36,10 @@ ARMS = {
 
 
 def main(argv):
+    if len(argv) == 7 and argv[1] == "--digests":
+        kind, npy_dir, draws, steps, out = argv[2:]
+        write_digests(kind, npy_dir, draws, int(steps), out)
+        return 0
     if len(argv) != 9:
         emit({"skipped": f"usage: {__doc__.splitlines()[3].strip()}"})
         return 2

@@ -290,6 +290,57 @@ pub fn write_draws(table: Table, work: &Path, n: u64, steps: usize) -> Result<Pa
     Ok(path)
 }
 
+/// Steps past the last one a sampled peak-RAM run takes whose digests [`write_digests`] writes: a
+/// prefetching loader that delivers in completion order may hand over a later step first.
+pub const DIGEST_LOOKAHEAD: usize = 64;
+
+/// The per-step batch digests the Python rows' sampled peak-RAM run checks against
+/// (`LOADERX_LOADER_DIGESTS`; `write_digests` in `harness/python/loaders/common.py`), computed by
+/// the project venv's Python in a process of its own, so the sampled arm process never maps the
+/// source arrays to check its batches. Covers the first `WARMUP + batches + DIGEST_LOOKAHEAD`
+/// steps (a memory pass drains nothing and takes blocks of one). Cached like the draws.
+pub fn write_digests(
+    kind: &str,
+    npy_dir: &Path,
+    draws: &Path,
+    work: &Path,
+    batches: usize,
+) -> Result<PathBuf, String> {
+    let steps = (WARMUP + batches + DIGEST_LOOKAHEAD).min(steps_needed(batches));
+    let stem = draws
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or("draws path has no name")?;
+    // The digests depend on the corpus as well as the draws.
+    let corpus = npy_dir.file_name().and_then(|s| s.to_str()).unwrap_or("c");
+    let path = work.join(format!("{stem}-{corpus}-digests-{steps}.npy"));
+    if path.exists() {
+        return Ok(path);
+    }
+    let py = config::python().ok_or("venv python ($LOADERX_VENV) not found")?;
+    let tmp = work.join(format!("{stem}-{corpus}-digests-{steps}.tmp.npy"));
+    let out = Command::new(py)
+        .arg(config::python_script("loader_bench.py"))
+        .args(["--digests", kind])
+        .arg(npy_dir)
+        .arg(draws)
+        .arg(steps.to_string())
+        .arg(&tmp)
+        .output()
+        .map_err(|e| format!("digests: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "digests: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("failed")
+        ));
+    }
+    std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))?;
+    Ok(path)
+}
+
 /// `cmd` again, inside a private mount namespace whose `/dev/shm` is a fresh 64 MiB tmpfs
 /// (`unshare -m` makes the mount private to the namespace; the machine's own `/dev/shm` is never
 /// touched), bounded by `timeout`. Needs root.

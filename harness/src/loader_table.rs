@@ -20,7 +20,7 @@ use zrecord::{
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
 use crate::loader_arms::{
-    self, ARMS, Arm, BATCH, BLOCK, BUDGET_S, CellArgs, DRAIN, WARMUP, WEBDATASET_NOTE,
+    self, ARMS, Arm, BATCH, BLOCK, BUDGET_S, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
 };
 use crate::model::FreeTable;
 use crate::progress::progress;
@@ -508,6 +508,18 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             peer_dir: &peer_dir,
             batches: b,
         };
+        // The Python rows' sampled peak-RAM runs check batches against digests (no source map).
+        let digests = if arms.iter().any(|x| x.runner != Runner::Rust) {
+            match loader_arms::write_digests(kind, &prepared.dir, &draws, work, batches) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    eprintln!("harness: {kind}: {e}; the peak-RAM runs check against the source");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let mut results: Vec<ArmResult> = arms.iter().map(|_| ArmResult::default()).collect();
         let shm_runs = if a.quick {
             0
@@ -543,6 +555,9 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                             if memory_pass {
                                 // Blocks of one batch: the sampled run holds no extra batches.
                                 cmd.env("LOADERX_LOADER_MEMORY_PASS", "1");
+                                if let Some(d) = &digests {
+                                    cmd.env("LOADERX_LOADER_DIGESTS", d);
+                                }
                             }
                             cmd
                         },
@@ -631,7 +646,7 @@ fn build_table(
     FreeTable {
         name: table,
         title: format!(
-            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, each in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats (sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run, the row process's own peak RSS); x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
+            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, each in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats (sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run, the row process's own peak RSS), where the Python rows check each batch against a SHA-256 digest precomputed in another process, so no row maps the source arrays only to check them; x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
             loader_arms::SMALL_SHM_BATCHES,
             loader_arms::SMALL_SHM_TIMEOUT_S
         ),

@@ -7,6 +7,7 @@ Streaming venv pins its own NumPy).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import resource
@@ -25,6 +26,14 @@ BLOCK = 8
 DRAIN = 32  # > the deepest peer pipeline: grain mp_prefetch holds 4 workers x 4 buffered + in flight
 # A row stops adding blocks once its timed batches took this long (slow arms on big token tables).
 BUDGET_S = float(os.environ.get("LOADERX_LOADER_BUDGET_S", "20"))
+
+
+# The sampled peak-RAM run checks batches against SHA-256 digests precomputed from the source in
+# another process (``write_digests``; the harness passes the file in this variable), so an arm's
+# process never maps the source arrays only to check them: without this every arm that does not
+# read the .npy files itself was charged their pages twice over (once for its own store, once for
+# the check), while the npy-reading arms got the check's pages for free.
+DIGESTS_ENV = "LOADERX_LOADER_DIGESTS"
 
 
 def steps_needed(warmup: int, batches: int) -> int:
@@ -143,6 +152,53 @@ def check(src: Source, idx: np.ndarray, batch) -> str | None:
     return None
 
 
+def digest(batch) -> bytes:
+    """SHA-256 of a batch in the contract: dtype, shape and bytes of the dense array, or of the
+    packed values, the int32 cu_seqlens and the shapes (as int64)."""
+    h = hashlib.sha256()
+    if isinstance(batch, (tuple, list)):
+        values, cu, shapes = (np.ascontiguousarray(as_numpy(x)) for x in batch)
+        shapes = np.ascontiguousarray(shapes, dtype=np.int64).reshape(-1)
+        parts = (values, cu, shapes)
+    else:
+        parts = (np.ascontiguousarray(as_numpy(batch)),)
+    for a in parts:
+        h.update(f"{a.dtype.str}{a.shape};".encode())
+        h.update(a.reshape(-1).view(np.uint8))
+    return h.digest()
+
+
+def source_batch(src: "Source", idx: np.ndarray):
+    """The batch the contract says step ``idx`` delivers, built from the source arrays."""
+    if src.dense is not None:
+        return src.dense[np.asarray(idx)]
+    return pack([src.record(int(i)) for i in idx])
+
+
+def write_digests(kind: str, npy_dir: str, draws_path: str, steps: int, out: str) -> None:
+    """Writes ``(steps, 32)`` uint8: the digest of each of the first ``steps`` draws' batches."""
+    src = Source.open(kind, npy_dir)
+    draws = np.load(draws_path)[:steps].astype(np.int64)
+    table = np.zeros((len(draws), 32), dtype=np.uint8)
+    for s, idx in enumerate(draws):
+        table[s] = np.frombuffer(digest(source_batch(src, idx)), dtype=np.uint8)
+    np.save(out, table)
+
+
+class DigestSteps:
+    """``Steps`` for the memory pass: a batch belongs to a step whose precomputed digest equals
+    its own (equal digests: equal dtype, shapes and bytes), without reading the source."""
+
+    def __init__(self, digests: np.ndarray):
+        self.steps: dict[bytes, list[int]] = {}
+        for s, d in enumerate(digests):
+            self.steps.setdefault(d.tobytes(), []).append(s)
+
+    def take(self, batch) -> int | None:
+        pending = self.steps.get(digest(batch))
+        return pending.pop(0) if pending else None
+
+
 PROBE = (0, 1, BATCH // 2, BATCH - 1)  # the records that tell which step a batch belongs to
 
 
@@ -189,17 +245,21 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
     (``Steps``). Stops after ``job.batches`` timed batches or once they took BUDGET_S.
     ``next_batch(k)`` returns the k-th delivered batch in the contract. With
     ``LOADERX_LOADER_MEMORY_PASS=1`` (the harness's sampled peak-RAM run) blocks are one batch,
-    so no extra batches are held."""
+    so no extra batches are held, and with ``LOADERX_LOADER_DIGESTS`` set each batch is checked
+    against its step's precomputed digest instead of the source arrays (``DIGESTS_ENV``)."""
     memory_pass = os.environ.get("LOADERX_LOADER_MEMORY_PASS") == "1"
     # The sampled peak-RAM run is not timed: one batch at a time, nothing drained.
     block, drain = (1, 0) if memory_pass else (BLOCK, DRAIN)
-    steps = Steps(src, draws)
+    digests = os.environ.get(DIGESTS_ENV) if memory_pass else None
+    steps = DigestSteps(np.load(digests)) if digests else Steps(src, draws)
     k = 0
 
     def verify(b, what) -> str | None:
         s = steps.take(b)
         if s is None:
-            return f"{what} {k}: holds no pending step's records"
+            return f"{what} {k}: holds no pending step's records" + (" (no step has its digest)" if digests else "")
+        if digests:
+            return None  # its digest equals step s's: the same dtype, shapes and bytes
         err = check(src, draws[s], b)
         return f"{what} {k} (step {s}): {err}" if err else None
 
@@ -230,8 +290,11 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
 
 
 def emit(obj: dict) -> None:
-    """Prints the arm's one JSON line, with the process's (and its waited-for children's) peak RSS."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    obj["peak_rss_bytes"] = peak * 1024
+    """Prints the arm's one JSON line, with the process's own peak RSS (a floor for the harness's
+    sampled process-tree PSS, which covers worker processes). Children are left out on purpose:
+    the ``ru_maxrss`` of a child that forked and exec'ed reports the parent's RSS at the fork
+    (``import torch`` runs ``ldconfig -p`` through ctypes, which read 449 MB), and adding it to the
+    parent's counts the same pages twice."""
+    obj["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps(obj))
     sys.stdout.flush()

@@ -419,9 +419,13 @@ fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
         ));
         return;
     }
-    let reported = j.get("peak_rss_bytes").and_then(Value::as_u64).unwrap_or(0);
-    r.peaks.push(peak.max(reported));
-    if !memory_pass {
+    if memory_pass {
+        // Peak RAM is the sampled run's alone: a timed run holds a block of batches after its
+        // timer on purpose (to check them), which an in-process loader's own RSS counts and a
+        // loader with worker processes' does not (their batches sit in the workers' memory).
+        let reported = j.get("peak_rss_bytes").and_then(Value::as_u64).unwrap_or(0);
+        r.peaks.push(peak.max(reported));
+    } else {
         r.verified_batches += j
             .get("verified_batches")
             .and_then(Value::as_u64)
@@ -646,7 +650,7 @@ fn build_table(
     FreeTable {
         name: table,
         title: format!(
-            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, each in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats (sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run, the row process's own peak RSS), where the Python rows check each batch against a SHA-256 digest precomputed in another process, so no row maps the source arrays only to check them; x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
+            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, each in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats (sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run, the row process's own peak RSS in that run), where the Python rows check each batch against a SHA-256 digest precomputed in another process, so no row maps the source arrays only to check them; x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
             loader_arms::SMALL_SHM_BATCHES,
             loader_arms::SMALL_SHM_TIMEOUT_S
         ),

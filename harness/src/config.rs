@@ -73,21 +73,22 @@ pub fn python_script(name: &str) -> PathBuf {
     workspace_root().join("harness/python").join(name)
 }
 
-/// The venv Python (`$LOADERX_VENV`, or `.venv/` at the workspace root), if it exists.
-pub fn python() -> Option<String> {
-    let venv = std::env::var_os("LOADERX_VENV")
+/// The Python of the venv named by `$var`, or of `default` at the workspace root, if it exists.
+fn venv_python(var: &str, default: &str) -> Option<String> {
+    let venv = std::env::var_os(var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".venv"));
+        .unwrap_or_else(|| workspace_root().join(default));
     let p = venv.join("bin/python");
     p.exists().then(|| p.display().to_string())
+}
+
+/// The venv Python (`$LOADERX_VENV`, or `.venv/` at the workspace root), if it exists.
+pub fn python() -> Option<String> {
+    venv_python("LOADERX_VENV", ".venv")
 }
 
 /// The MosaicML Streaming venv's Python (`$LOADERX_STREAMING_VENV`, or `.venv-streaming/` at the
 /// workspace root), if it exists: mosaicml-streaming pins NumPy < 2.2, so it has a venv of its own.
 pub fn streaming_python() -> Option<String> {
-    let venv = std::env::var_os("LOADERX_STREAMING_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".venv-streaming"));
-    let p = venv.join("bin/python");
-    p.exists().then(|| p.display().to_string())
+    venv_python("LOADERX_STREAMING_VENV", ".venv-streaming")
 }

@@ -48,8 +48,8 @@ pub const DEFAULT_POOL_SIZE: u64 = 256 << 20;
 pub const RECENT_CLASSES: usize = 8;
 
 /// Requests of at least this many bytes from a lazily committed source get power-of-two classes
-/// (64 MiB, [`zrecord::MAPPED_REGION_BYTES`]).
-pub const LARGE_CLASS_BYTES: usize = zrecord::MAPPED_REGION_BYTES;
+/// (64 MiB; the host source maps every region of [`zrecord::MAPPED_REGION_BYTES`] or more).
+pub const LARGE_CLASS_BYTES: usize = 64 << 20;
 
 /// A large request may take an idle large region of up to this many times its class.
 pub const LARGE_FALLBACK: usize = 4;

@@ -5,10 +5,19 @@
 //! `crc32` instructions), which is as fast there and has no set-up cost. Both compute the same
 //! function (tested below), so stored checksums do not depend on which one ran.
 //!
-//! [`copy_append`] copies and checksums in one pass: on CPUs with AVX-512 and VPCLMULQDQ each
-//! 64-byte vector is stored to the destination and folded into the checksum from the same
-//! register, so a verified read touches the bytes once (what is checksummed is exactly what was
-//! stored). Elsewhere it is a copy followed by [`append`].
+//! [`copy_append`] copies and checksums in one pass: each vector is loaded once, stored to the
+//! destination and folded into the checksum from the same register (carry-less multiplies on
+//! 512-bit vectors with AVX-512 + VPCLMULQDQ, on 256-bit ones with AVX2 + VPCLMULQDQ), so a
+//! verified read touches the bytes once and what is checksummed is exactly what was stored.
+//! Without VPCLMULQDQ it copies eight bytes per `crc32` instruction (short buffers) or copies
+//! 32 KiB pieces and checksums each while it is still in L1/L2.
+//!
+//! [`Stores::Streaming`] asks for non-temporal stores: for a gather whose output is too large
+//! to stay in the cache anyway, they skip the read-for-ownership of every destination line
+//! (a third of a cached copy's memory traffic). Measured here (2-core EPYC, 256 random 147 KiB
+//! records): 1.4-1.6x the batches/s of `memcpy` at one and two threads. Each streaming kernel
+//! ends with an `sfence`, which orders the weakly ordered stores before anything the thread does
+//! next.
 
 use crc_fast::{CrcAlgorithm, Digest};
 
@@ -40,22 +49,80 @@ pub(crate) fn append_u64(crc: u32, v: u64) -> u32 {
     crc32c::crc32c_append(crc, &v.to_le_bytes())
 }
 
+/// How a copy writes its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stores {
+    /// Ordinary (write-allocate) stores: the copied bytes end up in the cache.
+    Cached,
+    /// Non-temporal stores where the CPU has the fused AVX2 kernel, else ordinary ones. Each
+    /// kernel ends its streaming stores with an `sfence`, so whatever the thread does next (e.g.
+    /// publish the buffer to another thread) is ordered after them.
+    Streaming,
+}
+
+/// Piece size of the copy-then-checksum fallback: each piece is checksummed while it is still
+/// in L1/L2.
+const FALLBACK_CHUNK: usize = 32 << 10;
+
 /// Copies `src` into `dst` (equal lengths) and returns `append(crc, dst)`.
 #[inline]
 pub(crate) fn copy_append(crc: u32, dst: &mut [u8], src: &[u8]) -> u32 {
+    copy_append_with(crc, dst, src, Stores::Cached)
+}
+
+/// [`copy_append`] with the given kind of stores.
+#[inline]
+pub(crate) fn copy_append_with(crc: u32, dst: &mut [u8], src: &[u8], stores: Stores) -> u32 {
     assert_eq!(dst.len(), src.len(), "copy_append: lengths differ");
     #[cfg(target_arch = "x86_64")]
-    if x86::fused_available() {
-        if src.len() >= FUSED_FROM {
-            // SAFETY: the CPU has every feature the kernel is compiled for (checked just above),
-            // the lengths are equal (asserted above) and long enough.
-            return unsafe { x86::copy_append_avx512(crc, dst, src) };
+    {
+        let kernel = x86::kernel();
+        if kernel != x86::Kernel::None {
+            if src.len() < FUSED_FROM {
+                // SAFETY: SSE4.2 is part of every fused kernel's features; the lengths are equal.
+                return unsafe { x86::copy_append_sse42(crc, dst, src) };
+            }
+            // The CPU has every feature each kernel is compiled for (`kernel()` detected them),
+            // the lengths are equal (asserted above) and at least 64.
+            return match (kernel, stores) {
+                // SAFETY: see above; AVX-512F/VL are present for this kernel.
+                (x86::Kernel::Avx512, Stores::Cached) => unsafe {
+                    x86::copy_append_avx512(crc, dst, src)
+                },
+                // SAFETY: see above; AVX2 is part of both kernels' features.
+                (_, Stores::Streaming) => unsafe { x86::copy_append_avx2::<true>(crc, dst, src) },
+                // SAFETY: as above.
+                _ => unsafe { x86::copy_append_avx2::<false>(crc, dst, src) },
+            };
         }
-        // SAFETY: SSE4.2 is part of `fused_available`; the lengths are equal.
-        return unsafe { x86::copy_append_sse42(crc, dst, src) };
+        if src.len() < FOLD_FROM && std::arch::is_x86_feature_detected!("sse4.2") {
+            // SAFETY: SSE4.2 is present (checked just above); the lengths are equal.
+            return unsafe { x86::copy_append_sse42(crc, dst, src) };
+        }
+    }
+    let mut crc = crc;
+    for (d, s) in dst
+        .chunks_mut(FALLBACK_CHUNK)
+        .zip(src.chunks(FALLBACK_CHUNK))
+    {
+        d.copy_from_slice(s);
+        crc = append(crc, d);
+    }
+    crc
+}
+
+/// Copies `src` into `dst` (equal lengths) without checksumming, with the given kind of stores.
+#[inline]
+pub(crate) fn copy_with(dst: &mut [u8], src: &[u8], stores: Stores) {
+    assert_eq!(dst.len(), src.len(), "copy_with: lengths differ");
+    #[cfg(target_arch = "x86_64")]
+    if stores == Stores::Streaming && src.len() >= FUSED_FROM && x86::kernel() != x86::Kernel::None
+    {
+        // SAFETY: AVX2 is part of every fused kernel's features (detected); equal lengths.
+        unsafe { x86::copy_streaming_avx2(dst, src) };
+        return;
     }
     dst.copy_from_slice(src);
-    append(crc, dst)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -98,16 +165,33 @@ mod x86 {
     const K256: (u64, u64) = pair(256);
     const K128: (u64, u64) = pair(128);
 
-    /// Whether the CPU has everything [`copy_append_avx512`] needs; detected once.
+    /// The fused copy + checksum kernels, best first.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(super) enum Kernel {
+        /// AVX-512F/VL + VPCLMULQDQ: [`copy_append_avx512`] (and the AVX2 one for streaming).
+        Avx512,
+        /// AVX2 + VPCLMULQDQ: [`copy_append_avx2`].
+        Avx2,
+        /// Neither.
+        None,
+    }
+
+    /// Which fused kernel this CPU runs; detected once.
     #[inline]
-    pub(super) fn fused_available() -> bool {
-        static FUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *FUSED.get_or_init(|| {
-            is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512vl")
-                && is_x86_feature_detected!("vpclmulqdq")
+    pub(super) fn kernel() -> Kernel {
+        static KERNEL: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *KERNEL.get_or_init(|| {
+            let base = is_x86_feature_detected!("vpclmulqdq")
                 && is_x86_feature_detected!("pclmulqdq")
                 && is_x86_feature_detected!("sse4.2")
+                && is_x86_feature_detected!("avx2");
+            if base && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl") {
+                Kernel::Avx512
+            } else if base {
+                Kernel::Avx2
+            } else {
+                Kernel::None
+            }
         })
     }
 
@@ -266,6 +350,180 @@ mod x86 {
             !copy_crc_words(state, s.add(i), d.add(i), n - i)
         }
     }
+
+    const K768: (u64, u64) = pair(768);
+
+    #[inline]
+    #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.2")]
+    fn fold256(acc: __m256i, k: __m256i, next: __m256i) -> __m256i {
+        let lo = _mm256_clmulepi64_epi128::<0x00>(acc, k);
+        let hi = _mm256_clmulepi64_epi128::<0x11>(acc, k);
+        _mm256_xor_si256(_mm256_xor_si256(lo, hi), next)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.2")]
+    fn fold128_avx2(acc: __m128i, k: __m128i, next: __m128i) -> __m128i {
+        let lo = _mm_clmulepi64_si128::<0x00>(acc, k);
+        let hi = _mm_clmulepi64_si128::<0x11>(acc, k);
+        _mm_xor_si128(_mm_xor_si128(lo, hi), next)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.2")]
+    fn broadcast256(c: (u64, u64)) -> __m256i {
+        _mm256_set_epi64x(c.1 as i64, c.0 as i64, c.1 as i64, c.0 as i64)
+    }
+
+    /// Bytes from `d` to the next 32-byte boundary (0 when aligned), at most `n`.
+    #[inline]
+    fn head_to_align32(d: *const u8, n: usize) -> usize {
+        ((32 - (d as usize & 31)) & 31).min(n)
+    }
+
+    /// [`copy_append_avx512`] on 256-bit vectors, for CPUs with AVX2 and VPCLMULQDQ but no
+    /// AVX-512 (e.g. AMD Zen 3). With `STREAM` the destination is written with non-temporal
+    /// stores (after an ordinary head up to its first 32-byte boundary), followed by an `sfence`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2, VPCLMULQDQ, PCLMULQDQ and SSE4.2; `dst.len() == src.len()` and
+    /// `src.len() >= 64`.
+    #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.2")]
+    pub(super) unsafe fn copy_append_avx2<const STREAM: bool>(
+        crc: u32,
+        dst: &mut [u8],
+        src: &[u8],
+    ) -> u32 {
+        let n = src.len();
+        debug_assert!(n >= 64 && dst.len() == n);
+        let (mut s, mut d) = (src.as_ptr(), dst.as_mut_ptr());
+        let mut n = n;
+        let mut state = !crc;
+        // SAFETY: for the whole body, every load reads `s[i..i + w]` and every store writes
+        // `d[i..i + w]` with `i + w <= n`, where `s`/`d` advance together by the `head` bytes
+        // already copied and `n` shrinks by as many (loop bounds below); stores of the streaming
+        // loop go to 32-byte-aligned addresses (`d` is aligned after the head, `i` is a multiple
+        // of 32 there); all other accesses use unaligned forms.
+        unsafe {
+            if STREAM {
+                let head = head_to_align32(d, n);
+                state = copy_crc_words(state, s, d, head);
+                s = s.add(head);
+                d = d.add(head);
+                n -= head;
+                if n < 32 {
+                    return !copy_crc_words(state, s, d, n);
+                }
+            }
+            let ld = |i: usize| _mm256_loadu_si256(s.add(i).cast());
+            let st = |i: usize, v: __m256i| {
+                if STREAM {
+                    _mm256_stream_si256(d.add(i).cast(), v)
+                } else {
+                    _mm256_storeu_si256(d.add(i).cast(), v)
+                }
+            };
+            // Processing from `state` equals processing from 0 with the state XORed into the
+            // first four bytes.
+            let seed = _mm256_zextsi128_si256(_mm_cvtsi32_si128(state as i32));
+            let k256 = broadcast256(K256);
+            let mut i;
+            let acc = if n >= 128 {
+                // Four independent 32-byte accumulators, 128 bytes per step.
+                let mut a = [ld(0), ld(32), ld(64), ld(96)];
+                for (j, v) in a.iter().enumerate() {
+                    st(32 * j, *v);
+                }
+                a[0] = _mm256_xor_si256(a[0], seed);
+                let k1024 = broadcast256(K1024);
+                i = 128;
+                while i + 128 <= n {
+                    let b = [ld(i), ld(i + 32), ld(i + 64), ld(i + 96)];
+                    for j in 0..4 {
+                        st(i + 32 * j, b[j]);
+                        a[j] = fold256(a[j], k1024, b[j]);
+                    }
+                    i += 128;
+                }
+                let zero = _mm256_setzero_si256();
+                _mm256_xor_si256(
+                    _mm256_xor_si256(
+                        fold256(a[0], broadcast256(K768), a[3]),
+                        fold256(a[1], broadcast256(K512), zero),
+                    ),
+                    fold256(a[2], k256, zero),
+                )
+            } else {
+                let a = ld(0);
+                st(0, a);
+                i = 32;
+                _mm256_xor_si256(a, seed)
+            };
+            let mut acc = acc;
+            while i + 32 <= n {
+                let b = ld(i);
+                st(i, b);
+                acc = fold256(acc, k256, b);
+                i += 32;
+            }
+            if STREAM {
+                _mm_sfence();
+            }
+            // The two 128-bit lanes into the second one.
+            let k128 = _mm_set_epi64x(K128.1 as i64, K128.0 as i64);
+            let mut x = fold128_avx2(
+                _mm256_castsi256_si128(acc),
+                k128,
+                _mm256_extracti128_si256::<1>(acc),
+            );
+            // Whole 16-byte blocks left.
+            while i + 16 <= n {
+                let y = _mm_loadu_si128(s.add(i).cast());
+                _mm_storeu_si128(d.add(i).cast(), y);
+                x = fold128_avx2(x, k128, y);
+                i += 16;
+            }
+            // The 128-bit remainder has the message's CRC (from state 0): finish with `crc32`.
+            let lo = _mm_cvtsi128_si64(x) as u64;
+            let hi = _mm_extract_epi64::<1>(x) as u64;
+            let state = _mm_crc32_u64(_mm_crc32_u64(0, lo), hi) as u32;
+            !copy_crc_words(state, s.add(i), d.add(i), n - i)
+        }
+    }
+
+    /// Copies `src` to `dst` (equal lengths) with non-temporal stores after an ordinary head up
+    /// to the first 32-byte boundary of `dst`, then an `sfence`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2; `dst.len() == src.len()`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn copy_streaming_avx2(dst: &mut [u8], src: &[u8]) {
+        let n = src.len();
+        debug_assert_eq!(dst.len(), n);
+        let head = head_to_align32(dst.as_ptr(), n);
+        dst[..head].copy_from_slice(&src[..head]);
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let mut i = head;
+        // SAFETY: loads read `src[i..i + 128]`, stores write `dst[i..i + 128]` with
+        // `i + 128 <= n`; `d + i` is 32-byte aligned (`i - head` is a multiple of 128 and
+        // `d + head` is aligned), as the streaming store requires.
+        unsafe {
+            while i + 128 <= n {
+                let v = [
+                    _mm256_loadu_si256(s.add(i).cast()),
+                    _mm256_loadu_si256(s.add(i + 32).cast()),
+                    _mm256_loadu_si256(s.add(i + 64).cast()),
+                    _mm256_loadu_si256(s.add(i + 96).cast()),
+                ];
+                for (j, v) in v.into_iter().enumerate() {
+                    _mm256_stream_si256(d.add(i + 32 * j).cast(), v);
+                }
+                i += 128;
+            }
+            _mm_sfence();
+        }
+        dst[i..].copy_from_slice(&src[i..]);
+    }
 }
 
 #[cfg(test)]
@@ -319,6 +577,38 @@ mod tests {
                     );
                     assert_eq!(&dst[1..len + 1], s, "len {len} offset {offset}");
                     assert_eq!((dst[0], dst[len + 1]), (0xA5, 0xA5), "wrote outside");
+                    // Streaming stores, and the plain copy with streaming stores.
+                    let mut dst = vec![0xA5u8; len + 3];
+                    let got = super::copy_append_with(
+                        seed,
+                        &mut dst[1..len + 1],
+                        s,
+                        super::Stores::Streaming,
+                    );
+                    assert_eq!(got, crc32c::crc32c_append(seed, s), "streaming len {len}");
+                    assert_eq!(&dst[1..len + 1], s, "streaming len {len} offset {offset}");
+                    assert_eq!((dst[0], dst[len + 1]), (0xA5, 0xA5), "wrote outside");
+                    let mut dst = vec![0xA5u8; len + 3];
+                    super::copy_with(&mut dst[1..len + 1], s, super::Stores::Streaming);
+                    assert_eq!(&dst[1..len + 1], s, "plain streaming len {len}");
+                    assert_eq!((dst[0], dst[len + 1]), (0xA5, 0xA5), "wrote outside");
+                    // The AVX2 kernels directly (a CPU with AVX-512 takes the wider one for
+                    // cached stores), at both destination alignments the gather produces.
+                    #[cfg(target_arch = "x86_64")]
+                    if len >= 64 && super::x86::kernel() != super::x86::Kernel::None {
+                        for shift in [0usize, 5] {
+                            let mut dst = vec![0u8; len + 64];
+                            let at = (32 - (dst.as_ptr() as usize & 31)) % 32 + shift;
+                            let d = &mut dst[at..at + len];
+                            // SAFETY: the kernel's features were detected; equal lengths >= 64.
+                            let got = unsafe { super::x86::copy_append_avx2::<true>(seed, d, s) };
+                            assert_eq!(got, crc32c::crc32c_append(seed, s), "avx2 stream {len}");
+                            assert_eq!(&*d, s, "avx2 stream len {len} shift {shift}");
+                            // SAFETY: as above.
+                            let got = unsafe { super::x86::copy_append_avx2::<false>(seed, d, s) };
+                            assert_eq!(got, crc32c::crc32c_append(seed, s), "avx2 cached {len}");
+                        }
+                    }
                     // The word-at-a-time path (what CPUs without AVX-512 take) for every length.
                     #[cfg(target_arch = "x86_64")]
                     if std::arch::is_x86_feature_detected!("sse4.2") {

@@ -1,10 +1,12 @@
 //! Gathering a list of records into one output buffer: on the calling thread for small raw
-//! batches, else split into byte-balanced pieces fanned out over the rayon pool; plus the
+//! batches, else split into byte-balanced pieces fanned out over the rayon pool, with
+//! non-temporal stores for raw outputs too large to stay in the last-level cache; plus the
 //! per-thread switch that keeps a caller's gathers on its own thread ([`sequential_gathers`]) and
 //! the fan-out counter ([`gather_fan_outs`]).
 
 use rayon::prelude::*;
 
+use crate::crc::Stores;
 use crate::error::Result;
 use crate::format::Codec;
 use crate::threads::{cores, process_pool};
@@ -13,6 +15,49 @@ use super::open::Inner;
 
 /// Batches smaller than this are gathered on the calling thread; larger ones are split over rayon.
 const PARALLEL_BYTES: usize = 1 << 20;
+
+/// The last-level cache size assumed where sysfs does not tell (32 MiB).
+const DEFAULT_LLC_BYTES: usize = 32 << 20;
+
+/// The size of the largest CPU cache (Linux sysfs, cpu0), or [`DEFAULT_LLC_BYTES`]; read once.
+fn llc_bytes() -> usize {
+    static LLC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LLC.get_or_init(|| {
+        let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+        let parse = |t: &str| -> Option<usize> {
+            let t = t.trim();
+            let (num, mul) = match t.as_bytes().last()? {
+                b'K' => (&t[..t.len() - 1], 1 << 10),
+                b'M' => (&t[..t.len() - 1], 1 << 20),
+                b'G' => (&t[..t.len() - 1], 1 << 30),
+                _ => (t, 1),
+            };
+            num.parse::<usize>().ok().map(|n| n * mul)
+        };
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("size")).ok())
+            .filter_map(|t| parse(&t))
+            .max()
+            .filter(|&n| n > 0)
+            .unwrap_or(DEFAULT_LLC_BYTES)
+    })
+}
+
+/// How a gather of `total` output bytes stores raw records: an output at least as large as the
+/// last-level cache cannot stay there, so its stores stream past the cache (no read-for-ownership
+/// of every destination line: measured 1.4-1.6x the batches/s of cached stores on 256 random
+/// 147 KiB records, 2-core EPYC); smaller outputs use ordinary stores and stay cached for their
+/// consumer.
+pub(crate) fn stores_for(total: usize) -> Stores {
+    if total >= llc_bytes() {
+        Stores::Streaming
+    } else {
+        Stores::Cached
+    }
+}
 
 impl Inner {
     /// Fills `out` with the records `idx`, where record k goes to `out[offsets[k]..offsets[k+1]]`.
@@ -28,6 +73,7 @@ impl Inner {
             return Ok(());
         }
         self.before_gather(idx);
+        let stores = stores_for(total);
         // Inside a pool (a loader's gather threads) a gather splits over that pool; from any other
         // thread over this process's own pool (see `threads`), never rayon's global one, whose
         // threads a forked child does not have. The pool is only looked up for a gather that
@@ -49,7 +95,7 @@ impl Inner {
         };
         if !split || (!in_pool && own_pool.is_none()) {
             let mut dec = self.decoder()?;
-            return self.read_run(idx, out, 0, offsets, 0, &mut dec);
+            return self.read_run(idx, out, offsets, 0, &mut dec, stores);
         }
         FAN_OUTS.set(FAN_OUTS.get().wrapping_add(1));
         // Split the output into contiguous pieces of roughly equal bytes, one task per piece. A pool
@@ -83,7 +129,7 @@ impl Inner {
                 .into_par_iter()
                 .try_for_each(|(a, b, buf)| -> Result<()> {
                     let mut dec = self.decoder()?;
-                    self.read_run(&idx[a..b], buf, offsets(a), offsets, a, &mut dec)
+                    self.read_run(&idx[a..b], buf, offsets, a, &mut dec, stores)
                 })
         };
         match own_pool {
@@ -123,6 +169,66 @@ pub fn sequential_gathers<R>(f: impl FnOnce() -> R) -> R {
 #[cfg(test)]
 mod tests {
     use super::{SEQUENTIAL, sequential_gathers};
+
+    #[test]
+    fn outputs_as_large_as_the_llc_stream_and_gather_the_same_bytes() {
+        use crate::crc::Stores;
+        use crate::{Codec, DType, DenseStore, DenseWriter, OpenOptions, SystemAllocator};
+        use std::sync::Arc;
+
+        let llc = super::llc_bytes();
+        assert!(llc >= 1 << 16, "cache size {llc}");
+        assert_eq!(super::stores_for(llc - 1), Stores::Cached);
+        assert_eq!(super::stores_for(llc), Stores::Streaming);
+        if llc > 256 << 20 {
+            return; // a gather that size is too much for a unit test
+        }
+        // Records of 65,538 bytes: every record after the first starts off a 32-byte boundary
+        // of the output, so the streaming kernels' unaligned heads are exercised too.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let stride = 65_538usize;
+        let n = 40usize;
+        let data: Vec<u8> = (0..stride * n)
+            .map(|k| (k as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8)
+            .collect();
+        let mut w = DenseWriter::create(
+            &path,
+            DType::UInt8,
+            &[stride as u64],
+            Codec::Raw,
+            crate::WriterOptions::default(),
+        )
+        .unwrap();
+        w.append(&data).unwrap();
+        w.close().unwrap();
+        let idx: Vec<u64> = (0..(llc / stride + 1) as u64)
+            .map(|k| (k * 7) % n as u64)
+            .collect();
+        assert!(idx.len() * stride >= llc);
+        for verify in [true, false] {
+            let opts = OpenOptions {
+                verify,
+                ..OpenOptions::default()
+            };
+            let view = DenseStore::open_with(&path, opts)
+                .unwrap()
+                .bind(Arc::new(SystemAllocator::new()));
+            for batch in [
+                view.gather(&idx).unwrap(),
+                sequential_gathers(|| view.gather(&idx).unwrap()),
+            ] {
+                for (k, &i) in idx.iter().enumerate() {
+                    let i = i as usize;
+                    assert!(
+                        batch.bytes()[k * stride..(k + 1) * stride]
+                            == data[i * stride..(i + 1) * stride],
+                        "verify {verify}: record {i} at position {k}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn sequential_gathers_is_scoped_nests_and_survives_unwinding() {

@@ -16,6 +16,7 @@ mod verify;
 
 pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
 pub use cold::RecordExtent;
+pub(crate) use gather::stores_for;
 pub use gather::{gather_fan_outs, sequential_gathers};
 pub use open::{ColdReads, OpenOptions, container_files};
 pub use store::{DenseStore, DenseView, RaggedStore, RaggedView, ViewGather};

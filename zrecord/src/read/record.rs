@@ -2,13 +2,12 @@
 //! ahead, copying-and-checksumming a raw record or checking and decompressing a zstd one (with a
 //! reusable per-thread zstd context), and the run loop that reads a list of records in order.
 
+use crate::crc::Stores;
 use crate::error::{Error, Result};
 use crate::format::{self, Codec, Entry, FLAG_STORED_RAW};
 
 use super::open::Inner;
 
-/// Copy-then-checksum granularity: each piece is checksummed while it is still in L1/L2.
-const VERIFY_CHUNK: usize = 32 << 10;
 /// How many records ahead a gather prefetches record bytes (index entries: twice as far).
 pub(super) const PREFETCH_AHEAD: usize = 8;
 /// Prefetch at most this many leading bytes of a record (the hardware prefetcher streams the rest).
@@ -64,20 +63,23 @@ impl Inner {
         }
     }
 
-    /// Reads records `idx` one after another; record k goes to `out[offsets(k)..offsets(k + 1)]`
-    /// relative to `base`. Index entries and record bytes are prefetched a few records ahead, so
-    /// the memory latency of the next records overlaps the copy and checksum of this one.
+    /// Reads records `idx` one after another, where `idx[j]` is record `first + j` of a gather
+    /// whose output starts at `out[0]`'s offset `offsets(first)`: it goes to
+    /// `out[offsets(first + j) - offsets(first)..offsets(first + j + 1) - offsets(first)]`. Index
+    /// entries and record bytes are prefetched a few records ahead, so the memory latency of the
+    /// next records overlaps the copy and checksum of this one.
     pub(super) fn read_run<F: Fn(usize) -> usize>(
         &self,
         idx: &[u64],
         out: &mut [u8],
-        base: usize,
         offsets: &F,
         first: usize,
         dec: &mut Decoder<'_>,
+        stores: Stores,
     ) -> Result<()> {
         let maps = self.maps();
-        let mut start = offsets(first) - base;
+        let base = offsets(first);
+        let mut start = 0;
         for (j, &i) in idx.iter().enumerate() {
             if let Some(&ahead) = idx.get(j + 2 * PREFETCH_AHEAD) {
                 self.prefetch_entry(maps.index, ahead);
@@ -86,13 +88,14 @@ impl Inner {
                 self.prefetch_record(&maps, ahead);
             }
             let end = offsets(first + j + 1) - base;
-            self.read_record(&maps, i, &mut out[start..end], dec, self.verify)?;
+            self.read_record(&maps, i, &mut out[start..end], dec, self.verify, stores)?;
             start = end;
         }
         Ok(())
     }
 
-    /// Decodes record `i` into `dst` (exactly its raw size), verifying as configured.
+    /// Decodes record `i` into `dst` (exactly its raw size), verifying as configured; a raw record
+    /// is copied with `stores` (a zstd frame is decoded by zstd's own stores).
     pub(super) fn read_record(
         &self,
         maps: &Maps<'_>,
@@ -100,19 +103,20 @@ impl Inner {
         dst: &mut [u8],
         dec: &mut Decoder<'_>,
         verify: bool,
+        stores: Stores,
     ) -> Result<()> {
         let (s, e, stored) = self.locate(maps, i);
         if e.flags & FLAG_STORED_RAW != 0 {
             if verify {
-                copy_verified(
-                    dst,
-                    stored,
-                    format::record_seed_after(self.uuid_crc, i),
-                    e.crc,
-                )
-                .map_err(|(exp, got)| self.crc_error(i, s, e.offset, exp, got))?;
+                // The checksum is of what was stored to `dst` (see `crc::copy_append`), so the
+                // caller gets exactly the bytes that were verified.
+                let seed = format::record_seed_after(self.uuid_crc, i);
+                let got = crate::crc::copy_append_with(seed, dst, stored, stores);
+                if got != e.crc {
+                    return Err(self.crc_error(i, s, e.offset, e.crc, got));
+                }
             } else {
-                dst.copy_from_slice(stored);
+                crate::crc::copy_with(dst, stored, stores);
             }
             return Ok(());
         }
@@ -250,25 +254,4 @@ fn prefetch(bytes: &[u8]) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = bytes;
-}
-
-/// Copies `src` into `dst` and checks the CRC of what was stored to `dst` (so what the caller gets
-/// is exactly what was verified): in one pass where the CPU allows (see `crc::copy_append`),
-/// else piece by piece while each piece is hot in cache.
-#[inline]
-fn copy_verified(
-    dst: &mut [u8],
-    src: &[u8],
-    seed: u32,
-    expected: u32,
-) -> std::result::Result<(), (u32, u32)> {
-    let mut crc = seed;
-    for (d, s) in dst.chunks_mut(VERIFY_CHUNK).zip(src.chunks(VERIFY_CHUNK)) {
-        crc = crate::crc::copy_append(crc, d, s);
-    }
-    if crc == expected {
-        Ok(())
-    } else {
-        Err((expected, crc))
-    }
 }

@@ -3,6 +3,7 @@
 
 use rayon::prelude::*;
 
+use crate::crc::Stores;
 use crate::threads::in_parallel;
 
 use crate::error::{Error, Location, Result};
@@ -23,7 +24,7 @@ impl Inner {
                     let raw_len = self.raw_len(i);
                     self.check_frame_size(&maps, i, raw_len)?;
                     buf.resize(raw_len as usize, 0);
-                    self.read_record(&maps, i, &mut buf, &mut dec, true)?;
+                    self.read_record(&maps, i, &mut buf, &mut dec, true, Stores::Cached)?;
                 }
                 return Err(Error::corrupt(
                     Location {
@@ -48,7 +49,7 @@ impl Inner {
                     let raw_len = self.raw_len(i);
                     self.check_frame_size(&maps, i, raw_len)?;
                     buf.resize(raw_len as usize, 0);
-                    self.read_record(&maps, i, &mut buf, &mut dec, true)?;
+                    self.read_record(&maps, i, &mut buf, &mut dec, true, Stores::Cached)?;
                 }
                 Ok(())
             })

@@ -1,9 +1,13 @@
 //! `memcpy-limit`: the physical limit row. The "store" is an in-memory copy of the source; a gather
-//! copies the same records into one output buffer with per-record `memcpy`, on rayon's global pool
-//! when the batch holds at least [`crate::PAR_MIN_BYTES`] (the same rule and pool every parallel
-//! adapter here uses). Output buffers are recycled (a dropped batch's buffer serves the next
-//! gather), so the row measures copying alone, not page faults of fresh allocations: the same
-//! policy as zrecord's pooled allocator.
+//! copies the same records into one output buffer, on rayon's global pool when the batch holds at
+//! least [`crate::PAR_MIN_BYTES`] (the same rule and pool every parallel adapter here uses). Each
+//! record is copied with the stores a zrecord raw gather of the same output size uses
+//! (`zrecord::bench_copy_as_gather`): ordinary `memcpy` below the last-level cache size,
+//! non-temporal stores from it up, where they move the same bytes with a third less memory
+//! traffic. Output buffers are recycled (a dropped batch's buffer serves the next gather) and
+//! advised for transparent huge pages like zrecord's output regions, so the row measures copying
+//! alone, not page faults of fresh allocations nor 4 KiB page walks: the same policy as zrecord's
+//! pooled allocator.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -14,7 +18,7 @@ use crate::output::Batch;
 use crate::output::{DenseOut, DenseOutput, RaggedOut, RaggedOutput};
 use crate::source::Geometry;
 use crate::source::Source;
-use crate::util::{check_indices, fill_dense_into, pack_ragged_into};
+use crate::util::{check_indices, fill_dense_with, pack_ragged_with};
 
 #[derive(Debug)]
 enum Mem {
@@ -116,11 +120,14 @@ impl Reader for MemcpyReader {
                 data,
             } => {
                 let s = *stride;
-                let buf = self.bin.take(indices.len() * s);
-                let out = fill_dense_into(buf, indices.len(), s, item_shape, |k| {
+                let total = indices.len() * s;
+                let buf = self.bin.take(total);
+                let copy = |d: &mut [u8], r: &[u8]| zrecord::bench_copy_as_gather(d, r, total);
+                let record = |k: usize| {
                     let i = indices[k] as usize;
                     &data[i * s..(i + 1) * s]
-                });
+                };
+                let out = fill_dense_with(buf, indices.len(), s, item_shape, record, copy);
                 Ok(Batch::Dense(Box::new(Recycled {
                     out,
                     bin: self.bin.clone(),
@@ -142,8 +149,9 @@ impl Reader for MemcpyReader {
                     sh.extend_from_slice(&shapes[i as usize * ndim..(i as usize + 1) * ndim]);
                 }
                 let total: usize = recs.iter().map(|r| r.len()).sum();
+                let copy = |d: &mut [u8], r: &[u8]| zrecord::bench_copy_as_gather(d, r, total);
                 let (values, cu_seqlens) =
-                    pack_ragged_into(self.bin.take(total), &recs, *itemsize)?;
+                    pack_ragged_with(self.bin.take(total), &recs, *itemsize, copy)?;
                 Ok(Batch::Ragged(Box::new(RecycledRagged {
                     out: RaggedOut {
                         values,
@@ -175,6 +183,9 @@ impl Bin {
                 // (freed, mapped afresh, page-faulted) whenever a batch is a little larger, which
                 // timed page faults rather than copying (p95 3.5x the median on ragged-vision).
                 let mut v = Vec::with_capacity(len.next_power_of_two());
+                if len >= zrecord::MAPPED_REGION_BYTES {
+                    zrecord::bench_advise_huge_pages(v.spare_capacity_mut());
+                }
                 v.resize(len, 0);
                 v
             }

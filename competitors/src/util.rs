@@ -57,7 +57,7 @@ where
 
 /// As [`fill_dense`], into a caller-provided buffer of exactly `n * stride` bytes.
 pub(crate) fn fill_dense_into<'a, F>(
-    mut bytes: Vec<u8>,
+    bytes: Vec<u8>,
     n: usize,
     stride: usize,
     item_shape: &[u64],
@@ -66,6 +66,24 @@ pub(crate) fn fill_dense_into<'a, F>(
 where
     F: Fn(usize) -> &'a [u8] + Sync,
 {
+    fill_dense_with(bytes, n, stride, item_shape, record, |d, s| {
+        d.copy_from_slice(s)
+    })
+}
+
+/// [`fill_dense_into`] with each record copied by `copy(dst, src)` instead of `memcpy`.
+pub(crate) fn fill_dense_with<'a, F, C>(
+    mut bytes: Vec<u8>,
+    n: usize,
+    stride: usize,
+    item_shape: &[u64],
+    record: F,
+    copy: C,
+) -> DenseOut
+where
+    F: Fn(usize) -> &'a [u8] + Sync,
+    C: Fn(&mut [u8], &[u8]) + Sync,
+{
     if stride > 0 {
         if n * stride >= PAR_MIN_BYTES && n > 1 {
             let min_len = (64 * 1024 / stride).max(1);
@@ -73,10 +91,10 @@ where
                 .par_chunks_mut(stride)
                 .with_min_len(min_len)
                 .enumerate()
-                .for_each(|(k, dst)| dst.copy_from_slice(record(k)));
+                .for_each(|(k, dst)| copy(dst, record(k)));
         } else {
             for (k, dst) in bytes.chunks_mut(stride).enumerate() {
-                dst.copy_from_slice(record(k));
+                copy(dst, record(k));
             }
         }
     }
@@ -109,9 +127,19 @@ pub(crate) fn pack_ragged(records: &[&[u8]], itemsize: usize) -> Result<(Vec<u8>
 
 /// As [`pack_ragged`], reusing `values`' allocation when it is large enough.
 pub(crate) fn pack_ragged_into(
+    values: Vec<u8>,
+    records: &[&[u8]],
+    itemsize: usize,
+) -> Result<(Vec<u8>, Vec<i32>)> {
+    pack_ragged_with(values, records, itemsize, |d, s| d.copy_from_slice(s))
+}
+
+/// [`pack_ragged_into`] with each record copied by `copy(dst, src)` instead of `memcpy`.
+pub(crate) fn pack_ragged_with(
     mut values: Vec<u8>,
     records: &[&[u8]],
     itemsize: usize,
+    copy: impl Fn(&mut [u8], &[u8]) + Sync,
 ) -> Result<(Vec<u8>, Vec<i32>)> {
     let cu = cu_seqlens(records.iter().map(|r| r.len()), itemsize)?;
     let total: usize = records.iter().map(|r| r.len()).sum();
@@ -131,11 +159,11 @@ pub(crate) fn pack_ragged_into(
         pieces
             .into_par_iter()
             .zip(records.par_iter())
-            .for_each(|(dst, src)| dst.copy_from_slice(src));
+            .for_each(|(dst, src)| copy(dst, src));
     } else {
         let mut at = 0;
         for r in records {
-            values[at..at + r.len()].copy_from_slice(r);
+            copy(&mut values[at..at + r.len()], r);
             at += r.len();
         }
     }

@@ -1,8 +1,10 @@
 //! Gather and write throughput of zrecord beside the physical limit measured in the same run.
 //!
 //! * `dense147k/*`: 256 random records of `uint8[3,224,224]` (147 KiB): zrecord raw (verify on and
-//!   off, and with the cold-read probe off: `zrecord-raw-coldnever`) vs `memcpy-limit` (the same bytes copied from an in-memory array with the same rayon
-//!   thread count).
+//!   off, and with the cold-read probe off: `zrecord-raw-coldnever`) vs `memcpy-limit` (the same
+//!   bytes copied from an in-memory array with the same rayon thread count, into one recycled
+//!   buffer) and `copy-as-gather-limit` (the same copies with the stores a gather of that size
+//!   uses: non-temporal from the last-level cache size up).
 //! * `dense2k/*`: 256 random `int32[512]` records (2 KiB): zrecord raw vs a per-record memcpy
 //!   gather out of one mmap of a plain `.npy`-style file (what `np.load(mmap_mode='r')[idx]` does).
 //! * `ragged_tokens/*`: 256 random int32 sequences of 16..512 tokens, raw / zstd / zstd_dict.
@@ -50,16 +52,29 @@ fn indices(n: u64, count: usize, seed: u64) -> Vec<Vec<u64>> {
         .collect()
 }
 
-fn memcpy_gather(src: &[u8], stride: usize, idx: &[u64], out: &mut [u8], parallel: bool) {
+fn memcpy_gather(
+    src: &[u8],
+    stride: usize,
+    idx: &[u64],
+    out: &mut [u8],
+    parallel: bool,
+    as_gather: bool,
+) {
+    let total = out.len();
+    let copy = |d: &mut [u8], s: &[u8]| {
+        if as_gather {
+            zrecord::bench_copy_as_gather(d, s, total)
+        } else {
+            d.copy_from_slice(s)
+        }
+    };
     if parallel {
         out.par_chunks_mut(stride)
             .zip(idx.par_iter())
-            .for_each(|(d, &i)| {
-                d.copy_from_slice(&src[i as usize * stride..(i as usize + 1) * stride]);
-            });
+            .for_each(|(d, &i)| copy(d, &src[i as usize * stride..(i as usize + 1) * stride]));
     } else {
         for (d, &i) in out.chunks_mut(stride).zip(idx) {
-            d.copy_from_slice(&src[i as usize * stride..(i as usize + 1) * stride]);
+            copy(d, &src[i as usize * stride..(i as usize + 1) * stride]);
         }
     }
 }
@@ -127,20 +142,32 @@ fn dense_bench(c: &mut Criterion, name: &str, dtype: DType, item: &[u64], n: usi
             black_box(unverified.gather(&sets[k]).unwrap());
         })
     });
+    // One output buffer for the limit rows, faulted in (on huge pages where the kernel has them)
+    // before timing, as the pooled gathers' recycled regions are.
+    let mut out = Vec::with_capacity(256 * stride);
+    zrecord::bench_advise_huge_pages(out.spare_capacity_mut());
+    out.resize(256 * stride, 0u8);
     g.bench_function("memcpy-limit", |b| {
         b.iter(|| {
             k = (k + 1) % sets.len();
-            let mut out = vec![0u8; 256 * stride];
-            memcpy_gather(&data, stride, &sets[k], &mut out, parallel);
-            black_box(out);
+            memcpy_gather(&data, stride, &sets[k], &mut out, parallel, false);
+            black_box(&out);
+        })
+    });
+    // The same copies with the stores a zrecord gather of this output size uses (non-temporal
+    // from the last-level cache size up).
+    g.bench_function("copy-as-gather-limit", |b| {
+        b.iter(|| {
+            k = (k + 1) % sets.len();
+            memcpy_gather(&data, stride, &sets[k], &mut out, parallel, true);
+            black_box(&out);
         })
     });
     g.bench_function("npy-mmap-per-record", |b| {
         b.iter(|| {
             k = (k + 1) % sets.len();
-            let mut out = vec![0u8; 256 * stride];
-            memcpy_gather(&map[128..], stride, &sets[k], &mut out, false);
-            black_box(out);
+            memcpy_gather(&map[128..], stride, &sets[k], &mut out, false, false);
+            black_box(&out);
         })
     });
     g.finish();

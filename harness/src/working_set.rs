@@ -9,7 +9,7 @@
 //! and the full run size every store table to at least [`LLC_MARGIN`] times the last-level
 //! cache, and the quick and full runs compare the same regime.
 //!
-//! A leaf module: it reads sysfs and imports nothing from the crate.
+//! A leaf module: it imports nothing from the crate (the sysfs reading is zrecord's).
 
 /// A store table's logical bytes must be at least this many times the last-level cache.
 pub const LLC_MARGIN: f64 = 1.25;
@@ -17,33 +17,8 @@ pub const LLC_MARGIN: f64 = 1.25;
 /// The cache size assumed when sysfs reports none (no `/sys/devices/system/cpu/cpu0/cache`).
 pub const FALLBACK_LLC_BYTES: u64 = 64 << 20;
 
-/// Parses a sysfs cache `size` (`"266240K"`, `"2048K"`, `"32M"`, `"512"`) into bytes.
-pub fn parse_cache_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (digits, mult) = match s.char_indices().last()? {
-        (i, 'K') | (i, 'k') => (&s[..i], 1u64 << 10),
-        (i, 'M') | (i, 'm') => (&s[..i], 1 << 20),
-        (i, 'G') | (i, 'g') => (&s[..i], 1 << 30),
-        _ => (s, 1),
-    };
-    digits.parse::<u64>().ok()?.checked_mul(mult)
-}
-
-/// The largest data or unified cache of CPU 0 (`level`, `type`, `size` under
-/// `/sys/devices/system/cpu/cpu0/cache/index*`), in bytes; `None` when sysfs has none.
-pub fn llc_bytes() -> Option<u64> {
-    let read = |p: String| std::fs::read_to_string(p).ok();
-    (0..16)
-        .filter_map(|k| {
-            let base = format!("/sys/devices/system/cpu/cpu0/cache/index{k}");
-            let kind = read(format!("{base}/type"))?;
-            if kind.trim() == "Instruction" {
-                return None;
-            }
-            parse_cache_size(&read(format!("{base}/size"))?)
-        })
-        .max()
-}
+// The last-level cache size as zrecord's gathers read it (its store rule depends on it too).
+pub use zrecord::llc_bytes;
 
 /// The last-level cache the sizing uses: [`llc_bytes`] or [`FALLBACK_LLC_BYTES`].
 pub fn llc_or_fallback() -> u64 {
@@ -98,17 +73,6 @@ pub fn caption(logical: u64, llc: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sysfs_sizes_parse() {
-        assert_eq!(parse_cache_size("266240K\n"), Some(266_240 << 10));
-        assert_eq!(parse_cache_size("32M"), Some(32 << 20));
-        assert_eq!(parse_cache_size("1G"), Some(1 << 30));
-        assert_eq!(parse_cache_size("512"), Some(512));
-        assert_eq!(parse_cache_size(""), None);
-        assert_eq!(parse_cache_size("K"), None);
-        assert_eq!(parse_cache_size("12Q"), None);
-    }
 
     #[test]
     fn record_counts_reach_the_floor() {

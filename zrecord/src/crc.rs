@@ -196,7 +196,7 @@ mod x86 {
     }
 
     #[inline]
-    #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq,pclmulqdq,sse4.2")]
+    #[target_feature(enable = "sse2")]
     fn set128(c: (u64, u64)) -> __m128i {
         _mm_set_epi64x(c.1 as i64, c.0 as i64)
     }
@@ -330,17 +330,34 @@ mod x86 {
             let l1 = _mm512_extracti32x4_epi32::<1>(acc);
             let l2 = _mm512_extracti32x4_epi32::<2>(acc);
             let l3 = _mm512_extracti32x4_epi32::<3>(acc);
-            let mut x = _mm_ternarylogic_epi64::<0x96>(
+            let x = _mm_ternarylogic_epi64::<0x96>(
                 fold128(l0, set128(K384), l3),
                 fold128(l1, set128(K256), _mm_setzero_si128()),
                 fold128(l2, set128(K128), _mm_setzero_si128()),
             );
-            // Whole 16-byte blocks left.
-            let k128 = set128(K128);
+            finish_lane(x, s, d, i, n)
+        }
+    }
+
+    /// The end both fused kernels share, once their vectors are folded into the one 128-bit
+    /// lane `x` that covers `src[..i]`: copies and folds the whole 16-byte blocks left, turns the
+    /// lane into the CRC with two `crc32` instructions, and copies and checksums the last bytes
+    /// word by word. Returns the final (inverted) CRC.
+    ///
+    /// # Safety
+    /// The CPU supports PCLMULQDQ and SSE4.2; `s` is readable and `d` writable for `n` bytes,
+    /// `i <= n`.
+    #[inline]
+    #[target_feature(enable = "pclmulqdq,sse4.2")]
+    unsafe fn finish_lane(mut x: __m128i, s: *const u8, d: *mut u8, mut i: usize, n: usize) -> u32 {
+        let k128 = set128(K128);
+        // SAFETY: loads read `s[i..i + 16]`, stores write `d[i..i + 16]` with `i + 16 <= n`
+        // (loop bound), unaligned; the rest is `n - i` bytes from `i` (the caller's bounds).
+        unsafe {
             while i + 16 <= n {
                 let y = _mm_loadu_si128(s.add(i).cast());
                 _mm_storeu_si128(d.add(i).cast(), y);
-                x = fold128(x, k128, y);
+                x = fold128_sse(x, k128, y);
                 i += 16;
             }
             // The 128-bit remainder has the message's CRC (from state 0): finish with `crc32`.
@@ -361,9 +378,10 @@ mod x86 {
         _mm256_xor_si256(_mm256_xor_si256(lo, hi), next)
     }
 
+    /// [`fold128`] without AVX-512's three-way XOR, for the AVX2 kernel and the shared tail.
     #[inline]
-    #[target_feature(enable = "avx2,vpclmulqdq,pclmulqdq,sse4.2")]
-    fn fold128_avx2(acc: __m128i, k: __m128i, next: __m128i) -> __m128i {
+    #[target_feature(enable = "pclmulqdq")]
+    fn fold128_sse(acc: __m128i, k: __m128i, next: __m128i) -> __m128i {
         let lo = _mm_clmulepi64_si128::<0x00>(acc, k);
         let hi = _mm_clmulepi64_si128::<0x11>(acc, k);
         _mm_xor_si128(_mm_xor_si128(lo, hi), next)
@@ -470,24 +488,12 @@ mod x86 {
                 _mm_sfence();
             }
             // The two 128-bit lanes into the second one.
-            let k128 = _mm_set_epi64x(K128.1 as i64, K128.0 as i64);
-            let mut x = fold128_avx2(
+            let x = fold128_sse(
                 _mm256_castsi256_si128(acc),
-                k128,
+                set128(K128),
                 _mm256_extracti128_si256::<1>(acc),
             );
-            // Whole 16-byte blocks left.
-            while i + 16 <= n {
-                let y = _mm_loadu_si128(s.add(i).cast());
-                _mm_storeu_si128(d.add(i).cast(), y);
-                x = fold128_avx2(x, k128, y);
-                i += 16;
-            }
-            // The 128-bit remainder has the message's CRC (from state 0): finish with `crc32`.
-            let lo = _mm_cvtsi128_si64(x) as u64;
-            let hi = _mm_extract_epi64::<1>(x) as u64;
-            let state = _mm_crc32_u64(_mm_crc32_u64(0, lo), hi) as u32;
-            !copy_crc_words(state, s.add(i), d.add(i), n - i)
+            finish_lane(x, s, d, i, n)
         }
     }
 

@@ -28,6 +28,7 @@
 //! batches in memory the allocator hands out (never memory the store owns).
 
 mod alloc;
+mod cache;
 mod crc;
 mod dtype;
 mod error;
@@ -85,6 +86,7 @@ pub fn bench_advise_huge_pages(buf: &mut [std::mem::MaybeUninit<u8>]) {
     #[cfg(not(target_os = "linux"))]
     let _ = buf;
 }
+pub use cache::{llc_bytes, parse_cache_size};
 pub use publish::gc;
 pub use read::{
     ColdReads, DenseBatch, DenseStore, DenseView, OUTPUT_ALIGN, OpenOptions, RaggedBatch,

@@ -19,28 +19,12 @@ const PARALLEL_BYTES: usize = 1 << 20;
 /// The last-level cache size assumed where sysfs does not tell (32 MiB).
 const DEFAULT_LLC_BYTES: usize = 32 << 20;
 
-/// The size of the largest CPU cache (Linux sysfs, cpu0), or [`DEFAULT_LLC_BYTES`]; read once.
+/// [`crate::llc_bytes`], or [`DEFAULT_LLC_BYTES`]; read once.
 fn llc_bytes() -> usize {
     static LLC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *LLC.get_or_init(|| {
-        let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
-        let parse = |t: &str| -> Option<usize> {
-            let t = t.trim();
-            let (num, mul) = match t.as_bytes().last()? {
-                b'K' => (&t[..t.len() - 1], 1 << 10),
-                b'M' => (&t[..t.len() - 1], 1 << 20),
-                b'G' => (&t[..t.len() - 1], 1 << 30),
-                _ => (t, 1),
-            };
-            num.parse::<usize>().ok().map(|n| n * mul)
-        };
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| std::fs::read_to_string(e.path().join("size")).ok())
-            .filter_map(|t| parse(&t))
-            .max()
+        crate::llc_bytes()
+            .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n > 0)
             .unwrap_or(DEFAULT_LLC_BYTES)
     })

@@ -579,49 +579,112 @@ fn fault_matrix_gather_errors_and_panics() {
     }
 }
 
+/// A pooled allocator whose `acquire` first sleeps 2 ms: a gather far longer than any transform of
+/// these tests, so the pacing regime does not depend on the machine's load.
+#[derive(Debug)]
+struct SlowPool(PooledAllocator);
+
+impl Allocator for SlowPool {
+    fn device(&self) -> zrecord::Device {
+        self.0.device()
+    }
+    fn acquire(&self, bytes: usize, align: usize) -> zrecord::Result<zrecord::Allocation> {
+        std::thread::sleep(Duration::from_millis(2));
+        self.0.acquire(bytes, align)
+    }
+}
+
+/// A slow consumer takes 40 batches, each only once the pipeline holds `steady` batches beside
+/// the one it holds; returns the pool's statistics before close. Asserts the documented hard bound
+/// (`workers + prefetch` plus the consumer's) throughout, and, once `settle` batches were taken,
+/// that the pipeline holds exactly `steady` when it stops growing.
+fn slow_consumer(
+    path: &Path,
+    workers: usize,
+    prefetch: usize,
+    transform: Option<fn()>,
+    steady: u64,
+    settle: usize,
+) -> zrecord::AllocStats {
+    let pool = PooledAllocator::new(64 << 20);
+    let alloc: Arc<dyn Allocator> = match transform {
+        Some(_) => Arc::new(pool.clone()),
+        None => Arc::new(SlowPool(pool.clone())),
+    };
+    let view = dense_view(path, alloc);
+    let opts = LoaderOptions::new(workers, prefetch);
+    let mut loader = match transform {
+        Some(work) => Loader::with_transform([("x", vec![view])], sampler(Mode::Iid, 64), opts, {
+            move |shards: Vec<Shard>| {
+                work();
+                Ok(shards)
+            }
+        })
+        .unwrap(),
+        None => Loader::new([("x", vec![view])], sampler(Mode::Iid, 64), opts).unwrap(),
+    };
+    let bound = (workers + prefetch + 1) as u64; // + the one the consumer holds
+    for k in 0..40 {
+        let shards = loader.next().unwrap().unwrap();
+        wait_until(
+            10,
+            &format!("w {workers} p {prefetch}: the pipeline fills up to {steady} batches"),
+            || pool.pool_stats().live_allocations >= steady,
+        );
+        if k >= settle {
+            // Steady: the queue is full and the one worker allowed to hold a batch holds it, so
+            // nothing else can be gathered until this batch is taken.
+            assert_eq!(
+                pool.pool_stats().live_allocations,
+                steady,
+                "w {workers} p {prefetch}: batch {k}"
+            );
+        }
+        drop(shards);
+    }
+    let s = pool.pool_stats();
+    assert!(
+        s.peak_live_allocations <= bound,
+        "w {workers} p {prefetch}: peak {} > {bound}",
+        s.peak_live_allocations
+    );
+    assert!(s.hits > 0, "dropped batches return to the pool");
+    loader.close();
+    assert_eq!(
+        pool.pool_stats().live_allocations,
+        0,
+        "close drops queued and in-flight batches"
+    );
+    s
+}
+
 #[test]
-fn live_batches_stay_within_workers_plus_prefetch() {
+fn with_long_transforms_a_slow_consumer_finds_workers_plus_prefetch_batches() {
     let dir = tempfile::tempdir().unwrap();
     let path = common::dense_index_store(dir.path(), "d", N, 127);
+    // A transform far longer than the gather of 64 small records: every worker runs, and each
+    // one that finds the queue full waits there with its batch.
+    fn work() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     for (workers, prefetch) in [(1, 1), (2, 3), (4, 1), (3, 8)] {
-        let pool = PooledAllocator::new(64 << 20);
-        let alloc: Arc<dyn Allocator> = Arc::new(pool.clone());
-        let view = dense_view(&path, alloc);
-        let mut loader = Loader::new(
-            [("x", vec![view])],
-            sampler(Mode::Iid, 64),
-            LoaderOptions::new(workers, prefetch),
-        )
-        .unwrap();
-        let bound = (workers + prefetch + 1) as u64; // + the one the consumer holds
-        for _ in 0..40 {
-            let shards = loader.next().unwrap().unwrap();
-            // A slow consumer: it takes the next batch only once the queue is full and every
-            // worker blocks holding one.
-            wait_until(
-                10,
-                &format!("w {workers} p {prefetch}: the pipeline fills up to {bound} batches"),
-                || pool.pool_stats().live_allocations >= bound,
-            );
-            drop(shards);
-        }
-        let s = pool.pool_stats();
-        assert!(
-            s.peak_live_allocations <= bound,
-            "w {workers} p {prefetch}: peak {} > {bound}",
-            s.peak_live_allocations
-        );
-        assert!(
-            s.peak_live_allocations >= (prefetch + 1) as u64,
-            "w {workers} p {prefetch}: the queue never filled"
-        );
-        assert!(s.hits > 0, "dropped batches return to the pool");
-        loader.close();
-        let s = pool.pool_stats();
-        assert_eq!(
-            s.live_allocations, 0,
-            "close drops queued and in-flight batches"
-        );
+        let bound = (workers + prefetch + 1) as u64;
+        let s = slow_consumer(&path, workers, prefetch, Some(work), bound, 0);
+        assert_eq!(s.peak_live_allocations, bound);
+    }
+}
+
+#[test]
+fn with_short_transforms_at_most_prefetch_plus_one_batches_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = common::dense_index_store(dir.path(), "d", N, 127);
+    // No transform, and slow gathers (`SlowPool`): paced, one worker runs and the others rest,
+    // also while it waits on the full queue. Batches drawn before the first measurement (at most
+    // one per worker) are taken first.
+    for (workers, prefetch) in [(1, 1), (2, 3), (4, 1), (3, 8)] {
+        let steady = (prefetch + 2) as u64;
+        let s = slow_consumer(&path, workers, prefetch, None, steady, workers + prefetch);
+        assert!(s.peak_live_allocations >= steady);
     }
 }
 
@@ -638,6 +701,9 @@ fn counting_loader(
         sampler(Mode::Iid, 4),
         LoaderOptions::new(workers, prefetch),
         move |_shards: Vec<Shard>| {
+            // Work far longer than the gather of 4 records: every worker runs (no pacing), so each
+            // one ends up blocked on the full queue holding a batch.
+            std::thread::sleep(Duration::from_millis(1));
             counter.fetch_add(1, Ordering::SeqCst);
             Ok(())
         },

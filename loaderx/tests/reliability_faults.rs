@@ -425,12 +425,13 @@ fn error_behind_a_full_queue_arrives_within_a_second_of_the_drain() {
 fn error_behind_a_full_queue(tier: Tier) {
     let _g = serial();
     let fx = fixture();
-    for (workers, prefetch) in [(1usize, 8usize), (2, 8), (4, 2)] {
+    for (workers, prefetch) in [(1usize, 8usize), (2, 8), (4, 3)] {
         let case = format!("full queue workers {workers} prefetch {prefetch}");
         let fx = fx.clone();
         let c2 = case.clone();
         let ((latency, drained), away) = watchdog(WATCHDOG_SECS, &case, move || {
-            // Fails while the consumer is away: k < the pipeline's capacity (workers + prefetch).
+            // Fails while the consumer is away: k < the pipeline's capacity, which with these
+            // instant transforms (paced: one worker runs) is prefetch + 1.
             let k = 3u64;
             let failed_at: Stamp = Arc::new(Mutex::new(None));
             let t_stamp = failed_at.clone();
@@ -538,6 +539,9 @@ fn early_exit_and_blocked_close(tier: Tier) {
                         Box::new(IndexSampler::new(N, B, Mode::Iid, 3).unwrap()),
                         LoaderOptions::new(workers, prefetch),
                         move |_s: Vec<Shard>| {
+                            // Work far longer than the gather: every worker runs (no pacing), so
+                            // each one ends up blocked on the full queue holding a batch.
+                            std::thread::sleep(Duration::from_millis(1));
                             counter.fetch_add(1, Ordering::SeqCst);
                             Ok(())
                         },

@@ -129,10 +129,11 @@ def wait_until(cond, what, timeout=10.0):
         time.sleep(0.001)
 
 
-def wait_pipeline_full(alloc, workers, prefetch, streams_n=3):
-    """Blocks until every worker holds a batch and the queue is full: (workers + prefetch) batches
-    of `streams_n` allocations each are alive."""
-    want = (workers + prefetch) * streams_n
+def wait_pipeline_full(alloc, prefetch, streams_n=3):
+    """Blocks until the queue is full and a worker waits on it holding the next batch: with no
+    transform (paced: the other workers rest meanwhile) that is prefetch + 1 batches of
+    `streams_n` allocations each."""
+    want = (prefetch + 1) * streams_n
     wait_until(lambda: alloc.stats()["live_allocations"] >= want, f"{want} live allocations")
 
 
@@ -140,7 +141,7 @@ def close_while_workers_blocked(streams):
     """Fills the pipeline, then closes; returns how long close() took."""
     st, alloc, _ = streams
     loader = Loader(st, Sampler(N, 64, Sampler.Mode.IID), workers=3, prefetch=1)
-    wait_pipeline_full(alloc, 3, 1)  # queue full; every worker is blocked on it
+    wait_pipeline_full(alloc, 1)  # queue full; a worker is blocked on it
     t = time.monotonic()
     loader.close()
     took = time.monotonic() - t
@@ -189,7 +190,7 @@ def test_memory_bound(streams):
     st, alloc, _ = streams
     workers, prefetch = 2, 3
     with Loader(st, Sampler(N, 32, Sampler.Mode.IID, seed=1), workers=workers, prefetch=prefetch) as loader:
-        wait_pipeline_full(alloc, workers, prefetch)  # let the pipeline fill up
+        wait_pipeline_full(alloc, prefetch)  # let the pipeline fill up
         for _ in range(50):
             shards = next(loader)
             del shards

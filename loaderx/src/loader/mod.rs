@@ -8,14 +8,16 @@
 //!   the lock fans out over the loader's rayon pool. One worker preserves sampling order; several
 //!   deliver in completion order.
 //! * **Pacing**: while transforms take under 1/16 of a gather, all workers but one rest (a second
-//!   one could only add hand-offs to a serialized gather); they run again as soon as transforms
-//!   are measured longer, or when the running worker finds the queue full.
+//!   one could only add hand-offs to a serialized gather), also while the running one waits on a
+//!   full queue; they run again as soon as transforms are measured longer (and then a worker that
+//!   finds the queue full wakes one).
 //! * **Threads**: one rayon pool of `workers + cores - 1` threads, the workers' loops plus
 //!   `cores - 1` gather helpers, when there are 2 cores or more; `workers` threads on one core
 //!   ([`LoaderOptions::threads`]). All are joined by [`Loader::close`].
 //! * **Memory bound**: a worker holds at most one batch (it draws only after its previous result was
 //!   queued) and the queue holds at most `prefetch`, so at most `workers + prefetch` batches are alive
-//!   besides the ones the consumer holds.
+//!   besides the ones the consumer holds. While transforms are short (paced), at most
+//!   `prefetch + 1` are, once the batches the workers drew before the first measurement are taken.
 //! * **Errors**: the first failing step `k` (draw, gather, transform or a caught panic) is delivered
 //!   after every batch drawn before it; no batch drawn after it is queued once the failure is known,
 //!   and then the loader stops. With several workers, a batch drawn after `k` that was already queued

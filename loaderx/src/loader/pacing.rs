@@ -17,10 +17,12 @@ use parking_lot::{Condvar, Mutex};
 /// gathers. When transforms take less than 1/16 of a gather (moving averages over recent batches),
 /// one worker keeps the gather busy on its own, and another one would only add a lock hand-off
 /// and two context switches per batch on the cores the gather needs. Such a worker rests (sleeps)
-/// before its next draw, unless it is the last one running and not blocked on a full queue. A
-/// running worker wakes one resting worker whenever it measures transforms long again, and before
-/// it blocks on a full queue (so a slow consumer still finds `workers + prefetch` batches ready, as
-/// without pacing); every worker that exits, and `close`, wakes them all.
+/// before its next draw unless it is the only one not resting; a worker blocked on a full queue
+/// counts as not resting, so while one waits there with its batch the others do not gather more:
+/// with short transforms at most `prefetch + 1` batches are alive in the pipeline (the queue and
+/// the blocked worker's), against `workers + prefetch` when every worker runs. A running worker
+/// wakes one resting worker whenever it measures transforms long again, and before it blocks on a
+/// full queue while they are long; every worker that exits, and `close`, wakes them all.
 pub(super) struct Pacing {
     state: Mutex<PacingState>,
     wake: Condvar,
@@ -90,8 +92,8 @@ impl Pacing {
         g != 0 && t != 0 && t.saturating_mul(16) < g
     }
 
-    /// Called before each draw: rests while transforms are short and another worker runs (and is
-    /// not blocked on a full queue), or wakes a resting worker when they are long. False when the
+    /// Called before each draw: rests while transforms are short and another worker runs or is
+    /// blocked on a full queue, or wakes a resting worker when they are long. False when the
     /// loader stopped.
     pub(super) fn pace(&self, stop: &AtomicBool) -> bool {
         if !self.transforms_short() {
@@ -99,7 +101,7 @@ impl Pacing {
             return true;
         }
         let mut g = self.state.lock();
-        if g.running().saturating_sub(g.blocked) <= 1 {
+        if g.running() <= 1 {
             return true;
         }
         g.resting += 1;
@@ -127,10 +129,17 @@ impl Pacing {
         }
     }
 
-    /// A running worker is about to block on a full queue: wake a resting worker to gather the
-    /// next batch meanwhile (under the same lock as the decision to rest, so none is missed).
+    /// A running worker is about to block on a full queue. While transforms are long, a resting
+    /// worker is woken to gather and transform the next batch meanwhile (under the same lock as the
+    /// decision to rest, so none is missed); while they are short nobody is: the blocked worker
+    /// gathers the next batch as soon as the queue has room, and another batch held ready would
+    /// only be memory.
     pub(super) fn block(&self) {
-        self.wake_one_after(|g| g.blocked += 1);
+        if self.transforms_short() {
+            self.state.lock().blocked += 1;
+        } else {
+            self.wake_one_after(|g| g.blocked += 1);
+        }
     }
 
     /// The worker that called [`Pacing::block`] can go on.
@@ -250,22 +259,33 @@ mod tests {
     }
 
     #[test]
-    fn a_worker_does_not_rest_while_the_others_are_blocked_on_a_full_queue() {
+    fn with_short_transforms_a_worker_rests_while_another_is_blocked_on_a_full_queue() {
         let b = Arc::new(Pacing::new(2));
         let stop = Arc::new(AtomicBool::new(false));
         b.record(Duration::from_micros(100), Duration::from_nanos(100));
+        // The other worker blocks holding its batch: it wakes nobody, and this one rests instead
+        // of gathering a batch that could only wait behind it.
         b.block();
-        // The other worker is blocked: this one goes on, so the queue still fills up to the bound.
-        assert!(b.pace(&stop));
-        assert_eq!(resting(&b), 0);
-        b.unblock();
-        // Unblocked again, it may rest.
+        assert_eq!(rest_state(&b), (0, 0), "block woke nobody");
         let rx = pace_on_thread(&b, &stop);
-        wait_until("one rests", || resting(&b) == 1);
-        // And the next block wakes it.
+        wait_until("the second worker rests", || resting(&b) == 1);
+        assert_eq!(rest_state(&b), (1, 0));
+        // Unblocked, the first one goes on alone.
+        b.unblock();
+        assert!(b.pace(&stop));
+        assert_eq!(rest_state(&b), (1, 0));
+        assert!(rx.try_recv().is_err(), "still resting");
+        // Long transforms: blocking on the full queue wakes the resting worker, which goes on
+        // while the first waits, and a worker does not rest beside a blocked one.
+        for _ in 0..40 {
+            b.record(Duration::from_micros(100), Duration::from_millis(50));
+        }
         b.block();
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true));
         assert_eq!(resting(&b), 0);
+        assert!(b.pace(&stop));
+        assert_eq!(resting(&b), 0);
+        b.unblock();
     }
 
     #[test]

@@ -60,7 +60,7 @@ impl ShardState {
         record_and_shard_crc(&mut self.crc, i, bytes, uuid)
     }
 
-    /// Checksums an uncompressed record that will be written at `offset` by `write_direct`.
+    /// Checksums an uncompressed record that will be written at `offset` by `write_parts_direct`.
     pub(super) fn account(&mut self, i: u64, raw: &[u8], offset: u64, uuid: &[u8; 16]) -> Entry {
         let crc = self.checksum(i, raw, uuid);
         self.records += 1;
@@ -83,14 +83,16 @@ impl ShardState {
         }
     }
 
-    /// Writes bytes at the cursor, bypassing the staging buffer (which must be empty).
-    pub(super) fn write_direct(&mut self, bytes: &[u8]) -> Result<()> {
+    /// Writes `parts` back to back at the cursor (one gathered write where the file system can),
+    /// bypassing the staging buffer (which must be empty).
+    pub(super) fn write_parts_direct(&mut self, parts: &[&[u8]]) -> Result<()> {
         self.flush()?;
+        let n: usize = parts.iter().map(|p| p.len()).sum();
         self.file
-            .write_at(self.cursor, bytes)
+            .write_parts_at(self.cursor, parts)
             .map_err(|e| Error::io("write", &self.path, e))?;
-        self.cursor += bytes.len() as u64;
-        self.written(bytes.len());
+        self.cursor += n as u64;
+        self.written(n);
         Ok(())
     }
 

@@ -105,7 +105,7 @@ fn loader_rule(tname: &str, base_rows: &[&Value], cur_rows: &[&Value], v: &mut V
     };
     for peer in base_rows.iter().filter(|r| {
         let a = arm(r);
-        !a.is_empty() && !a.contains("loaderx") && a != "bare-gather"
+        !a.is_empty() && !a.contains("loaderx") && a != "bare-gather" && a != "memcpy-limit"
     }) {
         let pname = arm(peer);
         let (Some(pb), Some(pc)) = (num(peer, "samples/s"), by_arm(cur_rows, pname)) else {
@@ -211,7 +211,10 @@ pub fn check(base: &Value, cur: &Value) -> Vec<Violation> {
 
 /// The loader-table arms that are loaderx itself (the bare gather, Rust and Python loaders).
 fn is_own_loader_arm(arm: &str) -> bool {
-    arm == "bare-gather" || arm.starts_with("loaderx-") || arm.starts_with("python-loaderx")
+    arm == "memcpy-limit"
+        || arm == "bare-gather"
+        || arm.starts_with("loaderx-")
+        || arm.starts_with("python-loaderx")
 }
 
 pub fn main(

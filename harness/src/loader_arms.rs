@@ -86,7 +86,14 @@ const fn arm(
 }
 
 /// Every arm, in table order. The Python loaderx row is the reference of the `x loaderx` column.
-pub const ARMS: [Arm; 15] = [
+pub const ARMS: [Arm; 16] = [
+    arm(
+        "memcpy-limit",
+        "memcpy limit (records in memory, no loader)",
+        "in-memory",
+        Runner::Rust,
+        false,
+    ),
     arm(
         "bare-gather",
         "view.gather loop (Rust, no loader)",
@@ -200,7 +207,8 @@ pub const ARMS: [Arm; 15] = [
 /// The arms of a `--quick` run (the CI gate): loaderx against the torch `DataLoader` rows. The
 /// other peers need minutes of data-file writing and process start-up that CI's time bound
 /// cannot spare; full runs have them all.
-pub const QUICK_ARMS: [&str; 6] = [
+pub const QUICK_ARMS: [&str; 7] = [
+    "memcpy-limit",
     "bare-gather",
     "loaderx-w0",
     "loaderx-w4",

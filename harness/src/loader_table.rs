@@ -22,6 +22,8 @@ use crate::corpus::{Corpora, Loaded};
 use crate::loader_arms::{
     self, ARMS, Arm, BATCH, BLOCK, BUDGET_S, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
 };
+use crate::loader_limit::CopyLimit;
+use crate::loader_match::{Delivered, Steps};
 use crate::model::FreeTable;
 use crate::progress::progress;
 use crate::stats::{median, sample_sd};
@@ -170,16 +172,6 @@ fn store_len(path: &Path, dense: bool) -> Result<u64, String> {
 
 /// Whether a loader's shards hold exactly the records of `want` (a direct gather of the same
 /// indices): values, and for ragged batches offsets and shapes too.
-fn same_batch(got: &[loaderx::Batch], want: &loaderx::Batch) -> bool {
-    match (got, want) {
-        ([loaderx::Batch::Dense(g)], loaderx::Batch::Dense(w)) => g.bytes() == w.bytes(),
-        ([loaderx::Batch::Ragged(g)], loaderx::Batch::Ragged(w)) => {
-            g.values() == w.values() && g.cu_seqlens() == w.cu_seqlens() && g.shapes() == w.shapes()
-        }
-        _ => false,
-    }
-}
-
 /// `loader-cell KIND STORE ARM BATCHES` → prints one JSON line. The draws are `IndexSampler(n,
 /// 256, Iid, seed 7)`'s, the ones `loader_arms::write_draws` writes for the Python arms, and the
 /// timing is theirs too (`harness/python/loaders/common.py`): warm-up batches each verified, then
@@ -215,13 +207,21 @@ pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
     let mut draw = move || -> Result<Vec<u64>, String> {
         Ok(reference.next().map_err(|e| e.to_string())?.to_vec())
     };
-    let mut next: Box<dyn FnMut() -> Result<Vec<loaderx::Batch>, String>> = if arm == "bare-gather"
-    {
+    let mut next: Box<dyn FnMut() -> Result<Delivered, String>> = if arm == "bare-gather" {
         let mut s = sampler()?;
         let view = view.clone();
         Box::new(move || {
             let idx = s.next().map_err(|e| e.to_string())?.to_vec();
-            Ok(vec![view.gather(&idx).map_err(|e| e.to_string())?])
+            Ok(Delivered::Loader(vec![
+                view.gather(&idx).map_err(|e| e.to_string())?,
+            ]))
+        })
+    } else if arm == "memcpy-limit" {
+        let mut s = sampler()?;
+        let limit = CopyLimit::load(&view, n)?;
+        Box::new(move || {
+            let idx = s.next().map_err(|e| e.to_string())?;
+            Ok(Delivered::Copy(limit.copy(idx)))
         })
     } else {
         let workers: usize = arm
@@ -236,22 +236,23 @@ pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
                 .next()
                 .ok_or("loader ended")?
                 .map_err(|e| e.to_string())?;
-            Ok(shards
-                .into_iter()
-                .flat_map(|s| s.into_pairs().into_iter().map(|(_, b)| b))
-                .collect())
+            Ok(Delivered::Loader(
+                shards
+                    .into_iter()
+                    .flat_map(|s| s.into_pairs().into_iter().map(|(_, b)| b))
+                    .collect(),
+            ))
         })
     };
-    let mut verify = |got: &[loaderx::Batch], full: bool| -> Result<bool, String> {
-        let [b] = got else { return Ok(false) };
-        let Some(idx) = steps.take(b, &view, &mut draw)? else {
+    let mut verify = |got: &Delivered, full: bool| -> Result<bool, String> {
+        let Some(idx) = steps.take(got, &view, &mut draw)? else {
             return Ok(false);
         };
         if !full {
             return Ok(true);
         }
         let want = view.gather(&idx).map_err(|e| e.to_string())?;
-        Ok(same_batch(got, &want))
+        Ok(got.same(&want))
     };
     let mut step = 0usize;
     for _ in 0..WARMUP {
@@ -295,15 +296,21 @@ pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
         }
     }
     drop(next);
-    println!(
-        "{}",
-        json!({
-            "per_batch_s": spent.as_secs_f64() / verified.max(1) as f64,
-            "verified": verified > 0,
-            "verified_batches": verified,
-            "peak_rss_bytes": own_peak_rss(),
-        })
-    );
+    let mut line = json!({
+        "per_batch_s": spent.as_secs_f64() / verified.max(1) as f64,
+        "verified": verified > 0,
+        "verified_batches": verified,
+        "peak_rss_bytes": own_peak_rss(),
+    });
+    if arm == "memcpy-limit" {
+        line["config"] = json!(format!(
+            "the store's {n} records held in memory; each batch copied record by record on {} threads \
+             (byte-balanced pieces, the stores a gather of that size uses) into a recycled buffer; \
+             no loader, no file, no checksum",
+            rayon::current_num_threads()
+        ));
+    }
+    println!("{line}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -315,59 +322,6 @@ fn mismatch(msg: String) -> Result<ExitCode, String> {
         json!({"per_batch_s": null, "verified": false, "mismatch": true, "error": msg})
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// Positions of the records that tell which step a delivered batch belongs to.
-const PROBE: [usize; 4] = [0, 1, BATCH / 2, BATCH - 1];
-
-/// Record `j` of a batch, as bytes.
-fn record_bytes(b: &loaderx::Batch, j: usize) -> Option<&[u8]> {
-    match b {
-        loaderx::Batch::Dense(d) => {
-            let n = *d.shape().first()? as usize;
-            let item = d.bytes().len().checked_div(n)?;
-            (j < n).then(|| &d.bytes()[j * item..(j + 1) * item])
-        }
-        loaderx::Batch::Ragged(r) => {
-            let cu = r.cu_seqlens();
-            let total = *cu.last()? as usize;
-            let isz = r.values().len().checked_div(total).unwrap_or(1);
-            let (a, z) = (*cu.get(j)? as usize, *cu.get(j + 1)? as usize);
-            Some(&r.values()[a * isz..z * isz])
-        }
-    }
-}
-
-/// The steps drawn but not yet received, each with its indices and its probe records.
-#[derive(Default)]
-struct Steps {
-    pending: Vec<(Vec<u64>, loaderx::Batch)>,
-}
-
-impl Steps {
-    const WINDOW: usize = 256;
-
-    /// The indices of the earliest pending step whose probe records `b` holds (removed), drawing
-    /// further steps from `draw` up to the window.
-    fn take(
-        &mut self,
-        b: &loaderx::Batch,
-        view: &StreamView,
-        draw: &mut dyn FnMut() -> Result<Vec<u64>, String>,
-    ) -> Result<Option<Vec<u64>>, String> {
-        while self.pending.len() < Self::WINDOW {
-            let idx = draw()?;
-            let probe: Vec<u64> = PROBE.iter().map(|&j| idx[j]).collect();
-            let recs = view.gather(&probe).map_err(|e| e.to_string())?;
-            self.pending.push((idx, recs));
-        }
-        let pos = self.pending.iter().position(|(_, recs)| {
-            PROBE.iter().enumerate().all(|(k, &j)| {
-                record_bytes(b, j).is_some_and(|got| record_bytes(recs, k) == Some(got))
-            })
-        });
-        Ok(pos.map(|p| self.pending.remove(p).0))
-    }
 }
 
 /// One arm's results over the repeats.

@@ -19,7 +19,7 @@
 //! |---|---|
 //! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) |
 //! | run | `run` (corpora, every selected table, the report) |
-//! | tables | `store_cell`, `sampler_table`, `loader_table` (arms and cells), `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
+//! | tables | `store_cell`, `sampler_table`, `loader_table` (arms and cells) → `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
 //! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`) → `plots`; `machine` (receipts) |
 //! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `stats`, `progress` → `table` (`Table`: names, geometry, corpus) |
 
@@ -31,6 +31,8 @@ mod config;
 mod corpus;
 mod gate;
 mod loader_arms;
+mod loader_limit;
+mod loader_match;
 mod loader_table;
 mod machine;
 mod model;

@@ -2,8 +2,8 @@
 //!
 //! Gathers are serialized, so a worker beyond the first pays off only while transforms are long
 //! enough to overlap with another worker's gather. [`Pacing`] keeps the moving averages, the
-//! counts of running, blocked and resting workers, and the condition variable resting workers
-//! sleep on; the worker loop calls it before each draw and around a blocking send.
+//! counts of running and resting workers, and the condition variable resting workers
+//! sleep on; the worker loop calls it before each draw and before a blocking send.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -37,8 +37,6 @@ pub(super) struct Pacing {
 /// The worker counts behind [`Pacing`]'s lock.
 struct PacingState {
     workers: usize,
-    /// Running workers blocked on a full queue.
-    blocked: usize,
     resting: usize,
     /// Wake-ups sent and not yet taken by a resting worker.
     wakeups: usize,
@@ -56,7 +54,6 @@ impl Pacing {
         Pacing {
             state: Mutex::new(PacingState {
                 workers,
-                blocked: 0,
                 resting: 0,
                 wakeups: 0,
             }),
@@ -113,15 +110,10 @@ impl Pacing {
         !stop.load(Ordering::Acquire)
     }
 
-    /// Wakes one resting worker, if any.
+    /// Wakes one resting worker, if any (under the lock the decision to rest is taken under, so
+    /// none is missed).
     fn wake_one(&self) {
-        self.wake_one_after(|_| {});
-    }
-
-    /// Applies `update` to the state, then wakes one resting worker if any, under one lock.
-    fn wake_one_after(&self, update: impl FnOnce(&mut PacingState)) {
         let mut g = self.state.lock();
-        update(&mut g);
         if g.resting > g.wakeups {
             g.wakeups += 1;
             drop(g);
@@ -129,23 +121,14 @@ impl Pacing {
         }
     }
 
-    /// A running worker is about to block on a full queue. While transforms are long, a resting
-    /// worker is woken to gather and transform the next batch meanwhile (under the same lock as the
-    /// decision to rest, so none is missed); while they are short nobody is: the blocked worker
-    /// gathers the next batch as soon as the queue has room, and another batch held ready would
-    /// only be memory.
+    /// A running worker is about to block on a full queue (it stays counted as running). While
+    /// transforms are long, a resting worker is woken to gather and transform the next batch
+    /// meanwhile; while they are short nobody is: the blocked worker gathers the next batch as
+    /// soon as the queue has room, and another batch held ready would only be memory.
     pub(super) fn block(&self) {
-        if self.transforms_short() {
-            self.state.lock().blocked += 1;
-        } else {
-            self.wake_one_after(|g| g.blocked += 1);
+        if !self.transforms_short() {
+            self.wake_one();
         }
-    }
-
-    /// The worker that called [`Pacing::block`] can go on.
-    pub(super) fn unblock(&self) {
-        let mut g = self.state.lock();
-        g.blocked = g.blocked.saturating_sub(1);
     }
 
     /// Wakes every resting worker (on close, and when a worker exits).
@@ -270,8 +253,7 @@ mod tests {
         let rx = pace_on_thread(&b, &stop);
         wait_until("the second worker rests", || resting(&b) == 1);
         assert_eq!(rest_state(&b), (1, 0));
-        // Unblocked, the first one goes on alone.
-        b.unblock();
+        // Its queue has room again: the first one goes on alone.
         assert!(b.pace(&stop));
         assert_eq!(rest_state(&b), (1, 0));
         assert!(rx.try_recv().is_err(), "still resting");
@@ -285,7 +267,6 @@ mod tests {
         assert_eq!(resting(&b), 0);
         assert!(b.pace(&stop));
         assert_eq!(resting(&b), 0);
-        b.unblock();
     }
 
     #[test]

@@ -134,7 +134,6 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
                 send(tx, msg) -> sent => sent.is_ok(),
                 recv(cancel) -> _ => false,
             };
-            shared.pacing.unblock();
             if !sent {
                 return;
             }

@@ -94,7 +94,16 @@ impl WriteFile for StdWriteFile {
         let mut at = offset;
         // The part being written and how much of it is done.
         let (mut k, mut done) = (0usize, 0usize);
-        while k < parts.len() {
+        loop {
+            // Past the parts (or the rest of one) already written; empty ones write nothing, and a
+            // call with nothing left to write would return 0.
+            while k < parts.len() && parts[k].len() == done {
+                k += 1;
+                done = 0;
+            }
+            if k == parts.len() {
+                return Ok(());
+            }
             let iov: Vec<libc::iovec> = parts[k..]
                 .iter()
                 .take(IOV_MAX)
@@ -129,8 +138,8 @@ impl WriteFile for StdWriteFile {
             }
             let mut n = n as usize;
             at += n as u64;
-            // Skip the parts (and the part of one) that were written.
-            while n > 0 && k < parts.len() {
+            // Advance over what was written: whole parts, then the start of one.
+            while n > 0 {
                 let left = parts[k].len() - done;
                 if n >= left {
                     n -= left;
@@ -141,12 +150,7 @@ impl WriteFile for StdWriteFile {
                     n = 0;
                 }
             }
-            while k < parts.len() && parts[k].len() == done {
-                k += 1;
-                done = 0;
-            }
         }
-        Ok(())
     }
 
     fn sync(&self) -> io::Result<()> {
@@ -339,6 +343,9 @@ mod tests {
         let parts: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
         f.write_parts_at(64, &parts).expect("write parts");
         f.write_parts_at(1 << 20, &[]).expect("no parts");
+        // Only empty parts: nothing to write, as for `write_at` of an empty slice (the writers never
+        // pass one: records are non-empty).
+        f.write_parts_at(64, &[&[], &[]]).expect("empty parts");
         let want: Vec<u8> = [vec![0xEE; 64], owned.concat()].concat();
         assert_eq!(std::fs::read(&path).expect("read"), want);
     }

@@ -25,18 +25,9 @@ impl Delivered {
                 [b] => record_bytes(b, j),
                 _ => None,
             },
-            Delivered::Copy(c) if c.cu_seqlens.is_empty() => {
-                let item = c.values.len().checked_div(BATCH)?;
-                (j < BATCH).then(|| &c.values[j * item..(j + 1) * item])
-            }
             Delivered::Copy(c) => {
-                let total = *c.cu_seqlens.last()? as usize;
-                let isz = c.values.len().checked_div(total).unwrap_or(1);
-                let (a, z) = (
-                    *c.cu_seqlens.get(j)? as usize,
-                    *c.cu_seqlens.get(j + 1)? as usize,
-                );
-                Some(&c.values[a * isz..z * isz])
+                let cu = (!c.cu_seqlens.is_empty()).then_some(c.cu_seqlens.as_slice());
+                packed_record(&c.values, BATCH, cu, j)
             }
         }
     }
@@ -69,19 +60,25 @@ const PROBE: [usize; 4] = [0, 1, BATCH / 2, BATCH - 1];
 /// Record `j` of a batch, as bytes.
 fn record_bytes(b: &loaderx::Batch, j: usize) -> Option<&[u8]> {
     match b {
-        loaderx::Batch::Dense(d) => {
-            let n = *d.shape().first()? as usize;
-            let item = d.bytes().len().checked_div(n)?;
-            (j < n).then(|| &d.bytes()[j * item..(j + 1) * item])
-        }
+        loaderx::Batch::Dense(d) => packed_record(d.bytes(), *d.shape().first()? as usize, None, j),
         loaderx::Batch::Ragged(r) => {
             let cu = r.cu_seqlens();
-            let total = *cu.last()? as usize;
-            let isz = r.values().len().checked_div(total).unwrap_or(1);
-            let (a, z) = (*cu.get(j)? as usize, *cu.get(j + 1)? as usize);
-            Some(&r.values()[a * isz..z * isz])
+            packed_record(r.values(), cu.len().saturating_sub(1), Some(cu), j)
         }
     }
+}
+
+/// Record `j` of `n` packed back to back in `values`: equal slices (Dense, no `cu_seqlens`) or
+/// the spans `cu_seqlens` gives in elements (Ragged).
+fn packed_record<'a>(values: &'a [u8], n: usize, cu: Option<&[i32]>, j: usize) -> Option<&'a [u8]> {
+    let Some(cu) = cu else {
+        let item = values.len().checked_div(n)?;
+        return (j < n).then(|| &values[j * item..(j + 1) * item]);
+    };
+    let total = *cu.last()? as usize;
+    let isz = values.len().checked_div(total).unwrap_or(1);
+    let (a, z) = (*cu.get(j)? as usize, *cu.get(j + 1)? as usize);
+    Some(&values[a * isz..z * isz])
 }
 
 /// The steps drawn but not yet received, each with its indices and its probe records.

@@ -39,7 +39,19 @@ pub trait WriteFile: Send + Sync {
 pub trait ReadFile: Send + Sync {
     /// The whole file.
     fn bytes(&self) -> &[u8];
+    /// The same file for reads that bypass the page cache (`O_DIRECT`: offset, length and buffer
+    /// aligned to [`DIRECT_ALIGN`]), used by cold gathers of large records; `None` (the default)
+    /// when this file system has no such reads, and every read then goes through
+    /// [`ReadFile::bytes`].
+    fn direct(&self) -> Option<&File> {
+        None
+    }
 }
+
+/// The alignment of offsets, lengths and buffers of a [`ReadFile::direct`] read: 4 KiB, a
+/// multiple of every common device's logical block size (a device with larger blocks refuses
+/// the read with `EINVAL`, and the caller then reads through the mapping).
+pub const DIRECT_ALIGN: usize = 4096;
 
 /// A held advisory lock; dropping it releases the lock.
 pub trait LockGuard: Send + Sync {}
@@ -173,16 +185,43 @@ impl WriteFile for StdWriteFile {
 }
 
 enum StdReadFile {
-    Mapped(memmap2::Mmap),
+    Mapped {
+        map: memmap2::Mmap,
+        /// The descriptor the map was made from, kept for direct reads.
+        file: File,
+        /// Whether `file` reads with `O_DIRECT`: switched on at the first direct read (`None`
+        /// until then; `Some(false)` where the file system refuses the flag).
+        direct: std::sync::OnceLock<bool>,
+    },
     Empty,
 }
 
 impl ReadFile for StdReadFile {
     fn bytes(&self) -> &[u8] {
         match self {
-            StdReadFile::Mapped(m) => m,
+            StdReadFile::Mapped { map, .. } => map,
             StdReadFile::Empty => &[],
         }
+    }
+
+    /// The descriptor the file was mapped from, switched to `O_DIRECT` on first use (the map
+    /// does not depend on the descriptor's flags, and nothing else reads through it).
+    #[cfg(target_os = "linux")]
+    fn direct(&self) -> Option<&File> {
+        let StdReadFile::Mapped { file, direct, .. } = self else {
+            return None;
+        };
+        let on = *direct.get_or_init(|| {
+            use std::os::fd::AsRawFd;
+            let fd = file.as_raw_fd();
+            // SAFETY: fcntl on a descriptor this value owns and keeps open; F_GETFL and F_SETFL
+            // only read and change its status flags.
+            unsafe {
+                let flags = libc::fcntl(fd, libc::F_GETFL);
+                flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT) == 0
+            }
+        });
+        on.then_some(file)
     }
 }
 
@@ -253,8 +292,12 @@ impl Vfs for StdFs {
         // SAFETY: containers are immutable after publish; the map is read-only. A process that
         // truncates a published container underneath a reader is outside the contract (documented in
         // docs/format.md: such truncation raises SIGBUS, as with any mmap reader).
-        let m = unsafe { memmap2::Mmap::map(&f)? };
-        Ok(Arc::new(StdReadFile::Mapped(m)))
+        let map = unsafe { memmap2::Mmap::map(&f)? };
+        Ok(Arc::new(StdReadFile::Mapped {
+            map,
+            file: f,
+            direct: std::sync::OnceLock::new(),
+        }))
     }
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {

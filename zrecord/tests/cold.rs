@@ -100,3 +100,136 @@ fn a_damaged_record_is_reported_on_the_cold_path() {
         other => panic!("expected a corruption error for record {victim}, got {other:?}"),
     }
 }
+
+/// Whether every page of `len` bytes at `offset` of `file` is out of the page cache (a private
+/// mapping of the file, asked with `mincore`).
+fn none_resident(file: &std::path::Path, offset: u64, len: u64) -> bool {
+    let f = std::fs::File::open(file).unwrap();
+    // SAFETY: a read-only map of the test's own file, which nothing modifies while it is mapped.
+    let map = unsafe { memmap2::Mmap::map(&f).unwrap() };
+    let page = 4096u64;
+    let start = offset / page * page;
+    let end = offset + len;
+    let pages = (end - start).div_ceil(page) as usize;
+    let mut vec = vec![0u8; pages];
+    // SAFETY: the range lies inside the live mapping (start is page-aligned, end within the file
+    // rounded up to a page); mincore writes one byte per page into `vec`, which has that many.
+    let rc = unsafe {
+        libc::mincore(
+            map.as_ptr().add(start as usize) as *mut libc::c_void,
+            (end - start) as usize,
+            vec.as_mut_ptr(),
+        )
+    };
+    assert_eq!(rc, 0);
+    vec.iter().all(|v| v & 1 == 0)
+}
+
+/// A Ragged store of `uint8` records whose lengths run from 5 KiB to 2.6 MiB, so records start at
+/// unaligned offsets and some span several of the direct path's 1 MiB reads.
+fn large_ragged(path: &std::path::Path) -> (Vec<u8>, Vec<usize>) {
+    let lens: Vec<usize> = (0..40usize)
+        .map(|k| 5_003 + (k * 7_919_993) % 2_700_000)
+        .collect();
+    let total: usize = lens.iter().sum();
+    let values: Vec<u8> = (0..total)
+        .map(|k| (k as u32).wrapping_mul(2_654_435_761).rotate_right(11) as u8)
+        .collect();
+    let mut cu = vec![0i32];
+    for l in &lens {
+        cu.push(cu.last().unwrap() + *l as i32);
+    }
+    let shapes: Vec<u64> = lens.iter().map(|&l| l as u64).collect();
+    let mut w =
+        RaggedWriter::create(path, DType::UInt8, 1, Codec::Raw, WriterOptions::default()).unwrap();
+    w.append(&values, &cu, &shapes).unwrap();
+    w.close().unwrap();
+    let mut starts = vec![0usize];
+    for l in &lens {
+        starts.push(starts.last().unwrap() + l);
+    }
+    (values, starts)
+}
+
+#[test]
+fn cold_large_records_are_read_past_the_page_cache_and_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big");
+    let (values, starts) = large_ragged(&path);
+    let n = starts.len() as u64 - 1;
+    let idx: Vec<u64> = (0..64u64).map(|k| (k * 17 + 3) % n).collect();
+    let alloc: Arc<dyn Allocator> = Arc::new(SystemAllocator::new());
+    for (cold, verify) in [
+        (ColdReads::Auto, true),
+        (ColdReads::Always, true),
+        (ColdReads::Always, false),
+    ] {
+        let store = RaggedStore::open_with(
+            &path,
+            OpenOptions {
+                cold_reads: cold,
+                verify,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        let ext = store.record_extents(&idx).unwrap();
+        // Evicted after the open, whose header checks fault in the start of each shard.
+        evict(&path);
+        // Eviction is best effort (tmpfs keeps every page, for one; pages the open mapped stay):
+        // the test can only tell which path read a record that was out of the cache before.
+        let was_cold: Vec<bool> = ext
+            .iter()
+            .map(|e| none_resident(&e.path, e.offset, e.len))
+            .collect();
+        let b = store.bind(alloc.clone()).gather(&idx).unwrap();
+        let mut at = 0;
+        for &i in &idx {
+            let (s, e) = (starts[i as usize], starts[i as usize + 1]);
+            assert!(
+                b.values()[at..at + e - s] == values[s..e],
+                "{cold:?} verify {verify}: record {i}"
+            );
+            at += e - s;
+        }
+        // Read directly: nothing was added to the page cache.
+        for (e, _) in ext.iter().zip(&was_cold).filter(|(_, cold)| **cold) {
+            assert!(
+                none_resident(&e.path, e.offset, e.len),
+                "{cold:?}: the record at byte {} went through the page cache",
+                e.offset
+            );
+        }
+    }
+}
+
+#[test]
+fn damage_in_a_later_piece_of_a_large_record_is_reported_on_the_direct_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big");
+    let (_, starts) = large_ragged(&path);
+    // The longest record: damage it past its first 1 MiB read.
+    let victim = (0..starts.len() - 1)
+        .max_by_key(|&i| starts[i + 1] - starts[i])
+        .unwrap() as u64;
+    let store = RaggedStore::open(&path).unwrap();
+    let ext = store.record_extents(&[victim]).unwrap().remove(0);
+    assert!(ext.len > 2 << 20);
+    drop(store);
+    let mut bytes = std::fs::read(&ext.path).unwrap();
+    bytes[(ext.offset + ext.len - 3) as usize] ^= 0x01;
+    std::fs::write(&ext.path, &bytes).unwrap();
+    evict(&path);
+    let alloc: Arc<dyn Allocator> = Arc::new(SystemAllocator::new());
+    let view = RaggedStore::open_with(&path, opts(ColdReads::Always))
+        .unwrap()
+        .bind(alloc);
+    let idx = [0, victim, 1, 2];
+    match view.gather(&idx) {
+        Err(Error::Corrupt { at, .. }) => {
+            assert_eq!(at.record, Some(victim));
+            assert_eq!(at.offset, Some(ext.offset));
+        }
+        other => panic!("expected a corruption error for record {victim}, got {other:?}"),
+    }
+}

@@ -1,12 +1,15 @@
-//! Cold gathers: a gather whose records are not in the page cache asks the kernel for all of them
+//! Cold gathers: a gather whose records are not in the page cache asks the device for all of them
 //! at once before the copy starts, so the device works on the whole batch in parallel instead of
 //! one synchronous page fault at a time. Implements the [`ColdReads`] policy an [`OpenOptions`]
 //! carries: the residency probe that decides when the path engages, the read-ahead requests, and
 //! [`RecordExtent`] (where a record's stored bytes lie, for tools that measure the device).
 //!
-//! The copy itself is unchanged: after the requests are issued the gather runs the ordinary fused
-//! copy + CRC loop, whose page faults then wait for reads already in flight (or find the pages
-//! already there). What the caller receives is verified exactly as on a warm gather.
+//! Two ways to read a cold batch. Small records (under 32 KiB on average, or compressed ones) are
+//! requested with `MADV_WILLNEED` and then copied by the ordinary fused copy + CRC loop, whose page
+//! faults wait for reads already in flight. Large raw records are read past the page cache with
+//! `O_DIRECT`, several reads in flight, and copied + checksummed from the read buffer by the same
+//! kernel ([`super::direct`]). Either way the caller receives bytes verified exactly as on a warm
+//! gather.
 //!
 //! [`OpenOptions`]: super::OpenOptions
 
@@ -84,22 +87,34 @@ fn will_need(bytes: &[u8]) {
 }
 
 impl Inner {
-    /// The hook a gather calls before copying: under the store's policy, issues read-ahead
-    /// requests for every record of `idx` when the batch looks cold.
-    pub(super) fn before_gather(&self, idx: &[u64]) {
+    /// The hook a gather of `idx` into `total` output bytes calls before copying: under the
+    /// store's policy, when the batch looks cold, either issues read-ahead requests for every
+    /// record (and the gather then copies through the map), or, for large raw records, requests
+    /// only the cold index pages and returns `true`: the gather then reads the records directly
+    /// (see [`super::direct`]).
+    pub(super) fn before_gather(&self, idx: &[u64], total: usize) -> bool {
         let probe = match self.cold {
-            ColdReads::Never => return,
-            ColdReads::Always if idx.is_empty() => return,
+            ColdReads::Never => return false,
+            ColdReads::Always if idx.is_empty() => return false,
             ColdReads::Always => Probe {
                 index_cold: !self.index_resident(idx[0]),
                 data_cold: true,
             },
-            ColdReads::Auto if idx.len() < MIN_RECORDS => return,
+            ColdReads::Auto if idx.len() < MIN_RECORDS => return false,
             ColdReads::Auto => self.probe(idx),
         };
-        if probe.data_cold || probe.index_cold {
-            self.request_batch(idx, probe.index_cold);
+        if !probe.data_cold && !probe.index_cold {
+            return false;
         }
+        let maps = self.maps();
+        if probe.index_cold {
+            self.request_index(&maps, idx);
+        }
+        if probe.data_cold && self.direct_suits(idx.len(), total) {
+            return true;
+        }
+        self.request_records(&maps, idx);
+        false
     }
 
     fn index_resident(&self, i: u64) -> bool {
@@ -131,29 +146,29 @@ impl Inner {
         p
     }
 
-    /// Requests every record's stored bytes, after the index pages of every record when the
-    /// index is cold too: the index requests go first so that reading the entries waits for one
-    /// round of parallel reads, not one read per record. Batches of at least `PARALLEL_REQUESTS`
-    /// records spread the requests (each a system call that allocates pages and queues a read)
-    /// over the pool's threads.
-    fn request_batch(&self, idx: &[u64], index_cold: bool) {
-        let maps = self.maps();
-        if index_cold {
-            let page = page_size();
-            let mut last_page = usize::MAX;
-            for &i in idx {
-                let entry = &maps.index[format::entry_offset(i, self.entry)..][..self.entry];
-                let first = entry.as_ptr() as usize / page;
-                let last = (entry.as_ptr() as usize + entry.len() - 1) / page;
-                if first != last_page || last != last_page {
-                    will_need(entry);
-                    last_page = last;
-                }
+    /// Requests the index pages holding the entries of `idx`, so that reading the entries waits
+    /// for one round of parallel reads, not one read per record.
+    fn request_index(&self, maps: &Maps<'_>, idx: &[u64]) {
+        let page = page_size();
+        let mut last_page = usize::MAX;
+        for &i in idx {
+            let entry = &maps.index[format::entry_offset(i, self.entry)..][..self.entry];
+            let first = entry.as_ptr() as usize / page;
+            let last = (entry.as_ptr() as usize + entry.len() - 1) / page;
+            if first != last_page || last != last_page {
+                will_need(entry);
+                last_page = last;
             }
         }
+    }
+
+    /// Requests every record's stored bytes (after [`Inner::request_index`] when the index is
+    /// cold too). Batches of at least `PARALLEL_REQUESTS` records spread the requests (each a
+    /// system call that allocates pages and queues a read) over the pool's threads.
+    fn request_records(&self, maps: &Maps<'_>, idx: &[u64]) {
         let request = |part: &[u64]| {
             for &i in part {
-                will_need(self.locate_stored(&maps, i).2);
+                will_need(self.locate_stored(maps, i).2);
             }
         };
         if idx.len() >= PARALLEL_REQUESTS && cores() > 1 {

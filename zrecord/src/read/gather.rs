@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::format::Codec;
 use crate::threads::{cores, process_pool};
 
+use super::direct::split_output;
 use super::open::Inner;
 
 /// Batches smaller than this are gathered on the calling thread; larger ones are split over rayon.
@@ -56,8 +57,10 @@ impl Inner {
         if idx.is_empty() {
             return Ok(());
         }
-        self.before_gather(idx);
         let stores = stores_for(total);
+        if self.before_gather(idx, total) {
+            return self.direct_fill(idx, out, offsets, stores);
+        }
         // Inside a pool (a loader's gather threads) a gather splits over that pool; from any other
         // thread over this process's own pool (see `threads`), never rayon's global one, whose
         // threads a forked child does not have. The pool is only looked up for a gather that
@@ -86,28 +89,7 @@ impl Inner {
         // may have more threads than cores (a loader's workers are pool threads too); pieces beyond
         // four per core add splitting, not parallelism.
         let threads = pool_threads.min(cores());
-        let pieces = (threads * 4).min(idx.len());
-        let target = total.div_ceil(pieces).max(1);
-        let mut bounds = vec![0usize];
-        let mut next = target;
-        for k in 1..idx.len() {
-            if offsets(k) >= next {
-                bounds.push(k);
-                next = offsets(k) + target;
-            }
-        }
-        bounds.push(idx.len());
-        let mut slices: Vec<(usize, usize, &mut [u8])> = Vec::with_capacity(bounds.len());
-        let mut rest = out;
-        let mut consumed = 0;
-        for w in bounds.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            let end = offsets(b);
-            let (head, tail) = rest.split_at_mut(end - consumed);
-            slices.push((a, b, head));
-            rest = tail;
-            consumed = end;
-        }
+        let slices = split_output(idx.len(), out, offsets, threads * 4);
         let run = || {
             slices
                 .into_par_iter()

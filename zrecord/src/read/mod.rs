@@ -8,6 +8,7 @@
 
 mod batch;
 mod cold;
+mod direct;
 mod gather;
 mod open;
 mod record;

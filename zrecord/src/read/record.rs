@@ -174,7 +174,7 @@ impl Inner {
         }
     }
 
-    fn crc_error(&self, i: u64, s: u32, off: u64, expected: u32, found: u32) -> Error {
+    pub(super) fn crc_error(&self, i: u64, s: u32, off: u64, expected: u32, found: u32) -> Error {
         Error::corrupt(
             self.loc(i, s, off),
             "record crc32c",

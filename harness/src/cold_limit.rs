@@ -18,13 +18,61 @@ const ALIGN: u64 = 4096;
 pub const DEPTHS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// Writes back dirty pages, then drops the clean page cache (`echo 3 > /proc/sys/vm/drop_caches`).
-/// Pages a process still maps stay: a cold batch is taken on a freshly opened reader. Fails
-/// without root, with the reason.
+/// Pages a process still maps stay: call [`unmap_pages_under`] first for a reader's own mappings.
+/// Fails without root, with the reason.
 pub fn drop_caches() -> Result<(), String> {
     // SAFETY: sync(2) has no memory-safety preconditions.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", b"3")
         .map_err(|e| format!("cannot drop the page cache (needs root): {e}"))
+}
+
+/// Drops this process's page-table entries for every read-only file mapping of a file under
+/// `dir` (`MADV_DONTNEED`), so that [`drop_caches`] can evict those pages too: the kernel never
+/// evicts a page some process maps, and a reader maps what its open touched (headers, index,
+/// footers: with large folios and fault-around, megabytes of data around each). The next access
+/// faults the bytes back from the file. Returns how many mappings it dropped.
+pub fn unmap_pages_under(dir: &Path) -> Result<usize, String> {
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .map_err(|e| format!("read /proc/self/maps: {e}"))?;
+    let mut dropped = 0;
+    for line in maps.lines() {
+        // start-end perms offset dev inode path
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 6 || fields[1].contains('w') {
+            continue;
+        }
+        let path = Path::new(fields[5]);
+        if !path.starts_with(&dir) {
+            continue;
+        }
+        let Some((start, end)) = fields[0].split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end)) = (
+            usize::from_str_radix(start, 16),
+            usize::from_str_radix(end, 16),
+        ) else {
+            continue;
+        };
+        // SAFETY: the range is one whole, read-only mapping of a file (from /proc/self/maps);
+        // MADV_DONTNEED on it only drops page-table entries, and the next read of any byte faults
+        // the same file contents back in. No Rust reference sees different bytes.
+        let rc =
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        if rc != 0 {
+            return Err(format!(
+                "madvise(MADV_DONTNEED) on {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        dropped += 1;
+    }
+    Ok(dropped)
 }
 
 /// Whether this process can drop the page cache (checked once before a cold table runs).
@@ -207,6 +255,30 @@ pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<Limi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unmapping_drops_only_mappings_under_the_directory_and_keeps_the_bytes() {
+        let inside = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let page = 4096usize;
+        let (a, b) = (inside.path().join("a"), outside.path().join("b"));
+        std::fs::write(&a, vec![3u8; 8 * page]).unwrap();
+        std::fs::write(&b, vec![4u8; 8 * page]).unwrap();
+        // SAFETY: read-only maps of the test's own files, which nothing modifies while mapped.
+        let (ma, mb) = unsafe {
+            (
+                memmap2::Mmap::map(&File::open(&a).unwrap()).unwrap(),
+                memmap2::Mmap::map(&File::open(&b).unwrap()).unwrap(),
+            )
+        };
+        assert_eq!(ma[5 * page] + mb[5 * page], 7);
+        assert_eq!(unmap_pages_under(inside.path()).unwrap(), 1);
+        assert_eq!(unmap_pages_under(outside.path()).unwrap(), 1);
+        // The bytes fault back in from the files.
+        assert!(ma.iter().all(|&x| x == 3) && mb.iter().all(|&x| x == 4));
+        drop((ma, mb));
+        assert_eq!(unmap_pages_under(inside.path()).unwrap(), 0);
+    }
 
     #[test]
     fn limit_reads_every_extent_at_every_depth() {

@@ -470,8 +470,20 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    /// Opens the source files of store table `table` in the prepared corpus `dir`.
+    /// Opens the source files of store table `table` in the prepared corpus `dir` (for the
+    /// ragged-vision table, the prefix of records its working set needs).
     pub fn open(table: Table, dir: &Path) -> Result<Loaded, String> {
+        Loaded::open_records(table, dir, false)
+    }
+
+    /// [`Loaded::open`] with every record of the corpus: the cold tables draw from the whole
+    /// corpus, since a batch of 256 drawn from the warm ragged-vision prefix (~60 records) would
+    /// read most records several times, and a reader through the page cache would read each once.
+    pub fn open_whole(table: Table, dir: &Path) -> Result<Loaded, String> {
+        Loaded::open_records(table, dir, true)
+    }
+
+    fn open_records(table: Table, dir: &Path, whole: bool) -> Result<Loaded, String> {
         let open = |name: &str| {
             NpyFile::open(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()))
         };
@@ -498,11 +510,15 @@ impl Loaded {
                 let mut shapes = le_words(&s, u64::from_le_bytes);
                 let dtype = dtype_of(v.descr())?;
                 // The table reads the shortest prefix that still exceeds the cache margin.
-                let keep = working_set::prefix_records(
-                    &offsets,
-                    dtype.itemsize() as u64,
-                    working_set::llc_or_fallback(),
-                );
+                let keep = if whole {
+                    offsets.len().saturating_sub(1)
+                } else {
+                    working_set::prefix_records(
+                        &offsets,
+                        dtype.itemsize() as u64,
+                        working_set::llc_or_fallback(),
+                    )
+                };
                 offsets.truncate(keep + 1);
                 shapes.truncate(keep * RAGGED_VISION_NDIM);
                 Ok(Loaded {

@@ -61,6 +61,19 @@ pub enum ColdReads {
     Never,
 }
 
+/// Indexes up to this size (64 MiB: 4 Mi records of 16-byte entries) are copied into process
+/// memory at open; larger ones stay memory-mapped.
+pub(super) const INDEX_IN_MEMORY_BYTES: usize = 64 << 20;
+
+/// An index file's bytes held in process memory.
+struct InMemory(Vec<u8>);
+
+impl ReadFile for InMemory {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// An open, validated container: what every store and view of it shares.
 pub(super) struct Inner {
     pub(super) path: PathBuf,
@@ -222,7 +235,7 @@ impl Inner {
         };
         let uuid_crc = format::uuid_crc(&m.uuid);
         let shard_map = format::ShardMap::new(m.block_records, m.shard_count());
-        let inner = Inner {
+        let mut inner = Inner {
             path: path.to_path_buf(),
             m,
             shard_paths,
@@ -239,6 +252,13 @@ impl Inner {
             closed: AtomicBool::new(false),
         };
         inner.validate_entries()?;
+        // A small index is held in process memory: every gather reads one entry per record, so
+        // a page of it that the kernel evicted (memory pressure, a store larger than memory)
+        // would cost a device read per record before the record's own read. The open has just
+        // read every entry, so the copy is one pass over bytes already cached.
+        if inner.index.bytes().len() <= INDEX_IN_MEMORY_BYTES {
+            inner.index = Arc::new(InMemory(inner.index.bytes().to_vec()));
+        }
         Ok(inner)
     }
 

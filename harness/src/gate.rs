@@ -1,7 +1,7 @@
 //! Regression gate (`harness gate`): compares two `results.json` files.
 //!
 //! Fails when (1) any cell of CURRENT is unverified or failed, (2) a zrecord row falls behind a
-//! peer it beat in BASELINE (by more than a 20 % noise band, current < 0.8 x peer: quick-mode cells
+//! peer of its kind (raw with raw, compressed with compressed) it beat in BASELINE (by more than a 20 % noise band, current < 0.8 x peer: quick-mode cells
 //! run once on a shared machine, and some pairs differ by only 5 % in the baseline), or (3) the
 //! `zrecord-raw` row's `x_memcpy` drops more than 25 % below BASELINE. Rule 3 holds for raw rows
 //! only: they are memory-bound like the memcpy-limit row they are divided by, while a compressed
@@ -183,10 +183,11 @@ pub fn check(base: &Value, cur: &Value) -> Vec<Violation> {
                     ),
                 ));
             }
-            for peer in base_rows
-                .iter()
-                .filter(|r| !name(r).starts_with("zrecord-") && name(r) != "memcpy-limit")
-            {
+            for peer in base_rows.iter().filter(|r| {
+                !name(r).starts_with("zrecord-")
+                    && name(r) != "memcpy-limit"
+                    && is_raw(name(r)) == is_raw(zname)
+            }) {
                 let pname = name(peer);
                 let (Some(zbg), Some(pbg)) = (num(zb, "gather_mib_s"), num(peer, "gather_mib_s"))
                 else {
@@ -207,6 +208,16 @@ pub fn check(base: &Value, cur: &Value) -> Vec<Violation> {
         }
     }
     v
+}
+
+/// Whether a store row reads records as stored (`*-raw`): memory-bound, like the memcpy row. The
+/// others decode (zstd, gzip) and are bound by the CPU. Rule 2 pairs a zrecord row only with peers
+/// of its own kind: how a decoder compares with a memory-bound copy depends on the machine's
+/// balance of core speed and memory bandwidth (on one 2-core VM, HDF5's raw dense-token reads
+/// moved 2.6x between two quick runs of the same tree while zstd decoding did not), so such a
+/// pair measures the machine, not a regression.
+fn is_raw(backend: &str) -> bool {
+    backend.ends_with("-raw")
 }
 
 /// The loader-table arms that are loaderx itself (the bare gather, Rust and Python loaders).
@@ -283,7 +294,15 @@ mod tests {
             d
         };
         assert!(check(&zstd(0.2, 5000.0), &zstd(0.1, 5000.0)).is_empty());
-        assert_eq!(check(&zstd(0.2, 5000.0), &zstd(0.2, 2000.0)).len(), 1);
+        // A compressed zrecord row is not paired with a raw peer (decode-bound vs memory-bound)...
+        assert!(check(&zstd(0.2, 5000.0), &zstd(0.2, 2000.0)).is_empty());
+        // ...but with a compressed one.
+        let zstd_peer = |g: f64| {
+            let mut d = zstd(0.2, g);
+            d["tables"][0]["rows"][1]["backend"] = json!("lmdb-zstd");
+            d
+        };
+        assert_eq!(check(&zstd_peer(5000.0), &zstd_peer(2000.0)).len(), 1);
     }
 
     fn loader_doc(lx: f64, torch: Option<f64>, torch_verified: Value) -> Value {

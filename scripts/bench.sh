@@ -18,7 +18,9 @@ case " $* " in
   *) export LOADERX_INSTALL_PEERS=${LOADERX_INSTALL_PEERS:-1} ;;
 esac
 bash scripts/install-deps.sh
-if ! "$LOADERX_VENV/bin/python" -c "import loaderx" 2>/dev/null; then
+# The compiled module, imported from outside the checkout: from its root, `import loaderx` alone
+# finds the crate directory `loaderx/` as a namespace package and succeeds with no wheel installed.
+if ! (cd / && "$LOADERX_VENV/bin/python" -c "import loaderx._loaderx") 2>/dev/null; then
   "$LOADERX_VENV/bin/python" -m pip install -q --no-build-isolation .
 fi
 corpora="$root/../shared/corpora"

@@ -366,7 +366,7 @@ mod tests {
     fn timed_writes_keep_only_the_last_directory() {
         let work = tempfile::tempdir().expect("tempdir");
         let mut runs = 0;
-        let (n, last, times) = timed_writes(work.path(), "t", |d| {
+        let (n, last, times) = timed_writes(work.path(), "t", 1 << 20, |d| {
             runs += 1;
             std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
             std::fs::write(d.join("f"), [runs as u8]).map_err(|e| e.to_string())?;
@@ -388,7 +388,7 @@ mod tests {
     #[test]
     fn the_budget_stops_further_writes() {
         let work = tempfile::tempdir().expect("tempdir");
-        let (_, _, times) = timed_writes(work.path(), "slow", |d| {
+        let (_, _, times) = timed_writes(work.path(), "slow", 0, |d| {
             std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
             Ok(((), WRITE_BUDGET_S + 1.0))
         })

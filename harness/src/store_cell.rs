@@ -111,10 +111,7 @@ pub const WRITE_BUDGET_S: f64 = 4.0;
 /// How the write column is measured (the store tables' caption says it).
 pub const WRITE_METHOD: &str = "Write = median of up to 3 timed writes per cell (no further \
 write starts after 4 s of writing), median over the repeats; each write goes into a fresh \
-directory after `sync -f` flushed the work file system, so no earlier dirty data is pending, \
-and right after the cell touched and freed 1.125x the logical bytes of memory, so every writer \
-fills pages the guest freed a moment before (this VM reports pages free for a few seconds to its \
-host, and the first touch of such a page costs a host fault: which writer met them was luck); \
+directory after `sync -f` flushed the work file system, so no earlier dirty data is pending; \
 the source is in the page cache (touched once before); the timer stops when the writer has \
 closed its files: the data is in the page cache, not fsynced (no row fsyncs). `write-limit` \
 is one plain sequential `write` of the same logical bytes (8 MiB chunks, one file), timed the \
@@ -136,34 +133,13 @@ fn flush(dir: &Path) -> Result<(), String> {
     }
 }
 
-/// Touches one byte per page of `bytes` (plus an eighth) of fresh anonymous memory and frees it.
-///
-/// This VM's balloon reports free memory to the host (virtio-balloon free page reporting): pages
-/// that stayed free for a few seconds are handed back, moved to the tail of the free lists, and
-/// the next touch of each costs a fault in the host. A writer fills page-cache pages taken from
-/// those lists, so a write that found only reported pages ran up to 10x slower than one that found
-/// pages freed a moment before (which is what an earlier write's removed directory leaves), and
-/// which row met which was luck. Freeing just-touched memory right before every timed write gives
-/// every writer, and the limit, the same start: recently freed pages at the head of the lists.
-fn warm_free_memory(bytes: usize) {
-    let n = bytes + bytes / 8;
-    let mut v: Vec<u8> = Vec::with_capacity(n);
-    let spare = v.spare_capacity_mut();
-    for page in spare.chunks_mut(4096) {
-        page[0].write(1);
-    }
-    std::hint::black_box(&v);
-    drop(v);
-}
-
-/// Runs `write` into fresh directories `work/stem-w<k>` (flushed, then `bytes` of memory touched
-/// and freed before each: [`warm_free_memory`], [`WRITE_METHOD`]) up to [`WRITE_REPEATS`] times within [`WRITE_BUDGET_S`]; keeps the last
+/// Runs `write` into fresh directories `work/stem-w<k>` (flushed before each, see
+/// [`WRITE_METHOD`]) up to [`WRITE_REPEATS`] times within [`WRITE_BUDGET_S`]; keeps the last
 /// result (earlier directories are removed) and returns it, its directory and every write's
 /// seconds.
 fn timed_writes<T>(
     work: &Path,
     stem: &str,
-    bytes: usize,
     mut write: impl FnMut(&Path) -> Result<(T, f64), String>,
 ) -> Result<(T, PathBuf, Vec<f64>), String> {
     let mut times = Vec::new();
@@ -172,7 +148,6 @@ fn timed_writes<T>(
         let dir = work.join(format!("{stem}-w{}", times.len()));
         let _ = std::fs::remove_dir_all(&dir);
         flush(work)?;
-        warm_free_memory(bytes);
         let (out, secs) = write(&dir)?;
         times.push(secs);
         if let Some((_, old)) = last.replace((out, dir)) {
@@ -246,8 +221,7 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
     .map_err(|e| format!("prepare: {e}"))?;
     touch(&source);
     let stem = format!("{}-{}", args.table, args.backend);
-    let bytes = usize::try_from(r.logical_bytes).map_err(|e| format!("logical bytes: {e}"))?;
-    let (stored, _, times) = timed_writes(&args.work, &stem, bytes, |dir| {
+    let (stored, _, times) = timed_writes(&args.work, &stem, |dir| {
         let t = Instant::now();
         let stored = backend
             .write(&source, dir)
@@ -264,7 +238,7 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
         // Every cell times the limit beside its own writes, so `write x limit` is a ratio taken
         // side by side even when the machine's load drifts between cells.
         let stem = format!("{}-write-limit", args.table);
-        let (_, last, limit) = timed_writes(&args.work, &stem, bytes, |d| plain_write(&source, d))?;
+        let (_, last, limit) = timed_writes(&args.work, &stem, |d| plain_write(&source, d))?;
         let _ = std::fs::remove_dir_all(last);
         r.write_limit_mib_s = Some(r.logical_bytes as f64 / (1 << 20) as f64 / median(&limit));
     }
@@ -366,7 +340,7 @@ mod tests {
     fn timed_writes_keep_only_the_last_directory() {
         let work = tempfile::tempdir().expect("tempdir");
         let mut runs = 0;
-        let (n, last, times) = timed_writes(work.path(), "t", 1 << 20, |d| {
+        let (n, last, times) = timed_writes(work.path(), "t", |d| {
             runs += 1;
             std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
             std::fs::write(d.join("f"), [runs as u8]).map_err(|e| e.to_string())?;
@@ -388,7 +362,7 @@ mod tests {
     #[test]
     fn the_budget_stops_further_writes() {
         let work = tempfile::tempdir().expect("tempdir");
-        let (_, _, times) = timed_writes(work.path(), "slow", 0, |d| {
+        let (_, _, times) = timed_writes(work.path(), "slow", |d| {
             std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
             Ok(((), WRITE_BUDGET_S + 1.0))
         })

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI regression gate: the quick benchmark matrix on the shared corpora, then the gate against the
-# committed baseline (results/baseline-quick.json: quick runs of one commit combined by
-# scripts/merge_baseline.py, loaderx's rows at their lowest, peers' at their highest). It fails on
+# committed baseline (results/baseline-quick.json: quick runs on the machine kinds CI has drawn,
+# combined by scripts/merge_baseline.py, loaderx's rows at their lowest, peers' at their highest;
+# docs/benchmarks.md says which runs). It fails on
 # any unverified or failed cell, on zrecord falling over 20 % behind a peer of its kind (raw
 # with raw, compressed with compressed) it beat in the baseline, on a zrecord-raw x_memcpy drop
 # of more than 25 %, and on the loaderx Python loader falling behind a peer loader it beat

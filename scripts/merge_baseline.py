@@ -1,6 +1,9 @@
-"""Builds the CI gate's baseline from several quick runs of the same commit, conservatively.
+"""Builds the CI gate's baseline from several quick runs, conservatively.
 
 usage: python3 scripts/merge_baseline.py OUT.json RUN1.json [RUN2.json ...]
+
+The runs may come from different machine kinds, and an earlier merged baseline can be one of the
+inputs (it is a results file too): a pair is then gated only where loaderx won on every kind.
 
 One quick run per cell on a shared 2-core machine swings peer rows by up to 2.6x (hdf5-raw on
 ragged-vision: 530 then 1384 MiB/s), so a baseline taken from one run can record a "win" that was a

@@ -51,7 +51,7 @@ pub use output::{Batch, DenseOut, DenseOutput, RaggedOut, RaggedOutput, verify};
 pub use parquet_store::Parquet;
 pub use source::{DenseSource, Geometry, RaggedSource, Source};
 pub use util::{PAR_MIN_BYTES, disk_bytes};
-pub use zrecord_store::{ZrecordCodec, ZrecordStore};
+pub use zrecord_store::{ZrecordCodec, ZrecordStore, zrecord_dense_batch, zrecord_ragged_batch};
 
 /// Every row name, in table order.
 pub const BACKENDS: &[&str] = &[

@@ -190,6 +190,17 @@ struct ZRagged(RaggedView);
 struct ZDenseBatch(DenseBatch);
 struct ZRaggedBatch(RaggedBatch);
 
+/// Wraps a zrecord Dense batch as a [`Batch`], for callers that gather through a view of their
+/// own (e.g. one opened with other `OpenOptions`).
+pub fn zrecord_dense_batch(b: DenseBatch) -> Batch {
+    Batch::Dense(Box::new(ZDenseBatch(b)))
+}
+
+/// Wraps a zrecord Ragged batch as a [`Batch`] (see [`zrecord_dense_batch`]).
+pub fn zrecord_ragged_batch(b: RaggedBatch) -> Batch {
+    Batch::Ragged(Box::new(ZRaggedBatch(b)))
+}
+
 impl DenseOutput for ZDenseBatch {
     fn bytes(&self) -> &[u8] {
         self.0.bytes()

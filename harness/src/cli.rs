@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use crate::config::RunArgs;
 use crate::table::Table;
-use crate::{cold_table, corpus, gate, loader_table, report, run, sampler_table, store_cell};
+use crate::{
+    cold_table, corpus, gap_probe, gate, loader_table, report, run, sampler_table, store_cell,
+};
 
 const USAGE: &str = "usage:
   harness [run] [--quick] [--repeats N] [--only TABLE[,..]] [--out DIR]
@@ -103,6 +105,7 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
 pub fn dispatch(args: &[String]) -> Result<ExitCode, String> {
     match args.first().map(String::as_str) {
         Some("cell") => store_cell::main(&args[1..]),
+        Some("gap-probe") => gap_probe::main(&args[1..]),
         Some("cold-cell") => cold_table::cell_main(&args[1..]),
         Some("sampler-cell") => sampler_table::cell_main(&args[1..]),
         Some("loader-cell") => loader_table::cell_main(&args[1..]),

@@ -28,6 +28,16 @@ pub(crate) struct Entry {
     pub crc: u32,
 }
 
+impl Entry {
+    /// An all-zero entry (a placeholder in fixed-size arrays).
+    pub(crate) const ZERO: Entry = Entry {
+        offset: 0,
+        flags: 0,
+        stored_len: 0,
+        crc: 0,
+    };
+}
+
 #[inline]
 pub(crate) fn decode_entry(b: &[u8]) -> Entry {
     let word = rd_u64(b, 0);

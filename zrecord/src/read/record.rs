@@ -24,6 +24,8 @@ const PREFETCH_BYTES: usize = 64;
 /// issue: on 2 KiB records from DRAM the one-pass gather ran at 0.62x `npy-mmap-raw`, the grouped
 /// one at 1.0x (16 KiB to 1 MiB groups alike; docs/performance.md).
 const GROUP_BYTES: usize = 64 << 10;
+/// The most records in one such group.
+const GROUP_RECORDS: usize = 64;
 
 /// A store's mapped bytes for one run of records.
 pub(super) struct Maps<'a> {
@@ -109,10 +111,12 @@ impl Inner {
         Ok(())
     }
 
-    /// [`read_run`](Self::read_run) for a verified gather of a raw container with cached stores:
-    /// records are copied [`GROUP_BYTES`] of output at a time, then checksummed from the output
-    /// (so the caller gets exactly the bytes that were verified). A record of `GROUP_BYTES` or
-    /// more is copied and checksummed in one pass, as the hardware prefetcher streams it anyway.
+    /// [`read_run`](Self::read_run) for a verified gather of a raw container with cached stores,
+    /// a group of records at a time (at most [`GROUP_RECORDS`] records and [`GROUP_BYTES`] of
+    /// output): first each record of the group is located and its first line requested, then
+    /// every record is copied, then each is checksummed from the output (so the caller gets
+    /// exactly the bytes that were verified). A record of `GROUP_BYTES` or more is copied and
+    /// checksummed in one pass, as the hardware prefetcher streams it anyway.
     fn read_run_grouped<F: Fn(usize) -> usize>(
         &self,
         idx: &[u64],
@@ -123,21 +127,22 @@ impl Inner {
     ) -> Result<()> {
         let base = offsets(first);
         let at = |j: usize| offsets(first + j) - base;
+        let mut located = [(0u32, Entry::ZERO); GROUP_RECORDS];
         let mut g = 0;
         while g < idx.len() {
             let start = at(g);
             let mut j = g;
-            while j < idx.len() && at(j + 1) - start <= GROUP_BYTES {
-                if let Some(&ahead) = idx.get(j + 2 * PREFETCH_AHEAD) {
+            while j < idx.len() && j - g < GROUP_RECORDS && at(j + 1) - start <= GROUP_BYTES {
+                if let Some(&ahead) = idx.get(j + GROUP_RECORDS) {
                     self.prefetch_entry(maps.index, ahead);
                 }
-                if let Some(&ahead) = idx.get(j + PREFETCH_AHEAD) {
-                    self.prefetch_record(maps, ahead);
+                let i = idx[j];
+                let s = self.shard_map.shard_of(i);
+                let e = self.entry_in(maps.index, i);
+                if let Some(b) = maps.shards[s as usize].get(e.offset as usize..) {
+                    prefetch(&b[..b.len().min(PREFETCH_BYTES)]);
                 }
-                // A raw container's entries all have `stored_len` equal to the record's size
-                // (checked when the container was opened), so the lengths match.
-                let (_, _, stored) = self.locate(maps, idx[j]);
-                out[at(j)..at(j + 1)].copy_from_slice(stored);
+                located[j - g] = (s, e);
                 j += 1;
             }
             if j == g {
@@ -147,8 +152,14 @@ impl Inner {
                 g += 1;
                 continue;
             }
-            for (k, &i) in idx.iter().enumerate().take(j).skip(g) {
-                let (s, e, _) = self.locate(maps, i);
+            for (k, &(s, e)) in (g..j).zip(&located) {
+                // A raw container's entries all have `stored_len` equal to the record's size
+                // (checked when the container was opened), so the lengths match.
+                let stored = &maps.shards[s as usize][e.offset as usize..][..e.stored_len as usize];
+                out[at(k)..at(k + 1)].copy_from_slice(stored);
+            }
+            for (k, &(s, e)) in (g..j).zip(&located) {
+                let i = idx[k];
                 let seed = format::record_seed_after(self.uuid_crc, i);
                 let got = crate::crc::append(seed, &out[at(k)..at(k + 1)]);
                 if got != e.crc {

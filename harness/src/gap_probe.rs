@@ -16,6 +16,7 @@
 //!   a file is only about half mapped in 2 MiB pages);
 //!
 //! and, after the rounds, each mapped file's `Rss` and `FilePmdMapped` from `/proc/self/smaps`.
+//! The stores are flushed (`sync -f`) after they are written, as a cell's are before its gathers.
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -76,6 +77,9 @@ pub fn main(a: &[String]) -> Result<ExitCode, String> {
         keep.push(stored);
         gathers.push((arm.to_string(), g));
     }
+    // As in a cell, the stores are written back before they are read (a cell's write-limit run
+    // flushes the file system after the store's last write).
+    crate::store_cell::flush(&work)?;
     let n = source.len();
     let mut rng = SmallRng::seed_from_u64(7);
     // secs[arm][round]

@@ -120,7 +120,7 @@ the cell's write / its own limit; the write-limit row is the median of all cells
 
 /// Flushes the file system holding `dir` (`sync -f`), so a timed write starts with no dirty
 /// data of earlier work pending.
-fn flush(dir: &Path) -> Result<(), String> {
+pub(crate) fn flush(dir: &Path) -> Result<(), String> {
     let status = Command::new("sync")
         .arg("-f")
         .arg(dir)

@@ -434,3 +434,136 @@ fn grouped_verified_gathers_return_the_records_and_name_a_damaged_one() {
     // The records around it still read.
     assert!(view.gather(&[100, 102]).is_ok());
 }
+
+/// Every write of a shard's data, but its last, ends on a 2 MiB file offset (so each aligned
+/// 2 MiB of the shard is written by one call and the page cache can hold it as one large folio),
+/// whatever the appends' sizes; the stored records read back unchanged.
+#[test]
+fn shard_writes_end_on_2_mib_boundaries_and_the_records_read_back() {
+    use std::ffi::OsString;
+    use std::io;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex};
+    use zrecord::vfs::{LockGuard, ReadFile, WriteFile};
+    use zrecord::{StdFs, Vfs};
+
+    type Log = Arc<Mutex<Vec<(PathBuf, u64, u64)>>>;
+    #[derive(Debug)]
+    struct Recording(Log);
+    struct File(Box<dyn WriteFile>, PathBuf, Log);
+    impl WriteFile for File {
+        fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            let end = offset + data.len() as u64;
+            self.2.lock().unwrap().push((self.1.clone(), offset, end));
+            self.0.write_at(offset, data)
+        }
+        fn write_parts_at(&self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+            let n: usize = parts.iter().map(|p| p.len()).sum();
+            self.2
+                .lock()
+                .unwrap()
+                .push((self.1.clone(), offset, offset + n as u64));
+            self.0.write_parts_at(offset, parts)
+        }
+        fn sync(&self) -> io::Result<()> {
+            self.0.sync()
+        }
+    }
+    impl Vfs for Recording {
+        fn create_dir(&self, p: &Path) -> io::Result<()> {
+            StdFs.create_dir(p)
+        }
+        fn create_dir_all(&self, p: &Path) -> io::Result<Vec<PathBuf>> {
+            StdFs.create_dir_all(p)
+        }
+        fn create_file(&self, p: &Path) -> io::Result<Box<dyn WriteFile>> {
+            let name = PathBuf::from(p.file_name().unwrap());
+            Ok(Box::new(File(StdFs.create_file(p)?, name, self.0.clone())))
+        }
+        fn sync_dir(&self, p: &Path) -> io::Result<()> {
+            StdFs.sync_dir(p)
+        }
+        fn rename_noreplace(&self, a: &Path, b: &Path) -> io::Result<()> {
+            StdFs.rename_noreplace(a, b)
+        }
+        fn remove_dir_all(&self, p: &Path) -> io::Result<()> {
+            StdFs.remove_dir_all(p)
+        }
+        fn remove_file(&self, p: &Path) -> io::Result<()> {
+            StdFs.remove_file(p)
+        }
+        fn exists(&self, p: &Path) -> io::Result<bool> {
+            StdFs.exists(p)
+        }
+        fn open_read(&self, p: &Path) -> io::Result<Arc<dyn ReadFile>> {
+            StdFs.open_read(p)
+        }
+        fn list_dir(&self, p: &Path) -> io::Result<Vec<OsString>> {
+            StdFs.list_dir(p)
+        }
+        fn try_lock(&self, p: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+            StdFs.try_lock(p)
+        }
+    }
+
+    const ALIGN: u64 = 2 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let stride = 3_000usize; // not a divisor of 2 MiB: blocks end anywhere
+    let n = 6_000usize; // ~17 MiB over 2 shards
+    // splitmix64 bytes: incompressible, so the zstd container is as large as the raw one.
+    let data: Vec<u8> = (0..(n * stride) as u64)
+        .map(|k| {
+            let mut z = k.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) as u8
+        })
+        .collect();
+    for (name, codec) in [("raw", Codec::Raw), ("zstd", Codec::Zstd)] {
+        let log: Log = Arc::default();
+        let path = dir.path().join(name);
+        let opts = WriterOptions {
+            data_shards: 2,
+            vfs: Arc::new(Recording(log.clone())),
+            ..WriterOptions::default()
+        };
+        let mut w =
+            DenseWriter::create(&path, DType::UInt8, &[stride as u64], codec, opts).unwrap();
+        // Appends of uneven sizes, one of a single record.
+        for (a, b) in [(0, 1_700), (1_700, 1_701), (1_701, 4_950), (4_950, n)] {
+            w.append(&data[a * stride..b * stride]).unwrap();
+        }
+        w.close().unwrap();
+        let log = log.lock().unwrap();
+        for shard in ["shard-000.zrd", "shard-001.zrd"] {
+            let mut writes: Vec<(u64, u64)> = log
+                .iter()
+                .filter(|(p, _, _)| p.as_os_str() == shard)
+                .map(|&(_, a, b)| (a, b))
+                .filter(|&(a, _)| a > 0) // the header
+                .collect();
+            writes.sort();
+            assert!(writes.len() > 2, "{name} {shard}: {writes:?}");
+            assert!(
+                writes[0].0 < ALIGN,
+                "{name} {shard}: data from the header's end"
+            );
+            for pair in writes.windows(2) {
+                assert_eq!(pair[0].1, pair[1].0, "{name} {shard}: contiguous writes");
+            }
+            for &(a, b) in &writes[..writes.len() - 1] {
+                assert_eq!(
+                    b % ALIGN,
+                    0,
+                    "{name} {shard}: write {a}..{b} ends off a boundary"
+                );
+            }
+        }
+        let view = DenseStore::open(&path).unwrap().bind(alloc());
+        let all = view.range(0..n as u64).unwrap();
+        assert!(
+            all.bytes() == &data[..],
+            "{name}: records read back unchanged"
+        );
+    }
+}

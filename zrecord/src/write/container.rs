@@ -247,7 +247,7 @@ impl Core {
                         if codec == Codec::Raw {
                             // The records of one block are adjacent in the input and in the shard:
                             // checksum each, then write the whole run at once, without staging.
-                            let mut offset = shard.cursor + pending_bytes as u64;
+                            let mut offset = shard.end() + pending_bytes as u64;
                             for r in i..block_end {
                                 let raw = record(r - start);
                                 entries.push(shard.account(r, raw, offset, &uuid));
@@ -257,9 +257,9 @@ impl Core {
                             pending_bytes += run.len();
                             pending.push(run);
                             if pending_bytes >= WRITE_BUFFER {
-                                shard.write_parts_direct(&pending)?;
-                                pending.clear();
-                                pending_bytes = 0;
+                                // Up to the last 2 MiB boundary; the rest waits for the next run.
+                                shard.write_aligned(&mut pending)?;
+                                pending_bytes = pending.iter().map(|p| p.len()).sum();
                             }
                         } else {
                             for r in i..block_end {
@@ -269,9 +269,9 @@ impl Core {
                         }
                         i = block_end;
                     }
-                    if !pending.is_empty() {
-                        shard.write_parts_direct(&pending)?;
-                    }
+                    shard.write_aligned(&mut pending)?;
+                    // What did not reach a boundary is copied, as the input is the caller's.
+                    shard.stage(&pending);
                     shard.flush()?;
                     Ok(entries)
                 })
@@ -333,6 +333,9 @@ impl Core {
             .ok_or_else(|| Error::Poisoned(self.stage.final_path().to_path_buf()))?;
         if ix.in_page > 0 {
             ix.finish_page(&uuid)?;
+        }
+        for s in &mut self.shards {
+            s.finish()?;
         }
         let entry = format::entry_size(self.kind, self.ndim);
         let header = format::encode_index_header(&uuid, self.records, entry);

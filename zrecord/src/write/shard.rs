@@ -8,9 +8,16 @@ use crate::error::{Error, Result};
 use crate::format::{self, Codec, Entry, FLAG_STORED_RAW};
 use crate::vfs::WriteFile;
 
-/// Per-shard encode buffer flushed to disk when it reaches this size (bounds writer scratch memory
-/// to `data_shards * WRITE_BUFFER` plus one compressed record per shard).
+/// Per-shard encode buffer flushed to disk when it reaches this size. A flush writes up to the last
+/// [`WRITE_ALIGN`] boundary and keeps the rest, so writer scratch memory is bounded by
+/// `data_shards * (WRITE_BUFFER + WRITE_ALIGN)` plus one record per shard.
 pub const WRITE_BUFFER: usize = 4 << 20;
+/// Every data write of a shard but its last ends on a multiple of this file offset (2 MiB), so
+/// that each aligned 2 MiB of the shard is written by one call. The page cache then holds it as one
+/// 2 MiB folio, which a mapping maps with one page-table entry: a random gather over a large store
+/// takes far fewer TLB misses (a write ending elsewhere leaves the range around its end in small
+/// folios; docs/performance.md).
+pub const WRITE_ALIGN: u64 = 2 << 20;
 /// A syncing writer asks the OS to start writing a shard back after this many new bytes.
 const WRITEBACK_EVERY: u64 = 8 << 20;
 
@@ -83,17 +90,63 @@ impl ShardState {
         }
     }
 
-    /// Writes `parts` back to back at the cursor (one gathered write where the file system can),
-    /// bypassing the staging buffer (which must be empty).
-    pub(super) fn write_parts_direct(&mut self, parts: &[&[u8]]) -> Result<()> {
-        self.flush()?;
-        let n: usize = parts.iter().map(|p| p.len()).sum();
-        self.file
-            .write_parts_at(self.cursor, parts)
-            .map_err(|e| Error::io("write", &self.path, e))?;
-        self.cursor += n as u64;
+    /// The shard's logical end: the bytes written plus those staged.
+    pub(super) fn end(&self) -> u64 {
+        self.cursor + self.buf.len() as u64
+    }
+
+    /// Writes the staged bytes, then `parts`, back to back from the cursor, up to the last
+    /// [`WRITE_ALIGN`] boundary they reach, as one gathered write (where the file system can),
+    /// and removes what it wrote from the staging buffer and from `parts` (a part the boundary
+    /// cuts keeps its tail). Writes nothing when they do not reach a boundary.
+    pub(super) fn write_aligned(&mut self, parts: &mut Vec<&[u8]>) -> Result<()> {
+        let total = self.buf.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+        let cut = (self.cursor + total as u64) / WRITE_ALIGN * WRITE_ALIGN;
+        if cut <= self.cursor {
+            return Ok(());
+        }
+        let n = (cut - self.cursor) as usize;
+        let from_buf = n.min(self.buf.len());
+        let (mut whole, mut split) = (0usize, 0usize);
+        {
+            let mut list: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+            list.push(&self.buf[..from_buf]);
+            let mut left = n - from_buf;
+            while left > 0 {
+                let p = parts[whole];
+                if p.len() <= left {
+                    list.push(p);
+                    left -= p.len();
+                    whole += 1;
+                } else {
+                    list.push(&p[..left]);
+                    split = left;
+                    left = 0;
+                }
+            }
+            self.file
+                .write_parts_at(self.cursor, &list)
+                .map_err(|e| Error::io("write", &self.path, e))?;
+        }
+        self.cursor = cut;
+        self.buf.drain(..from_buf);
+        parts.drain(..whole);
+        if split > 0 {
+            parts[0] = &parts[0][split..];
+        }
+        if self.buf.is_empty() && self.buf.capacity() > 2 * WRITE_BUFFER {
+            self.buf = Vec::new();
+        }
         self.written(n);
         Ok(())
+    }
+
+    /// Copies `parts` to the end of the staging buffer (what an append could not write on a
+    /// boundary; its source is the caller's, so it cannot wait for the next append).
+    pub(super) fn stage(&mut self, parts: &[&[u8]]) {
+        for p in parts {
+            self.buf.extend_from_slice(p);
+        }
     }
 
     pub(super) fn push(
@@ -103,16 +156,18 @@ impl ShardState {
         codec: Codec,
         uuid: &[u8; 16],
     ) -> Result<Entry> {
-        let offset = self.cursor + self.buf.len() as u64;
+        let offset = self.end();
+        // The compressed frame is built in `scratch`, taken out of `self` for the call so that
+        // the writes below may borrow `self` mutably.
+        let mut scratch = std::mem::take(&mut self.scratch);
         let (stored, flags): (&[u8], u8) = match (&mut self.compressor, codec) {
             (Some(c), Codec::Zstd | Codec::ZstdDict) => {
-                self.scratch.clear();
-                self.scratch
-                    .reserve(zstd::zstd_safe::compress_bound(raw.len()));
-                c.compress_to_buffer(raw, &mut self.scratch)
+                scratch.clear();
+                scratch.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+                c.compress_to_buffer(raw, &mut scratch)
                     .map_err(|e| Error::io("zstd compress", &self.path, e))?;
-                if self.scratch.len() < raw.len() {
-                    (&self.scratch, 0)
+                if scratch.len() < raw.len() {
+                    (&scratch, 0)
                 } else {
                     (raw, FLAG_STORED_RAW)
                 }
@@ -121,19 +176,21 @@ impl ShardState {
         };
         let crc = record_and_shard_crc(&mut self.crc, i, stored, uuid);
         let stored_len = stored.len() as u32;
-        if self.buf.is_empty() && stored.len() >= WRITE_BUFFER {
-            // Large record: write straight from the source, no staging copy.
-            self.file
-                .write_at(self.cursor, stored)
-                .map_err(|e| Error::io("write", &self.path, e))?;
-            self.cursor += stored.len() as u64;
-            self.written(stored.len());
+        let written = if stored.len() >= WRITE_BUFFER {
+            // Large record: written straight from the source up to the boundary (after what is
+            // staged), only its tail is staged.
+            let mut parts = vec![stored];
+            self.write_aligned(&mut parts).map(|()| self.stage(&parts))
         } else {
             self.buf.extend_from_slice(stored);
             if self.buf.len() >= WRITE_BUFFER {
-                self.flush()?;
+                self.flush()
+            } else {
+                Ok(())
             }
-        }
+        };
+        self.scratch = scratch;
+        written?;
         self.records += 1;
         Ok(Entry {
             offset,
@@ -143,16 +200,19 @@ impl ShardState {
         })
     }
 
+    /// Writes what is staged up to the last [`WRITE_ALIGN`] boundary it reaches.
     pub(super) fn flush(&mut self) -> Result<()> {
+        self.write_aligned(&mut Vec::new())
+    }
+
+    /// Writes everything staged: the shard's last data write, which may end anywhere.
+    pub(super) fn finish(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
             self.file
                 .write_at(self.cursor, &self.buf)
                 .map_err(|e| Error::io("write", &self.path, e))?;
             self.cursor += self.buf.len() as u64;
             self.written(self.buf.len());
-            self.buf.clear();
-        }
-        if self.buf.capacity() > 2 * WRITE_BUFFER {
             self.buf = Vec::new();
         }
         Ok(())

@@ -66,13 +66,13 @@ pub fn main(a: &[String]) -> Result<ExitCode, String> {
         let stored = b
             .write(&source, &dir)
             .map_err(|e| format!("{arm}: write: {e}"))?;
-        let g: Gather<'_> = match arm {
-            "zrecord-raw-noverify" => zrecord_unverified(&stored.dir.join("store.zr"), &source)?,
-            "npy-4k" => {
-                rewrite_npy_4k(&stored.dir.join("data.npy"))?;
-                reader_arm(b.open(&stored).map_err(|e| e.to_string())?)
-            }
-            _ => reader_arm(b.open(&stored).map_err(|e| format!("{arm}: open: {e}"))?),
+        if arm == "npy-4k" {
+            rewrite_npy_4k(&stored.dir.join("data.npy"))?;
+        }
+        let g: Gather<'_> = if arm == "zrecord-raw-noverify" {
+            zrecord_unverified(&stored.dir.join("store.zr"), &source)?
+        } else {
+            reader_arm(b.open(&stored).map_err(|e| format!("{arm}: open: {e}"))?)
         };
         keep.push(stored);
         gathers.push((arm.to_string(), g));

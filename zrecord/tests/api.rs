@@ -363,16 +363,9 @@ fn grouped_verified_gathers_return_the_records_and_name_a_damaged_one() {
         })
         .collect();
     let total: usize = sizes.iter().sum();
-    // splitmix64 of the position: no window of a record repeats elsewhere, so the damage below
-    // lands in the record it is meant for.
-    let values: Vec<u8> = (0..total as u64)
-        .map(|k| {
-            let mut z = k.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (z ^ (z >> 31)) as u8
-        })
-        .collect();
+    // Pseudo-random bytes: no window of a record repeats elsewhere, so the damage below lands in
+    // the record it is meant for.
+    let values = bytes(total, 7, false);
     let mut cu = vec![0i32];
     for s in &sizes {
         cu.push(cu[cu.len() - 1] + *s as i32);
@@ -510,15 +503,8 @@ fn shard_writes_end_on_2_mib_boundaries_and_the_records_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let stride = 3_000usize; // not a divisor of 2 MiB: blocks end anywhere
     let n = 6_000usize; // ~17 MiB over 2 shards
-    // splitmix64 bytes: incompressible, so the zstd container is as large as the raw one.
-    let data: Vec<u8> = (0..(n * stride) as u64)
-        .map(|k| {
-            let mut z = k.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (z ^ (z >> 31)) as u8
-        })
-        .collect();
+    // Incompressible bytes, so the zstd container is as large as the raw one.
+    let data = bytes(n * stride, 11, false);
     for (name, codec) in [("raw", Codec::Raw), ("zstd", Codec::Zstd)] {
         let log: Log = Arc::default();
         let path = dir.path().join(name);

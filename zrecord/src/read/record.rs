@@ -127,7 +127,8 @@ impl Inner {
     ) -> Result<()> {
         let base = offsets(first);
         let at = |j: usize| offsets(first + j) - base;
-        let mut located = [(0u32, Entry::ZERO); GROUP_RECORDS];
+        let mut located: [(u32, Entry, &[u8]); GROUP_RECORDS] =
+            [(0, Entry::ZERO, &[]); GROUP_RECORDS];
         let mut g = 0;
         while g < idx.len() {
             let start = at(g);
@@ -136,13 +137,9 @@ impl Inner {
                 if let Some(&ahead) = idx.get(j + GROUP_RECORDS) {
                     self.prefetch_entry(maps.index, ahead);
                 }
-                let i = idx[j];
-                let s = self.shard_map.shard_of(i);
-                let e = self.entry_in(maps.index, i);
-                if let Some(b) = maps.shards[s as usize].get(e.offset as usize..) {
-                    prefetch(&b[..b.len().min(PREFETCH_BYTES)]);
-                }
-                located[j - g] = (s, e);
+                let (s, e, stored) = self.locate(maps, idx[j]);
+                prefetch(&stored[..stored.len().min(PREFETCH_BYTES)]);
+                located[j - g] = (s, e, stored);
                 j += 1;
             }
             if j == g {
@@ -152,13 +149,12 @@ impl Inner {
                 g += 1;
                 continue;
             }
-            for (k, &(s, e)) in (g..j).zip(&located) {
+            for (k, &(_, _, stored)) in (g..j).zip(&located) {
                 // A raw container's entries all have `stored_len` equal to the record's size
                 // (checked when the container was opened), so the lengths match.
-                let stored = &maps.shards[s as usize][e.offset as usize..][..e.stored_len as usize];
                 out[at(k)..at(k + 1)].copy_from_slice(stored);
             }
-            for (k, &(s, e)) in (g..j).zip(&located) {
+            for (k, &(s, e, _)) in (g..j).zip(&located) {
                 let i = idx[k];
                 let seed = format::record_seed_after(self.uuid_crc, i);
                 let got = crate::crc::append(seed, &out[at(k)..at(k + 1)]);

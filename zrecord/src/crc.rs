@@ -24,6 +24,9 @@
 
 use crc_fast::{CrcAlgorithm, Digest};
 
+mod combine;
+pub(crate) use combine::Shift;
+
 const FOLD_FROM: usize = 512;
 /// Buffers this long and longer go through `crc-fast` even where the folding kernel runs.
 #[cfg(target_arch = "x86_64")]

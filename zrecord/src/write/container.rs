@@ -167,6 +167,7 @@ impl Core {
                 cursor: HEADER_LEN as u64,
                 records: 0,
                 crc: crc32c::crc32c(&header),
+                shift: crate::crc::Shift::default(),
                 compressor,
                 buf: Vec::new(),
                 scratch: Vec::new(),

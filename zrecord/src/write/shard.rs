@@ -28,6 +28,8 @@ pub(super) struct ShardState {
     pub(super) cursor: u64,
     pub(super) records: u64,
     pub(super) crc: u32,
+    /// The CRC shift factor of the last combined record's size.
+    pub(super) shift: crate::crc::Shift,
     pub(super) compressor: Option<zstd::bulk::Compressor<'static>>,
     pub(super) buf: Vec<u8>,
     pub(super) scratch: Vec<u8>,
@@ -48,23 +50,31 @@ pub(super) struct IndexWriter {
 }
 
 /// The record's seeded CRC, and the running whole-shard CRC extended by the same bytes. Small
-/// records are simply checksummed twice (hardware CRC32C runs at ~20 GB/s, while a CRC combine
-/// costs about a microsecond); large ones are checksummed once and combined.
-fn record_and_shard_crc(shard_crc: &mut u32, i: u64, bytes: &[u8], uuid: &[u8; 16]) -> u32 {
+/// records are simply checksummed twice (hardware CRC32C runs at ~20 GB/s); large ones are
+/// checksummed once and combined ([`crate::crc::Shift`]: one GF(2) product while the record size
+/// repeats, about a microsecond when it changes).
+fn record_and_shard_crc(
+    shard_crc: &mut u32,
+    shift: &mut crate::crc::Shift,
+    i: u64,
+    bytes: &[u8],
+    uuid: &[u8; 16],
+) -> u32 {
     const COMBINE_ABOVE: usize = 64 << 10;
     if bytes.len() < COMBINE_ABOVE {
         *shard_crc = crate::crc::append(*shard_crc, bytes);
         crate::crc::append(format::record_seed(uuid, i), bytes)
     } else {
         let plain = crate::crc::append(0, bytes);
-        *shard_crc = crc32c::crc32c_combine(*shard_crc, plain, bytes.len());
-        crc32c::crc32c_combine(format::record_seed(uuid, i), plain, bytes.len())
+        let len = bytes.len() as u64;
+        *shard_crc = shift.combine(*shard_crc, plain, len);
+        shift.combine(format::record_seed(uuid, i), plain, len)
     }
 }
 
 impl ShardState {
     fn checksum(&mut self, i: u64, bytes: &[u8], uuid: &[u8; 16]) -> u32 {
-        record_and_shard_crc(&mut self.crc, i, bytes, uuid)
+        record_and_shard_crc(&mut self.crc, &mut self.shift, i, bytes, uuid)
     }
 
     /// Checksums an uncompressed record that will be written at `offset` by `write_parts_direct`.
@@ -174,7 +184,7 @@ impl ShardState {
             }
             _ => (raw, FLAG_STORED_RAW),
         };
-        let crc = record_and_shard_crc(&mut self.crc, i, stored, uuid);
+        let crc = record_and_shard_crc(&mut self.crc, &mut self.shift, i, stored, uuid);
         let stored_len = stored.len() as u32;
         let written = if stored.len() >= WRITE_BUFFER {
             // Large record: written straight from the source up to the boundary (after what is

@@ -9,6 +9,7 @@ use crate::config::RunArgs;
 use crate::table::Table;
 use crate::{
     cold_table, corpus, gap_probe, gate, loader_table, report, run, sampler_table, store_cell,
+    write_probe,
 };
 
 const USAGE: &str = "usage:
@@ -106,6 +107,7 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode, String> {
     match args.first().map(String::as_str) {
         Some("cell") => store_cell::main(&args[1..]),
         Some("gap-probe") => gap_probe::main(&args[1..]),
+        Some("write-probe") => write_probe::main(&args[1..]),
         Some("cold-cell") => cold_table::cell_main(&args[1..]),
         Some("sampler-cell") => sampler_table::cell_main(&args[1..]),
         Some("loader-cell") => loader_table::cell_main(&args[1..]),

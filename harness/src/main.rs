@@ -19,7 +19,7 @@
 //! |---|---|
 //! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) |
 //! | run | `run` (corpora, every selected table, the report) |
-//! | tables | `store_cell` (and `gap_probe`, its interleaved A/B), `sampler_table`, `loader_table` (arms and cells) → `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
+//! | tables | `store_cell` (and `gap_probe` and `write_probe`, its interleaved A/Bs of gathers and writes), `sampler_table`, `loader_table` (arms and cells) → `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
 //! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`) → `plots`; `machine` (receipts) |
 //! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `stats`, `progress` → `table` (`Table`: names, geometry, corpus) |
 
@@ -47,6 +47,7 @@ mod store_cell;
 mod table;
 mod token_corpus;
 mod working_set;
+mod write_probe;
 
 use std::process::ExitCode;
 

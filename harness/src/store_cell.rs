@@ -111,12 +111,17 @@ pub const WRITE_BUDGET_S: f64 = 4.0;
 /// How the write column is measured (the store tables' caption says it).
 pub const WRITE_METHOD: &str = "Write = median of up to 3 timed writes per cell (no further \
 write starts after 4 s of writing), median over the repeats; each write goes into a fresh \
-directory after `sync -f` flushed the work file system, so no earlier dirty data is pending; \
-the source is in the page cache (touched once before); the timer stops when the writer has \
-closed its files: the data is in the page cache, not fsynced (no row fsyncs). `write-limit` \
-is one plain sequential `write` of the same logical bytes (8 MiB chunks, one file), timed the \
-same way in every cell right after its writes; `write x limit` = median over the row's cells of \
-the cell's write / its own limit; the write-limit row is the median of all cells' limits.";
+directory after the previous write's directory was removed and `sync -f` flushed the work file \
+system (no earlier dirty data or freed blocks are pending) and \
+right after an untimed plain write of 1.25x the logical bytes into a scratch file that is then \
+deleted (warm pages: this VM reports memory free for a few seconds to its host, and the first \
+touch of a reported page costs a host fault; a page-cache writer that met such pages ran up to \
+10x slower, so without this step which row met them was luck); the source is in the page cache \
+(touched once before); the timer stops when the writer has closed its files: the data is in the \
+page cache, not fsynced (no row fsyncs). `write-limit` is one plain sequential `write` of the \
+same logical bytes (8 MiB chunks, one file), timed the same way in every cell right after its \
+writes; `write x limit` = median over the row's cells of the cell's write / its own limit; the \
+write-limit row is the median of all cells' limits.";
 
 /// Flushes the file system holding `dir` (`sync -f`), so a timed write starts with no dirty
 /// data of earlier work pending.
@@ -133,26 +138,57 @@ pub(crate) fn flush(dir: &Path) -> Result<(), String> {
     }
 }
 
-/// Runs `write` into fresh directories `work/stem-w<k>` (flushed before each, see
-/// [`WRITE_METHOD`]) up to [`WRITE_REPEATS`] times within [`WRITE_BUDGET_S`]; keeps the last
-/// result (earlier directories are removed) and returns it, its directory and every write's
-/// seconds.
+/// Writes `bytes` (in 8 MiB pieces of `fill`) into the scratch file `path` and deletes it,
+/// untimed, right before a timed write (see [`WRITE_METHOD`]).
+///
+/// This VM's balloon reports memory that stayed free for a few seconds to its host (virtio-balloon
+/// free page reporting); the next touch of a reported page costs a fault in the host. Measured
+/// here (600 MiB plain writes, 4 protocols interleaved, 3 writes each, a 6 s pause before each
+/// group): writes that met reported pages ran at 330-750 MiB/s, the others at ~4,000 MiB/s, and
+/// which write met them followed from the page cache's history, not the writer. Deleting a
+/// just-written file returns its page-cache pages, host-backed, to the guest's free lists, where
+/// the next writer takes them: 11 of 12 timed writes after this step ran at 3,650-4,040 MiB/s.
+/// Touching and freeing anonymous memory instead did not help (5 of 12). The scratch file is
+/// deleted before writeback, so it leaves no dirty data behind.
+pub(crate) fn warm_pages(path: &Path, bytes: usize, fill: &[u8]) -> Result<(), String> {
+    let mut f = File::create(path).map_err(|e| format!("create {}: {e}", path.display()))?;
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(fill.len());
+        f.write_all(&fill[..n])
+            .map_err(|e| format!("write {}: {e}", path.display()))?;
+        left -= n;
+    }
+    drop(f);
+    std::fs::remove_file(path).map_err(|e| format!("remove {}: {e}", path.display()))
+}
+
+/// Runs `write` into fresh directories `work/stem-w<k>` (flushed, then pages warmed before each:
+/// [`warm_pages`] of `warm_bytes`, see [`WRITE_METHOD`]) up to [`WRITE_REPEATS`] times within
+/// [`WRITE_BUDGET_S`]; keeps the last result (earlier directories are removed) and returns it,
+/// its directory and every write's seconds.
 fn timed_writes<T>(
     work: &Path,
     stem: &str,
+    warm_bytes: usize,
     mut write: impl FnMut(&Path) -> Result<(T, f64), String>,
 ) -> Result<(T, PathBuf, Vec<f64>), String> {
+    let fill = vec![0x5au8; 8 << 20];
     let mut times = Vec::new();
     let mut last: Option<(T, PathBuf)> = None;
     while times.len() < WRITE_REPEATS && times.iter().sum::<f64>() < WRITE_BUDGET_S {
         let dir = work.join(format!("{stem}-w{}", times.len()));
         let _ = std::fs::remove_dir_all(&dir);
-        flush(work)?;
-        let (out, secs) = write(&dir)?;
-        times.push(secs);
-        if let Some((_, old)) = last.replace((out, dir)) {
+        // The previous write's directory goes before the flush, so the journal commit that
+        // frees (and discards) its blocks is done before the next timer starts.
+        if let Some((_, old)) = last.take() {
             let _ = std::fs::remove_dir_all(old);
         }
+        flush(work)?;
+        warm_pages(&work.join(format!("{stem}.warm")), warm_bytes, &fill)?;
+        let (out, secs) = write(&dir)?;
+        times.push(secs);
+        last = Some((out, dir));
     }
     let (out, dir) = last.ok_or("no write ran")?;
     Ok((out, dir, times))
@@ -171,7 +207,7 @@ fn payload<'a>(source: &Source<'a>) -> &'a [u8] {
 }
 
 /// Reads one byte of every page of the source, so the timed writes find it in memory.
-fn touch(source: &Source<'_>) {
+pub(crate) fn touch(source: &Source<'_>) {
     let bytes = payload(source);
     let sum = bytes
         .iter()
@@ -181,7 +217,7 @@ fn touch(source: &Source<'_>) {
 }
 
 /// The write limit: one plain sequential file write of the source's logical bytes into `dir`.
-fn plain_write(source: &Source<'_>, dir: &Path) -> Result<((), f64), String> {
+pub(crate) fn plain_write(source: &Source<'_>, dir: &Path) -> Result<((), f64), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let path = dir.join("limit.bin");
     let t = Instant::now();
@@ -221,7 +257,9 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
     .map_err(|e| format!("prepare: {e}"))?;
     touch(&source);
     let stem = format!("{}-{}", args.table, args.backend);
-    let (stored, _, times) = timed_writes(&args.work, &stem, |dir| {
+    let logical = usize::try_from(r.logical_bytes).map_err(|e| format!("logical bytes: {e}"))?;
+    let warm = logical + logical / 4;
+    let (stored, _, times) = timed_writes(&args.work, &stem, warm, |dir| {
         let t = Instant::now();
         let stored = backend
             .write(&source, dir)
@@ -238,7 +276,7 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
         // Every cell times the limit beside its own writes, so `write x limit` is a ratio taken
         // side by side even when the machine's load drifts between cells.
         let stem = format!("{}-write-limit", args.table);
-        let (_, last, limit) = timed_writes(&args.work, &stem, |d| plain_write(&source, d))?;
+        let (_, last, limit) = timed_writes(&args.work, &stem, warm, |d| plain_write(&source, d))?;
         let _ = std::fs::remove_dir_all(last);
         r.write_limit_mib_s = Some(r.logical_bytes as f64 / (1 << 20) as f64 / median(&limit));
     }
@@ -340,7 +378,7 @@ mod tests {
     fn timed_writes_keep_only_the_last_directory() {
         let work = tempfile::tempdir().expect("tempdir");
         let mut runs = 0;
-        let (n, last, times) = timed_writes(work.path(), "t", |d| {
+        let (n, last, times) = timed_writes(work.path(), "t", 1 << 20, |d| {
             runs += 1;
             std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
             std::fs::write(d.join("f"), [runs as u8]).map_err(|e| e.to_string())?;
@@ -356,13 +394,17 @@ mod tests {
             [WRITE_REPEATS as u8]
         );
         let left: Vec<_> = std::fs::read_dir(work.path()).expect("ls").collect();
-        assert_eq!(left.len(), 1, "earlier write directories are removed");
+        assert_eq!(
+            left.len(),
+            1,
+            "earlier write directories and the warm-up scratch file are removed"
+        );
     }
 
     #[test]
     fn the_budget_stops_further_writes() {
         let work = tempfile::tempdir().expect("tempdir");
-        let (_, _, times) = timed_writes(work.path(), "slow", |d| {
+        let (_, _, times) = timed_writes(work.path(), "slow", 0, |d| {
             std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
             Ok(((), WRITE_BUDGET_S + 1.0))
         })

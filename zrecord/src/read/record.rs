@@ -113,9 +113,12 @@ impl Inner {
 
     /// [`read_run`](Self::read_run) for a verified gather of a raw container with cached stores,
     /// a group of records at a time (at most [`GROUP_RECORDS`] records and [`GROUP_BYTES`] of
-    /// output): first each record of the group is located and its first line requested, then
-    /// every record is copied, then each is checksummed from the output (so the caller gets
-    /// exactly the bytes that were verified). A record of `GROUP_BYTES` or more is copied and
+    /// output): first each record of the group is located, then every record is copied, then
+    /// each is checksummed from the output (so the caller gets exactly the bytes that were
+    /// verified). A record's first line is requested [`PREFETCH_AHEAD`] records before its copy,
+    /// as in the one-record loop: requesting the whole group's first lines while locating it ran
+    /// 7-10 % slower (2 KiB records, `harness gap-probe`, docs/performance.md), as up to 64
+    /// prefetches at once hold the line-fill buffers the copy's loads need. A record of `GROUP_BYTES` or more is copied and
     /// checksummed in one pass, as the hardware prefetcher streams it anyway.
     fn read_run_grouped<F: Fn(usize) -> usize>(
         &self,
@@ -138,7 +141,9 @@ impl Inner {
                     self.prefetch_entry(maps.index, ahead);
                 }
                 let (s, e, stored) = self.locate(maps, idx[j]);
-                prefetch(&stored[..stored.len().min(PREFETCH_BYTES)]);
+                if j - g < PREFETCH_AHEAD {
+                    prefetch(&stored[..stored.len().min(PREFETCH_BYTES)]);
+                }
                 located[j - g] = (s, e, stored);
                 j += 1;
             }
@@ -150,6 +155,10 @@ impl Inner {
                 continue;
             }
             for (k, &(_, _, stored)) in (g..j).zip(&located) {
+                if k + PREFETCH_AHEAD < j {
+                    let ahead = located[k - g + PREFETCH_AHEAD].2;
+                    prefetch(&ahead[..ahead.len().min(PREFETCH_BYTES)]);
+                }
                 // A raw container's entries all have `stored_len` equal to the record's size
                 // (checked when the container was opened), so the lengths match.
                 out[at(k)..at(k + 1)].copy_from_slice(stored);

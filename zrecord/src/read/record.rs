@@ -118,8 +118,9 @@ impl Inner {
     /// verified). A record's first line is requested [`PREFETCH_AHEAD`] records before its copy,
     /// as in the one-record loop: requesting the whole group's first lines while locating it ran
     /// 7-10 % slower (2 KiB records, `harness gap-probe`, docs/performance.md), as up to 64
-    /// prefetches at once hold the line-fill buffers the copy's loads need. A record of `GROUP_BYTES` or more is copied and
-    /// checksummed in one pass, as the hardware prefetcher streams it anyway.
+    /// prefetches at once hold the line-fill buffers the copy's loads need. A record of
+    /// `GROUP_BYTES` or more is copied and checksummed in one pass, as the hardware prefetcher
+    /// streams it anyway.
     fn read_run_grouped<F: Fn(usize) -> usize>(
         &self,
         idx: &[u64],

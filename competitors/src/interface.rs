@@ -65,6 +65,13 @@ pub trait Competitor: Send {
     /// Opens a store written by [`write`](Competitor::write) for random gather (untimed: footers,
     /// indexes and metadata are loaded here, the way a long-running reader would).
     fn open(&self, stored: &Stored) -> Result<Box<dyn Reader>>;
+
+    /// [`open`](Competitor::open) for a store that stands for one larger than memory (the cold
+    /// tables): a backend with a setting for that case uses it (zrecord: `ColdReads::Always`,
+    /// which `ColdReads::Auto` picks by itself for a store over half of the machine's memory).
+    fn open_larger_than_memory(&self, stored: &Stored) -> Result<Box<dyn Reader>> {
+        self.open(stored)
+    }
 }
 
 /// An open store.

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use zrecord::{
-    Allocator, Codec, DenseBatch, DenseStore, DenseView, DenseWriter, DictSample, RaggedBatch,
-    RaggedStore, RaggedView, RaggedWriter, WriterOptions,
+    Allocator, Codec, ColdReads, DenseBatch, DenseStore, DenseView, DenseWriter, DictSample,
+    OpenOptions, RaggedBatch, RaggedStore, RaggedView, RaggedWriter, WriterOptions,
 };
 
 use crate::error::{Error, Result, bail};
@@ -174,15 +174,27 @@ impl Competitor for ZrecordStore {
     }
 
     fn open(&self, stored: &Stored) -> Result<Box<dyn Reader>> {
-        let path = stored.dir.join(DIR);
-        // The CPU allocator loaderx users get (`Allocator("cpu")`): a bounded 256 MiB pool.
-        let alloc: Arc<dyn Allocator> =
-            Arc::new(loaderx::PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
-        Ok(match stored.geometry {
-            Geometry::Dense => Box::new(ZDense(DenseStore::open(&path)?.bind(alloc))),
-            Geometry::Ragged => Box::new(ZRagged(RaggedStore::open(&path)?.bind(alloc))),
-        })
+        open_with(stored, OpenOptions::default())
     }
+
+    fn open_larger_than_memory(&self, stored: &Stored) -> Result<Box<dyn Reader>> {
+        let opts = OpenOptions {
+            cold_reads: ColdReads::Always,
+            ..Default::default()
+        };
+        open_with(stored, opts)
+    }
+}
+
+fn open_with(stored: &Stored, opts: OpenOptions) -> Result<Box<dyn Reader>> {
+    let path = stored.dir.join(DIR);
+    // The CPU allocator loaderx users get (`Allocator("cpu")`): a bounded 256 MiB pool.
+    let alloc: Arc<dyn Allocator> =
+        Arc::new(loaderx::PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
+    Ok(match stored.geometry {
+        Geometry::Dense => Box::new(ZDense(DenseStore::open_with(&path, opts)?.bind(alloc))),
+        Geometry::Ragged => Box::new(ZRagged(RaggedStore::open_with(&path, opts)?.bind(alloc))),
+    })
 }
 
 struct ZDense(DenseView);

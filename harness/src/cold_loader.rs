@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
-use zrecord::{Allocator, DenseStore, RaggedStore};
+use zrecord::{Allocator, ColdReads, DenseStore, OpenOptions, RaggedStore};
 
 use crate::cold_limit::{self, DiskStat};
 use crate::store_cell::BATCH;
@@ -43,11 +43,16 @@ pub fn run(
     stat_file: &std::path::Path,
 ) -> Result<LoaderRun, String> {
     let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
-    let dense = DenseStore::open(path).ok();
+    // The store stands for one larger than memory (see the table rows).
+    let opts = || OpenOptions {
+        cold_reads: ColdReads::Always,
+        ..Default::default()
+    };
+    let dense = DenseStore::open_with(path, opts()).ok();
     let (view, n) = match dense {
         Some(s) => (StreamView::Dense(s.bind(alloc.clone())), s.len()),
         None => {
-            let s = RaggedStore::open(path).map_err(|e| e.to_string())?;
+            let s = RaggedStore::open_with(path, opts()).map_err(|e| e.to_string())?;
             (StreamView::Ragged(s.bind(alloc.clone())), s.len())
         }
     };

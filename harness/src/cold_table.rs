@@ -243,7 +243,11 @@ fn timed_cell(
     let (mut dev, mut wall) = (DiskStat::default(), 0.0);
     // One reader for the whole cell, as a training job keeps its store open: what the open
     // mapped is unmapped before each drop, so every batch starts with nothing of the store cached.
-    let mut reader = backend.open(stored).map_err(|e| format!("open: {e}"))?;
+    // Each table stands for a store larger than memory: a backend with a setting for that case
+    // opens with it (zrecord: `ColdReads::Always`, what `Auto` picks for such a store).
+    let mut reader = backend
+        .open_larger_than_memory(stored)
+        .map_err(|e| format!("open: {e}"))?;
     for (k, idx) in draws.iter().enumerate() {
         cold_limit::unmap_pages_under(&stored.dir)?;
         cold_limit::drop_caches()?;

@@ -88,6 +88,9 @@ pub fn bench_advise_huge_pages(buf: &mut [std::mem::MaybeUninit<u8>]) {
 }
 pub use cache::{llc_bytes, parse_cache_size};
 pub use publish::gc;
+#[cfg(feature = "mutations")]
+#[doc(hidden)]
+pub use read::with_blocking_direct_reads;
 pub use read::{
     ColdReads, DenseBatch, DenseStore, DenseView, OUTPUT_ALIGN, OpenOptions, RaggedBatch,
     RaggedStore, RaggedView, RecordExtent, ViewGather, container_files, gather_fan_outs,

@@ -44,10 +44,22 @@ fn every_policy_returns_the_stored_records_of_an_evicted_store() {
     w.close().unwrap();
     let alloc: Arc<dyn Allocator> = Arc::new(SystemAllocator::new());
     let idx: Vec<u64> = (0..256u64).map(|k| (k * 2654435761) % n as u64).collect();
-    for cold in [ColdReads::Auto, ColdReads::Always, ColdReads::Never] {
+    // (policy, blocking readers instead of io_uring for direct reads)
+    for (cold, blocking) in [
+        (ColdReads::Auto, false),
+        (ColdReads::Always, false),
+        (ColdReads::Always, true),
+        (ColdReads::Never, false),
+    ] {
         evict(&path);
         let store = DenseStore::open_with(&path, opts(cold)).unwrap();
-        let b = store.bind(alloc.clone()).gather(&idx).unwrap();
+        let view = store.bind(alloc.clone());
+        let b = if blocking {
+            zrecord::with_blocking_direct_reads(|| view.gather(&idx))
+        } else {
+            view.gather(&idx)
+        }
+        .unwrap();
         for (k, &i) in idx.iter().enumerate() {
             let i = i as usize;
             assert_eq!(
@@ -95,9 +107,16 @@ fn a_damaged_record_is_reported_on_the_cold_path() {
         .unwrap()
         .bind(alloc);
     let idx: Vec<u64> = (0..100u64).map(|k| k * 5).collect();
-    match view.gather(&idx) {
-        Err(Error::Corrupt { at, .. }) => assert_eq!(at.record, Some(victim)),
-        other => panic!("expected a corruption error for record {victim}, got {other:?}"),
+    for blocking in [false, true] {
+        let got = if blocking {
+            zrecord::with_blocking_direct_reads(|| view.gather(&idx))
+        } else {
+            view.gather(&idx)
+        };
+        match got {
+            Err(Error::Corrupt { at, .. }) => assert_eq!(at.record, Some(victim)),
+            other => panic!("expected a corruption error for record {victim}, got {other:?}"),
+        }
     }
 }
 
@@ -159,10 +178,12 @@ fn cold_large_records_are_read_past_the_page_cache_and_verified() {
     let n = starts.len() as u64 - 1;
     let idx: Vec<u64> = (0..64u64).map(|k| (k * 17 + 3) % n).collect();
     let alloc: Arc<dyn Allocator> = Arc::new(SystemAllocator::new());
-    for (cold, verify) in [
-        (ColdReads::Auto, true),
-        (ColdReads::Always, true),
-        (ColdReads::Always, false),
+    // (policy, verify, blocking readers instead of io_uring)
+    for (cold, verify, blocking) in [
+        (ColdReads::Auto, true, false),
+        (ColdReads::Always, true, false),
+        (ColdReads::Always, false, false),
+        (ColdReads::Always, true, true),
     ] {
         let store = RaggedStore::open_with(
             &path,
@@ -182,23 +203,38 @@ fn cold_large_records_are_read_past_the_page_cache_and_verified() {
             .iter()
             .map(|e| none_resident(&e.path, e.offset, e.len))
             .collect();
-        let b = store.bind(alloc.clone()).gather(&idx).unwrap();
+        let view = store.bind(alloc.clone());
+        let b = if blocking {
+            zrecord::with_blocking_direct_reads(|| view.gather(&idx))
+        } else {
+            view.gather(&idx)
+        }
+        .unwrap();
         let mut at = 0;
         for &i in &idx {
             let (s, e) = (starts[i as usize], starts[i as usize + 1]);
             assert!(
                 b.values()[at..at + e - s] == values[s..e],
-                "{cold:?} verify {verify}: record {i}"
+                "{cold:?} verify {verify} blocking {blocking}: record {i}"
             );
             at += e - s;
         }
-        // Read directly: nothing was added to the page cache.
         for (e, _) in ext.iter().zip(&was_cold).filter(|(_, cold)| **cold) {
-            assert!(
-                none_resident(&e.path, e.offset, e.len),
-                "{cold:?}: the record at byte {} went through the page cache",
-                e.offset
-            );
+            if cold == ColdReads::Always {
+                // Read directly: nothing was added to the page cache.
+                assert!(
+                    none_resident(&e.path, e.offset, e.len),
+                    "{cold:?}: the record at byte {} went through the page cache",
+                    e.offset
+                );
+            } else {
+                // A store that fits in memory is read through the page cache, so it warms up.
+                assert!(
+                    !none_resident(&e.path, e.offset, e.len),
+                    "{cold:?}: the record at byte {} was not cached",
+                    e.offset
+                );
+            }
         }
     }
 }

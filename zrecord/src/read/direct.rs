@@ -1,23 +1,28 @@
-//! Cold gathers of large raw records, read past the page cache.
+//! Cold gathers of raw records read past the page cache.
 //!
-//! When the residency probe finds a batch cold (see [`super::cold`]) and its records are raw and
-//! large (at least [`MIN_MEAN_BYTES`] each on average), the gather does not go through the memory
-//! map: each record's extent is read with `O_DIRECT` into an aligned bounce buffer and copied from
-//! there into its place in the output by the same fused copy + CRC32C kernel a warm gather runs,
-//! so the caller receives exactly the bytes that were verified. Up to [`DEPTH`] reads are in
-//! flight at once: the calling thread and `DEPTH - 1` scoped helper threads, each with one read
-//! outstanding, take pieces of the batch (a record, or a part of at most [`PIECE`] bytes of a
-//! larger one) from a shared queue, longest first; a record's checksum is assembled from its
-//! pieces' checksums once all are read.
+//! When the residency probe finds a batch cold (see [`super::cold`]) and the store is raw and
+//! larger than memory (`ColdReads::Always`, or its size under `Auto`), the gather does not go
+//! through the memory map: each record's extent is read with `O_DIRECT` into an aligned bounce
+//! buffer and copied from there into its place in the output by the same fused copy + CRC32C
+//! kernel a warm gather runs, so the caller receives exactly the bytes that were verified. The
+//! batch is cut into pieces (a record, or a part of at most [`PIECE`] bytes of a larger one),
+//! handed out longest first; a record's checksum is assembled from its pieces' once all are read.
+//!
+//! Two engines keep many reads in flight. Where the kernel gives a ring, the calling thread
+//! queues them on io_uring ([`super::uring`]: up to 256 small reads or about 2 MiB of large ones)
+//! and copies each piece as it completes; records of every size go this way. Elsewhere `DEPTH`
+//! blocking readers (the caller and `DEPTH - 1` scoped helper threads, one read outstanding each)
+//! take pieces from a shared queue; only records of at least [`MIN_MEAN_BYTES`] on average go
+//! this way, smaller ones stay on the read-ahead path (`MADV_WILLNEED`), which keeps more of them
+//! in flight than 16 threads do.
 //!
 //! Through the map, every 4 KiB of a cold record is a page allocated, read, inserted into the page
 //! cache and mapped before the copy reads it; a direct read moves the bytes into a reused buffer in
-//! one request per record (records over [`PIECE`] bytes in pieces of that size), which is what the
-//! device-limit row of the cold tables does. Small records stay on the read-ahead path
-//! (`MADV_WILLNEED`), which already keeps the device busy with them.
+//! one request per piece, which is what the device-limit row of the cold tables does.
 //!
-//! Memory: one bounce buffer of [`CHUNK`] bytes (plus alignment) per reading thread while a gather
-//! runs, at most `DEPTH` per gather; up to [`KEEP_BOUNCES`] of them are kept for later gathers.
+//! Memory (blocking readers): one bounce buffer of [`CHUNK`] bytes (plus alignment) per reading
+//! thread while a gather runs, at most `DEPTH` per gather; up to [`KEEP_BOUNCES`] of them are kept
+//! for later gathers.
 
 use std::fs::File;
 use std::io;
@@ -29,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::format::{self, Codec};
 use crate::vfs::DIRECT_ALIGN;
 
-use super::open::Inner;
+use super::open::{ColdReads, Inner};
 use super::record::Maps;
 
 /// A cold batch reads its records directly when they average at least this many bytes; smaller
@@ -72,7 +77,7 @@ fn aligned(b: &mut [u8]) -> &mut [u8] {
 
 /// Reads `buf.len()` bytes at `at`, or up to the end of the file; fails unless at least `need`
 /// bytes were read.
-fn read_at_least(file: &File, buf: &mut [u8], at: u64, need: usize) -> io::Result<()> {
+pub(super) fn read_at_least(file: &File, buf: &mut [u8], at: u64, need: usize) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let mut got = 0;
     while got < need {
@@ -125,12 +130,14 @@ pub(super) fn split_output<'o, F: Fn(usize) -> usize>(
 
 impl Inner {
     /// Whether a cold batch of `records` records and `total` output bytes is read directly:
-    /// a raw container, records of at least [`MIN_MEAN_BYTES`] on average, and direct reads
-    /// available on every shard.
+    /// a raw container that is larger than memory (by [`ColdReads::Always`], or by its size
+    /// under `Auto`), records of at least [`MIN_MEAN_BYTES`] on average or reads queued on
+    /// io_uring, and direct reads available on every shard.
     pub(super) fn direct_suits(&self, records: usize, total: usize) -> bool {
         self.m.codec == Codec::Raw
+            && (self.cold == ColdReads::Always || self.outgrows_memory)
             && records > 0
-            && total / records >= MIN_MEAN_BYTES
+            && (total / records >= MIN_MEAN_BYTES || ring_reads())
             && self.shards.iter().all(|f| f.direct().is_some())
     }
 
@@ -154,12 +161,67 @@ impl Inner {
         let count = work.len();
         // Longest first (stable: equal pieces keep batch order).
         work.sort_by_key(|p| std::cmp::Reverse(p.dst.len()));
+        #[cfg(target_os = "linux")]
+        let ring = if blocking_readers_forced() {
+            None
+        } else {
+            super::uring::Ring::take()
+        };
+        #[cfg(target_os = "linux")]
+        let mut sums = match ring {
+            Some(mut ring) => {
+                let sums = self.ring_pieces(&mut ring, idx, work, stores);
+                ring.keep();
+                sums?
+            }
+            None => self.threaded_pieces(idx, work, stores)?,
+        };
+        #[cfg(not(target_os = "linux"))]
+        let mut sums = self.threaded_pieces(idx, work, stores)?;
+        if !self.verify {
+            return Ok(());
+        }
+        if sums.len() != count {
+            return Err(Error::invalid(format!(
+                "internal: {} of {count} direct reads reported",
+                sums.len()
+            )));
+        }
+        sums.sort_unstable_by_key(|&(k, off, _, _)| (k, off));
+        let maps = self.maps();
+        let mut shift = crate::crc::Shift::default();
+        let mut at = 0;
+        for (k, &i) in idx.iter().enumerate() {
+            let mut crc = format::record_seed_after(self.uuid_crc, i);
+            while let Some(&(_, _, len, piece)) = sums.get(at).filter(|p| p.0 == k) {
+                crc = shift.combine(crc, piece, len as u64);
+                at += 1;
+            }
+            let e = self.entry_in(maps.index, i);
+            if crc != e.crc {
+                let s = self.shard_map.shard_of(i);
+                return Err(self.crc_error(i, s, e.offset, e.crc, crc));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `work` with `DEPTH` blocking readers (the calling thread and `DEPTH - 1` scoped
+    /// helpers, one read outstanding each) taking pieces from a shared queue, for a system where
+    /// io_uring is not available. Returns `(record, offset in the record, length, CRC32C from
+    /// zero)` of every piece; the first failure stops the other readers and is returned.
+    fn threaded_pieces(
+        &self,
+        idx: &[u64],
+        work: Vec<Piece<'_>>,
+        stores: Stores,
+    ) -> Result<Vec<PieceSum>> {
+        let count = work.len();
         let readers = DEPTH.min(count);
         let queue = Mutex::new(work.into_iter());
         let failed = AtomicBool::new(false);
         let error: Mutex<Option<Error>> = Mutex::new(None);
-        // (record, offset in the record, length, CRC32C from zero) of every piece read.
-        let sums: Mutex<Vec<(usize, usize, usize, u32)>> = Mutex::new(Vec::with_capacity(count));
+        let sums: Mutex<Vec<PieceSum>> = Mutex::new(Vec::with_capacity(count));
         let read = || {
             let maps = self.maps();
             let mut bounce = take_bounce();
@@ -199,33 +261,7 @@ impl Inner {
         if let Some(e) = error.into_inner().unwrap_or_else(|p| p.into_inner()) {
             return Err(e);
         }
-        if !self.verify {
-            return Ok(());
-        }
-        let mut sums = sums.into_inner().unwrap_or_else(|p| p.into_inner());
-        if sums.len() != count {
-            return Err(Error::invalid(format!(
-                "internal: {} of {count} direct reads reported",
-                sums.len()
-            )));
-        }
-        sums.sort_unstable_by_key(|&(k, off, _, _)| (k, off));
-        let maps = self.maps();
-        let mut shift = crate::crc::Shift::default();
-        let mut at = 0;
-        for (k, &i) in idx.iter().enumerate() {
-            let mut crc = format::record_seed_after(self.uuid_crc, i);
-            while let Some(&(_, _, len, piece)) = sums.get(at).filter(|p| p.0 == k) {
-                crc = shift.combine(crc, piece, len as u64);
-                at += 1;
-            }
-            let e = self.entry_in(maps.index, i);
-            if crc != e.crc {
-                let s = self.shard_map.shard_of(i);
-                return Err(self.crc_error(i, s, e.offset, e.crc, crc));
-            }
-        }
-        Ok(())
+        Ok(sums.into_inner().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Reads one piece of raw record `i` into `piece.dst` through `bounce` and returns the
@@ -240,52 +276,137 @@ impl Inner {
         stores: Stores,
         bounce: &mut [u8],
     ) -> Result<u32> {
-        let s = self.shard_map.shard_of(i);
+        let x = self.piece_extent(maps, i, &piece);
+        let Some(file) = self.shards[x.shard as usize].direct() else {
+            return self.piece_through_map(maps, i, &x, piece.dst, stores);
+        };
+        match read_at_least(file, &mut bounce[..x.span], x.at, x.head + x.want) {
+            Ok(()) => Ok(self.copy_piece(piece.dst, &bounce[x.head..x.head + x.want], stores)),
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
+                self.piece_through_map(maps, i, &x, piece.dst, stores)
+            }
+            Err(err) => Err(self.piece_read_error(i, &x, err)),
+        }
+    }
+
+    /// Where piece `piece` of record `i` lies and the aligned read that covers it.
+    pub(super) fn piece_extent(&self, maps: &Maps<'_>, i: u64, piece: &Piece<'_>) -> Extent {
+        let shard = self.shard_map.shard_of(i);
         let e = self.entry_in(maps.index, i);
         let want = piece.dst.len();
         let pos = e.offset + piece.off as u64;
-        let copy = |to: &mut [u8], from: &[u8]| {
-            if self.verify {
-                crate::crc::copy_append_with(0, to, from, stores)
-            } else {
-                crate::crc::copy_with(to, from, stores);
-                0
-            }
-        };
-        let through_map = |to: &mut [u8]| -> Result<u32> {
-            let shard = maps.shards[s as usize];
-            let from = usize::try_from(pos)
-                .ok()
-                .and_then(|a| shard.get(a..a.checked_add(want)?))
-                .ok_or_else(|| {
-                    Error::corrupt(
-                        self.loc(i, s, e.offset),
-                        "record extent",
-                        format!("inside the shard's {} bytes", shard.len()),
-                        format!("bytes {pos}..{}", pos + want as u64),
-                    )
-                })?;
-            Ok(copy(to, from))
-        };
-        let Some(file) = self.shards[s as usize].direct() else {
-            return through_map(piece.dst);
-        };
         let at = pos & !(DIRECT_ALIGN as u64 - 1);
         let head = (pos - at) as usize;
-        let span = (head + want).next_multiple_of(DIRECT_ALIGN);
-        match read_at_least(file, &mut bounce[..span], at, head + want) {
-            Ok(()) => Ok(copy(piece.dst, &bounce[head..head + want])),
-            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => through_map(piece.dst),
-            Err(err) => Err(Error::io(
-                "read",
-                &self.shard_paths[s as usize],
-                io::Error::new(
-                    err.kind(),
-                    format!("direct read of record {i} at byte offset {pos}: {err}"),
-                ),
-            )),
+        Extent {
+            shard,
+            record_offset: e.offset,
+            pos,
+            at,
+            head,
+            want,
+            span: (head + want).next_multiple_of(DIRECT_ALIGN),
         }
     }
+
+    /// Copies (and, when verifying, checksums from zero) one piece.
+    pub(super) fn copy_piece(&self, to: &mut [u8], from: &[u8], stores: Stores) -> u32 {
+        if self.verify {
+            crate::crc::copy_append_with(0, to, from, stores)
+        } else {
+            crate::crc::copy_with(to, from, stores);
+            0
+        }
+    }
+
+    /// The piece at `x` copied from the memory map (where a direct read is refused).
+    pub(super) fn piece_through_map(
+        &self,
+        maps: &Maps<'_>,
+        i: u64,
+        x: &Extent,
+        to: &mut [u8],
+        stores: Stores,
+    ) -> Result<u32> {
+        let shard = maps.shards[x.shard as usize];
+        let from = usize::try_from(x.pos)
+            .ok()
+            .and_then(|a| shard.get(a..a.checked_add(x.want)?))
+            .ok_or_else(|| {
+                Error::corrupt(
+                    self.loc(i, x.shard, x.record_offset),
+                    "record extent",
+                    format!("inside the shard's {} bytes", shard.len()),
+                    format!("bytes {}..{}", x.pos, x.pos + x.want as u64),
+                )
+            })?;
+        Ok(self.copy_piece(to, from, stores))
+    }
+
+    /// A failed direct read of the piece at `x`, with the shard path, record and offset.
+    pub(super) fn piece_read_error(&self, i: u64, x: &Extent, err: io::Error) -> Error {
+        Error::io(
+            "read",
+            &self.shard_paths[x.shard as usize],
+            io::Error::new(
+                err.kind(),
+                format!("direct read of record {i} at byte offset {}: {err}", x.pos),
+            ),
+        )
+    }
+}
+
+/// `(record, offset in the record, length, CRC32C from zero)` of one piece read.
+pub(super) type PieceSum = (usize, usize, usize, u32);
+
+/// Where one piece lies and the [`DIRECT_ALIGN`]-aligned read that covers it.
+pub(super) struct Extent {
+    /// The shard holding the record.
+    pub(super) shard: u32,
+    /// The record's offset in its shard (for error locations).
+    pub(super) record_offset: u64,
+    /// The piece's first byte in the shard.
+    pub(super) pos: u64,
+    /// The aligned read's first byte (`pos` rounded down).
+    pub(super) at: u64,
+    /// Bytes from `at` to `pos`.
+    pub(super) head: usize,
+    /// The piece's length.
+    pub(super) want: usize,
+    /// The aligned read's length (`head + want` rounded up).
+    pub(super) span: usize,
+}
+
+#[cfg(feature = "mutations")]
+thread_local! {
+    static BLOCKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the direct reads of its gathers (on the calling thread) made by blocking readers
+/// even where io_uring is available, so tests reach both engines. Test builds only (the
+/// `mutations` feature).
+#[cfg(feature = "mutations")]
+#[doc(hidden)]
+pub fn with_blocking_direct_reads<R>(f: impl FnOnce() -> R) -> R {
+    let was = BLOCKING.replace(true);
+    let r = f();
+    BLOCKING.set(was);
+    r
+}
+
+fn blocking_readers_forced() -> bool {
+    #[cfg(feature = "mutations")]
+    return BLOCKING.get();
+    #[cfg(not(feature = "mutations"))]
+    false
+}
+
+/// Whether direct reads are queued on an io_uring in this process (so small records, too, are
+/// read directly: one thread keeps a whole batch of them in flight).
+fn ring_reads() -> bool {
+    #[cfg(target_os = "linux")]
+    return super::uring::available();
+    #[cfg(not(target_os = "linux"))]
+    false
 }
 
 /// The largest direct read of one piece: a bounce buffer less one alignment unit, so a piece that
@@ -294,9 +415,9 @@ const PIECE: usize = CHUNK - DIRECT_ALIGN;
 
 /// Bytes `off..off + dst.len()` of record `k` of a gather, read by one direct read.
 pub(super) struct Piece<'o> {
-    k: usize,
-    off: usize,
-    dst: &'o mut [u8],
+    pub(super) k: usize,
+    pub(super) off: usize,
+    pub(super) dst: &'o mut [u8],
 }
 
 /// Cuts `out` (records `0..n`, record k at `offsets(k)..offsets(k + 1)`, relative to

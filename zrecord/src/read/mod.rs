@@ -13,10 +13,14 @@ mod gather;
 mod open;
 mod record;
 mod store;
+#[cfg(target_os = "linux")]
+mod uring;
 mod verify;
 
 pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
 pub use cold::RecordExtent;
+#[cfg(feature = "mutations")]
+pub use direct::with_blocking_direct_reads;
 pub(crate) use gather::stores_for;
 pub use gather::{gather_fan_outs, sequential_gathers};
 pub use open::{ColdReads, OpenOptions, container_files};

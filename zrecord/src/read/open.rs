@@ -51,11 +51,14 @@ impl fmt::Debug for OpenOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ColdReads {
     /// Probe the page-cache residency of a few of the batch's records (`mincore`, one call
-    /// each) and take the cold path when any of them is not resident. The default.
+    /// each) and take the cold path when any of them is not resident: raw records are read past
+    /// the page cache (`O_DIRECT`) when the store's shards hold more than half of the machine's
+    /// memory, else every record is requested through the page cache (read-ahead), so a store
+    /// that fits in memory becomes warm over its first epoch. The default.
     #[default]
     Auto,
-    /// Always request every record's pages before the copy (for a store known to be larger than
-    /// memory: no probe).
+    /// For a store known to be larger than memory: no probe; every gather of raw records reads
+    /// them past the page cache (`O_DIRECT`), compressed ones are requested through it.
     Always,
     /// Never: every gather is a plain copy, faulting pages in one at a time.
     Never,
@@ -88,6 +91,9 @@ pub(super) struct Inner {
     pub(super) verify: bool,
     /// The cold-read policy (`read::cold`).
     pub(super) cold: ColdReads,
+    /// The shards hold more than half of the machine's memory: a cold batch of raw records is
+    /// read past the page cache under [`ColdReads::Auto`] (`read::cold`).
+    pub(super) outgrows_memory: bool,
     /// CRC32C of the container id, the common prefix of every record's checksum seed.
     pub(super) uuid_crc: u32,
     /// Record → shard, precomputed from the manifest.
@@ -247,11 +253,14 @@ impl Inner {
             ddict,
             verify: opts.verify,
             cold: opts.cold_reads,
+            outgrows_memory: false,
             uuid_crc,
             shard_map,
             closed: AtomicBool::new(false),
         };
         inner.validate_entries()?;
+        inner.outgrows_memory =
+            super::cold::outgrows_memory(inner.shards.iter().map(|f| f.bytes().len() as u64).sum());
         // A small index is held in process memory: every gather reads one entry per record, so
         // a page of it that the kernel evicted (memory pressure, a store larger than memory)
         // would cost a device read per record before the record's own read. The open has just

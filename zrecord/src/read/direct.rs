@@ -9,7 +9,7 @@
 //! handed out longest first; a record's checksum is assembled from its pieces' once all are read.
 //!
 //! Two engines keep many reads in flight. Where the kernel gives a ring, the calling thread
-//! queues them on io_uring ([`super::uring`]: up to 256 small reads or about 2 MiB of large ones)
+//! queues them on io_uring ([`super::uring`]: up to 256 small reads, 16 large ones)
 //! and copies each piece as it completes; records of every size go this way. Elsewhere `DEPTH`
 //! blocking readers (the caller and `DEPTH - 1` scoped helper threads, one read outstanding each)
 //! take pieces from a shared queue; only records of at least [`MIN_MEAN_BYTES`] on average go

@@ -32,13 +32,15 @@ const MAX_DEPTH: usize = ENTRIES as usize;
 /// Most bounce bytes one gather holds: the depth is cut to fit (15 slots of 1 MiB + 4 KiB, 256 of
 /// 64 KiB).
 const ARENA_BYTES: usize = 16 << 20;
-/// Reads are queued while fewer than [`MIN_DEPTH`] are in flight or their bytes stay within this
-/// (measured on 147 KiB records, 2026-12-03: 2 MiB, about 13 reads, beat 1 MiB (4 reads) by
-/// 1.4x and 4 MiB (24 reads) by 1.0-1.2x; the device slows down when kept deeper).
+/// Reads are queued while fewer than [`MIN_DEPTH`] are in flight or their bytes stay within this,
+/// so small records are all in flight at once while large ones do not crowd the device (measured
+/// on 147 KiB records, 2026-12-03: 1 MiB in flight, 4 reads, was 0.7x of 2 MiB; 4 MiB, 24 reads,
+/// no better).
 const BYTES_IN_FLIGHT: usize = 2 << 20;
-/// Reads kept in flight whatever their size (native-size images of up to 1 MiB per piece: 8
-/// reads matched 16 blocking readers, 4 were 0.95x).
-const MIN_DEPTH: usize = 8;
+/// Reads kept in flight whatever their size: the depth of the blocking readers, which a batch of
+/// large pieces needs to keep the device busy while its last pieces finish (8, 16 and 24 could not
+/// be told apart on this VM's disk in alternating cells; 16 had the best full-table runs).
+const MIN_DEPTH: usize = 16;
 /// Bounce arenas kept between gathers, process-wide, in bytes.
 const KEEP_BYTES: usize = 16 << 20;
 

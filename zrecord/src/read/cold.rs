@@ -58,21 +58,6 @@ fn page_size() -> usize {
     })
 }
 
-/// Whether `data_bytes` of shards are more than half of this machine's memory (`sysinfo`): such a
-/// store cannot all stay in the page cache, so reading its cold records past the cache keeps
-/// them from evicting the rest. `false` where the size of memory is unknown.
-pub(super) fn outgrows_memory(data_bytes: u64) -> bool {
-    // SAFETY: sysinfo only writes the struct it is given, which is plain data.
-    let ram = unsafe {
-        let mut info: libc::sysinfo = std::mem::zeroed();
-        if libc::sysinfo(&mut info) != 0 {
-            return false;
-        }
-        (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
-    };
-    ram > 0 && data_bytes > ram / 2
-}
-
 /// Whether the page holding `byte` is in the page cache. Anything `mincore` cannot answer (memory
 /// that is not a mapping, e.g. a test file system's heap bytes) counts as resident: the cold path
 /// only engages on evidence.

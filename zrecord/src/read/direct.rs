@@ -5,7 +5,7 @@
 //! through the memory map: each record's extent is read with `O_DIRECT` into an aligned bounce
 //! buffer and copied from there into its place in the output by the same fused copy + CRC32C
 //! kernel a warm gather runs, so the caller receives exactly the bytes that were verified. The
-//! batch is cut into pieces (a record, or a part of at most [`PIECE`] bytes of a larger one),
+//! batch is cut into pieces (a record, or a part of at most [`super::piece::PIECE`] bytes of a larger one),
 //! handed out longest first; a record's checksum is assembled from its pieces' once all are read.
 //!
 //! Two engines keep many reads in flight. Where the kernel gives a ring, the calling thread
@@ -24,8 +24,6 @@
 //! thread while a gather runs, at most `DEPTH` per gather; up to [`KEEP_BOUNCES`] of them are kept
 //! for later gathers.
 
-use std::fs::File;
-use std::io;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -35,6 +33,7 @@ use crate::format::{self, Codec};
 use crate::vfs::DIRECT_ALIGN;
 
 use super::open::{ColdReads, Inner};
+use super::piece::{CHUNK, Piece, PieceSum, pieces, read_at_least};
 use super::record::Maps;
 
 /// A cold batch reads its records directly when they average at least this many bytes; smaller
@@ -42,9 +41,6 @@ use super::record::Maps;
 pub(super) const MIN_MEAN_BYTES: usize = 32 << 10;
 /// Reads in flight for one gather (one per reading thread, the caller included).
 const DEPTH: usize = 16;
-/// The size of a bounce buffer, the largest single read (a record longer than [`PIECE`] is read
-/// in pieces).
-const CHUNK: usize = 1 << 20;
 /// Bounce buffers kept for later gathers, process-wide (so at most `KEEP_BOUNCES * CHUNK` bytes,
 /// 16 MiB, stay allocated between gathers).
 const KEEP_BOUNCES: usize = 16;
@@ -73,27 +69,6 @@ fn keep_bounce(b: Vec<u8>) {
 fn aligned(b: &mut [u8]) -> &mut [u8] {
     let pad = b.as_ptr().align_offset(DIRECT_ALIGN);
     &mut b[pad..pad + CHUNK]
-}
-
-/// Reads `buf.len()` bytes at `at`, or up to the end of the file; fails unless at least `need`
-/// bytes were read.
-pub(super) fn read_at_least(file: &File, buf: &mut [u8], at: u64, need: usize) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let mut got = 0;
-    while got < need {
-        match file.read_at(&mut buf[got..], at + got as u64) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("file ends {got} bytes into a read that needs {need}"),
-                ));
-            }
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// Splits `out` (records `0..n`, record k at `offsets(k)..offsets(k + 1)`) into at most `pieces`
@@ -144,7 +119,7 @@ impl Inner {
     /// Fills `out` with records `idx` (record k at `offsets(k)`) by direct reads, `DEPTH` in
     /// flight. The first failure stops the other readers and is returned.
     ///
-    /// The batch is cut into [`pieces`] (a record, or a [`PIECE`]-byte part of a larger one),
+    /// The batch is cut into [`pieces`] (a record, or a [`super::piece::PIECE`]-byte part of a larger one),
     /// handed out longest first, so the batch does not end waiting for one reader that drew a
     /// large image while the others sit idle. Each piece is copied and checksummed on its own
     /// (CRC32C from zero); after the readers finish, each record's checksum is assembled from
@@ -288,92 +263,6 @@ impl Inner {
             Err(err) => Err(self.piece_read_error(i, &x, err)),
         }
     }
-
-    /// Where piece `piece` of record `i` lies and the aligned read that covers it.
-    pub(super) fn piece_extent(&self, maps: &Maps<'_>, i: u64, piece: &Piece<'_>) -> Extent {
-        let shard = self.shard_map.shard_of(i);
-        let e = self.entry_in(maps.index, i);
-        let want = piece.dst.len();
-        let pos = e.offset + piece.off as u64;
-        let at = pos & !(DIRECT_ALIGN as u64 - 1);
-        let head = (pos - at) as usize;
-        Extent {
-            shard,
-            record_offset: e.offset,
-            pos,
-            at,
-            head,
-            want,
-            span: (head + want).next_multiple_of(DIRECT_ALIGN),
-        }
-    }
-
-    /// Copies (and, when verifying, checksums from zero) one piece.
-    pub(super) fn copy_piece(&self, to: &mut [u8], from: &[u8], stores: Stores) -> u32 {
-        if self.verify {
-            crate::crc::copy_append_with(0, to, from, stores)
-        } else {
-            crate::crc::copy_with(to, from, stores);
-            0
-        }
-    }
-
-    /// The piece at `x` copied from the memory map (where a direct read is refused).
-    pub(super) fn piece_through_map(
-        &self,
-        maps: &Maps<'_>,
-        i: u64,
-        x: &Extent,
-        to: &mut [u8],
-        stores: Stores,
-    ) -> Result<u32> {
-        let shard = maps.shards[x.shard as usize];
-        let from = usize::try_from(x.pos)
-            .ok()
-            .and_then(|a| shard.get(a..a.checked_add(x.want)?))
-            .ok_or_else(|| {
-                Error::corrupt(
-                    self.loc(i, x.shard, x.record_offset),
-                    "record extent",
-                    format!("inside the shard's {} bytes", shard.len()),
-                    format!("bytes {}..{}", x.pos, x.pos + x.want as u64),
-                )
-            })?;
-        Ok(self.copy_piece(to, from, stores))
-    }
-
-    /// A failed direct read of the piece at `x`, with the shard path, record and offset.
-    pub(super) fn piece_read_error(&self, i: u64, x: &Extent, err: io::Error) -> Error {
-        Error::io(
-            "read",
-            &self.shard_paths[x.shard as usize],
-            io::Error::new(
-                err.kind(),
-                format!("direct read of record {i} at byte offset {}: {err}", x.pos),
-            ),
-        )
-    }
-}
-
-/// `(record, offset in the record, length, CRC32C from zero)` of one piece read.
-pub(super) type PieceSum = (usize, usize, usize, u32);
-
-/// Where one piece lies and the [`DIRECT_ALIGN`]-aligned read that covers it.
-pub(super) struct Extent {
-    /// The shard holding the record.
-    pub(super) shard: u32,
-    /// The record's offset in its shard (for error locations).
-    pub(super) record_offset: u64,
-    /// The piece's first byte in the shard.
-    pub(super) pos: u64,
-    /// The aligned read's first byte (`pos` rounded down).
-    pub(super) at: u64,
-    /// Bytes from `at` to `pos`.
-    pub(super) head: usize,
-    /// The piece's length.
-    pub(super) want: usize,
-    /// The aligned read's length (`head + want` rounded up).
-    pub(super) span: usize,
 }
 
 #[cfg(feature = "mutations")]
@@ -409,40 +298,6 @@ fn ring_reads() -> bool {
     false
 }
 
-/// The largest direct read of one piece: a bounce buffer less one alignment unit, so a piece that
-/// starts anywhere inside a [`DIRECT_ALIGN`] block still fits its buffer.
-const PIECE: usize = CHUNK - DIRECT_ALIGN;
-
-/// Bytes `off..off + dst.len()` of record `k` of a gather, read by one direct read.
-pub(super) struct Piece<'o> {
-    pub(super) k: usize,
-    pub(super) off: usize,
-    pub(super) dst: &'o mut [u8],
-}
-
-/// Cuts `out` (records `0..n`, record k at `offsets(k)..offsets(k + 1)`, relative to
-/// `offsets(0)`) into pieces of at most [`PIECE`] bytes, each inside one record, in batch order.
-pub(super) fn pieces<'o, F: Fn(usize) -> usize>(
-    n: usize,
-    out: &'o mut [u8],
-    offsets: &F,
-) -> Vec<Piece<'o>> {
-    let mut v = Vec::with_capacity(n);
-    let mut rest = out;
-    for k in 0..n {
-        let (mut record, tail) = rest.split_at_mut(offsets(k + 1) - offsets(k));
-        rest = tail;
-        let mut off = 0;
-        while !record.is_empty() {
-            let (dst, more) = record.split_at_mut(record.len().min(PIECE));
-            v.push(Piece { k, off, dst });
-            off += PIECE;
-            record = more;
-        }
-    }
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,32 +326,6 @@ mod tests {
             }
             assert_eq!(next, sizes.len());
         }
-    }
-
-    #[test]
-    fn pieces_cover_every_byte_once_within_one_record() {
-        let sizes = [5usize, PIECE, PIECE + 1, 3 * PIECE - 7, 1];
-        let mut offs = vec![0];
-        for s in sizes {
-            offs.push(offs.last().unwrap() + s);
-        }
-        let mut out = vec![0u8; *offs.last().unwrap()];
-        let base = out.as_ptr() as usize;
-        let got: Vec<(usize, usize, usize, usize)> = pieces(sizes.len(), &mut out, &|k| offs[k])
-            .into_iter()
-            .map(|p| (p.k, p.off, p.dst.len(), p.dst.as_ptr() as usize - base))
-            .collect();
-        let want = vec![
-            (0, 0, 5, 0),
-            (1, 0, PIECE, 5),
-            (2, 0, PIECE, 5 + PIECE),
-            (2, PIECE, 1, 5 + 2 * PIECE),
-            (3, 0, PIECE, 6 + 2 * PIECE),
-            (3, PIECE, PIECE, 6 + 3 * PIECE),
-            (3, 2 * PIECE, PIECE - 7, 6 + 4 * PIECE),
-            (4, 0, 1, offs[4]),
-        ];
-        assert_eq!(got, want);
     }
 
     #[test]

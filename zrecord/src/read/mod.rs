@@ -11,6 +11,7 @@ mod cold;
 mod direct;
 mod gather;
 mod open;
+mod piece;
 mod record;
 mod store;
 #[cfg(target_os = "linux")]

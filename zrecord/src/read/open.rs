@@ -64,6 +64,21 @@ pub enum ColdReads {
     Never,
 }
 
+/// Whether `data_bytes` of shards are more than half of this machine's memory (`sysinfo`): such a
+/// store cannot all stay in the page cache, so reading its cold records past the cache keeps
+/// them from evicting the rest. `false` where the size of memory is unknown.
+fn outgrows_memory(data_bytes: u64) -> bool {
+    // SAFETY: sysinfo only writes the struct it is given, which is plain data.
+    let ram = unsafe {
+        let mut info: libc::sysinfo = std::mem::zeroed();
+        if libc::sysinfo(&mut info) != 0 {
+            return false;
+        }
+        (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
+    };
+    ram > 0 && data_bytes > ram / 2
+}
+
 /// Indexes up to this size (64 MiB: 4 Mi records of 16-byte entries) are copied into process
 /// memory at open; larger ones stay memory-mapped.
 pub(super) const INDEX_IN_MEMORY_BYTES: usize = 64 << 20;
@@ -260,7 +275,7 @@ impl Inner {
         };
         inner.validate_entries()?;
         inner.outgrows_memory =
-            super::cold::outgrows_memory(inner.shards.iter().map(|f| f.bytes().len() as u64).sum());
+            outgrows_memory(inner.shards.iter().map(|f| f.bytes().len() as u64).sum());
         // A small index is held in process memory: every gather reads one entry per record, so
         // a page of it that the kernel evicted (memory pressure, a store larger than memory)
         // would cost a device read per record before the record's own read. The open has just

@@ -22,8 +22,8 @@ use crate::crc::Stores;
 use crate::error::{Error, Result};
 use crate::vfs::DIRECT_ALIGN;
 
-use super::direct::{Piece, PieceSum, read_at_least};
 use super::open::Inner;
+use super::piece::{Piece, PieceSum, read_at_least};
 
 /// Submission-queue entries of a ring (its completion queue has twice as many).
 const ENTRIES: u32 = 256;

@@ -26,6 +26,15 @@ fn opts(cold: ColdReads) -> OpenOptions {
     }
 }
 
+/// Runs `f` with direct reads made by blocking readers (`blocking`) or by the default engine.
+fn with_engine<R>(blocking: bool, f: impl FnOnce() -> R) -> R {
+    if blocking {
+        zrecord::with_blocking_direct_reads(f)
+    } else {
+        f()
+    }
+}
+
 #[test]
 fn every_policy_returns_the_stored_records_of_an_evicted_store() {
     let dir = tempfile::tempdir().unwrap();
@@ -54,12 +63,7 @@ fn every_policy_returns_the_stored_records_of_an_evicted_store() {
         evict(&path);
         let store = DenseStore::open_with(&path, opts(cold)).unwrap();
         let view = store.bind(alloc.clone());
-        let b = if blocking {
-            zrecord::with_blocking_direct_reads(|| view.gather(&idx))
-        } else {
-            view.gather(&idx)
-        }
-        .unwrap();
+        let b = with_engine(blocking, || view.gather(&idx)).unwrap();
         for (k, &i) in idx.iter().enumerate() {
             let i = i as usize;
             assert_eq!(
@@ -108,12 +112,7 @@ fn a_damaged_record_is_reported_on_the_cold_path() {
         .bind(alloc);
     let idx: Vec<u64> = (0..100u64).map(|k| k * 5).collect();
     for blocking in [false, true] {
-        let got = if blocking {
-            zrecord::with_blocking_direct_reads(|| view.gather(&idx))
-        } else {
-            view.gather(&idx)
-        };
-        match got {
+        match with_engine(blocking, || view.gather(&idx)) {
             Err(Error::Corrupt { at, .. }) => assert_eq!(at.record, Some(victim)),
             other => panic!("expected a corruption error for record {victim}, got {other:?}"),
         }
@@ -204,12 +203,7 @@ fn cold_large_records_are_read_past_the_page_cache_and_verified() {
             .map(|e| none_resident(&e.path, e.offset, e.len))
             .collect();
         let view = store.bind(alloc.clone());
-        let b = if blocking {
-            zrecord::with_blocking_direct_reads(|| view.gather(&idx))
-        } else {
-            view.gather(&idx)
-        }
-        .unwrap();
+        let b = with_engine(blocking, || view.gather(&idx)).unwrap();
         let mut at = 0;
         for &i in &idx {
             let (s, e) = (starts[i as usize], starts[i as usize + 1]);

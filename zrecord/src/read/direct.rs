@@ -5,12 +5,13 @@
 //! through the memory map: each record's extent is read with `O_DIRECT` into an aligned bounce
 //! buffer and copied from there into its place in the output by the same fused copy + CRC32C
 //! kernel a warm gather runs, so the caller receives exactly the bytes that were verified. The
-//! batch is cut into pieces (a record, or a part of at most [`super::piece::PIECE`] bytes of a larger one),
-//! handed out longest first; a record's checksum is assembled from its pieces' once all are read.
+//! batch is cut into pieces (a record, or a part of at most [`super::piece::PIECE`] bytes of a
+//! larger one), handed out longest first; a record's checksum is assembled from its pieces' once
+//! all are read.
 //!
 //! Two engines keep many reads in flight. Where the kernel gives a ring, the calling thread
-//! queues them on io_uring ([`super::uring`]: up to 256 small reads, 16 large ones)
-//! and copies each piece as it completes; records of every size go this way. Elsewhere `DEPTH`
+//! queues them on io_uring ([`super::uring`]: up to 256 small reads, 16 large ones) and copies
+//! each piece as it completes; records of every size go this way. Elsewhere `DEPTH`
 //! blocking readers (the caller and `DEPTH - 1` scoped helper threads, one read outstanding each)
 //! take pieces from a shared queue; only records of at least [`MIN_MEAN_BYTES`] on average go
 //! this way, smaller ones stay on the read-ahead path (`MADV_WILLNEED`), which keeps more of them
@@ -119,8 +120,8 @@ impl Inner {
     /// Fills `out` with records `idx` (record k at `offsets(k)`) by direct reads, `DEPTH` in
     /// flight. The first failure stops the other readers and is returned.
     ///
-    /// The batch is cut into [`pieces`] (a record, or a [`super::piece::PIECE`]-byte part of a larger one),
-    /// handed out longest first, so the batch does not end waiting for one reader that drew a
+    /// The batch is cut into [`pieces`] (a record, or a [`super::piece::PIECE`]-byte part of a
+    /// larger one), handed out longest first, so the batch does not end waiting for one reader that drew a
     /// large image while the others sit idle. Each piece is copied and checksummed on its own
     /// (CRC32C from zero); after the readers finish, each record's checksum is assembled from
     /// its pieces' in order ([`crate::crc::Shift`]) and compared with the index, so the caller

@@ -256,6 +256,8 @@ impl Inner {
         };
         let uuid_crc = format::uuid_crc(&m.uuid);
         let shard_map = format::ShardMap::new(m.block_records, m.shard_count());
+        // Each shard's length was checked against its file above.
+        let outgrows_memory = outgrows_memory(m.shards.iter().map(|s| s.len).sum());
         let mut inner = Inner {
             path: path.to_path_buf(),
             m,
@@ -268,14 +270,12 @@ impl Inner {
             ddict,
             verify: opts.verify,
             cold: opts.cold_reads,
-            outgrows_memory: false,
+            outgrows_memory,
             uuid_crc,
             shard_map,
             closed: AtomicBool::new(false),
         };
         inner.validate_entries()?;
-        inner.outgrows_memory =
-            outgrows_memory(inner.shards.iter().map(|f| f.bytes().len() as u64).sum());
         // A small index is held in process memory: every gather reads one entry per record, so
         // a page of it that the kernel evicted (memory pressure, a store larger than memory)
         // would cost a device read per record before the record's own read. The open has just

@@ -40,6 +40,24 @@ impl ShardMap {
             None => (b % u64::from(self.shards)) as u32,
         }
     }
+
+    /// Record `i`'s shard and its position among that shard's records (records are stored in
+    /// record order within a shard).
+    #[inline]
+    pub(crate) fn place(&self, i: u64) -> (u32, u64) {
+        let (b, within) = match self.block_shift {
+            Some(s) => (i >> s, i & ((1u64 << s) - 1)),
+            None => (i / self.block, i % self.block),
+        };
+        let (shard, round) = match self.shard_mask {
+            Some(m) => ((b as u32) & m, b >> m.count_ones()),
+            None => (
+                (b % u64::from(self.shards)) as u32,
+                b / u64::from(self.shards),
+            ),
+        };
+        (shard, round * self.block + within)
+    }
 }
 
 /// Position of record `i` among the records of its shard.
@@ -94,6 +112,17 @@ mod tests {
                     assert_eq!(
                         map.shard_of(i),
                         shard_of(i, block, shards),
+                        "{i} {block} {shards}"
+                    );
+                }
+                // `place` against the plain functions.
+                for i in (0..300u64)
+                    .chain([u64::MAX, 1 << 40])
+                    .chain((0..1000).map(|_| next()))
+                {
+                    assert_eq!(
+                        map.place(i),
+                        (shard_of(i, block, shards), local_index(i, block, shards)),
                         "{i} {block} {shards}"
                     );
                 }

@@ -1,7 +1,8 @@
 //! Reading, in data-path order: [`open`] validates a container, [`store`] holds the public store
-//! and view types, [`gather`] fans a gather out over the rayon pool, [`record`] locates,
-//! prefetches, checks and decodes each record, [`batch`] holds the batches a gather returns, and
-//! [`verify`] is the full check behind `verify()`.
+//! and view types, [`gather`] fans a gather out over the rayon pool, [`fixed`] places a raw
+//! Dense store's records without its index, [`record`] locates, prefetches, checks and decodes
+//! each record, [`batch`] holds the batches a gather returns, and [`verify`] is the full check
+//! behind `verify()`.
 //!
 //! This module only declares its children and re-exports their public items; the children never
 //! import it (the module graph stays acyclic).
@@ -9,6 +10,7 @@
 mod batch;
 mod cold;
 mod direct;
+mod fixed;
 mod gather;
 mod open;
 mod piece;

@@ -15,6 +15,8 @@ use crate::format::{
 };
 use crate::vfs::{ReadFile, StdFs, Vfs};
 
+use super::fixed::Fixed;
+
 /// How to open a store.
 #[derive(Clone)]
 pub struct OpenOptions {
@@ -113,6 +115,9 @@ pub(super) struct Inner {
     pub(super) uuid_crc: u32,
     /// Record → shard, precomputed from the manifest.
     pub(super) shard_map: format::ShardMap,
+    /// A raw Dense store's layout and checksum table (`read::fixed`), set once the entries are
+    /// validated; `None` for other stores and before that.
+    pub(super) fixed: Option<Fixed>,
     pub(super) closed: AtomicBool,
 }
 
@@ -273,9 +278,11 @@ impl Inner {
             outgrows_memory,
             uuid_crc,
             shard_map,
+            fixed: None,
             closed: AtomicBool::new(false),
         };
         inner.validate_entries()?;
+        inner.fixed = Fixed::build(&inner.m, inner.stride, |i| inner.entry(i).crc)?;
         // A small index is held in process memory: every gather reads one entry per record, so
         // a page of it that the kernel evicted (memory pressure, a store larger than memory)
         // would cost a device read per record before the record's own read. The open has just

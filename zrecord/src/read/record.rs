@@ -43,9 +43,28 @@ impl Inner {
         }
     }
 
-    /// Record `i`'s shard, index entry and stored bytes.
+    /// Record `i`'s shard, index entry and stored bytes. A raw Dense store with a checksum table
+    /// (`read::fixed`) computes them without reading the index: the open checked that its
+    /// records tile every shard in record order, so the computed entry is the stored one.
     #[inline]
     fn locate<'a>(&self, maps: &Maps<'a>, i: u64) -> (u32, Entry, &'a [u8]) {
+        if let Some(f) = &self.fixed {
+            let (s, local) = self.shard_map.place(i);
+            let offset = format::HEADER_LEN as u64 + local * f.stride;
+            let e = Entry {
+                offset,
+                flags: FLAG_STORED_RAW,
+                // `Fixed::build` checked that the stride fits.
+                stored_len: f.stride as u32,
+                crc: f.crc(i),
+            };
+            let start = offset as usize;
+            return (
+                s,
+                e,
+                &maps.shards[s as usize][start..start + f.stride as usize],
+            );
+        }
         let s = self.shard_map.shard_of(i);
         let e = self.entry_in(maps.index, i);
         let shard = maps.shards[s as usize];
@@ -56,9 +75,14 @@ impl Inner {
         )
     }
 
-    /// Starts loading the index entry of record `i` into cache.
+    /// Starts loading the index entry of record `i` into cache (its checksum slot where the store
+    /// has a checksum table: `locate` then reads nothing else of the index).
     #[inline]
     pub(super) fn prefetch_entry(&self, index: &[u8], i: u64) {
+        if let Some(f) = &self.fixed {
+            prefetch(f.crc_bytes(i));
+            return;
+        }
         let off = format::entry_offset(i, self.entry);
         if let Some(b) = index.get(off..off + 1) {
             prefetch(b);
@@ -68,13 +92,8 @@ impl Inner {
     /// Starts loading the first [`PREFETCH_BYTES`] of record `i`'s stored bytes into cache.
     #[inline]
     fn prefetch_record(&self, maps: &Maps<'_>, i: u64) {
-        let s = self.shard_map.shard_of(i);
-        let e = self.entry_in(maps.index, i);
-        let start = e.offset as usize;
-        let end = start.saturating_add((e.stored_len as usize).min(PREFETCH_BYTES));
-        if let Some(b) = maps.shards[s as usize].get(start..end) {
-            prefetch(b);
-        }
+        let (_, _, stored) = self.locate(maps, i);
+        prefetch(&stored[..stored.len().min(PREFETCH_BYTES)]);
     }
 
     /// Reads records `idx` one after another, where `idx[j]` is record `first + j` of a gather

@@ -115,6 +115,11 @@ pub(super) struct Inner {
     pub(super) uuid_crc: u32,
     /// Record → shard, precomputed from the manifest.
     pub(super) shard_map: format::ShardMap,
+    /// The index is a copy in process memory (so always resident: the cold probe skips it).
+    pub(super) index_in_memory: bool,
+    /// Consecutive gathers under [`ColdReads::Auto`] that found (or, probing only now and then,
+    /// took) the batch resident (`read::cold`).
+    pub(super) warm_gathers: std::sync::atomic::AtomicU32,
     /// A raw Dense store's layout and checksum table (`read::fixed`), set once the entries are
     /// validated; `None` for other stores and before that.
     pub(super) fixed: Option<Fixed>,
@@ -278,6 +283,8 @@ impl Inner {
             outgrows_memory,
             uuid_crc,
             shard_map,
+            index_in_memory: false,
+            warm_gathers: std::sync::atomic::AtomicU32::new(0),
             fixed: None,
             closed: AtomicBool::new(false),
         };
@@ -289,6 +296,7 @@ impl Inner {
         // read every entry, so the copy is one pass over bytes already cached.
         if inner.index.bytes().len() <= INDEX_IN_MEMORY_BYTES {
             inner.index = Arc::new(InMemory(inner.index.bytes().to_vec()));
+            inner.index_in_memory = true;
         }
         Ok(inner)
     }

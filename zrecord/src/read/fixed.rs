@@ -7,13 +7,15 @@
 //! Why: a gather of random records otherwise reads one random index line per record besides the
 //! record itself. On 2 KiB token blocks from memory (600 MiB store, Xeon VM, `harness gap-probe`
 //! with the variants in one process) that line cost 12-19 % of the gather: skipping it (no
-//! checksum) ran 1.19x the indexed gather, and the table, four times denser than the index and
-//! in 2 MiB pages, brought the verified gather level with `npy-mmap-raw` (docs/performance.md).
+//! checksum) ran 1.19x the indexed gather. The table, four times denser than the index, cut
+//! `npy-mmap-raw`'s lead in that probe from 8-12 % to 6 % (docs/performance.md).
 //!
 //! Memory: the table is built for stores of up to [`MAX_TABLE_RECORDS`] records (16 MiB of
 //! table); larger stores read checksums from the index. A table of 1 MiB or more is its own
 //! anonymous mapping advised for transparent huge pages (see [`crate::host_region_is_lazy`]),
-//! whose resident size is the table rounded up to whole 2 MiB pages.
+//! whose resident size is the table rounded up to whole 2 MiB pages: the same table in a `Vec`
+//! (4 KiB pages) gathered 1-5 % slower (harness cells, 3 rounds alternating: 6,063-6,396 against
+//! 6,347-6,469 MiB/s).
 
 use std::ptr::NonNull;
 

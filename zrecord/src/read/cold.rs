@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use rayon::prelude::*;
 
 use crate::error::Result;
-use crate::format::{self, Entry};
+use crate::format;
 use crate::threads::{cores, in_parallel};
 
 use super::open::{ColdReads, Inner};
@@ -170,7 +170,7 @@ impl Inner {
                 p.data_cold = true;
                 break;
             }
-            let (_, _, stored) = self.locate_stored(&maps, i);
+            let (_, _, stored) = self.locate(&maps, i);
             if !stored.is_empty() && !resident(&stored[..1]) {
                 p.data_cold = true;
                 break;
@@ -201,7 +201,7 @@ impl Inner {
     fn request_records(&self, maps: &Maps<'_>, idx: &[u64]) {
         let request = |part: &[u64]| {
             for &i in part {
-                will_need(self.locate_stored(maps, i).2);
+                will_need(self.locate(maps, i).2);
             }
         };
         if idx.len() >= PARALLEL_REQUESTS && cores() > 1 {
@@ -212,15 +212,6 @@ impl Inner {
         }
     }
 
-    /// Record `i`'s shard, index entry and stored bytes (the lookup the copy loop makes too).
-    fn locate_stored<'a>(&self, maps: &Maps<'a>, i: u64) -> (u32, Entry, &'a [u8]) {
-        let s = self.shard_map.shard_of(i);
-        let e = self.entry_in(maps.index, i);
-        let start = e.offset as usize;
-        let stored = &maps.shards[s as usize][start..start + e.stored_len as usize];
-        (s, e, stored)
-    }
-
     /// Where records `idx` lie: shard file, offset and stored length of each.
     pub(super) fn record_extents(&self, idx: &[u64]) -> Result<Vec<RecordExtent>> {
         self.check_indices(idx)?;
@@ -228,7 +219,7 @@ impl Inner {
         Ok(idx
             .iter()
             .map(|&i| {
-                let (s, e, _) = self.locate_stored(&maps, i);
+                let (s, e, _) = self.locate(&maps, i);
                 RecordExtent {
                     path: self.shard_paths[s as usize].clone(),
                     offset: e.offset,

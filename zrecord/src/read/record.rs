@@ -47,7 +47,7 @@ impl Inner {
     /// (`read::fixed`) computes them without reading the index: the open checked that its
     /// records tile every shard in record order, so the computed entry is the stored one.
     #[inline]
-    fn locate<'a>(&self, maps: &Maps<'a>, i: u64) -> (u32, Entry, &'a [u8]) {
+    pub(super) fn locate<'a>(&self, maps: &Maps<'a>, i: u64) -> (u32, Entry, &'a [u8]) {
         if let Some(f) = &self.fixed {
             let (s, local) = self.shard_map.place(i);
             let offset = format::HEADER_LEN as u64 + local * f.stride;

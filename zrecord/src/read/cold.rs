@@ -148,7 +148,7 @@ impl Inner {
     }
 
     fn index_resident(&self, i: u64) -> bool {
-        if self.index_in_memory {
+        if self.index_in_memory() {
             return true;
         }
         let index = self.index.bytes();

@@ -115,8 +115,6 @@ pub(super) struct Inner {
     pub(super) uuid_crc: u32,
     /// Record → shard, precomputed from the manifest.
     pub(super) shard_map: format::ShardMap,
-    /// The index is a copy in process memory (so always resident: the cold probe skips it).
-    pub(super) index_in_memory: bool,
     /// Consecutive gathers under [`ColdReads::Auto`] that found (or, probing only now and then,
     /// took) the batch resident (`read::cold`).
     pub(super) warm_gathers: std::sync::atomic::AtomicU32,
@@ -283,7 +281,6 @@ impl Inner {
             outgrows_memory,
             uuid_crc,
             shard_map,
-            index_in_memory: false,
             warm_gathers: std::sync::atomic::AtomicU32::new(0),
             fixed: None,
             closed: AtomicBool::new(false),
@@ -296,7 +293,6 @@ impl Inner {
         // read every entry, so the copy is one pass over bytes already cached.
         if inner.index.bytes().len() <= INDEX_IN_MEMORY_BYTES {
             inner.index = Arc::new(InMemory(inner.index.bytes().to_vec()));
-            inner.index_in_memory = true;
         }
         Ok(inner)
     }
@@ -445,6 +441,12 @@ impl Inner {
             record: Some(i),
             offset: Some(offset),
         }
+    }
+
+    /// Whether the index is a copy in process memory (always resident), as every index of up to
+    /// [`INDEX_IN_MEMORY_BYTES`] is made at open.
+    pub(super) fn index_in_memory(&self) -> bool {
+        self.index.bytes().len() <= INDEX_IN_MEMORY_BYTES
     }
 
     #[inline]

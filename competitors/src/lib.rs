@@ -53,7 +53,9 @@ pub use source::{DenseSource, Geometry, RaggedSource, Source};
 pub use util::{PAR_MIN_BYTES, disk_bytes};
 pub use zrecord_store::{ZrecordCodec, ZrecordStore, zrecord_dense_batch, zrecord_ragged_batch};
 
-/// Every row name, in table order.
+/// Every row name, in table order. The last two are references, not peers: `npy-crc-limit`
+/// (Dense tables: npy-mmap-raw's gather plus a CRC32C pass over every record, the verified-copy
+/// limit) and `memcpy-limit` (the same records copied from memory).
 pub const BACKENDS: &[&str] = &[
     "zrecord-raw",
     "npy-mmap-raw",
@@ -68,6 +70,7 @@ pub const BACKENDS: &[&str] = &[
     "arrow-ipc-zstd",
     "parquet-zstd",
     "arrayrecord-zstd",
+    "npy-crc-limit",
     "memcpy-limit",
 ];
 
@@ -77,7 +80,10 @@ pub fn backend(name: &str) -> Option<Box<dyn Competitor>> {
         "zrecord-raw" => Box::new(ZrecordStore::new(ZrecordCodec::Raw)),
         "zrecord-zstd" => Box::new(ZrecordStore::new(ZrecordCodec::Zstd)),
         "zrecord-zstdict" => Box::new(ZrecordStore::new(ZrecordCodec::ZstdDict)),
-        "npy-mmap-raw" => Box::new(NpyMmap),
+        "npy-mmap-raw" => Box::new(NpyMmap::default()),
+        "npy-crc-limit" => Box::new(NpyMmap {
+            checksum_pass: true,
+        }),
         "hdf5-raw" => Box::new(Hdf5::new(false)),
         "hdf5-gzip" => Box::new(Hdf5::new(true)),
         "lmdb-raw" => Box::new(Lmdb),

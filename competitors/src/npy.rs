@@ -168,12 +168,25 @@ impl NpyMap {
 }
 
 /// The `npy-mmap-raw` row (Dense only).
+///
+/// With `checksum_pass` it is `npy-crc-limit` instead, a limit rather than a peer: the same file
+/// and gather, then a CRC32C pass over each record of the output with the kernel a verified
+/// zrecord gather runs (`zrecord::bench_crc32c`): the least work a gather that checks every
+/// record must add to npy's copy, the reference for zrecord-raw's verified gather of the same
+/// records (docs/performance.md). A reference row of the Dense tables, not a peer.
 #[derive(Debug, Default)]
-pub struct NpyMmap;
+pub struct NpyMmap {
+    /// Checksum every gathered record (the `npy-crc-limit` row).
+    pub checksum_pass: bool,
+}
 
 impl Competitor for NpyMmap {
     fn name(&self) -> &'static str {
-        "npy-mmap-raw"
+        if self.checksum_pass {
+            "npy-crc-limit"
+        } else {
+            "npy-mmap-raw"
+        }
     }
 
     fn supports(&self, geometry: Geometry) -> bool {
@@ -218,6 +231,7 @@ impl Competitor for NpyMmap {
             n,
             stride,
             item_shape,
+            checksum_pass: self.checksum_pass,
         }))
     }
 }
@@ -227,6 +241,8 @@ struct NpyReader {
     n: u64,
     stride: usize,
     item_shape: Vec<u64>,
+    /// `npy-crc-limit`: a CRC32C pass over each gathered record.
+    checksum_pass: bool,
 }
 
 impl Reader for NpyReader {
@@ -241,6 +257,13 @@ impl Reader for NpyReader {
             let i = indices[k] as usize;
             &data[i * s..(i + 1) * s]
         });
+        if self.checksum_pass && s > 0 {
+            let mut x = 0u32;
+            for rec in out.bytes.chunks(s) {
+                x ^= zrecord::bench_crc32c(0, rec);
+            }
+            std::hint::black_box(x);
+        }
         Ok(Batch::Dense(Box::new(out)))
     }
 }

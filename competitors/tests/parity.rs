@@ -401,4 +401,5 @@ fn every_row_name_resolves() {
     }
     assert!(backend("nope").is_none());
     assert!(!backend("npy-mmap-raw").unwrap().supports(Geometry::Ragged));
+    assert!(!backend("npy-crc-limit").unwrap().supports(Geometry::Ragged));
 }

@@ -101,12 +101,13 @@ pub fn cold_name(t: Table) -> String {
 }
 
 /// The rows of a cold table: every disk backend of the warm tables (the in-memory
-/// `memcpy-limit` row has no cold form), the cold loader rows, then the device limit.
+/// `memcpy-limit` row has no cold form, and `npy-crc-limit` is the verified-copy reference of a
+/// warm gather), the cold loader rows, then the device limit.
 pub fn rows() -> Vec<&'static str> {
     competitors::BACKENDS
         .iter()
         .copied()
-        .filter(|b| *b != "memcpy-limit")
+        .filter(|b| *b != "memcpy-limit" && *b != "npy-crc-limit")
         .chain(cold_loader::ARMS.iter().map(|a| a.0))
         .chain([LIMIT_ROW])
         .collect()
@@ -544,7 +545,7 @@ mod tests {
     fn rows_are_the_disk_backends_then_the_limit() {
         let r = rows();
         assert_eq!(r.last(), Some(&LIMIT_ROW));
-        assert!(!r.contains(&"memcpy-limit"));
+        assert!(!r.contains(&"memcpy-limit") && !r.contains(&"npy-crc-limit"));
         assert!(r.contains(&"zrecord-raw") && r.contains(&"npy-mmap-raw"));
         assert_eq!(cold_name(Table::DenseTokens), "cold-dense-tokens");
     }

@@ -8,7 +8,8 @@
 //! against the source after its timer stops (the cell protocol). Ratios are taken per round, so
 //! the drift of one round cancels.
 //!
-//! Arms beside the named competitor rows:
+//! Arms beside the named table rows (`npy-crc-limit` among them: npy's gather plus a CRC32C pass
+//! over every record, the verified-copy reference):
 //! * `zrecord-raw-noverify`: the zrecord-raw store opened with `verify: false` (the CRC32C's
 //!   share of the row);
 //! * `npy-4k`: the npy file rewritten with a 4 KiB header and its payload written in 4 MiB

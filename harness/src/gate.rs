@@ -186,7 +186,7 @@ pub fn check(base: &Value, cur: &Value) -> Vec<Violation> {
             }
             for peer in base_rows.iter().filter(|r| {
                 !name(r).starts_with("zrecord-")
-                    && name(r) != "memcpy-limit"
+                    && !name(r).ends_with("-limit")
                     && is_raw(name(r)) == is_raw(zname)
             }) {
                 let pname = name(peer);

@@ -158,6 +158,14 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             working_set::llc_or_fallback(),
         ));
         st.captions.push(store_cell::WRITE_METHOD.to_string());
+        if st
+            .rows
+            .iter()
+            .any(|r| r.backend == "npy-crc-limit" && r.status == Status::Ok)
+        {
+            st.captions
+                .push(store_cell::VERIFIED_COPY_LIMIT.to_string());
+        }
         report.store_tables.push(st);
     }
     let mut cold_failed = 0;

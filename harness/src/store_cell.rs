@@ -108,6 +108,12 @@ pub const WRITE_REPEATS: usize = 3;
 /// No further write starts once the cell's writes took this many seconds together.
 pub const WRITE_BUDGET_S: f64 = 4.0;
 
+/// The caption of a table with an `npy-crc-limit` row (the Dense tables).
+pub const VERIFIED_COPY_LIMIT: &str = "`npy-crc-limit` is a reference, not a peer: npy-mmap-raw's \
+gather (same file, same method), then a CRC32C pass over each gathered record with zrecord's kernel: the \
+least work a gather that verifies every record adds to npy's copy. zrecord-raw verifies every \
+record it returns; npy-mmap-raw verifies none.";
+
 /// How the write column is measured (the store tables' caption says it).
 pub const WRITE_METHOD: &str = "Write = median of up to 3 timed writes per cell (no further \
 write starts after 4 s of writing), median over the repeats; each write goes into a fresh \

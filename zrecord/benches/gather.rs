@@ -6,7 +6,9 @@
 //!   buffer) and `copy-as-gather-limit` (the same copies with the stores a gather of that size
 //!   uses: non-temporal from the last-level cache size up).
 //! * `dense2k/*`: 256 random `int32[512]` records (2 KiB): zrecord raw vs a per-record memcpy
-//!   gather out of one mmap of a plain `.npy`-style file (what `np.load(mmap_mode='r')[idx]` does).
+//!   gather out of one mmap of a plain `.npy`-style file (what `np.load(mmap_mode='r')[idx]` does),
+//!   and that gather plus a CRC32C pass over each record (`npy-mmap-crc-limit`, the least work a
+//!   verified gather adds to the copy).
 //! * `ragged_tokens/*`: 256 random int32 sequences of 16..512 tokens, raw / zstd / zstd_dict.
 //! * `crc_short/*`: the per-record copy + CRC32C kernel of a verified raw read against `memcpy`,
 //!   batches of 256 random records out of 2,000 (in L2) or 50,000 (in the L3) with WikiText-103 token lengths x 4
@@ -168,6 +170,20 @@ fn dense_bench(c: &mut Criterion, name: &str, dtype: DType, item: &[u64], n: usi
             k = (k + 1) % sets.len();
             memcpy_gather(&map[128..], stride, &sets[k], &mut out, false, false);
             black_box(&out);
+        })
+    });
+    // The verified-copy reference: the same per-record copies, then a CRC32C pass over each
+    // record of the output with the kernel a verified gather runs (the least work a gather that
+    // checks every record must add to the copy).
+    g.bench_function("npy-mmap-crc-limit", |b| {
+        b.iter(|| {
+            k = (k + 1) % sets.len();
+            memcpy_gather(&map[128..], stride, &sets[k], &mut out, false, false);
+            let mut x = 0u32;
+            for rec in out.chunks(stride) {
+                x ^= zrecord::bench_crc32c(0, rec);
+            }
+            black_box(x);
         })
     });
     g.finish();

@@ -1,7 +1,8 @@
 //! Gather and write throughput of zrecord beside the physical limit measured in the same run.
 //!
 //! * `dense147k/*`: 256 random records of `uint8[3,224,224]` (147 KiB): zrecord raw (verify on and
-//!   off, and with the cold-read probe off: `zrecord-raw-coldnever`) vs `memcpy-limit` (the same
+//!   off, with the cold-read probe off: `zrecord-raw-coldnever`, and into a recycled output
+//!   region as a pooled allocator gives: `zrecord-raw-recycled`) vs `memcpy-limit` (the same
 //!   bytes copied from an in-memory array with the same rayon thread count, into one recycled
 //!   buffer) and `copy-as-gather-limit` (the same copies with the stores a gather of that size
 //!   uses: non-temporal from the last-level cache size up).
@@ -20,13 +21,15 @@
 //! read off directly. Run: `cargo bench -p zrecord --bench gather`.
 
 use std::hint::black_box;
-use std::sync::Arc;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rayon::prelude::*;
 use zrecord::{
-    Allocator, Codec, ColdReads, DType, DenseStore, DenseWriter, OpenOptions, RaggedStore,
-    RaggedWriter, SystemAllocator, WriterOptions,
+    Allocation, Allocator, Codec, ColdReads, DType, DenseStore, DenseWriter, Device, OpenOptions,
+    RaggedStore, RaggedWriter, RegionHome, SystemAllocator, WriterOptions, alloc_host_region,
+    free_host_region,
 };
 
 fn xorshift(seed: u64) -> impl FnMut() -> u64 {
@@ -52,6 +55,69 @@ fn indices(n: u64, count: usize, seed: u64) -> Vec<Vec<u64>> {
     (0..64)
         .map(|_| (0..count).map(|_| r() % n).collect())
         .collect()
+}
+
+/// Hands a released region out again for the next request of the same size, as a pooled
+/// allocator does in steady state (the harness rows gather through loaderx's pool): the
+/// `zrecord-raw-recycled` arm writes into a warm buffer, as the limit arms do, where
+/// `SystemAllocator` maps a fresh one per gather.
+#[derive(Debug, Default)]
+struct Recycling {
+    home: Arc<Kept>,
+}
+
+/// Released regions: (address, bytes, alignment), each from `alloc_host_region(bytes, alignment)`.
+#[derive(Debug, Default)]
+struct Kept {
+    free: Mutex<Vec<(usize, usize, usize)>>,
+}
+
+impl RegionHome for Kept {
+    unsafe fn release(&self, ptr: NonNull<u8>, len: usize, align: usize) {
+        self.free
+            .lock()
+            .unwrap()
+            .push((ptr.as_ptr() as usize, len, align));
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        for (p, len, align) in self.free.get_mut().unwrap().drain(..) {
+            // SAFETY: a region from `alloc_host_region(len, align)` that no allocation uses any
+            // more (it was released, and the home outlives every allocation it took back).
+            unsafe { free_host_region(NonNull::new(p as *mut u8).unwrap(), len, align) };
+        }
+    }
+}
+
+impl Allocator for Recycling {
+    fn device(&self) -> Device {
+        Device::CPU
+    }
+
+    fn acquire(&self, bytes: usize, align: usize) -> zrecord::Result<Allocation> {
+        if bytes == 0 {
+            return Ok(Allocation::empty(Device::CPU, align));
+        }
+        let kept = {
+            let mut free = self.home.free.lock().unwrap();
+            let at = free.iter().position(|&(_, l, a)| l == bytes && a == align);
+            at.map(|k| free.swap_remove(k))
+        };
+        let ptr = match kept {
+            Some((p, _, _)) => NonNull::new(p as *mut u8).unwrap(),
+            None => alloc_host_region(bytes, align)?,
+        };
+        let home: Arc<dyn RegionHome> = self.home.clone();
+        // SAFETY: `ptr` is a region of `bytes` bytes aligned to `align`, fresh or taken off the
+        // free list, so owned by this allocation alone until `home` takes it back.
+        Ok(
+            unsafe {
+                Allocation::from_raw_parts(ptr, bytes, bytes, align, Device::CPU, Some(home))
+            },
+        )
+    }
 }
 
 fn memcpy_gather(
@@ -130,6 +196,15 @@ fn dense_bench(c: &mut Criterion, name: &str, dtype: DType, item: &[u64], n: usi
         b.iter(|| {
             k = (k + 1) % sets.len();
             black_box(verified.gather(&sets[k]).unwrap());
+        })
+    });
+    let recycled = DenseStore::open(&path)
+        .unwrap()
+        .bind(Arc::new(Recycling::default()));
+    g.bench_function("zrecord-raw-recycled", |b| {
+        b.iter(|| {
+            k = (k + 1) % sets.len();
+            black_box(recycled.gather(&sets[k]).unwrap());
         })
     });
     g.bench_function("zrecord-raw-coldnever", |b| {

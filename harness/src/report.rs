@@ -232,16 +232,21 @@ pub fn render_markdown(rep: &Report) -> String {
                 format!("{}x", fmt_num(r.compression, 2)),
                 format!("{}x", fmt_num(x, 2)),
             ]);
-            values.push(vec![
-                r.write_mib_s,
-                xw,
-                r.gather_mib_s,
-                r.krecords_s,
-                r.p95_ms,
-                r.disk_mib,
-                r.compression,
-                x,
-            ]);
+            // A reference row (`npy-crc-limit`) is shown in full but never marked best.
+            if r.backend.ends_with("-limit") {
+                values.push(vec![f64::NAN; 8]);
+            } else {
+                values.push(vec![
+                    r.write_mib_s,
+                    xw,
+                    r.gather_mib_s,
+                    r.krecords_s,
+                    r.p95_ms,
+                    r.disk_mib,
+                    r.compression,
+                    x,
+                ]);
+            }
             if let Some(n) = &r.note {
                 notes.push(format!("- `{}` ({}): {n}", r.backend, r.status));
             }
@@ -405,5 +410,32 @@ mod tests {
         let back = Report::from_json(&rep.to_json());
         assert_eq!(back.store_tables[0].write_limit_mib_s, Some(2000.0));
         assert_eq!(back.store_tables[0].captions, ["Caption line."]);
+    }
+
+    #[test]
+    fn a_reference_row_is_never_marked_best() {
+        let mut z = cell("zrecord-raw", 500.0, None);
+        z.gather_mib_s = 900.0;
+        let mut r = cell("npy-crc-limit", 800.0, None);
+        r.gather_mib_s = 950.0;
+        let t = aggregate(
+            Table::DenseTokens,
+            false,
+            vec![
+                ("zrecord-raw".to_string(), vec![z]),
+                ("npy-crc-limit".to_string(), vec![r]),
+            ],
+        );
+        let mut rep = Report::new(true, 1, vec![]);
+        rep.store_tables.push(t);
+        let md = render_markdown(&rep);
+        assert!(
+            md.contains("| zrecord-raw | **500 MiB/s** | –x | **900 ± 0 MiB/s** |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| npy-crc-limit | 800 MiB/s | –x | 950 ± 0 MiB/s |"),
+            "{md}"
+        );
     }
 }

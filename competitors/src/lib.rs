@@ -53,9 +53,8 @@ pub use source::{DenseSource, Geometry, RaggedSource, Source};
 pub use util::{PAR_MIN_BYTES, disk_bytes};
 pub use zrecord_store::{ZrecordCodec, ZrecordStore, zrecord_dense_batch, zrecord_ragged_batch};
 
-/// Every row name, in table order. The last two are references, not peers: `npy-crc-limit`
-/// (Dense tables: npy-mmap-raw's gather plus a CRC32C pass over every record, the verified-copy
-/// limit) and `memcpy-limit` (the same records copied from memory).
+/// Every row name, in table order. The last two are references, not peers
+/// ([`is_reference`]).
 pub const BACKENDS: &[&str] = &[
     "zrecord-raw",
     "npy-mmap-raw",
@@ -73,6 +72,14 @@ pub const BACKENDS: &[&str] = &[
     "npy-crc-limit",
     "memcpy-limit",
 ];
+
+/// Whether a row of [`BACKENDS`] is a reference rather than a peer: `npy-crc-limit` (Dense tables:
+/// npy-mmap-raw's gather plus a CRC32C pass over every record, the verified-copy limit) and
+/// `memcpy-limit` (the same records copied from memory). Tables show them, but never as the best
+/// row, and no rule compares zrecord with them as with a peer.
+pub fn is_reference(name: &str) -> bool {
+    matches!(name, "npy-crc-limit" | "memcpy-limit")
+}
 
 /// Creates the adapter for a row name from [`BACKENDS`].
 pub fn backend(name: &str) -> Option<Box<dyn Competitor>> {

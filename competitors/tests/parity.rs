@@ -402,4 +402,10 @@ fn every_row_name_resolves() {
     assert!(backend("nope").is_none());
     assert!(!backend("npy-mmap-raw").unwrap().supports(Geometry::Ragged));
     assert!(!backend("npy-crc-limit").unwrap().supports(Geometry::Ragged));
+    let references: Vec<&str> = BACKENDS
+        .iter()
+        .copied()
+        .filter(|b| competitors::is_reference(b))
+        .collect();
+    assert_eq!(references, ["npy-crc-limit", "memcpy-limit"]);
 }

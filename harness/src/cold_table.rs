@@ -107,7 +107,7 @@ pub fn rows() -> Vec<&'static str> {
     competitors::BACKENDS
         .iter()
         .copied()
-        .filter(|b| *b != "memcpy-limit" && *b != "npy-crc-limit")
+        .filter(|b| !competitors::is_reference(b))
         .chain(cold_loader::ARMS.iter().map(|a| a.0))
         .chain([LIMIT_ROW])
         .collect()

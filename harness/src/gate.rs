@@ -186,7 +186,7 @@ pub fn check(base: &Value, cur: &Value) -> Vec<Violation> {
             }
             for peer in base_rows.iter().filter(|r| {
                 !name(r).starts_with("zrecord-")
-                    && !name(r).ends_with("-limit")
+                    && !competitors::is_reference(name(r))
                     && is_raw(name(r)) == is_raw(zname)
             }) {
                 let pname = name(peer);

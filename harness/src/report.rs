@@ -233,7 +233,7 @@ pub fn render_markdown(rep: &Report) -> String {
                 format!("{}x", fmt_num(x, 2)),
             ]);
             // A reference row (`npy-crc-limit`) is shown in full but never marked best.
-            if r.backend.ends_with("-limit") {
+            if competitors::is_reference(&r.backend) {
                 values.push(vec![f64::NAN; 8]);
             } else {
                 values.push(vec![

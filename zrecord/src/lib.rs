@@ -59,12 +59,14 @@ pub use publish::Mutation;
 pub fn bench_copy_crc32c(crc: u32, dst: &mut [u8], src: &[u8]) -> u32 {
     crc::copy_append(crc, dst, src)
 }
-/// The CRC32C of `data` extended from `crc`, by the kernel a verified gather of raw records runs
-/// over each record it has copied: for the benchmarks' verified-copy limit (a plain copy of the
-/// same records, then this pass over the output). Exposed for the benchmarks only.
+/// The CRC32C of each `stride`-byte record of `data` (the last may be shorter), XORed together,
+/// by the kernel a verified gather of raw records runs over each record it has copied: the pass
+/// of the benchmarks' verified-copy limit (a plain copy of the same records, then this pass over
+/// the output). Exposed for the benchmarks only.
 #[doc(hidden)]
-pub fn bench_crc32c(crc: u32, data: &[u8]) -> u32 {
-    crc::append(crc, data)
+pub fn bench_crc32c_records(data: &[u8], stride: usize) -> u32 {
+    data.chunks(stride.max(1))
+        .fold(0, |x, record| x ^ crc::append(0, record))
 }
 /// Copies `src` into `dst` (equal lengths) with the stores a raw gather of `output_bytes` in
 /// all uses for each record (non-temporal ones from the last-level cache size up): the copy of the

@@ -291,9 +291,49 @@ impl<'py> DeviceInput<'py> {
         record_bytes: usize,
         mut sink: impl FnMut(&[u8]) -> PyResult<()>,
     ) -> PyResult<()> {
-        use crate::errors::IntoPyResult;
-        let total = self.imp.numel() as usize * self.imp.dtype().itemsize();
+        let total = self.nbytes();
         if total == 0 {
+            return sink(&[]);
+        }
+        let per = (APPEND_CHUNK_BYTES / record_bytes.max(1)).max(1) * record_bytes.max(1);
+        let mut off = 0usize;
+        while off < total {
+            let n = per.min(total - off);
+            self.copy_span(py, off, n, &mut sink)?;
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// The tensor's size in bytes.
+    pub(crate) fn nbytes(&self) -> usize {
+        self.imp.numel() as usize * self.imp.dtype().itemsize()
+    }
+
+    /// The whole tensor copied to a host vector (for small inputs: a ragged batch's offsets and
+    /// shapes).
+    pub(crate) fn to_host(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
+        self.copy_span(py, 0, self.nbytes(), |b| Ok(b.to_vec()))
+    }
+
+    /// Copies bytes `start .. start + len` of the (C-contiguous) tensor into one pooled pinned
+    /// staging region with the GIL released, waits for the copy, and hands the bytes to `sink`;
+    /// the region returns to its pool afterwards.
+    pub(crate) fn copy_span<R>(
+        &self,
+        py: Python<'_>,
+        start: usize,
+        len: usize,
+        sink: impl FnOnce(&[u8]) -> PyResult<R>,
+    ) -> PyResult<R> {
+        use crate::errors::IntoPyResult;
+        let total = self.nbytes();
+        if start.checked_add(len).is_none_or(|end| end > total) {
+            return Err(crate::errors::InternalError::new_err(format!(
+                "device copy of bytes {start}..+{len} outside a tensor of {total} bytes"
+            )));
+        }
+        if len == 0 {
             return sink(&[]);
         }
         let base = self.imp.device_ptr().ok_or_else(|| {
@@ -303,30 +343,23 @@ impl<'py> DeviceInput<'py> {
                 self.imp.strides()
             ))
         })?;
-        let per = (APPEND_CHUNK_BYTES / record_bytes.max(1)).max(1) * record_bytes.max(1);
         let (dev, staging) = (&self.dev, &self.staging);
-        let mut off = 0usize;
-        while off < total {
-            let n = per.min(total - off);
-            let mut st = py
-                .detach(|| {
-                    crate::errors::guard(|| {
-                        let mut st = zrecord::Allocator::acquire(staging, n, 64)?;
-                        let dst = st.host_slice_mut().ok_or_else(|| {
-                            zrecord::Error::Alloc("pinned staging is not host-accessible".into())
-                        })?;
-                        // SAFETY: `base + off .. base + off + n` lies inside the producer's
-                        // C-contiguous device tensor of `total` bytes, kept alive by the capsule
-                        // in `self.imp`; the producer ordered its writes before our stream.
-                        unsafe { dev.copy_to_host(dst, base + off) }?;
-                        Ok::<_, zrecord::Error>(st)
-                    })
+        let mut st = py
+            .detach(|| {
+                crate::errors::guard(|| {
+                    let mut st = zrecord::Allocator::acquire(staging, len, 64)?;
+                    let dst = st.host_slice_mut().ok_or_else(|| {
+                        zrecord::Error::Alloc("pinned staging is not host-accessible".into())
+                    })?;
+                    // SAFETY: `base + start .. base + start + len` lies inside the producer's
+                    // C-contiguous device tensor of `total` bytes (checked above), kept alive by
+                    // the capsule in `self.imp`; the producer ordered its writes before our stream.
+                    unsafe { dev.copy_to_host(dst, base + start) }?;
+                    Ok::<_, zrecord::Error>(st)
                 })
-                .py_err(py)?;
-            let bytes = st.host_slice_mut().map(|b| &*b).unwrap_or(&[]);
-            sink(bytes)?;
-            off += n;
-        }
-        Ok(())
+            })
+            .py_err(py)?;
+        let bytes = st.host_slice_mut().map(|b| &*b).unwrap_or(&[]);
+        sink(bytes)
     }
 }

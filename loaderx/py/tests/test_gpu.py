@@ -108,11 +108,35 @@ def test_device_append_from_fake_producer_is_a_clear_error(tmp_path):
     assert "CUDA device 1" in msg and "(2, 1)" in msg and "DenseWriter.append" in msg, msg
     assert "libcuda" in msg or "cuda` feature" in msg, msg
     assert p.dlpack_calls == []
+    # Ragged: all three fields on one CUDA device reach the driver probe, which names what is missing.
     rw = RaggedWriter(tmp_path / "r", np.float32, 1, "raw")
-    with pytest.raises(errors.UnsupportedDeviceError, match="CUDA device 0"):
-        rw.append(RaggedBatch(FakeCudaProducer(0), np.array([0, 2], np.int32), np.array([[2]], np.uint64)))
+    fields = [FakeCudaProducer(0) for _ in range(3)]
+    with pytest.raises(errors.UnsupportedDeviceError) as ei:
+        rw.append(RaggedBatch(*fields))
+    msg = str(ei.value)
+    assert "RaggedWriter.append" in msg and "CUDA device 0" in msg and "(2, 0)" in msg, msg
+    assert "libcuda" in msg or "cuda` feature" in msg, msg
+    assert all(f.dlpack_calls == [] for f in fields)
     assert len(w) == 0 and len(rw) == 0
     w.abort()
+    rw.abort()
+
+
+def test_ragged_fields_on_different_devices_are_refused_before_any_export(tmp_path):
+    rw = RaggedWriter(tmp_path / "r", np.float32, 1, "raw")
+    cu, shapes = np.array([0, 2], np.int32), np.array([[2]], np.uint64)
+    for fields, where in (
+        ([FakeCudaProducer(0), cu, shapes], "values on (2, 0), cu_seqlens on (1, 0), shapes on (1, 0)"),
+        ([FakeCudaProducer(0), FakeCudaProducer(1), FakeCudaProducer(0)], "cu_seqlens on (2, 1)"),
+        ([np.zeros(2, np.float32), cu, FakeCudaProducer(0)], "shapes on (2, 0)"),
+    ):
+        with pytest.raises(errors.UnsupportedDeviceError, match="different devices") as ei:
+            rw.append(RaggedBatch(*fields))
+        assert where in str(ei.value), str(ei.value)
+        assert all(f.dlpack_calls == [] for f in fields if isinstance(f, FakeCudaProducer))
+    assert len(rw) == 0
+    rw.append(RaggedBatch(np.zeros(2, np.float32), cu, shapes))
+    assert len(rw) == 1
     rw.abort()
 
 

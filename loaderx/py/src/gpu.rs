@@ -63,7 +63,8 @@ impl GpuRef {
     /// The DLPack `stream` hand-off of a device tensor (spec: `None` = the legacy default stream,
     /// `-1` = no synchronization, `0` is invalid, `1` / `2` = legacy / per-thread default streams,
     /// larger values are `CUstream` pointers). A CPU tensor accepts `None` and `-1` only; a pinned
-    /// one (kDLCUDAHost) any stream, as the CPU has finished writing it before it is handed out.
+    /// one (exported as the CPU) any stream, as the CPU has finished writing it before it is handed
+    /// out.
     pub(crate) fn hand_off(&self, alloc: &Allocation, stream: Option<i64>) -> PyResult<()> {
         use zrecord::DeviceType;
         match alloc.device().kind {
@@ -98,10 +99,10 @@ impl GpuRef {
     }
 }
 
-/// The `(device_type, device_id)` pair of an allocation, in DLPack codes.
+/// The DLPack `(device_type, device_id)` an allocation is exported as: `(1, 0)` for CPU and
+/// pinned host memory, `(2, id)` for CUDA device memory (see `crate::dlpack::ffi::dl_device_of`).
 pub(crate) fn dl_device(alloc: &Allocation) -> (i32, i32) {
-    let d = alloc.device();
-    (d.kind.dlpack_code(), d.id)
+    crate::dlpack::ffi::dl_device_of(alloc.device())
 }
 
 /// What a CUDA `Allocator` holds: the placement (feature `cuda`), or nothing.

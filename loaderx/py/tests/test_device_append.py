@@ -279,4 +279,18 @@ def test_loaderx_device_batches_append_and_nothing_stays_allocated(fake_dir, tmp
         a.close()
         gc.collect()
         assert stat("device_live") == 0, f"{stat('device_live')} device bytes still allocated after close"
+
+        # Pinned host batches are exported as the CPU (torch refuses kDLCUDAHost): NumPy and torch
+        # import them without a copy; the repr still names the placement.
+        import torch
+
+        with DenseStore("dsrc") as ds, Allocator("cuda_host", 0) as hp:
+            t = ds.bind(hp)[didx]
+            assert t.__dlpack_device__() == (1, 0) and t.device == (1, 0), t.__dlpack_device__()
+            assert "device=cuda_host:0" in repr(t), repr(t)
+            np.testing.assert_array_equal(np.from_dlpack(t), x[didx])
+            g = torch.from_dlpack(t)
+            assert g.device.type == "cpu" and torch.equal(g, torch.from_numpy(x[didx]))
+            assert t.__dlpack__(stream=5) is not None, "a pinned tensor accepts any stream"
+            del g, t
     """)

@@ -217,8 +217,8 @@ pub(crate) fn cuda_input_device(obj: &Bound<'_, PyAny>) -> Option<(i32, i32)> {
 #[cfg(feature = "cuda")]
 pub(crate) const APPEND_CHUNK_BYTES: usize = 64 << 20;
 
-/// A device append: the producer's tensor, imported with the loaderx stream as the consumer
-/// stream, copied to pooled pinned staging chunk by chunk.
+/// A device append's input: the producer's tensor, imported with the loaderx stream as the
+/// consumer stream; [`DeviceInput::span`] copies it to pooled pinned staging.
 #[cfg(feature = "cuda")]
 pub(crate) struct DeviceInput<'py> {
     imp: crate::dlpack::Imported<'py>,
@@ -284,83 +284,69 @@ impl<'py> DeviceInput<'py> {
         &self.imp
     }
 
-    /// Copies the tensor to the host in chunks of whole records (`record_bytes` each, at most
-    /// `APPEND_CHUNK_BYTES` per chunk unless one record is larger) and hands each chunk to `sink`.
-    pub(crate) fn for_each_chunk(
-        &self,
-        py: Python<'_>,
-        record_bytes: usize,
-        mut sink: impl FnMut(&[u8]) -> PyResult<()>,
-    ) -> PyResult<()> {
-        let total = self.nbytes();
-        if total == 0 {
-            return sink(&[]);
-        }
-        let per = (APPEND_CHUNK_BYTES / record_bytes.max(1)).max(1) * record_bytes.max(1);
-        let mut off = 0usize;
-        while off < total {
-            let n = per.min(total - off);
-            self.copy_span(py, off, n, &mut sink)?;
-            off += n;
-        }
-        Ok(())
+    /// What copying the (C-contiguous) tensor needs with the GIL released; `InvalidInputError`
+    /// for another layout. The span borrows `self`, which keeps the producer's memory alive.
+    pub(crate) fn span(&self) -> PyResult<DeviceSpan<'_>> {
+        let total = self.imp.numel() as usize * self.imp.dtype().itemsize();
+        let base = match self.imp.device_ptr() {
+            Some(p) => p,
+            None if total == 0 => 0,
+            None => {
+                return Err(InvalidInputError::new_err(format!(
+                    "device input of shape {:?} is not C-contiguous (strides {:?} elements); pass x.contiguous()",
+                    self.imp.shape(),
+                    self.imp.strides()
+                )));
+            }
+        };
+        Ok(DeviceSpan {
+            dev: self.dev.clone(),
+            staging: self.staging.clone(),
+            base,
+            total,
+            _input: std::marker::PhantomData,
+        })
     }
+}
 
+/// The device bytes of a [`DeviceInput`], copied on demand with the GIL released (it is `Send`;
+/// it cannot outlive the input, whose capsule keeps the producer's memory alive).
+#[cfg(feature = "cuda")]
+pub(crate) struct DeviceSpan<'a> {
+    dev: Arc<CudaDevice>,
+    staging: loaderx::PooledAllocator,
+    base: usize,
+    total: usize,
+    _input: std::marker::PhantomData<&'a ()>,
+}
+
+#[cfg(feature = "cuda")]
+impl DeviceSpan<'_> {
     /// The tensor's size in bytes.
-    pub(crate) fn nbytes(&self) -> usize {
-        self.imp.numel() as usize * self.imp.dtype().itemsize()
+    pub(crate) fn len(&self) -> usize {
+        self.total
     }
 
-    /// The whole tensor copied to a host vector (for small inputs: a ragged batch's offsets and
-    /// shapes).
-    pub(crate) fn to_host(&self, py: Python<'_>) -> PyResult<Vec<u8>> {
-        self.copy_span(py, 0, self.nbytes(), |b| Ok(b.to_vec()))
-    }
-
-    /// Copies bytes `start .. start + len` of the (C-contiguous) tensor into one pooled pinned
-    /// staging region with the GIL released, waits for the copy, and hands the bytes to `sink`;
-    /// the region returns to its pool afterwards.
-    pub(crate) fn copy_span<R>(
-        &self,
-        py: Python<'_>,
-        start: usize,
-        len: usize,
-        sink: impl FnOnce(&[u8]) -> PyResult<R>,
-    ) -> PyResult<R> {
-        use crate::errors::IntoPyResult;
-        let total = self.nbytes();
-        if start.checked_add(len).is_none_or(|end| end > total) {
-            return Err(crate::errors::InternalError::new_err(format!(
-                "device copy of bytes {start}..+{len} outside a tensor of {total} bytes"
+    /// Copies bytes `start .. start + len` into one pooled pinned staging region on the loaderx
+    /// stream and waits for the copy; the region returns to its pool when the result is dropped.
+    pub(crate) fn copy(&self, start: usize, len: usize) -> zrecord::Result<Allocation> {
+        if start.checked_add(len).is_none_or(|end| end > self.total) {
+            return Err(zrecord::Error::InvalidInput(format!(
+                "device copy of bytes {start}..+{len} outside a tensor of {} bytes",
+                self.total
             )));
         }
+        let mut st = zrecord::Allocator::acquire(&self.staging, len, 64)?;
         if len == 0 {
-            return sink(&[]);
+            return Ok(st);
         }
-        let base = self.imp.device_ptr().ok_or_else(|| {
-            InvalidInputError::new_err(format!(
-                "device input of shape {:?} is not C-contiguous (strides {:?} elements); pass x.contiguous()",
-                self.imp.shape(),
-                self.imp.strides()
-            ))
-        })?;
-        let (dev, staging) = (&self.dev, &self.staging);
-        let mut st = py
-            .detach(|| {
-                crate::errors::guard(|| {
-                    let mut st = zrecord::Allocator::acquire(staging, len, 64)?;
-                    let dst = st.host_slice_mut().ok_or_else(|| {
-                        zrecord::Error::Alloc("pinned staging is not host-accessible".into())
-                    })?;
-                    // SAFETY: `base + start .. base + start + len` lies inside the producer's
-                    // C-contiguous device tensor of `total` bytes (checked above), kept alive by
-                    // the capsule in `self.imp`; the producer ordered its writes before our stream.
-                    unsafe { dev.copy_to_host(dst, base + start) }?;
-                    Ok::<_, zrecord::Error>(st)
-                })
-            })
-            .py_err(py)?;
-        let bytes = st.host_slice_mut().map(|b| &*b).unwrap_or(&[]);
-        sink(bytes)
+        let dst = st
+            .host_slice_mut()
+            .ok_or_else(|| zrecord::Error::Alloc("pinned staging is not host-accessible".into()))?;
+        // SAFETY: `base + start .. base + start + len` lies inside the producer's C-contiguous
+        // device tensor of `total` bytes (checked above), which the `DeviceInput` this span
+        // borrows keeps alive; the producer ordered its writes before our stream.
+        unsafe { self.dev.copy_to_host(dst, self.base + start) }?;
+        Ok(st)
     }
 }

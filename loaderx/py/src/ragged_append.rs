@@ -2,7 +2,7 @@
 //! ([`check_fields`]), where the three fields live ([`route`]), the whole-batch check of offsets
 //! and shapes that a chunked append runs before its first write ([`check_packed`]), the plan of
 //! whole-record chunks ([`record_chunks`]) and, with the `cuda` feature, the device append itself
-//! ([`append_device`]).
+//! ([`DeviceBatch`]).
 
 use std::ops::Range;
 
@@ -214,56 +214,122 @@ pub(crate) fn record_chunks(cu: &[i32], itemsize: usize, limit: usize) -> Vec<Ra
     out
 }
 
-/// Appends a batch whose three fields live on CUDA device `dev`: each field is exported with the
-/// loaderx append stream as the consumer stream (the producer orders its pending work before
-/// it), checked as on the host, `cu_seqlens` and `shapes` (small) are copied to the host and the
-/// whole batch checked against them, then the values are copied through pooled pinned staging in
-/// runs of whole records of at most `crate::gpu::APPEND_CHUNK_BYTES` (one record if larger) and
-/// each run handed to `sink` as `(values, run's cu_seqlens from 0, run's shapes)`. Nothing is
-/// written when a check fails; a failure of a later run leaves the runs before it appended.
+/// A batch whose three fields live on one CUDA device, ready to append: each field exported with
+/// the loaderx append stream as the consumer stream (the producer orders its pending work before
+/// it), checked as on the host, `cu_seqlens` and `shapes` (small) copied to the host and the
+/// whole batch checked against them, so nothing is written when a check fails.
 #[cfg(feature = "cuda")]
-pub(crate) fn append_device(
-    py: Python<'_>,
-    t: &Target<'_>,
-    dev: (i32, i32),
-    fields: [&Bound<'_, PyAny>; 3],
-    mut sink: impl FnMut(&[u8], &[i32], &[u64]) -> PyResult<()>,
-) -> PyResult<()> {
-    use crate::errors::{IntoPyResult, guard};
-    use crate::gpu::{APPEND_CHUNK_BYTES, DeviceInput};
+pub(crate) struct DeviceBatch<'py> {
+    values: crate::gpu::DeviceInput<'py>,
+    cu: Vec<i32>,
+    shapes: Vec<u64>,
+    ndim: usize,
+    itemsize: usize,
+}
 
-    let what = |f: &str| format!("RaggedWriter.append({}): {f}", t.path);
-    let v = DeviceInput::open(fields[0], &what("values"), dev)?;
-    let c = DeviceInput::open(fields[1], &what("cu_seqlens"), dev)?;
-    let s = DeviceInput::open(fields[2], &what("shapes"), dev)?;
-    check_fields(t, v.imported(), c.imported(), s.imported())?;
-    let cu: Vec<i32> = c
-        .to_host(py)?
-        .chunks_exact(4)
-        .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
-    let shapes: Vec<u64> = s
-        .to_host(py)?
-        .chunks_exact(8)
-        .map(|b| u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-        .collect();
-    let (ndim, isz) = (t.ndim as usize, t.dtype.itemsize());
-    let nvalues = v.imported().numel() as usize;
-    guard(|| check_packed(&cu, &shapes, ndim, isz, nvalues)).py_err(py)?;
-    let runs = record_chunks(&cu, isz, APPEND_CHUNK_BYTES);
-    if runs.is_empty() {
-        return sink(&[], &cu, &shapes);
+#[cfg(feature = "cuda")]
+impl<'py> DeviceBatch<'py> {
+    /// Opens and checks the three fields (see the type).
+    pub(crate) fn open(
+        py: Python<'py>,
+        t: &Target<'_>,
+        dev: (i32, i32),
+        fields: [&Bound<'py, PyAny>; 3],
+    ) -> PyResult<Self> {
+        use crate::errors::{IntoPyResult, guard};
+        use crate::gpu::DeviceInput;
+
+        let what = |f: &str| format!("RaggedWriter.append({}): {f}", t.path);
+        let v = DeviceInput::open(fields[0], &what("values"), dev)?;
+        let c = DeviceInput::open(fields[1], &what("cu_seqlens"), dev)?;
+        let s = DeviceInput::open(fields[2], &what("shapes"), dev)?;
+        check_fields(t, v.imported(), c.imported(), s.imported())?;
+        let (cs, ss) = (c.span()?, s.span()?);
+        let (cu, shapes) = py
+            .detach(|| {
+                guard(|| {
+                    let (cb, sb) = (cs.copy(0, cs.len())?, ss.copy(0, ss.len())?);
+                    let (cb, sb) = (
+                        cb.host_slice().unwrap_or(&[]),
+                        sb.host_slice().unwrap_or(&[]),
+                    );
+                    let cu: Vec<i32> = cb
+                        .chunks_exact(4)
+                        .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect();
+                    let shapes: Vec<u64> = sb
+                        .chunks_exact(8)
+                        .map(|b| {
+                            u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+                        })
+                        .collect();
+                    Ok::<_, zrecord::Error>((cu, shapes))
+                })
+            })
+            .py_err(py)?;
+        let (ndim, itemsize) = (t.ndim as usize, t.dtype.itemsize());
+        let nvalues = v.imported().numel() as usize;
+        guard(|| check_packed(&cu, &shapes, ndim, itemsize, nvalues)).py_err(py)?;
+        Ok(DeviceBatch {
+            values: v,
+            cu,
+            shapes,
+            ndim,
+            itemsize,
+        })
     }
-    for r in runs {
-        let (a, b) = (cu[r.start] as usize * isz, cu[r.end] as usize * isz);
-        let local: Vec<i32> = cu[r.start..=r.end]
-            .iter()
-            .map(|&x| x - cu[r.start])
-            .collect();
-        let sh = &shapes[r.start * ndim..r.end * ndim];
-        v.copy_span(py, a, b - a, |bytes| sink(bytes, &local, sh))?;
+
+    /// The append itself, to run with the GIL released (`Send`).
+    pub(crate) fn job(&self) -> PyResult<DeviceJob<'_>> {
+        Ok(DeviceJob {
+            values: self.values.span()?,
+            cu: &self.cu,
+            shapes: &self.shapes,
+            ndim: self.ndim,
+            itemsize: self.itemsize,
+        })
     }
-    Ok(())
+}
+
+/// A checked device batch's append (see [`DeviceBatch::job`]).
+#[cfg(feature = "cuda")]
+pub(crate) struct DeviceJob<'a> {
+    values: crate::gpu::DeviceSpan<'a>,
+    cu: &'a [i32],
+    shapes: &'a [u64],
+    ndim: usize,
+    itemsize: usize,
+}
+
+#[cfg(feature = "cuda")]
+impl DeviceJob<'_> {
+    /// Copies the values through pooled pinned staging in runs of whole records of at most
+    /// `crate::gpu::APPEND_CHUNK_BYTES` (one record if larger) and appends each run as it lands,
+    /// its offsets rebased to 0. A failure of a later run leaves the runs before it appended.
+    pub(crate) fn append_to(
+        &self,
+        w: &mut zrecord::RaggedWriter,
+    ) -> Result<(), crate::errors::CoreError> {
+        let (cu, isz, ndim) = (self.cu, self.itemsize, self.ndim);
+        let runs = record_chunks(cu, isz, crate::gpu::APPEND_CHUNK_BYTES);
+        if runs.is_empty() {
+            return Ok(w.append(&[], cu, self.shapes)?);
+        }
+        for r in runs {
+            let (a, b) = (cu[r.start] as usize * isz, cu[r.end] as usize * isz);
+            let local: Vec<i32> = cu[r.start..=r.end]
+                .iter()
+                .map(|&x| x - cu[r.start])
+                .collect();
+            let st = self.values.copy(a, b - a)?;
+            w.append(
+                st.host_slice().unwrap_or(&[]),
+                &local,
+                &self.shapes[r.start * ndim..r.end * ndim],
+            )?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -86,9 +86,22 @@ fn append_detached<W: Send>(
     path: &Path,
     f: impl FnOnce(&mut W) -> Result<(), zrecord::Error> + Send,
 ) -> PyResult<()> {
+    write_detached(py, slot, kind, path, |w| f(w).map_err(CoreError::Z))
+}
+
+/// `append_detached` for work that fails in other ways too (a device copy): the writer stays
+/// locked for the whole of `f`, so an append written in several runs is not interleaved with
+/// another thread's.
+fn write_detached<W: Send>(
+    py: Python<'_>,
+    slot: &Mutex<Option<W>>,
+    kind: &str,
+    path: &Path,
+    f: impl FnOnce(&mut W) -> Result<(), CoreError> + Send,
+) -> PyResult<()> {
     py.detach(|| {
         guard(|| match lock(slot, WRITER_POISONED)?.as_mut() {
-            Some(w) => f(w).map_err(CoreError::Z),
+            Some(w) => f(w),
             None => Err(CoreError::Py(
                 ClosedError::new_err,
                 closed_writer_msg(kind, path),
@@ -214,9 +227,10 @@ impl PyDenseWriter {
 #[cfg(feature = "cuda")]
 impl PyDenseWriter {
     /// `append` of a kDLCUDA tensor: checked like a host input, then copied to pooled pinned
-    /// staging in chunks of whole records (`crate::gpu::APPEND_CHUNK_BYTES`) and appended chunk by
-    /// chunk, so no host copy of the whole input is made. A failure after the first chunk leaves
-    /// the chunks before it appended.
+    /// staging in chunks of whole records (at most `crate::gpu::APPEND_CHUNK_BYTES`, one record if
+    /// larger) and appended chunk by chunk with the writer locked throughout, so no host copy of
+    /// the whole input is made. A failure after the first chunk leaves the chunks before it
+    /// appended.
     fn append_device(
         &self,
         py: Python<'_>,
@@ -226,11 +240,23 @@ impl PyDenseWriter {
         let input = crate::gpu::DeviceInput::open(batch, "DenseWriter.append", dev)?;
         let imp = input.imported();
         self.check_input(imp.dtype(), imp.shape())?;
-        let record = self.item_shape.iter().product::<u64>() as usize * self.dtype.itemsize();
-        input.for_each_chunk(py, record, |bytes| {
-            append_detached(py, &self.inner, "DenseWriter", &self.path, |w| {
-                w.append(bytes)
-            })
+        let record =
+            (self.item_shape.iter().product::<u64>() as usize * self.dtype.itemsize()).max(1);
+        let per = (crate::gpu::APPEND_CHUNK_BYTES / record).max(1) * record;
+        let span = input.span()?;
+        write_detached(py, &self.inner, "DenseWriter", &self.path, |w| {
+            let total = span.len();
+            if total == 0 {
+                return w.append(&[]).map_err(CoreError::Z);
+            }
+            let mut off = 0;
+            while off < total {
+                let n = per.min(total - off);
+                let st = span.copy(off, n)?;
+                w.append(st.host_slice().unwrap_or(&[]))?;
+                off += n;
+            }
+            Ok(())
         })
     }
 }
@@ -330,10 +356,10 @@ impl PyRaggedWriter {
     ) -> PyResult<()> {
         #[cfg(feature = "cuda")]
         {
-            crate::ragged_append::append_device(py, target, dev, fields, |values, cu, shapes| {
-                append_detached(py, &self.inner, "RaggedWriter", &self.path, |w| {
-                    w.append(values, cu, shapes)
-                })
+            let batch = crate::ragged_append::DeviceBatch::open(py, target, dev, fields)?;
+            let job = batch.job()?;
+            write_detached(py, &self.inner, "RaggedWriter", &self.path, |w| {
+                job.append_to(w)
             })
         }
         #[cfg(not(feature = "cuda"))]
@@ -376,7 +402,7 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
 
     /// Appends a packed `RaggedBatch(values, cu_seqlens, shapes)`: host fields (CPU or pinned),
     /// or all three on one CUDA device (copied to the host in runs of whole records, see
-    /// `crate::ragged_append::append_device`).
+    /// `crate::ragged_append::DeviceBatch`).
     fn append(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let Ok(rb) = batch.cast::<PyRaggedBatch>() else {
             let t = type_name(batch);

@@ -134,7 +134,6 @@ def run_arm(corpus: str, kind: str, data: Path, sz: dict, workers: int, smoke: b
         st_dev = torch.from_numpy(starts).to(dev)
         lens_dev = st_dev[1:] - st_dev[:-1]
     draws = plan(n, batch, warm + steps + workers + 8)
-    pinned_bytes = 0
 
     if kind == "h2d_limit":
         nbytes = (batch * int(np.prod(VISION_SHAPE)) if corpus == "vision"

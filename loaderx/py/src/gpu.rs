@@ -63,7 +63,8 @@ impl GpuRef {
     /// The DLPack `stream` hand-off of a device tensor (spec: `None` = the legacy default stream,
     /// `-1` = no synchronization, `0` is invalid, `1` / `2` = legacy / per-thread default streams,
     /// larger values are `CUstream` pointers). A CPU tensor accepts `None` and `-1` only; a pinned
-    /// one (kDLCUDAHost) any stream, as the CPU has finished writing it before it is handed out.
+    /// one (exported as the CPU) any stream, as the CPU has finished writing it before it is handed
+    /// out.
     pub(crate) fn hand_off(&self, alloc: &Allocation, stream: Option<i64>) -> PyResult<()> {
         use zrecord::DeviceType;
         match alloc.device().kind {
@@ -98,10 +99,10 @@ impl GpuRef {
     }
 }
 
-/// The `(device_type, device_id)` pair of an allocation, in DLPack codes.
+/// The DLPack `(device_type, device_id)` an allocation is exported as: `(1, 0)` for CPU and
+/// pinned host memory, `(2, id)` for CUDA device memory (see `crate::dlpack::ffi::dl_device_of`).
 pub(crate) fn dl_device(alloc: &Allocation) -> (i32, i32) {
-    let d = alloc.device();
-    (d.kind.dlpack_code(), d.id)
+    crate::dlpack::ffi::dl_device_of(alloc.device())
 }
 
 /// What a CUDA `Allocator` holds: the placement (feature `cuda`), or nothing.
@@ -216,8 +217,8 @@ pub(crate) fn cuda_input_device(obj: &Bound<'_, PyAny>) -> Option<(i32, i32)> {
 #[cfg(feature = "cuda")]
 pub(crate) const APPEND_CHUNK_BYTES: usize = 64 << 20;
 
-/// A device append: the producer's tensor, imported with the loaderx stream as the consumer
-/// stream, copied to pooled pinned staging chunk by chunk.
+/// A device append's input: the producer's tensor, imported with the loaderx stream as the
+/// consumer stream; [`DeviceInput::span`] copies it to pooled pinned staging.
 #[cfg(feature = "cuda")]
 pub(crate) struct DeviceInput<'py> {
     imp: crate::dlpack::Imported<'py>,
@@ -283,50 +284,69 @@ impl<'py> DeviceInput<'py> {
         &self.imp
     }
 
-    /// Copies the tensor to the host in chunks of whole records (`record_bytes` each, at most
-    /// `APPEND_CHUNK_BYTES` per chunk unless one record is larger) and hands each chunk to `sink`.
-    pub(crate) fn for_each_chunk(
-        &self,
-        py: Python<'_>,
-        record_bytes: usize,
-        mut sink: impl FnMut(&[u8]) -> PyResult<()>,
-    ) -> PyResult<()> {
-        use crate::errors::IntoPyResult;
+    /// What copying the (C-contiguous) tensor needs with the GIL released; `InvalidInputError`
+    /// for another layout. The span borrows `self`, which keeps the producer's memory alive.
+    pub(crate) fn span(&self) -> PyResult<DeviceSpan<'_>> {
         let total = self.imp.numel() as usize * self.imp.dtype().itemsize();
-        if total == 0 {
-            return sink(&[]);
+        let base = match self.imp.device_ptr() {
+            Some(p) => p,
+            None if total == 0 => 0,
+            None => {
+                return Err(InvalidInputError::new_err(format!(
+                    "device input of shape {:?} is not C-contiguous (strides {:?} elements); pass x.contiguous()",
+                    self.imp.shape(),
+                    self.imp.strides()
+                )));
+            }
+        };
+        Ok(DeviceSpan {
+            dev: self.dev.clone(),
+            staging: self.staging.clone(),
+            base,
+            total,
+            _input: std::marker::PhantomData,
+        })
+    }
+}
+
+/// The device bytes of a [`DeviceInput`], copied on demand with the GIL released (it is `Send`;
+/// it cannot outlive the input, whose capsule keeps the producer's memory alive).
+#[cfg(feature = "cuda")]
+pub(crate) struct DeviceSpan<'a> {
+    dev: Arc<CudaDevice>,
+    staging: loaderx::PooledAllocator,
+    base: usize,
+    total: usize,
+    _input: std::marker::PhantomData<&'a ()>,
+}
+
+#[cfg(feature = "cuda")]
+impl DeviceSpan<'_> {
+    /// The tensor's size in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.total
+    }
+
+    /// Copies bytes `start .. start + len` into one pooled pinned staging region on the loaderx
+    /// stream and waits for the copy; the region returns to its pool when the result is dropped.
+    pub(crate) fn copy(&self, start: usize, len: usize) -> zrecord::Result<Allocation> {
+        if start.checked_add(len).is_none_or(|end| end > self.total) {
+            return Err(zrecord::Error::InvalidInput(format!(
+                "device copy of bytes {start}..+{len} outside a tensor of {} bytes",
+                self.total
+            )));
         }
-        let base = self.imp.device_ptr().ok_or_else(|| {
-            InvalidInputError::new_err(format!(
-                "device input of shape {:?} is not C-contiguous (strides {:?} elements); pass x.contiguous()",
-                self.imp.shape(),
-                self.imp.strides()
-            ))
-        })?;
-        let per = (APPEND_CHUNK_BYTES / record_bytes.max(1)).max(1) * record_bytes.max(1);
-        let (dev, staging) = (&self.dev, &self.staging);
-        let mut off = 0usize;
-        while off < total {
-            let n = per.min(total - off);
-            let mut st = py
-                .detach(|| {
-                    crate::errors::guard(|| {
-                        let mut st = zrecord::Allocator::acquire(staging, n, 64)?;
-                        let dst = st.host_slice_mut().ok_or_else(|| {
-                            zrecord::Error::Alloc("pinned staging is not host-accessible".into())
-                        })?;
-                        // SAFETY: `base + off .. base + off + n` lies inside the producer's
-                        // C-contiguous device tensor of `total` bytes, kept alive by the capsule
-                        // in `self.imp`; the producer ordered its writes before our stream.
-                        unsafe { dev.copy_to_host(dst, base + off) }?;
-                        Ok::<_, zrecord::Error>(st)
-                    })
-                })
-                .py_err(py)?;
-            let bytes = st.host_slice_mut().map(|b| &*b).unwrap_or(&[]);
-            sink(bytes)?;
-            off += n;
+        let mut st = zrecord::Allocator::acquire(&self.staging, len, 64)?;
+        if len == 0 {
+            return Ok(st);
         }
-        Ok(())
+        let dst = st
+            .host_slice_mut()
+            .ok_or_else(|| zrecord::Error::Alloc("pinned staging is not host-accessible".into()))?;
+        // SAFETY: `base + start .. base + start + len` lies inside the producer's C-contiguous
+        // device tensor of `total` bytes (checked above), which the `DeviceInput` this span
+        // borrows keeps alive; the producer ordered its writes before our stream.
+        unsafe { self.dev.copy_to_host(dst, self.base + start) }?;
+        Ok(st)
     }
 }

@@ -12,6 +12,7 @@ mod gpu;
 mod index;
 mod loader;
 mod pickle;
+mod ragged_append;
 mod raw;
 mod sampler;
 mod store;

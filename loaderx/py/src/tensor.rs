@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple, PyType};
 use zrecord::{Allocation, Allocator, DType, OUTPUT_ALIGN, SystemAllocator};
 
-use crate::dlpack::{DLPackVersion, Imported, KDL_CPU, export, import_foreign};
+use crate::dlpack::{DLPackVersion, Imported, export, import_foreign};
 use crate::dtypes::{dtype_obj, parse_dtype};
 use crate::errors::{
     DTypeError, InternalError, IntoPyResult, InvalidInputError, InvalidTypeError,
@@ -216,7 +216,7 @@ impl PyDLTensor {
         )
     }
 
-    /// `(1, 0)` for the CPU, `(3, id)` for pinned host memory, `(2, id)` for a CUDA device.
+    /// `(1, 0)` for CPU and pinned host memory, `(2, id)` for a CUDA device.
     fn __dlpack_device__(&self) -> (i32, i32) {
         dl_device(&self.alloc)
     }
@@ -278,11 +278,11 @@ impl PyDLTensor {
     }
 
     fn __repr__(&self) -> String {
-        let device = match dl_device(&self.alloc) {
-            (KDL_CPU, _) => "cpu".to_string(),
-            (3, id) => format!("cuda_host:{id}"),
-            (2, id) => format!("cuda:{id}"),
-            (t, id) => format!("{t}:{id}"),
+        let d = self.alloc.device();
+        let device = match d.kind {
+            zrecord::DeviceType::CudaHost => format!("cuda_host:{}", d.id),
+            zrecord::DeviceType::Cuda => format!("cuda:{}", d.id),
+            _ => "cpu".to_string(),
         };
         format!(
             "DLTensor(shape={:?}, dtype={}, device={device})",

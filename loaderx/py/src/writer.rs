@@ -16,6 +16,7 @@ use crate::errors::{
 };
 use crate::index::one_int;
 use crate::pickle::refuse;
+use crate::ragged_append::{Route, Target, check_fields, route};
 use crate::raw::RawBytes;
 use crate::tensor::{PyRaggedBatch, Ragged, import};
 
@@ -85,9 +86,22 @@ fn append_detached<W: Send>(
     path: &Path,
     f: impl FnOnce(&mut W) -> Result<(), zrecord::Error> + Send,
 ) -> PyResult<()> {
+    write_detached(py, slot, kind, path, |w| f(w).map_err(CoreError::Z))
+}
+
+/// `append_detached` for work that fails in other ways too (a device copy): the writer stays
+/// locked for the whole of `f`, so an append written in several runs is not interleaved with
+/// another thread's.
+fn write_detached<W: Send>(
+    py: Python<'_>,
+    slot: &Mutex<Option<W>>,
+    kind: &str,
+    path: &Path,
+    f: impl FnOnce(&mut W) -> Result<(), CoreError> + Send,
+) -> PyResult<()> {
     py.detach(|| {
         guard(|| match lock(slot, WRITER_POISONED)?.as_mut() {
-            Some(w) => f(w).map_err(CoreError::Z),
+            Some(w) => f(w),
             None => Err(CoreError::Py(
                 ClosedError::new_err,
                 closed_writer_msg(kind, path),
@@ -213,9 +227,10 @@ impl PyDenseWriter {
 #[cfg(feature = "cuda")]
 impl PyDenseWriter {
     /// `append` of a kDLCUDA tensor: checked like a host input, then copied to pooled pinned
-    /// staging in chunks of whole records (`crate::gpu::APPEND_CHUNK_BYTES`) and appended chunk by
-    /// chunk, so no host copy of the whole input is made. A failure after the first chunk leaves
-    /// the chunks before it appended.
+    /// staging in chunks of whole records (at most `crate::gpu::APPEND_CHUNK_BYTES`, one record if
+    /// larger) and appended chunk by chunk with the writer locked throughout, so no host copy of
+    /// the whole input is made. A failure after the first chunk leaves the chunks before it
+    /// appended.
     fn append_device(
         &self,
         py: Python<'_>,
@@ -225,11 +240,23 @@ impl PyDenseWriter {
         let input = crate::gpu::DeviceInput::open(batch, "DenseWriter.append", dev)?;
         let imp = input.imported();
         self.check_input(imp.dtype(), imp.shape())?;
-        let record = self.item_shape.iter().product::<u64>() as usize * self.dtype.itemsize();
-        input.for_each_chunk(py, record, |bytes| {
-            append_detached(py, &self.inner, "DenseWriter", &self.path, |w| {
-                w.append(bytes)
-            })
+        let record =
+            (self.item_shape.iter().product::<u64>() as usize * self.dtype.itemsize()).max(1);
+        let per = (crate::gpu::APPEND_CHUNK_BYTES / record).max(1) * record;
+        let span = input.span()?;
+        write_detached(py, &self.inner, "DenseWriter", &self.path, |w| {
+            let total = span.len();
+            if total == 0 {
+                return w.append(&[]).map_err(CoreError::Z);
+            }
+            let mut off = 0;
+            while off < total {
+                let n = per.min(total - off);
+                let st = span.copy(off, n)?;
+                w.append(st.host_slice().unwrap_or(&[]))?;
+                off += n;
+            }
+            Ok(())
         })
     }
 }
@@ -308,18 +335,44 @@ pub(crate) struct PyRaggedWriter {
     ndim: u32,
 }
 
-/// The memory of a C-contiguous imported field, or the `InvalidInputError` naming `what`.
-fn contiguous<'a>(
-    imp: &'a Imported<'_>,
-    what: &str,
-    mismatch: &dyn Fn(String) -> PyErr,
-) -> PyResult<RawBytes<'a>> {
+/// The host memory of an imported field that passed `check_fields` (C-contiguous, on the CPU).
+fn host_raw<'a>(imp: &'a Imported<'_>, path: &str, what: &str) -> PyResult<RawBytes<'a>> {
     imp.raw().ok_or_else(|| {
-        mismatch(format!(
-            "{what} is not C-contiguous (strides {:?})",
-            imp.strides()
+        InternalError::new_err(format!(
+            "RaggedWriter.append({path}): {what} passed the layout checks but is not readable on the host"
         ))
     })
+}
+
+impl PyRaggedWriter {
+    /// `append` of a batch whose three fields live on CUDA device `dev` (a loaderx device batch
+    /// or a foreign producer's tensors); refused with what is missing in a build without CUDA.
+    fn append_device_fields(
+        &self,
+        py: Python<'_>,
+        target: &Target<'_>,
+        dev: (i32, i32),
+        fields: [&Bound<'_, PyAny>; 3],
+    ) -> PyResult<()> {
+        #[cfg(feature = "cuda")]
+        {
+            let batch = crate::ragged_append::DeviceBatch::open(py, target, dev, fields)?;
+            let job = batch.job()?;
+            write_detached(py, &self.inner, "RaggedWriter", &self.path, |w| {
+                job.append_to(w)
+            })
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = (py, fields);
+            Err(crate::gpu::device_input_error(
+                &format!("RaggedWriter.append({})", target.path),
+                "RaggedBatch",
+                dev,
+            )
+            .unwrap_or_else(|| InternalError::new_err("device input without a CUDA device")))
+        }
+    }
 }
 
 writer_class!(PyRaggedWriter, "RaggedWriter", {
@@ -347,7 +400,9 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
         })
     }
 
-    /// Appends a packed `RaggedBatch(values, cu_seqlens, shapes)`.
+    /// Appends a packed `RaggedBatch(values, cu_seqlens, shapes)`: host fields (CPU or pinned),
+    /// or all three on one CUDA device (copied to the host in runs of whole records, see
+    /// `crate::ragged_append::DeviceBatch`).
     fn append(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let Ok(rb) = batch.cast::<PyRaggedBatch>() else {
             let t = type_name(batch);
@@ -357,12 +412,14 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
         };
         let rb = rb.get();
         let path = self.path.display().to_string();
-        let mismatch = |what: String| {
-            InvalidInputError::new_err(format!("RaggedWriter.append({path}): {what}"))
+        let target = Target {
+            path: &path,
+            dtype: self.dtype,
+            ndim: self.ndim,
         };
-        // Every field is read through raw-pointer copies (`crate::raw`): `cu_seqlens` and
+        // Every host field is read through raw-pointer copies (`crate::raw`): `cu_seqlens` and
         // `shapes` here with the GIL held, `values` into a staging buffer with the GIL released.
-        let imported;
+        let (v, c, s);
         let (values, cu, shapes): (RawBytes<'_>, Vec<i32>, Vec<u64>) = match &rb.repr {
             Ragged::Stored(s) => {
                 if s.dtype != self.dtype {
@@ -372,17 +429,17 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
                     )));
                 }
                 if s.ndim != self.ndim as usize {
-                    return Err(mismatch(format!(
-                        "expected ndim {}, found {}",
+                    return Err(InvalidInputError::new_err(format!(
+                        "RaggedWriter.append({path}): expected ndim {}, found {}",
                         self.ndim, s.ndim
                     )));
                 }
-                if let Some(e) = crate::gpu::device_input_error(
-                    "RaggedWriter.append",
-                    "RaggedBatch",
-                    crate::gpu::dl_device(&s.alloc),
-                ) {
-                    return Err(e);
+                let dev = crate::gpu::dl_device(&s.alloc);
+                if dev.0 == 2 {
+                    // A device batch of a loaderx view: its fields, exported like any producer's.
+                    let f = ["values", "cu_seqlens", "shapes"].map(|n| batch.getattr(n));
+                    let [fv, fc, fs] = f;
+                    return self.append_device_fields(py, &target, dev, [&fv?, &fc?, &fs?]);
                 }
                 (s.values(), s.cu(), s.shapes())
             }
@@ -391,53 +448,19 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
                 cu_seqlens,
                 shapes,
             } => {
-                imported = import(values.bind(py), "RaggedBatch.values")?;
-                let v = &imported;
-                let c = import(cu_seqlens.bind(py), "RaggedBatch.cu_seqlens")?;
-                let s = import(shapes.bind(py), "RaggedBatch.shapes")?;
-                if v.dtype() != self.dtype {
-                    return Err(DTypeError::new_err(format!(
-                        "RaggedWriter.append({path}): values: expected dtype {}, found {}",
-                        self.dtype,
-                        v.dtype()
-                    )));
+                let fields = [values.bind(py), cu_seqlens.bind(py), shapes.bind(py)];
+                if let Route::Device(dev) = route(&path, fields)? {
+                    return self.append_device_fields(py, &target, dev, fields);
                 }
-                if v.shape().len() != 1 {
-                    return Err(mismatch(format!(
-                        "values must be 1-D, found shape {:?}",
-                        v.shape()
-                    )));
-                }
-                if c.shape().len() != 1 || c.shape()[0] == 0 {
-                    return Err(mismatch(format!(
-                        "cu_seqlens must be 1-D with n + 1 >= 1 entries, found shape {:?}",
-                        c.shape()
-                    )));
-                }
-                let n = c.shape()[0] - 1;
-                if s.dtype() != DType::UInt64 {
-                    return Err(DTypeError::new_err(format!(
-                        "RaggedWriter.append({path}): shapes must be uint64, found {}",
-                        s.dtype()
-                    )));
-                }
-                if s.shape() != [n, u64::from(self.ndim)] {
-                    return Err(mismatch(format!(
-                        "shapes: expected shape ({n}, {}) for {n} records of ndim {}, found {:?}",
-                        self.ndim,
-                        self.ndim,
-                        s.shape()
-                    )));
-                }
-                let v_raw = contiguous(v, "values", &mismatch)?;
-                let c_raw = contiguous(&c, "cu_seqlens", &mismatch)?;
-                let s_raw = contiguous(&s, "shapes", &mismatch)?;
-                if c.dtype() != DType::Int32 {
-                    return Err(DTypeError::new_err(format!(
-                        "RaggedWriter.append: cu_seqlens must be int32, found {}",
-                        c.dtype()
-                    )));
-                }
+                v = import(fields[0], "RaggedBatch.values")?;
+                c = import(fields[1], "RaggedBatch.cu_seqlens")?;
+                s = import(fields[2], "RaggedBatch.shapes")?;
+                check_fields(&target, &v, &c, &s)?;
+                let (v_raw, c_raw, s_raw) = (
+                    host_raw(&v, &path, "values")?,
+                    host_raw(&c, &path, "cu_seqlens")?,
+                    host_raw(&s, &path, "shapes")?,
+                );
                 (v_raw, c_raw.to_i32s(), s_raw.to_u64s())
             }
         };

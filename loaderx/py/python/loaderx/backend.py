@@ -1,7 +1,7 @@
 """Placement implementations.
 
 Three placements, each a bounded pooled allocator (:class:`loaderx.Allocator`): ``"cpu"`` (host
-memory), ``"cuda_host"`` (page-locked host memory, DLPack ``kDLCUDAHost``) and ``"cuda"`` (device
+memory), ``"cuda_host"`` (page-locked host memory, exported as DLPack ``kDLCPU``) and ``"cuda"`` (device
 memory, ``kDLCUDA``; gathered into pinned staging and copied on a loaderx-owned stream). Importing
 loaderx probes no GPU runtime: the NVIDIA driver is loaded when a CUDA ``Allocator`` is made, and
 its absence (or a missing device id) raises :class:`~loaderx.errors.UnsupportedDeviceError` naming

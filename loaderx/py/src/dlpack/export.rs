@@ -80,7 +80,8 @@ unsafe extern "C" fn capsule_dtor_legacy(cap: *mut ffi::PyObject) {
 /// Exports `shape` elements of `dtype` starting `offset` bytes into `owner` as a DLPack capsule:
 /// versioned (`"dltensor_versioned"`, version `version`) or legacy (`"dltensor"`). The data pointer
 /// is `base + offset` with `byte_offset = 0`, strides are NULL (C-contiguous), flags are 0 (writable),
-/// the device is the allocation's (CPU, pinned host or CUDA device). `keep` rides along with the
+/// the device is the allocation's (`ffi::dl_device_of`: the CPU for host and pinned host memory, the
+/// CUDA device for device memory). `keep` rides along with the
 /// allocation until the consumer deletes the managed tensor.
 ///
 /// Exports are writable on purpose (users write into batches, as NumPy users expect), and several
@@ -121,9 +122,12 @@ pub(crate) fn export<'py>(
             .wrapping_add(offset)
             .cast_mut()
             .cast::<c_void>(),
-        device: DLDevice {
-            device_type: owner.device().kind.dlpack_code(),
-            device_id: owner.device().id,
+        device: {
+            let (device_type, device_id) = super::ffi::dl_device_of(owner.device());
+            DLDevice {
+                device_type,
+                device_id,
+            }
         },
         ndim: shape.len() as i32,
         dtype: DLDataType { code, bits, lanes },

@@ -1,10 +1,24 @@
-//! The DLPack 1.x C ABI: capsule names, the CPU device code and the `#[repr(C)]` structs.
+//! The DLPack 1.x C ABI: capsule names, the CPU device code, the device a loaderx allocation is
+//! exported as ([`dl_device_of`]) and the `#[repr(C)]` structs.
 
 use std::ffi::{CStr, c_void};
 
 pub(crate) const VERSIONED: &CStr = c"dltensor_versioned";
 pub(crate) const LEGACY: &CStr = c"dltensor";
 pub(crate) const KDL_CPU: i32 = 1;
+
+/// The DLPack `(device_type, device_id)` a loaderx allocation on `device` is exported as: the
+/// CPU `(1, 0)` for host memory, page-locked (`Allocator("cuda_host")`) included, and `(2, id)`
+/// for CUDA device memory. Pinned memory is host memory, and the main consumers refuse kDLCUDAHost
+/// (torch: "Unsupported device_type: 3"), so it is exported the way torch exports its own pinned
+/// tensors: as the CPU. Consumers see a CPU tensor whose pages are pinned (torch: `is_pinned()`).
+pub(crate) fn dl_device_of(device: zrecord::Device) -> (i32, i32) {
+    if device.kind.host_accessible() {
+        (KDL_CPU, 0)
+    } else {
+        (device.kind.dlpack_code(), device.id)
+    }
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

@@ -12,5 +12,5 @@ pub(crate) mod ffi;
 pub(crate) mod import;
 
 pub(crate) use export::export;
-pub(crate) use ffi::{DLPackVersion, KDL_CPU};
+pub(crate) use ffi::DLPackVersion;
 pub(crate) use import::{Imported, import_foreign};

@@ -174,7 +174,7 @@ impl Reader for MemcpyReader {
                     Kernel::AsGather,
                     pieces(total, n),
                 );
-                Ok(Batch::Ragged(Box::new(RecycledRagged {
+                Ok(Batch::Ragged(Box::new(Recycled {
                     out: RaggedOut {
                         values,
                         cu_seqlens,
@@ -187,47 +187,52 @@ impl Reader for MemcpyReader {
     }
 }
 
-/// A Dense batch whose buffer returns to the reader's recycler on drop.
-struct Recycled {
-    out: DenseOut,
+/// An owned batch layout and the byte buffer in it that a recycler takes back.
+trait Buffered {
+    fn buffer(&mut self) -> &mut Vec<u8>;
+}
+
+impl Buffered for DenseOut {
+    fn buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
+    }
+}
+
+impl Buffered for RaggedOut {
+    fn buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.values
+    }
+}
+
+/// A batch whose byte buffer returns to the reader's recycler on drop.
+struct Recycled<T: Buffered> {
+    out: T,
     bin: Recycler,
 }
 
-impl DenseOutput for Recycled {
+impl<T: Buffered> Drop for Recycled<T> {
+    fn drop(&mut self) {
+        self.bin.give(std::mem::take(self.out.buffer()));
+    }
+}
+
+impl DenseOutput for Recycled<DenseOut> {
     fn bytes(&self) -> &[u8] {
-        &self.out.bytes
+        self.out.bytes()
     }
     fn shape(&self) -> &[u64] {
-        &self.out.shape
+        self.out.shape()
     }
 }
 
-impl Drop for Recycled {
-    fn drop(&mut self) {
-        self.bin.give(std::mem::take(&mut self.out.bytes));
-    }
-}
-
-/// A Ragged batch whose values buffer returns to the reader's recycler on drop.
-struct RecycledRagged {
-    out: RaggedOut,
-    bin: Recycler,
-}
-
-impl RaggedOutput for RecycledRagged {
+impl RaggedOutput for Recycled<RaggedOut> {
     fn values(&self) -> &[u8] {
-        &self.out.values
+        self.out.values()
     }
     fn cu_seqlens(&self) -> &[i32] {
-        &self.out.cu_seqlens
+        self.out.cu_seqlens()
     }
     fn shapes(&self) -> &[u64] {
-        &self.out.shapes
-    }
-}
-
-impl Drop for RecycledRagged {
-    fn drop(&mut self) {
-        self.bin.give(std::mem::take(&mut self.out.values));
+        self.out.shapes()
     }
 }

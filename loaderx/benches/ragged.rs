@@ -24,6 +24,7 @@
 //! `cargo bench -p loaderx --bench ragged`.
 
 use std::hint::black_box;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,28 @@ const BATCH: usize = 256;
 /// Log-uniform integer in `lo..=hi`.
 fn log_uniform(r: &mut SplitMix64, lo: f64, hi: f64) -> u64 {
     (lo * (hi / lo).powf(r.unit())).round() as u64
+}
+
+/// A raw Ragged store `name` of the given records (written without fsync) in a new temporary
+/// directory, which lives as long as the returned guard.
+fn raw_store(
+    name: &str,
+    dtype: DType,
+    ndim: u32,
+    values: &[u8],
+    cu: &[i32],
+    shapes: &[u64],
+) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    let opts = WriterOptions {
+        sync: false,
+        ..WriterOptions::default()
+    };
+    let mut w = RaggedWriter::create(&path, dtype, ndim, Codec::Raw, opts).unwrap();
+    w.append(values, cu, shapes).unwrap();
+    w.close().unwrap();
+    (dir, path)
 }
 
 struct Fixture {
@@ -75,15 +98,7 @@ fn fixture() -> Fixture {
         shapes.extend_from_slice(&[3, h, w]);
     }
     let cu: Vec<i32> = offsets.iter().map(|&o| o as i32).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ragged_vision");
-    let opts = WriterOptions {
-        sync: false,
-        ..WriterOptions::default()
-    };
-    let mut w = RaggedWriter::create(&path, DType::UInt8, 3, Codec::Raw, opts).unwrap();
-    w.append(&values, &cu, &shapes).unwrap();
-    w.close().unwrap();
+    let (dir, path) = raw_store("ragged_vision", DType::UInt8, 3, &values, &cu, &shapes);
     let store = RaggedStore::open(&path).unwrap();
     let pooled = store.bind(Arc::new(PooledAllocator::default()) as Arc<dyn Allocator>);
     let system = store.bind(Arc::new(SystemAllocator::new()) as Arc<dyn Allocator>);
@@ -234,15 +249,7 @@ fn tokens(_: &mut Criterion) {
         shapes.push(len as u64);
     }
     let cu: Vec<i32> = offsets.iter().map(|&o| (o / 4) as i32).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tokens");
-    let opts = WriterOptions {
-        sync: false,
-        ..WriterOptions::default()
-    };
-    let mut w = RaggedWriter::create(&path, DType::Int32, 1, Codec::Raw, opts).unwrap();
-    w.append(&values, &cu, &shapes).unwrap();
-    w.close().unwrap();
+    let (_dir, path) = raw_store("tokens", DType::Int32, 1, &values, &cu, &shapes);
     let pool: Arc<dyn Allocator> = Arc::new(PooledAllocator::default());
     let verified = RaggedStore::open(&path).unwrap().bind(pool.clone());
     let unverified = RaggedStore::open_with(

@@ -36,6 +36,7 @@ const CRATES: &[&str] = &[
     "harness/src",
     "datasets/src",
     "competitors/src",
+    "benchkit/src",
 ];
 
 /// The longest a non-test source file may be.

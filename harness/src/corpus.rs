@@ -198,14 +198,29 @@ pub fn vision(a: &RunArgs) -> Result<Prepared> {
     if let Some(m) = read_meta(&real_dir) {
         return Ok(Prepared::real(real_dir, m));
     }
-    let dir = a.cache.join(format!("vision-synthetic-{n}"));
-    if let Some(m) = read_meta(&dir).filter(|m| records_of(m) == Some(n as u64)) {
+    cached_or_synthesized(
+        a.cache.join(format!("vision-synthetic-{n}")),
+        |m| records_of(m) == Some(n as u64),
+        &format!(
+            "no Oxford-IIIT Pet source (--pets DIR); generating a synthetic vision corpus of {n} records"
+        ),
+        |dir| synth_vision(dir, n),
+    )
+}
+
+/// The synthetic corpus in `dir`: the one built there before when `fits` accepts its metadata,
+/// else a new one from `build` (after saying `why` on stderr).
+fn cached_or_synthesized(
+    dir: PathBuf,
+    fits: impl Fn(&Value) -> bool,
+    why: &str,
+    build: impl FnOnce(&Path) -> Result<()>,
+) -> Result<Prepared> {
+    if let Some(m) = read_meta(&dir).filter(|m| fits(m)) {
         return Ok(Prepared::synthetic(dir, m));
     }
-    eprintln!(
-        "harness: no Oxford-IIIT Pet source (--pets DIR); generating a synthetic vision corpus of {n} records"
-    );
-    synth_vision(&dir, n)?;
+    eprintln!("harness: {why}");
+    build(&dir)?;
     let m = read_meta(&dir).ok_or_else(|| missing_meta(&dir))?;
     Ok(Prepared::synthetic(dir, m))
 }
@@ -263,16 +278,12 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared> {
     if let Some(m) = read_meta(&real_dir) {
         return Ok(Prepared::real(real_dir, m));
     }
-    let dir = a.cache.join(format!("tokens-synthetic-{n}"));
-    if let Some(m) = read_meta(&dir).filter(|m| m["schema"] == SYNTHETIC_TOKENS_SCHEMA) {
-        return Ok(Prepared::synthetic(dir, m));
-    }
-    eprintln!(
-        "harness: no text source (--text DIR); generating a synthetic token corpus of {n} records"
-    );
-    synth_tokens(&dir, n)?;
-    let m = read_meta(&dir).ok_or_else(|| missing_meta(&dir))?;
-    Ok(Prepared::synthetic(dir, m))
+    cached_or_synthesized(
+        a.cache.join(format!("tokens-synthetic-{n}")),
+        |m| m["schema"] == SYNTHETIC_TOKENS_SCHEMA,
+        &format!("no text source (--text DIR); generating a synthetic token corpus of {n} records"),
+        |dir| synth_tokens(dir, n),
+    )
 }
 
 pub fn prepare_command(a: &RunArgs, download: bool) -> Result<()> {

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use competitors::{BACKENDS, DenseSource, RaggedSource, Source, backend, verify};
+use competitors::{Backend, DenseSource, RaggedSource, Source, verify};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use zrecord::DType;
@@ -31,11 +31,12 @@ fn run(label: &str, source: &Source<'_>, batch: usize, gathers: usize) {
     println!("| backend | write MiB/s | gather MiB/s | krec/s | median ms | disk MiB |");
     println!("|---|---:|---:|---:|---:|---:|");
     let only = std::env::var("QUICK_ONLY").unwrap_or_default();
-    for &name in BACKENDS {
+    for &row in Backend::all() {
+        let name = row.name();
         if !name.contains(only.as_str()) {
             continue;
         }
-        let mut b = backend(name).unwrap();
+        let mut b = row.competitor();
         if !b.supports(source.geometry()) {
             continue;
         }

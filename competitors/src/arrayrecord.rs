@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::backend::Backend;
 use crate::error::{Error, Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::{Batch, DenseOut, RaggedOut};
@@ -230,16 +231,12 @@ impl ArrayRecord {
 }
 
 impl Competitor for ArrayRecord {
-    fn name(&self) -> &'static str {
+    fn backend(&self) -> Backend {
         if self.zstd {
-            "arrayrecord-zstd"
+            Backend::ArrayRecordZstd
         } else {
-            "arrayrecord-raw"
+            Backend::ArrayRecordRaw
         }
-    }
-
-    fn supports(&self, _geometry: Geometry) -> bool {
-        true
     }
 
     fn prepare(&mut self, source: &Source<'_>) -> Result<()> {
@@ -284,11 +281,8 @@ impl Competitor for ArrayRecord {
             )?,
         }
         Ok(Stored {
-            backend: self.name(),
-            dir: dir.to_path_buf(),
-            geometry: source.geometry(),
-            len: source.len(),
             write_seconds: Some(ns as f64 * 1e-9),
+            ..Stored::new(self.backend(), dir, source)
         })
     }
 

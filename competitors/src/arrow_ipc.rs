@@ -39,10 +39,10 @@ use memmap2::Mmap;
 use rayon::prelude::*;
 use zrecord::DType;
 
+use crate::backend::Backend;
 use crate::error::{Error, Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
-use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, fill_dense, fresh_path, ragged_out};
 
@@ -259,16 +259,12 @@ pub(crate) fn pack_hits(
 }
 
 impl Competitor for ArrowIpc {
-    fn name(&self) -> &'static str {
+    fn backend(&self) -> Backend {
         if self.zstd {
-            "arrow-ipc-zstd"
+            Backend::ArrowIpcZstd
         } else {
-            "arrow-ipc-raw"
+            Backend::ArrowIpcRaw
         }
-    }
-
-    fn supports(&self, _geometry: Geometry) -> bool {
-        true
     }
 
     fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored> {
@@ -285,13 +281,7 @@ impl Competitor for ArrowIpc {
             w.write(&record_batch(&schema, source, a, b)?)?;
         }
         w.finish()?;
-        Ok(Stored {
-            backend: self.name(),
-            dir: dir.to_path_buf(),
-            geometry: source.geometry(),
-            len: source.len(),
-            write_seconds: None,
-        })
+        Ok(Stored::new(self.backend(), dir, source))
     }
 
     fn open(&self, stored: &Stored) -> Result<Box<dyn Reader>> {

@@ -58,6 +58,7 @@ from_lib! {
     arrow_schema::ArrowError => "arrow",
     parquet::errors::ParquetError => "parquet",
     zrecord::Error => "zrecord",
+    datasets::Error => "npy",
 }
 
 /// Returns early with an [`Error`] built by `format!`.

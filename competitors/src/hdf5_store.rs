@@ -30,10 +30,10 @@ use hdf5_sys::h5p::H5P_DEFAULT;
 use hdf5_sys::h5s::{H5S_ALL, H5S_seloper_t, H5Sselect_hyperslab, H5Sset_extent_simple};
 use zrecord::DType;
 
+use crate::backend::Backend;
 use crate::error::{Error, Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::{Batch, DenseOut, RaggedOut};
-use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, cu_seqlens, fresh_path};
 
@@ -107,12 +107,12 @@ fn write_all(ds: &hdf5::Dataset, bytes: &[u8]) -> Result<()> {
 }
 
 impl Competitor for Hdf5 {
-    fn name(&self) -> &'static str {
-        if self.gzip { "hdf5-gzip" } else { "hdf5-raw" }
-    }
-
-    fn supports(&self, _geometry: Geometry) -> bool {
-        true
+    fn backend(&self) -> Backend {
+        if self.gzip {
+            Backend::Hdf5Gzip
+        } else {
+            Backend::Hdf5Raw
+        }
     }
 
     fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored> {
@@ -190,13 +190,7 @@ impl Competitor for Hdf5 {
             }
         }
         file.close()?;
-        Ok(Stored {
-            backend: self.name(),
-            dir: dir.to_path_buf(),
-            geometry: source.geometry(),
-            len: source.len(),
-            write_seconds: None,
-        })
+        Ok(Stored::new(self.backend(), dir, source))
     }
 
     fn open(&self, stored: &Stored) -> Result<Box<dyn Reader>> {

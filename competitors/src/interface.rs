@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::backend::Backend;
 use crate::error::Result;
 use crate::output::Batch;
 use crate::source::{Geometry, Source};
@@ -12,8 +13,8 @@ use crate::util::disk_bytes;
 /// What [`Competitor::write`] produced: everything [`Competitor::open`] needs.
 #[derive(Clone, Debug)]
 pub struct Stored {
-    /// Backend row name.
-    pub backend: &'static str,
+    /// The row that wrote it.
+    pub backend: Backend,
     /// Directory holding every file of the store (and nothing else).
     pub dir: PathBuf,
     /// Geometry of the stored source.
@@ -26,6 +27,17 @@ pub struct Stored {
 }
 
 impl Stored {
+    /// What a write of `source` by `backend` into `dir` left, timed by the caller.
+    pub fn new(backend: Backend, dir: &Path, source: &Source<'_>) -> Stored {
+        Stored {
+            backend,
+            dir: dir.to_path_buf(),
+            geometry: source.geometry(),
+            len: source.len(),
+            write_seconds: None,
+        }
+    }
+
     /// Allocated bytes (`st_blocks * 512`) of every file of the store.
     pub fn disk_bytes(&self) -> Result<u64> {
         disk_bytes(&self.dir)
@@ -37,11 +49,20 @@ impl Stored {
 /// Call order: [`prepare`](Competitor::prepare) (untimed), [`write`](Competitor::write) (timed),
 /// [`open`](Competitor::open) (untimed), then [`Reader::gather`] (timed) any number of times.
 pub trait Competitor: Send {
-    /// Row name, e.g. `"hdf5-gzip"`.
-    fn name(&self) -> &'static str;
+    /// The row this adapter serves.
+    fn backend(&self) -> Backend;
 
-    /// Whether this row exists for `geometry` (`npy-mmap-raw` is Dense only).
-    fn supports(&self, geometry: Geometry) -> bool;
+    /// The row's name, e.g. `"hdf5-gzip"`.
+    fn name(&self) -> &'static str {
+        self.backend().name()
+    }
+
+    /// Whether this row exists for `geometry` (`npy-mmap-raw` is Dense only). Default: every
+    /// geometry.
+    fn supports(&self, geometry: Geometry) -> bool {
+        let _ = geometry;
+        true
+    }
 
     /// Untimed setup before the timed write: dictionary training, helper process start-up,
     /// staging the source for another process. Default: nothing.

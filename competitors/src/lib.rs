@@ -17,7 +17,7 @@
 //! The benchmark protocol, per backend:
 //!
 //! ```text
-//! let mut c = competitors::backend("hdf5-gzip").unwrap();
+//! let mut c = competitors::Backend::Hdf5Gzip.competitor(); // or "hdf5-gzip".parse::<Backend>()?
 //! c.prepare(&source)?;                      // untimed: dictionary training, helper start-up
 //! let stored = c.write(&source, dir)?;      // timed by the caller (or stored.write_seconds)
 //! let mut r = c.open(&stored)?;             // untimed
@@ -27,12 +27,13 @@
 
 mod arrayrecord;
 mod arrow_ipc;
+mod backend;
 mod error;
 mod hdf5_store;
 mod interface;
 mod lmdb_store;
 mod memcpy;
-pub mod npy;
+mod npy;
 mod output;
 mod parquet_store;
 mod source;
@@ -41,6 +42,7 @@ mod zrecord_store;
 
 pub use arrayrecord::{ArrayRecord, python_interpreter};
 pub use arrow_ipc::ArrowIpc;
+pub use backend::{Backend, UnknownBackend};
 pub use error::{Error, Result};
 pub use hdf5_store::Hdf5;
 pub use interface::{Competitor, Reader, Stored};
@@ -53,54 +55,27 @@ pub use source::{DenseSource, Geometry, RaggedSource, Source};
 pub use util::{PAR_MIN_BYTES, disk_bytes};
 pub use zrecord_store::{ZrecordCodec, ZrecordStore, zrecord_dense_batch, zrecord_ragged_batch};
 
-/// Every row name, in table order. The last two are references, not peers
-/// ([`is_reference`]).
-pub const BACKENDS: &[&str] = &[
-    "zrecord-raw",
-    "npy-mmap-raw",
-    "hdf5-raw",
-    "lmdb-raw",
-    "arrow-ipc-raw",
-    "parquet-raw",
-    "arrayrecord-raw",
-    "zrecord-zstd",
-    "zrecord-zstdict",
-    "hdf5-gzip",
-    "arrow-ipc-zstd",
-    "parquet-zstd",
-    "arrayrecord-zstd",
-    "npy-crc-limit",
-    "memcpy-limit",
-];
-
-/// Whether a row of [`BACKENDS`] is a reference rather than a peer: `npy-crc-limit` (Dense tables:
-/// npy-mmap-raw's gather plus a CRC32C pass over every record, the verified-copy limit) and
-/// `memcpy-limit` (the same records copied from memory). Tables show them, but never as the best
-/// row, and no rule compares zrecord with them as with a peer.
-pub fn is_reference(name: &str) -> bool {
-    matches!(name, "npy-crc-limit" | "memcpy-limit")
-}
-
-/// Creates the adapter for a row name from [`BACKENDS`].
-pub fn backend(name: &str) -> Option<Box<dyn Competitor>> {
-    Some(match name {
-        "zrecord-raw" => Box::new(ZrecordStore::new(ZrecordCodec::Raw)),
-        "zrecord-zstd" => Box::new(ZrecordStore::new(ZrecordCodec::Zstd)),
-        "zrecord-zstdict" => Box::new(ZrecordStore::new(ZrecordCodec::ZstdDict)),
-        "npy-mmap-raw" => Box::new(NpyMmap::default()),
-        "npy-crc-limit" => Box::new(NpyMmap {
-            checksum_pass: true,
-        }),
-        "hdf5-raw" => Box::new(Hdf5::new(false)),
-        "hdf5-gzip" => Box::new(Hdf5::new(true)),
-        "lmdb-raw" => Box::new(Lmdb),
-        "arrow-ipc-raw" => Box::new(ArrowIpc::new(false)),
-        "arrow-ipc-zstd" => Box::new(ArrowIpc::new(true)),
-        "parquet-raw" => Box::new(Parquet::new(false)),
-        "parquet-zstd" => Box::new(Parquet::new(true)),
-        "arrayrecord-raw" => Box::new(ArrayRecord::new(false)),
-        "arrayrecord-zstd" => Box::new(ArrayRecord::new(true)),
-        "memcpy-limit" => Box::new(MemcpyLimit::default()),
-        _ => return None,
-    })
+impl Backend {
+    /// A fresh adapter for this row.
+    pub fn competitor(self) -> Box<dyn Competitor> {
+        match self {
+            Backend::ZrecordRaw => Box::new(ZrecordStore::new(ZrecordCodec::Raw)),
+            Backend::ZrecordZstd => Box::new(ZrecordStore::new(ZrecordCodec::Zstd)),
+            Backend::ZrecordZstdict => Box::new(ZrecordStore::new(ZrecordCodec::ZstdDict)),
+            Backend::NpyMmapRaw => Box::new(NpyMmap::default()),
+            Backend::NpyCrcLimit => Box::new(NpyMmap {
+                checksum_pass: true,
+            }),
+            Backend::Hdf5Raw => Box::new(Hdf5::new(false)),
+            Backend::Hdf5Gzip => Box::new(Hdf5::new(true)),
+            Backend::LmdbRaw => Box::new(Lmdb),
+            Backend::ArrowIpcRaw => Box::new(ArrowIpc::new(false)),
+            Backend::ArrowIpcZstd => Box::new(ArrowIpc::new(true)),
+            Backend::ParquetRaw => Box::new(Parquet::new(false)),
+            Backend::ParquetZstd => Box::new(Parquet::new(true)),
+            Backend::ArrayRecordRaw => Box::new(ArrayRecord::new(false)),
+            Backend::ArrayRecordZstd => Box::new(ArrayRecord::new(true)),
+            Backend::MemcpyLimit => Box::new(MemcpyLimit::default()),
+        }
+    }
 }

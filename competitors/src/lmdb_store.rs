@@ -19,10 +19,10 @@ use heed::byteorder::BigEndian;
 use heed::types::{Bytes, U64};
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, PutFlags, WithoutTls};
 
+use crate::backend::Backend;
 use crate::error::{Error, Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
-use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, fill_dense, le_u64s, ragged_out};
 
@@ -35,12 +35,8 @@ pub struct Lmdb;
 const META_KEY_DB: &str = "meta";
 
 impl Competitor for Lmdb {
-    fn name(&self) -> &'static str {
-        "lmdb-raw"
-    }
-
-    fn supports(&self, _geometry: Geometry) -> bool {
-        true
+    fn backend(&self) -> Backend {
+        Backend::LmdbRaw
     }
 
     fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored> {
@@ -99,13 +95,7 @@ impl Competitor for Lmdb {
         wtxn.commit()?;
         let closing = env.prepare_for_closing();
         closing.wait();
-        Ok(Stored {
-            backend: self.name(),
-            dir: dir.to_path_buf(),
-            geometry: source.geometry(),
-            len: n,
-            write_seconds: None,
-        })
+        Ok(Stored::new(self.backend(), dir, source))
     }
 
     fn open(&self, stored: &Stored) -> Result<Box<dyn Reader>> {

@@ -1,24 +1,28 @@
 //! `memcpy-limit`: the physical limit row. The "store" is an in-memory copy of the source; a gather
-//! copies the same records into one output buffer, on rayon's global pool when the batch holds at
-//! least [`crate::PAR_MIN_BYTES`] (the same rule and pool every parallel adapter here uses). Each
-//! record is copied with the stores a zrecord raw gather of the same output size uses
-//! (`zrecord::bench_copy_as_gather`): ordinary `memcpy` below the last-level cache size,
-//! non-temporal stores from it up, where they move the same bytes with a third less memory
-//! traffic. Output buffers are recycled (a dropped batch's buffer serves the next gather) and
-//! advised for transparent huge pages like zrecord's output regions, so the row measures copying
-//! alone, not page faults of fresh allocations nor 4 KiB page walks: the same policy as zrecord's
-//! pooled allocator.
+//! copies the same records into one output buffer with benchkit's copy limit
+//! ([`benchkit::copy`]), split into zrecord's byte-balanced pieces on rayon's global pool when the
+//! batch holds at least [`crate::PAR_MIN_BYTES`] (the same rule and pool every parallel adapter
+//! here uses). Each record is copied with the stores a zrecord raw gather of the same output size
+//! uses: ordinary `memcpy` below the last-level cache size, non-temporal stores from it up, where
+//! they move the same bytes with a third less memory traffic. Output buffers are recycled
+//! ([`benchkit::buffers::Recycler`]: a dropped batch's buffer serves the next gather) and advised
+//! for transparent huge pages like zrecord's output regions, so the row measures copying alone,
+//! not page faults of fresh allocations nor 4 KiB page walks: the same policy as zrecord's pooled
+//! allocator.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use benchkit::buffers::Recycler;
+use benchkit::copy::{Kernel, copy_records, copy_strided, parallel_pieces};
+
+use crate::backend::Backend;
 use crate::error::{Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
 use crate::output::{DenseOut, DenseOutput, RaggedOut, RaggedOutput};
-use crate::source::Geometry;
 use crate::source::Source;
-use crate::util::{check_indices, fill_dense_with, pack_ragged_with};
+use crate::util::{PAR_MIN_BYTES, batch_shape, check_indices, cu_seqlens};
 
 #[derive(Debug)]
 enum Mem {
@@ -43,12 +47,8 @@ pub struct MemcpyLimit {
 }
 
 impl Competitor for MemcpyLimit {
-    fn name(&self) -> &'static str {
-        "memcpy-limit"
-    }
-
-    fn supports(&self, _geometry: Geometry) -> bool {
-        true
+    fn backend(&self) -> Backend {
+        Backend::MemcpyLimit
     }
 
     fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored> {
@@ -79,13 +79,7 @@ impl Competitor for MemcpyLimit {
             }
         };
         self.mem = Some(Arc::new(mem));
-        Ok(Stored {
-            backend: self.name(),
-            dir: dir.to_path_buf(),
-            geometry: source.geometry(),
-            len: source.len(),
-            write_seconds: None,
-        })
+        Ok(Stored::new(self.backend(), dir, source))
     }
 
     fn open(&self, stored: &Stored) -> Result<Box<dyn Reader>> {
@@ -95,7 +89,7 @@ impl Competitor for MemcpyLimit {
         Ok(Box::new(MemcpyReader {
             mem,
             len: stored.len,
-            bin: Arc::default(),
+            bin: Recycler::default(),
         }))
     }
 }
@@ -103,7 +97,17 @@ impl Competitor for MemcpyLimit {
 struct MemcpyReader {
     mem: Arc<Mem>,
     len: u64,
-    bin: Arc<Bin>,
+    bin: Recycler,
+}
+
+/// Pieces the copy of `n` records and `total` bytes is split into: one (the calling thread) below
+/// [`PAR_MIN_BYTES`], as every adapter here decides.
+fn pieces(total: usize, n: usize) -> usize {
+    if total >= PAR_MIN_BYTES && n > 1 {
+        parallel_pieces()
+    } else {
+        1
+    }
 }
 
 impl Reader for MemcpyReader {
@@ -119,17 +123,21 @@ impl Reader for MemcpyReader {
                 item_shape,
                 data,
             } => {
-                let s = *stride;
-                let total = indices.len() * s;
-                let buf = self.bin.take(total);
-                let copy = |d: &mut [u8], r: &[u8]| zrecord::bench_copy_as_gather(d, r, total);
-                let record = |k: usize| {
-                    let i = indices[k] as usize;
-                    &data[i * s..(i + 1) * s]
-                };
-                let out = fill_dense_with(buf, indices.len(), s, item_shape, record, copy);
+                let (s, n) = (*stride, indices.len());
+                let mut bytes = self.bin.take(n * s);
+                copy_strided(
+                    &mut bytes,
+                    data,
+                    s,
+                    indices,
+                    Kernel::AsGather,
+                    pieces(n * s, n),
+                );
                 Ok(Batch::Dense(Box::new(Recycled {
-                    out,
+                    out: DenseOut {
+                        bytes,
+                        shape: batch_shape(n, item_shape),
+                    },
                     bin: self.bin.clone(),
                 })))
             }
@@ -148,11 +156,25 @@ impl Reader for MemcpyReader {
                 for &i in indices {
                     sh.extend_from_slice(&shapes[i as usize * ndim..(i as usize + 1) * ndim]);
                 }
-                let total: usize = recs.iter().map(|r| r.len()).sum();
-                let copy = |d: &mut [u8], r: &[u8]| zrecord::bench_copy_as_gather(d, r, total);
-                let (values, cu_seqlens) =
-                    pack_ragged_with(self.bin.take(total), &recs, *itemsize, copy)?;
-                Ok(Batch::Ragged(Box::new(RecycledRagged {
+                let cu_seqlens = cu_seqlens(recs.iter().map(|r| r.len()), *itemsize)?;
+                let mut offs = Vec::with_capacity(recs.len() + 1);
+                offs.push(0usize);
+                for r in &recs {
+                    offs.push(offs[offs.len() - 1] + r.len());
+                }
+                let total = offs[recs.len()];
+                let mut values = self.bin.take(total);
+                let n = recs.len();
+                let at = |k: usize| offs[k];
+                copy_records(
+                    &mut values,
+                    n,
+                    &at,
+                    |k| recs[k],
+                    Kernel::AsGather,
+                    pieces(total, n),
+                );
+                Ok(Batch::Ragged(Box::new(Recycled {
                     out: RaggedOut {
                         values,
                         cu_seqlens,
@@ -165,79 +187,52 @@ impl Reader for MemcpyReader {
     }
 }
 
-/// One spare output buffer, handed back when a batch is dropped.
-#[derive(Debug, Default)]
-struct Bin(Mutex<Option<Vec<u8>>>);
+/// An owned batch layout and the byte buffer in it that a recycler takes back.
+trait Buffered {
+    fn buffer(&mut self) -> &mut Vec<u8>;
+}
 
-impl Bin {
-    fn take(&self, len: usize) -> Vec<u8> {
-        let spare = self.0.lock().ok().and_then(|mut g| g.take());
-        match spare {
-            Some(mut v) if v.capacity() >= len => {
-                v.resize(len, 0);
-                v
-            }
-            _ => {
-                // Room to the next power of two, as zrecord's pool rounds its regions: Ragged
-                // batches vary in size, and a buffer sized to the last one would be replaced
-                // (freed, mapped afresh, page-faulted) whenever a batch is a little larger, which
-                // timed page faults rather than copying (p95 3.5x the median on ragged-vision).
-                let mut v = Vec::with_capacity(len.next_power_of_two());
-                if len >= zrecord::MAPPED_REGION_BYTES {
-                    zrecord::bench_advise_huge_pages(v.spare_capacity_mut());
-                }
-                v.resize(len, 0);
-                v
-            }
-        }
+impl Buffered for DenseOut {
+    fn buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
     }
 }
 
-/// A Dense batch whose buffer returns to the reader's bin on drop.
-struct Recycled {
-    out: DenseOut,
-    bin: Arc<Bin>,
+impl Buffered for RaggedOut {
+    fn buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.values
+    }
 }
 
-impl DenseOutput for Recycled {
+/// A batch whose byte buffer returns to the reader's recycler on drop.
+struct Recycled<T: Buffered> {
+    out: T,
+    bin: Recycler,
+}
+
+impl<T: Buffered> Drop for Recycled<T> {
+    fn drop(&mut self) {
+        self.bin.give(std::mem::take(self.out.buffer()));
+    }
+}
+
+impl DenseOutput for Recycled<DenseOut> {
     fn bytes(&self) -> &[u8] {
-        &self.out.bytes
+        self.out.bytes()
     }
     fn shape(&self) -> &[u64] {
-        &self.out.shape
+        self.out.shape()
     }
 }
 
-impl Drop for Recycled {
-    fn drop(&mut self) {
-        if let Ok(mut g) = self.bin.0.lock() {
-            *g = Some(std::mem::take(&mut self.out.bytes));
-        }
-    }
-}
-
-/// A Ragged batch whose values buffer returns to the reader's bin on drop.
-struct RecycledRagged {
-    out: RaggedOut,
-    bin: Arc<Bin>,
-}
-
-impl RaggedOutput for RecycledRagged {
+impl RaggedOutput for Recycled<RaggedOut> {
     fn values(&self) -> &[u8] {
-        &self.out.values
+        self.out.values()
     }
     fn cu_seqlens(&self) -> &[i32] {
-        &self.out.cu_seqlens
+        self.out.cu_seqlens()
     }
     fn shapes(&self) -> &[u64] {
-        &self.out.shapes
-    }
-}
-
-impl Drop for RecycledRagged {
-    fn drop(&mut self) {
-        if let Ok(mut g) = self.bin.0.lock() {
-            *g = Some(std::mem::take(&mut self.out.values));
-        }
+        self.out.shapes()
     }
 }

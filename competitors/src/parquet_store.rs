@@ -33,10 +33,10 @@ use rayon::prelude::*;
 use zrecord::DType;
 
 use crate::arrow_ipc::{Cols, pack_hits, parse_meta, record_batch, schema_for};
+use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
-use crate::source::Geometry;
 use crate::source::Source;
 use crate::util::{check_indices, fresh_path};
 
@@ -60,16 +60,12 @@ impl Parquet {
 }
 
 impl Competitor for Parquet {
-    fn name(&self) -> &'static str {
+    fn backend(&self) -> Backend {
         if self.zstd {
-            "parquet-zstd"
+            Backend::ParquetZstd
         } else {
-            "parquet-raw"
+            Backend::ParquetRaw
         }
-    }
-
-    fn supports(&self, _geometry: Geometry) -> bool {
-        true
     }
 
     fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored> {
@@ -101,13 +97,7 @@ impl Competitor for Parquet {
             w.write(&record_batch(&schema, source, a, b)?)?;
         }
         w.close()?;
-        Ok(Stored {
-            backend: self.name(),
-            dir: dir.to_path_buf(),
-            geometry: source.geometry(),
-            len: source.len(),
-            write_seconds: None,
-        })
+        Ok(Stored::new(self.backend(), dir, source))
     }
 
     fn open(&self, stored: &Stored) -> Result<Box<dyn Reader>> {

@@ -52,38 +52,7 @@ pub(crate) fn fill_dense<'a, F>(n: usize, stride: usize, item_shape: &[u64], rec
 where
     F: Fn(usize) -> &'a [u8] + Sync,
 {
-    fill_dense_into(vec![0u8; n * stride], n, stride, item_shape, record)
-}
-
-/// As [`fill_dense`], into a caller-provided buffer of exactly `n * stride` bytes.
-pub(crate) fn fill_dense_into<'a, F>(
-    bytes: Vec<u8>,
-    n: usize,
-    stride: usize,
-    item_shape: &[u64],
-    record: F,
-) -> DenseOut
-where
-    F: Fn(usize) -> &'a [u8] + Sync,
-{
-    fill_dense_with(bytes, n, stride, item_shape, record, |d, s| {
-        d.copy_from_slice(s)
-    })
-}
-
-/// [`fill_dense_into`] with each record copied by `copy(dst, src)` instead of `memcpy`.
-pub(crate) fn fill_dense_with<'a, F, C>(
-    mut bytes: Vec<u8>,
-    n: usize,
-    stride: usize,
-    item_shape: &[u64],
-    record: F,
-    copy: C,
-) -> DenseOut
-where
-    F: Fn(usize) -> &'a [u8] + Sync,
-    C: Fn(&mut [u8], &[u8]) + Sync,
-{
+    let mut bytes = vec![0u8; n * stride];
     if stride > 0 {
         if n * stride >= PAR_MIN_BYTES && n > 1 {
             let min_len = (64 * 1024 / stride).max(1);
@@ -91,17 +60,25 @@ where
                 .par_chunks_mut(stride)
                 .with_min_len(min_len)
                 .enumerate()
-                .for_each(|(k, dst)| copy(dst, record(k)));
+                .for_each(|(k, dst)| dst.copy_from_slice(record(k)));
         } else {
             for (k, dst) in bytes.chunks_mut(stride).enumerate() {
-                copy(dst, record(k));
+                dst.copy_from_slice(record(k));
             }
         }
     }
+    DenseOut {
+        bytes,
+        shape: batch_shape(n, item_shape),
+    }
+}
+
+/// `[n, *item_shape]`: the shape of a Dense batch of `n` records.
+pub(crate) fn batch_shape(n: usize, item_shape: &[u64]) -> Vec<u64> {
     let mut shape = Vec::with_capacity(item_shape.len() + 1);
     shape.push(n as u64);
     shape.extend_from_slice(item_shape);
-    DenseOut { bytes, shape }
+    shape
 }
 
 /// Element boundaries (`n + 1` int32 entries) from per-record byte lengths.
@@ -122,32 +99,9 @@ pub(crate) fn cu_seqlens(lens: impl Iterator<Item = usize>, itemsize: usize) -> 
 /// Packs per-record byte slices (already in requested order) into one values buffer, in parallel
 /// when the batch is large. Returns the values and int32 element boundaries.
 pub(crate) fn pack_ragged(records: &[&[u8]], itemsize: usize) -> Result<(Vec<u8>, Vec<i32>)> {
-    pack_ragged_into(Vec::new(), records, itemsize)
-}
-
-/// As [`pack_ragged`], reusing `values`' allocation when it is large enough.
-pub(crate) fn pack_ragged_into(
-    values: Vec<u8>,
-    records: &[&[u8]],
-    itemsize: usize,
-) -> Result<(Vec<u8>, Vec<i32>)> {
-    pack_ragged_with(values, records, itemsize, |d, s| d.copy_from_slice(s))
-}
-
-/// [`pack_ragged_into`] with each record copied by `copy(dst, src)` instead of `memcpy`.
-pub(crate) fn pack_ragged_with(
-    mut values: Vec<u8>,
-    records: &[&[u8]],
-    itemsize: usize,
-    copy: impl Fn(&mut [u8], &[u8]) + Sync,
-) -> Result<(Vec<u8>, Vec<i32>)> {
     let cu = cu_seqlens(records.iter().map(|r| r.len()), itemsize)?;
     let total: usize = records.iter().map(|r| r.len()).sum();
-    if values.capacity() >= total {
-        values.resize(total, 0);
-    } else {
-        values = vec![0u8; total];
-    }
+    let mut values = vec![0u8; total];
     if total >= PAR_MIN_BYTES && records.len() > 1 {
         let mut pieces: Vec<&mut [u8]> = Vec::with_capacity(records.len());
         let mut rest: &mut [u8] = &mut values;
@@ -159,11 +113,11 @@ pub(crate) fn pack_ragged_with(
         pieces
             .into_par_iter()
             .zip(records.par_iter())
-            .for_each(|(dst, src)| copy(dst, src));
+            .for_each(|(dst, src)| dst.copy_from_slice(src));
     } else {
         let mut at = 0;
         for r in records {
-            copy(&mut values[at..at + r.len()], r);
+            values[at..at + r.len()].copy_from_slice(r);
             at += r.len();
         }
     }

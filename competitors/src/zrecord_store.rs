@@ -19,6 +19,7 @@ use zrecord::{
     OpenOptions, RaggedBatch, RaggedStore, RaggedView, RaggedWriter, WriterOptions,
 };
 
+use crate::backend::Backend;
 use crate::error::{Error, Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::{Batch, DenseOutput, RaggedOutput};
@@ -70,16 +71,12 @@ impl DictSample for SourceSample<'_, '_> {
 const DIR: &str = "store.zr";
 
 impl Competitor for ZrecordStore {
-    fn name(&self) -> &'static str {
+    fn backend(&self) -> Backend {
         match self.codec {
-            ZrecordCodec::Raw => "zrecord-raw",
-            ZrecordCodec::Zstd => "zrecord-zstd",
-            ZrecordCodec::ZstdDict => "zrecord-zstdict",
+            ZrecordCodec::Raw => Backend::ZrecordRaw,
+            ZrecordCodec::Zstd => Backend::ZrecordZstd,
+            ZrecordCodec::ZstdDict => Backend::ZrecordZstdict,
         }
-    }
-
-    fn supports(&self, _geometry: Geometry) -> bool {
-        true
     }
 
     fn prepare(&mut self, source: &Source<'_>) -> Result<()> {
@@ -164,13 +161,7 @@ impl Competitor for ZrecordStore {
                 w.close()?;
             }
         }
-        Ok(Stored {
-            backend: self.name(),
-            dir: dir.to_path_buf(),
-            geometry: source.geometry(),
-            len: source.len(),
-            write_seconds: None,
-        })
+        Ok(Stored::new(self.backend(), dir, source))
     }
 
     fn open(&self, stored: &Stored) -> Result<Box<dyn Reader>> {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use competitors::{BACKENDS, DenseSource, Geometry, RaggedSource, Source, backend, verify};
+use competitors::{Backend, DenseSource, Geometry, RaggedSource, Source, verify};
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use zrecord::DType;
@@ -134,8 +134,9 @@ fn check_all(label: &str, owned: &Owned, seed: u64) -> Vec<&'static str> {
     let sets = index_sets(&mut rng, source.len());
     let tmp = tempfile::tempdir().unwrap();
     let mut ran = Vec::new();
-    for &name in BACKENDS {
-        let mut b = backend(name).unwrap();
+    for &row in Backend::all() {
+        let name = row.name();
+        let mut b = row.competitor();
         assert_eq!(b.name(), name);
         if !b.supports(source.geometry()) {
             continue;
@@ -211,8 +212,9 @@ fn skip(name: &str, e: &competitors::Error) -> bool {
 }
 
 fn expect_rows(ran: &[&str], geometry: Geometry) {
-    for &name in BACKENDS {
-        let supported = backend(name).unwrap().supports(geometry);
+    for &row in Backend::all() {
+        let name = row.name();
+        let supported = row.competitor().supports(geometry);
         let optional = name.starts_with("zrecord") || name.starts_with("arrayrecord");
         if supported && !optional {
             assert!(ran.contains(&name), "{name} did not run");
@@ -396,16 +398,17 @@ fn real_oxford_pet_slice() {
 
 #[test]
 fn every_row_name_resolves() {
-    for &name in BACKENDS {
-        assert_eq!(backend(name).unwrap().name(), name);
+    for &row in Backend::all() {
+        assert_eq!(row.competitor().name(), row.name());
+        assert_eq!(row.name().parse::<Backend>(), Ok(row));
     }
-    assert!(backend("nope").is_none());
-    assert!(!backend("npy-mmap-raw").unwrap().supports(Geometry::Ragged));
-    assert!(!backend("npy-crc-limit").unwrap().supports(Geometry::Ragged));
-    let references: Vec<&str> = BACKENDS
+    assert!("nope".parse::<Backend>().is_err());
+    assert!(!Backend::NpyMmapRaw.competitor().supports(Geometry::Ragged));
+    assert!(!Backend::NpyCrcLimit.competitor().supports(Geometry::Ragged));
+    let references: Vec<&str> = Backend::all()
         .iter()
-        .copied()
-        .filter(|b| competitors::is_reference(b))
+        .filter(|b| b.is_reference())
+        .map(|b| b.name())
         .collect();
     assert_eq!(references, ["npy-crc-limit", "memcpy-limit"]);
 }

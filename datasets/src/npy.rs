@@ -1,4 +1,5 @@
-//! A small `.npy` (NumPy array file) writer and memory-mapped reader.
+//! A small `.npy` (NumPy array file) writer and memory-mapped reader: the workspace's one
+//! `.npy` reader (the competitors' `npy-mmap-raw` row maps its store through [`NpyFile`] too).
 //!
 //! Format (NumPy NEP 1): the magic `\x93NUMPY`, a major/minor version byte pair, a header
 //! length (`u16` LE for version 1.0, `u32` LE for 2.0 and 3.0), then a Python-literal dict
@@ -19,19 +20,21 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
+use zrecord::DType;
 
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 const ALIGN: usize = 64;
 
-/// Element size in bytes for a supported `descr` (`[<>|=][biuf]N`, plus `c` complex).
+/// Element size in bytes for a supported `descr` (`[<>|=][biuf]N`, plus `c` complex and `|VN`,
+/// the opaque void NumPy writes for ml_dtypes arrays such as bfloat16).
 pub fn itemsize(descr: &str) -> Option<usize> {
     let bytes = descr.as_bytes();
     if bytes.len() < 3 || !matches!(bytes[0], b'<' | b'>' | b'|' | b'=') {
         return None;
     }
-    if !matches!(bytes[1], b'b' | b'i' | b'u' | b'f' | b'c') {
+    if !matches!(bytes[1], b'b' | b'i' | b'u' | b'f' | b'c' | b'V') {
         return None;
     }
     let size: usize = descr[2..].parse().ok()?;
@@ -39,9 +42,46 @@ pub fn itemsize(descr: &str) -> Option<usize> {
         b'b' => size == 1,
         b'f' => matches!(size, 2 | 4 | 8 | 16),
         b'c' => matches!(size, 8 | 16 | 32),
+        b'V' => bytes[0] == b'|' && size >= 1,
         _ => matches!(size, 1 | 2 | 4 | 8),
     };
     valid.then_some(size)
+}
+
+/// The little-endian `descr` of `dtype`. Types NumPy lacks natively (bfloat16, the float8
+/// family) are opaque void of the same size (`|V2`, `|V1`), which is what `np.save` writes for
+/// ml_dtypes arrays.
+pub fn descr_of(dtype: DType) -> String {
+    match dtype {
+        DType::Bool => "|b1".into(),
+        DType::Int8 => "|i1".into(),
+        DType::UInt8 => "|u1".into(),
+        DType::Int16 => "<i2".into(),
+        DType::Int32 => "<i4".into(),
+        DType::Int64 => "<i8".into(),
+        DType::UInt16 => "<u2".into(),
+        DType::UInt32 => "<u4".into(),
+        DType::UInt64 => "<u8".into(),
+        DType::Float16 => "<f2".into(),
+        DType::Float32 => "<f4".into(),
+        DType::Float64 => "<f8".into(),
+        DType::Complex64 => "<c8".into(),
+        DType::Complex128 => "<c16".into(),
+        other => format!("|V{}", other.itemsize()),
+    }
+}
+
+/// The dtype a little-endian (or byte-order-free) `descr` names: the inverse of [`descr_of`],
+/// where a one-byte type may carry any byte-order mark. `None` for opaque void (several dtypes
+/// share it), big-endian data and what zrecord has no dtype for.
+pub fn dtype_of(descr: &str) -> Option<DType> {
+    let (order, body) = (descr.get(..1)?, descr.get(1..)?);
+    DType::ALL.iter().copied().find(|&d| {
+        let want = descr_of(d);
+        !body.starts_with('V')
+            && (want == descr
+                || (d.itemsize() == 1 && matches!(order, "<" | "=") && want[1..] == *body))
+    })
 }
 
 fn shape_literal(shape: &[u64]) -> String {
@@ -53,6 +93,15 @@ fn shape_literal(shape: &[u64]) -> String {
             format!("({})", parts.join(", "))
         }
     }
+}
+
+/// The complete preamble (magic, version, length, then the header dict padded with spaces and a
+/// newline) of a C-order array of `shape` and element type `descr`, at least `min_len` bytes long
+/// and a multiple of 64: what [`NpyWriter`] writes before the payload, for writers that stream
+/// the payload themselves (`min_len` 0 for the shortest; a larger one pads the dict, as a file
+/// whose payload should start at a page boundary wants).
+pub fn header(descr: &str, shape: &[u64], min_len: usize) -> Vec<u8> {
+    build_header(descr, shape, min_len.saturating_sub(11))
 }
 
 /// Build the complete preamble (magic + version + length + padded dict). `min_dict_len`
@@ -234,12 +283,7 @@ pub fn write_npy(path: impl AsRef<Path>, descr: &str, shape: &[u64], bytes: &[u8
 pub struct NpyFile {
     path: PathBuf,
     map: Mmap,
-    descr: String,
-    shape: Vec<u64>,
-    fortran_order: bool,
-    version: (u8, u8),
-    data_offset: usize,
-    data_len: usize,
+    header: Header,
 }
 
 impl NpyFile {
@@ -252,47 +296,42 @@ impl NpyFile {
         // truncation by another process would be a misuse this crate cannot prevent (same
         // contract as numpy.load(mmap_mode='r')).
         let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, "mmap", e))?;
-        let h = parse_header(path, &map)?;
+        let header = parse_header(path, &map)?;
         Ok(NpyFile {
             path: path.to_path_buf(),
             map,
-            descr: h.descr,
-            shape: h.shape,
-            fortran_order: h.fortran_order,
-            version: h.version,
-            data_offset: h.data_offset,
-            data_len: h.data_len,
+            header,
         })
     }
 
     /// The element type, e.g. `"|u1"`, `"<i4"`, `"<i8"`, `"<u8"`.
     pub fn descr(&self) -> &str {
-        &self.descr
+        &self.header.descr
     }
 
     /// The array shape.
     pub fn shape(&self) -> &[u64] {
-        &self.shape
+        &self.header.shape
     }
 
     /// Whether the payload is in Fortran (column-major) order. This crate always writes C order.
     pub fn fortran_order(&self) -> bool {
-        self.fortran_order
+        self.header.fortran_order
     }
 
     /// Format version `(major, minor)`.
     pub fn version(&self) -> (u8, u8) {
-        self.version
+        self.header.version
     }
 
     /// Element size in bytes.
     pub fn itemsize(&self) -> usize {
-        itemsize(&self.descr).unwrap_or(1)
+        itemsize(&self.header.descr).unwrap_or(1)
     }
 
     /// Number of elements (product of the shape).
     pub fn len(&self) -> u64 {
-        self.shape.iter().product()
+        self.header.shape.iter().product()
     }
 
     /// Whether the array has no elements.
@@ -302,12 +341,12 @@ impl NpyFile {
 
     /// Byte offset of the payload within the file.
     pub fn data_offset(&self) -> usize {
-        self.data_offset
+        self.header.data_offset
     }
 
     /// The payload (memory-mapped).
     pub fn data(&self) -> &[u8] {
-        &self.map[self.data_offset..self.data_offset + self.data_len]
+        &self.map[self.header.data_offset..self.header.data_offset + self.header.data_len]
     }
 
     /// The file path.
@@ -318,14 +357,14 @@ impl NpyFile {
     /// Decode an 8-byte little-endian integer array (`<i8` or `<u8`) into `u64`s.
     /// Negative `<i8` values are rejected.
     pub fn to_u64_vec(&self) -> Result<Vec<u64>> {
-        if self.descr != "<i8" && self.descr != "<u8" {
+        if self.header.descr != "<i8" && self.header.descr != "<u8" {
             return Err(Error::header(
                 &self.path,
                 "descr '<i8' or '<u8'",
-                &self.descr,
+                &self.header.descr,
             ));
         }
-        let signed = self.descr == "<i8";
+        let signed = self.header.descr == "<i8";
         self.data()
             .chunks_exact(8)
             .map(|c| {
@@ -346,6 +385,9 @@ impl NpyFile {
     }
 }
 
+/// What a header says: the element type, shape and order, the format version, and where the
+/// payload lies.
+#[derive(Debug)]
 struct Header {
     descr: String,
     shape: Vec<u64>,
@@ -558,5 +600,36 @@ mod tests {
         assert_eq!(itemsize("|O"), None);
         assert_eq!(itemsize("<i3"), None);
         assert_eq!(itemsize("i4"), None);
+        assert_eq!(itemsize("|V2"), Some(2));
+        assert_eq!(itemsize("<V2"), None);
+        assert_eq!(itemsize("|V0"), None);
+    }
+
+    #[test]
+    fn dtypes_and_descrs_map_both_ways() {
+        for &d in DType::ALL {
+            let descr = descr_of(d);
+            assert_eq!(itemsize(&descr), Some(d.itemsize()), "{d:?}");
+            if !descr.starts_with("|V") {
+                assert_eq!(dtype_of(&descr), Some(d), "{descr}");
+            }
+        }
+        assert_eq!(dtype_of("<u1"), Some(DType::UInt8));
+        assert_eq!(dtype_of("|V2"), None);
+        assert_eq!(dtype_of(">i4"), None);
+        assert_eq!(dtype_of(""), None);
+    }
+
+    #[test]
+    fn a_padded_header_ends_where_asked() {
+        let h = header("<i4", &[7, 512], 4096);
+        assert_eq!(h.len(), 4096);
+        assert_eq!(&h[..8], b"\x93NUMPY\x01\x00");
+        let dict = parse_dict(std::str::from_utf8(&h[10..]).unwrap()).unwrap();
+        assert_eq!((dict.descr.as_str(), dict.shape), ("<i4", vec![7, 512]));
+        assert_eq!(
+            header("<i4", &[7, 512], 0),
+            build_header("<i4", &[7, 512], 0)
+        );
     }
 }

@@ -5,7 +5,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::cell_args::{
+    ColdCellArgs, GapProbeArgs, GateArgs, LoaderCellArgs, SamplerCellArgs, StoreCellArgs,
+    Subcommand, WriteProbeArgs,
+};
 use crate::config::RunArgs;
+use crate::error::{HarnessError, Result};
 use crate::table::Table;
 use crate::{
     cold_table, corpus, gap_probe, gate, loader_table, report, run, sampler_table, store_cell,
@@ -20,18 +25,43 @@ const USAGE: &str = "usage:
   harness prepare [--download] [--pets DIR] [--text DIR] [--cache DIR] [--quick]
   harness gate BASELINE.json CURRENT.json [--retry-file FILE]
                 (FILE: the tables whose speed violations a rerun should confirm)
-  harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json)
+  harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json,
+                                     cold.md from RESULTS_DIR/cold.json)
 tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader
         (both loader tables; or loader-dense-vision, loader-ragged-tokens)";
 
-fn value<'a>(args: &'a [String], i: &mut usize, flag: &str) -> Result<&'a str, String> {
+/// A usage error: `problem`, then the usage text.
+fn usage(problem: impl Into<String>) -> HarnessError {
+    HarnessError::Usage {
+        problem: Some(problem.into()),
+        usage: USAGE,
+    }
+}
+
+fn value<'a>(args: &'a [String], i: &mut usize, flag: &str) -> Result<&'a str> {
     *i += 1;
     args.get(*i)
         .map(String::as_str)
-        .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+        .ok_or_else(|| usage(format!("{flag} needs a value")))
 }
 
-fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
+/// The value of flag `flag`, parsed as `T` (`expected` says what it must be).
+fn parsed<T: std::str::FromStr>(
+    args: &[String],
+    i: &mut usize,
+    flag: &'static str,
+    expected: &'static str,
+) -> Result<T> {
+    let v = value(args, i, flag)?;
+    v.parse().map_err(|_| HarnessError::Argument {
+        command: "harness",
+        name: flag,
+        value: v.to_string(),
+        expected,
+    })
+}
+
+fn parse_run(args: &[String]) -> Result<(RunArgs, bool)> {
     let mut a = RunArgs::default();
     let mut repeats_set = false;
     let mut download = false;
@@ -44,11 +74,14 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
             "--cold-only" => (a.cold, a.cold_only) = (true, true),
             "--download" => download = true,
             "--repeats" => {
-                a.repeats = value(args, &mut i, f)?
-                    .parse()
-                    .map_err(|_| "--repeats takes a positive integer".to_string())?;
+                a.repeats = parsed(args, &mut i, "--repeats", "a positive integer")?;
                 if a.repeats == 0 {
-                    return Err("--repeats must be at least 1".into());
+                    return Err(HarnessError::Argument {
+                        command: "harness",
+                        name: "--repeats",
+                        value: "0".into(),
+                        expected: "a positive integer",
+                    });
                 }
                 repeats_set = true;
             }
@@ -61,7 +94,9 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
                     let before = only.len();
                     only.extend(tables);
                     if only.len() == before {
-                        return Err(format!("unknown table {word:?}\n{USAGE}"));
+                        return Err(usage(
+                            HarnessError::UnknownTable { name: word.into() }.to_string(),
+                        ));
                     }
                 }
                 a.only = Some(only);
@@ -72,28 +107,21 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
             "--wikitext-parquet" => a.wikitext_parquet = Some(value(args, &mut i, f)?.into()),
             "--cache" => a.cache = value(args, &mut i, f)?.into(),
             "--min-seconds" => {
-                a.min_seconds = Some(
-                    value(args, &mut i, f)?
-                        .parse()
-                        .map_err(|_| "--min-seconds takes a number".to_string())?,
-                )
+                a.min_seconds = Some(parsed(args, &mut i, "--min-seconds", "a number")?)
             }
             "--vision-records" => {
-                a.vision_records = Some(
-                    value(args, &mut i, f)?
-                        .parse()
-                        .map_err(|_| "--vision-records takes an integer".to_string())?,
-                )
+                a.vision_records = Some(parsed(args, &mut i, "--vision-records", "an integer")?)
             }
             "--token-records" => {
-                a.token_records = Some(
-                    value(args, &mut i, f)?
-                        .parse()
-                        .map_err(|_| "--token-records takes an integer".to_string())?,
-                )
+                a.token_records = Some(parsed(args, &mut i, "--token-records", "an integer")?)
             }
-            "-h" | "--help" => return Err(USAGE.to_string()),
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+            "-h" | "--help" => {
+                return Err(HarnessError::Usage {
+                    problem: None,
+                    usage: USAGE,
+                });
+            }
+            other => return Err(usage(format!("unknown argument {other:?}"))),
         }
         i += 1;
     }
@@ -103,30 +131,39 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool), String> {
     Ok((a, download))
 }
 
-pub fn dispatch(args: &[String]) -> Result<ExitCode, String> {
+pub fn dispatch(args: &[String]) -> Result<ExitCode> {
     match args.first().map(String::as_str) {
-        Some("cell") => store_cell::main(&args[1..]),
-        Some("gap-probe") => gap_probe::main(&args[1..]),
-        Some("write-probe") => write_probe::main(&args[1..]),
-        Some("cold-cell") => cold_table::cell_main(&args[1..]),
-        Some("sampler-cell") => sampler_table::cell_main(&args[1..]),
-        Some("loader-cell") => loader_table::cell_main(&args[1..]),
+        Some(StoreCellArgs::NAME) => store_cell::main(&StoreCellArgs::parse(&args[1..])?),
+        Some(GapProbeArgs::NAME) => gap_probe::main(&GapProbeArgs::parse(&args[1..])?),
+        Some(WriteProbeArgs::NAME) => write_probe::main(&WriteProbeArgs::parse(&args[1..])?),
+        Some(ColdCellArgs::NAME) => cold_table::cell_main(&ColdCellArgs::parse(&args[1..])?),
+        Some(SamplerCellArgs::NAME) => {
+            sampler_table::cell_main(&SamplerCellArgs::parse(&args[1..])?)
+        }
+        Some(LoaderCellArgs::NAME) => loader_table::cell_main(&LoaderCellArgs::parse(&args[1..])?),
         Some("render") => {
-            let dir: PathBuf = args.get(1).ok_or_else(|| USAGE.to_string())?.into();
-            report::rerender(&dir)?;
+            let dir: PathBuf = args
+                .get(1)
+                .ok_or_else(|| usage("render needs RESULTS_DIR"))?
+                .into();
+            let (warm, cold) = (dir.join("results.json"), dir.join("cold.json"));
+            if !warm.exists() && !cold.exists() {
+                return Err(HarnessError::Missing {
+                    what: "results.json or cold.json".into(),
+                    place: Some(dir),
+                });
+            }
+            if warm.exists() {
+                report::rerender(&dir)?;
+            }
+            if cold.exists() {
+                cold_table::rerender(&dir)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
-        Some("gate") => {
-            let retry: Option<PathBuf> = match args.len() {
-                3 => None,
-                5 if args[3] == "--retry-file" => Some(args[4].clone().into()),
-                _ => return Err(USAGE.to_string()),
-            };
-            gate::main(
-                &args[1].clone().into(),
-                &args[2].clone().into(),
-                retry.as_ref(),
-            )
+        Some(GateArgs::NAME) => {
+            let g = GateArgs::parse(&args[1..])?;
+            gate::main(&g.baseline, &g.current, g.retry_file.as_ref())
         }
         Some("prepare") => {
             let (a, download) = parse_run(&args[1..])?;
@@ -173,7 +210,7 @@ mod tests {
         assert_eq!(one.only, Some(vec![Table::LoaderRaggedTokens]));
         for bad in ["loader-dense", "vision", "sampler,bogus"] {
             let e = parse_run(&args(&format!("--only {bad}"))).expect_err(bad);
-            assert!(e.starts_with("unknown table"), "{e}");
+            assert!(e.to_string().starts_with("unknown table"), "{e}");
         }
     }
 }

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use crate::error::{HarnessError, Result};
+
 /// `O_DIRECT` transfers are aligned to this (the logical block size of every current device is at
 /// most 4 KiB).
 const ALIGN: u64 = 4096;
@@ -20,11 +22,10 @@ pub const DEPTHS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// Writes back dirty pages, then drops the clean page cache (`echo 3 > /proc/sys/vm/drop_caches`).
 /// Pages a process still maps stay: call [`unmap_pages_under`] first for a reader's own mappings.
 /// Fails without root, with the reason.
-pub fn drop_caches() -> Result<(), String> {
+pub fn drop_caches() -> Result<()> {
     // SAFETY: sync(2) has no memory-safety preconditions.
     unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", b"3")
-        .map_err(|e| format!("cannot drop the page cache (needs root): {e}"))
+    std::fs::write("/proc/sys/vm/drop_caches", b"3").map_err(HarnessError::DropCaches)
 }
 
 /// Drops this process's page-table entries for every read-only file mapping of a file under
@@ -32,12 +33,12 @@ pub fn drop_caches() -> Result<(), String> {
 /// evicts a page some process maps, and a reader maps what its open touched (headers, index,
 /// footers: with large folios and fault-around, megabytes of data around each). The next access
 /// faults the bytes back from the file. Returns how many mappings it dropped.
-pub fn unmap_pages_under(dir: &Path) -> Result<usize, String> {
+pub fn unmap_pages_under(dir: &Path) -> Result<usize> {
     let dir = dir
         .canonicalize()
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+        .map_err(HarnessError::io("resolve", dir))?;
     let maps = std::fs::read_to_string("/proc/self/maps")
-        .map_err(|e| format!("read /proc/self/maps: {e}"))?;
+        .map_err(HarnessError::io("read", "/proc/self/maps"))?;
     let mut dropped = 0;
     for line in maps.lines() {
         // start-end perms offset dev inode path
@@ -64,11 +65,11 @@ pub fn unmap_pages_under(dir: &Path) -> Result<usize, String> {
         let rc =
             unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
         if rc != 0 {
-            return Err(format!(
-                "madvise(MADV_DONTNEED) on {}: {}",
-                path.display(),
-                std::io::Error::last_os_error()
-            ));
+            return Err(HarnessError::Io {
+                op: "madvise(MADV_DONTNEED) on",
+                path: path.to_path_buf(),
+                source: std::io::Error::last_os_error(),
+            });
         }
         dropped += 1;
     }
@@ -76,12 +77,12 @@ pub fn unmap_pages_under(dir: &Path) -> Result<usize, String> {
 }
 
 /// Whether this process can drop the page cache (checked once before a cold table runs).
-pub fn can_drop_caches() -> Result<(), String> {
+pub fn can_drop_caches() -> Result<()> {
     std::fs::OpenOptions::new()
         .write(true)
         .open("/proc/sys/vm/drop_caches")
         .map(|_| ())
-        .map_err(|e| format!("/proc/sys/vm/drop_caches is not writable (needs root): {e}"))
+        .map_err(HarnessError::DropCaches)
 }
 
 /// Read counters of the block device holding a path (`/sys/dev/block/MAJ:MIN/stat`).
@@ -97,8 +98,8 @@ pub struct DiskStat {
 
 impl DiskStat {
     /// The counter file of the device holding `path`.
-    pub fn file_for(path: &Path) -> Result<PathBuf, String> {
-        let md = std::fs::metadata(path).map_err(|e| format!("stat {}: {e}", path.display()))?;
+    pub fn file_for(path: &Path) -> Result<PathBuf> {
+        let md = std::fs::metadata(path).map_err(HarnessError::io("stat", path))?;
         let dev = md.dev();
         let p = PathBuf::from(format!(
             "/sys/dev/block/{}:{}/stat",
@@ -107,17 +108,24 @@ impl DiskStat {
         ));
         p.exists()
             .then_some(p)
-            .ok_or_else(|| format!("no block-device counters for {}", path.display()))
+            .ok_or_else(|| HarnessError::Missing {
+                what: "block-device counters".into(),
+                place: Some(path.to_path_buf()),
+            })
     }
 
-    pub fn read(file: &Path) -> Result<DiskStat, String> {
-        let s = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    pub fn read(file: &Path) -> Result<DiskStat> {
+        let s = std::fs::read_to_string(file).map_err(HarnessError::io("read", file))?;
         let f: Vec<u64> = s
             .split_whitespace()
             .map(|w| w.parse().unwrap_or(0))
             .collect();
         if f.len() < 4 {
-            return Err(format!("{}: unexpected format {s:?}", file.display()));
+            return Err(HarnessError::Format {
+                path: file.to_path_buf(),
+                expected: "at least 4 counters",
+                found: format!("{s:?}"),
+            });
         }
         Ok(DiskStat {
             reads: f[0],
@@ -164,13 +172,19 @@ struct Aligned {
 }
 
 impl Aligned {
-    fn new(len: usize) -> Result<Aligned, String> {
+    fn new(len: usize) -> Result<Aligned> {
         let layout = std::alloc::Layout::from_size_align(len.max(ALIGN as usize), ALIGN as usize)
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| HarnessError::Size {
+            what: "aligned buffer",
+            value: len as u64,
+        })?;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc(layout) };
         if ptr.is_null() {
-            return Err(format!("cannot allocate {len} bytes"));
+            return Err(HarnessError::Size {
+                what: "aligned buffer",
+                value: len as u64,
+            });
         }
         Ok(Aligned { ptr, layout })
     }
@@ -191,7 +205,7 @@ impl Drop for Aligned {
 
 /// Reads every extent once with `O_DIRECT` at queue depth `depth` (that many threads, each with
 /// one read outstanding, taking the next extent as it finishes one), and times it.
-pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<LimitRun, String> {
+pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<LimitRun> {
     let opened: Vec<File> = files
         .iter()
         .map(|p| {
@@ -199,17 +213,17 @@ pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<Limi
                 .read(true)
                 .custom_flags(libc::O_DIRECT)
                 .open(p)
-                .map_err(|e| format!("open {} with O_DIRECT: {e}", p.display()))
+                .map_err(HarnessError::io("open with O_DIRECT", p))
         })
         .collect::<Result<_, _>>()?;
     let biggest = extents.iter().map(|e| e.len).max().unwrap_or(0);
     let span = (biggest + 2 * ALIGN).next_multiple_of(ALIGN) as usize;
     let next = AtomicUsize::new(0);
     let t = Instant::now();
-    let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..depth.max(1))
             .map(|_| {
-                s.spawn(|| -> Result<(), String> {
+                s.spawn(|| -> Result<()> {
                     let mut buf = Aligned::new(span)?;
                     loop {
                         let k = next.fetch_add(1, Ordering::Relaxed);
@@ -218,16 +232,24 @@ pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<Limi
                         };
                         let start = e.offset / ALIGN * ALIGN;
                         let end = (e.offset + e.len).next_multiple_of(ALIGN);
-                        let f = opened.get(e.file).ok_or("extent names no file")?;
+                        let f = opened.get(e.file).ok_or_else(|| {
+                            HarnessError::other(format!("extent names no file {}", e.file))
+                        })?;
                         let want = (end - start) as usize;
-                        let got = f
-                            .read_at(buf.slice(want), start)
-                            .map_err(|err| format!("O_DIRECT read at {start}: {err}"))?;
+                        let got = f.read_at(buf.slice(want), start).map_err(|source| {
+                            HarnessError::DirectRead {
+                                path: files[e.file].clone(),
+                                offset: start,
+                                source,
+                            }
+                        })?;
                         // The last extent of a file may end inside the final block.
                         if (got as u64) < e.offset + e.len - start {
-                            return Err(format!(
-                                "short O_DIRECT read at {start}: {got} of {want} bytes"
-                            ));
+                            return Err(HarnessError::ShortRead {
+                                offset: start,
+                                got,
+                                want,
+                            });
                         }
                     }
                 })
@@ -237,12 +259,12 @@ pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<Limi
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err("reader thread panicked".into()))
+                    .unwrap_or_else(|_| Err(HarnessError::other("reader thread panicked")))
             })
             .collect()
     });
     let seconds = t.elapsed().as_secs_f64();
-    results.into_iter().collect::<Result<Vec<()>, String>>()?;
+    results.into_iter().collect::<Result<Vec<()>>>()?;
     Ok(LimitRun {
         depth,
         seconds,
@@ -300,7 +322,7 @@ mod tests {
                     assert!(r.seconds > 0.0);
                 }
                 // tmpfs and some overlay file systems refuse O_DIRECT: nothing to measure there.
-                Err(e) => assert!(e.contains("O_DIRECT"), "{e}"),
+                Err(e) => assert!(e.to_string().contains("O_DIRECT"), "{e}"),
             }
         }
         let beyond = [Extent {
@@ -309,7 +331,7 @@ mod tests {
             len: 100,
         }];
         if let Err(e) = limit(std::slice::from_ref(&p), &beyond, 1) {
-            assert!(e.contains("O_DIRECT"), "{e}");
+            assert!(e.to_string().contains("O_DIRECT"), "{e}");
         } else {
             panic!("an extent past the end of the file must fail");
         }

@@ -11,6 +11,7 @@ use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sample
 use zrecord::{Allocator, ColdReads, DenseStore, OpenOptions, RaggedStore};
 
 use crate::cold_limit::{self, DiskStat};
+use crate::error::{HarnessError, Result};
 use crate::store_cell::BATCH;
 
 /// The loader rows: name, workers, prefetch.
@@ -41,7 +42,7 @@ pub fn run(
     prefetch: usize,
     batches: u64,
     stat_file: &std::path::Path,
-) -> Result<LoaderRun, String> {
+) -> Result<LoaderRun> {
     let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
     // The store stands for one larger than memory (see the table rows).
     let opts = || OpenOptions {
@@ -52,14 +53,17 @@ pub fn run(
     let (view, n) = match dense {
         Some(s) => (StreamView::Dense(s.bind(alloc.clone())), s.len()),
         None => {
-            let s = RaggedStore::open_with(path, opts()).map_err(|e| e.to_string())?;
+            let s = RaggedStore::open_with(path, opts()).map_err(|source| HarnessError::Store {
+                path: path.to_path_buf(),
+                source,
+            })?;
             (StreamView::Ragged(s.bind(alloc.clone())), s.len())
         }
     };
     let sampler = || {
         IndexSampler::new(n, BATCH, Mode::Iid, 11)
             .map(|s| Box::new(s) as Box<dyn Sampler>)
-            .map_err(|e| e.to_string())
+            .map_err(HarnessError::from)
     };
     // What each batch must hold, as a CRC32C of its bytes, computed before the drop: checking a
     // batch then costs the consumer one checksum pass (inside the timer, as a training step's use
@@ -68,12 +72,12 @@ pub fn run(
     let mut reference = sampler()?;
     let mut want = Vec::with_capacity(batches as usize);
     for _ in 0..batches {
-        let idx = reference.next().map_err(|e| e.to_string())?.to_vec();
-        let w = source.gather_reference(&idx).map_err(|e| e.to_string())?;
+        let idx = reference.next()?.to_vec();
+        let w = source.gather_reference(&idx)?;
         let bytes = match (&w.as_dense(), &w.as_ragged()) {
             (Some(d), _) => d.bytes(),
             (None, Some(r)) => r.values(),
-            (None, None) => return Err("reference batch of no layout".into()),
+            (None, None) => return Err(HarnessError::other("reference batch of no layout")),
         };
         want.push((crc32c::crc32c(bytes), bytes.len()));
     }
@@ -84,27 +88,34 @@ pub fn run(
         vec![("data", vec![view])],
         sampler()?,
         LoaderOptions::new(workers, prefetch),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let mut bytes = 0u64;
     for (k, &(crc, len)) in want.iter().enumerate() {
         let shards = loader
             .next()
-            .ok_or("loader ended")?
-            .map_err(|e| e.to_string())?;
+            .ok_or(HarnessError::LoaderEnded { delivered: Some(k) })??;
         let [shard] = shards.as_slice() else {
-            return Err(format!("batch {k}: {} shards, expected 1", shards.len()));
+            return Err(HarnessError::Count {
+                what: "shards in a batch",
+                expected: 1,
+                found: shards.len() as u64,
+            });
         };
-        let (_, b) = shard.iter().next().ok_or("empty shard")?;
+        let (_, b) = shard.iter().next().ok_or(HarnessError::Count {
+            what: "streams in a shard",
+            expected: 1,
+            found: 0,
+        })?;
         let got = match b {
             loaderx::Batch::Dense(d) => d.bytes(),
             loaderx::Batch::Ragged(r) => r.values(),
         };
         if got.len() != len || crc32c::crc32c(got) != crc {
-            return Err(format!(
-                "loader batch {k} differs from the source records ({} bytes, expected {len})",
-                got.len()
-            ));
+            return Err(HarnessError::LoaderBatch {
+                batch: k,
+                expected_bytes: len,
+                found_bytes: got.len(),
+            });
         }
         bytes += len as u64;
     }

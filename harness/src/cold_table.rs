@@ -2,7 +2,7 @@
 //! `cold-ragged-tokens`): every backend of the warm tables under one protocol, in which each timed
 //! batch starts from a dropped page cache, plus the `cold-limit` row (`O_DIRECT` random reads of
 //! the same record extents at the best queue depth). Owns the hidden `cold-cell` subcommand (one
-//! backend of one table in its own process), its result ([`ColdCell`]), and `cold.json` /
+//! backend of one table in its own process), its result (a cold [`CellResult`]), and `cold.json` /
 //! `cold.md` in the results directory. The loader rows are `cold_loader`'s.
 //!
 //! Protocol: the store is opened once per cell (untimed; a reader loads its own metadata at open,
@@ -17,15 +17,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use benchkit::stats::percentile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
 
+use crate::cell_args::{ColdCellArgs, Subcommand};
 use crate::cold_limit::{self, DEPTHS, DiskStat, Extent};
 use crate::cold_loader;
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
-use crate::model::{Status, f64_or_nan};
+use crate::error::{HarnessError, Result};
+use crate::model::{CellResult, CellTable, Status, or_nan};
 use crate::progress::progress;
 use crate::store_cell::BATCH;
 use crate::table::Table;
@@ -37,123 +39,43 @@ pub const LIMIT_ROW: &str = "cold-limit";
 pub const BATCHES: u64 = 20;
 pub const QUICK_BATCHES: u64 = 3;
 
-/// What one cold cell measured.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ColdCell {
-    pub table: String,
-    pub backend: String,
-    pub status: Status,
-    pub note: Option<String>,
-    pub records: u64,
-    pub batches: u64,
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub gather_s: f64,
-    pub gather_bytes: u64,
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub mib_s: f64,
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub krecords_s: f64,
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub p50_ms: f64,
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub p95_ms: f64,
-    /// Device reads completed per second of gather time.
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub iops: f64,
-    /// Mean number of device reads in flight while gathering (summed read latency / time); for
-    /// the limit row, the queue depth it ran at.
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub queue_depth: f64,
-    /// MiB/s the device delivered (may exceed `mib_s`: read-ahead beyond the records).
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub device_mib_s: f64,
-    pub verified_batches: u64,
-    pub verified: bool,
-}
-
-impl ColdCell {
-    fn new(table: Table, backend: &str) -> ColdCell {
-        ColdCell {
-            table: cold_name(table),
-            backend: backend.to_string(),
-            status: Status::Failed,
-            note: None,
-            records: 0,
-            batches: 0,
-            gather_s: 0.0,
-            gather_bytes: 0,
-            mib_s: f64::NAN,
-            krecords_s: f64::NAN,
-            p50_ms: f64::NAN,
-            p95_ms: f64::NAN,
-            iops: f64::NAN,
-            queue_depth: f64::NAN,
-            device_mib_s: f64::NAN,
-            verified_batches: 0,
-            verified: false,
-        }
-    }
-}
-
 /// `cold-` and the warm table's name.
 pub fn cold_name(t: Table) -> String {
-    format!("cold-{}", t.name())
+    CellTable::cold(t).name()
 }
 
 /// The rows of a cold table: every disk backend of the warm tables (the in-memory
 /// `memcpy-limit` row has no cold form, and `npy-crc-limit` is the verified-copy reference of a
 /// warm gather), the cold loader rows, then the device limit.
 pub fn rows() -> Vec<&'static str> {
-    competitors::BACKENDS
+    competitors::Backend::all()
         .iter()
-        .copied()
-        .filter(|b| !competitors::is_reference(b))
+        .filter(|b| !b.is_reference())
+        .map(|b| b.name())
         .chain(cold_loader::ARMS.iter().map(|a| a.0))
         .chain([LIMIT_ROW])
         .collect()
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[(((sorted.len() - 1) as f64 * p).round() as usize).min(sorted.len() - 1)]
-}
-
-/// The `cold-cell` subcommand: `table backend corpus work out batches seed`.
-pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
-    if a.len() != 7 {
-        return Err(
-            "cold-cell: internal subcommand; expects table backend corpus work out batches seed"
-                .into(),
-        );
-    }
-    let table = Table::from_name(&a[0]).ok_or_else(|| format!("cold-cell: no table {}", a[0]))?;
-    let num = |s: &str| {
-        s.parse::<u64>()
-            .map_err(|_| format!("cold-cell: bad number {s:?}"))
-    };
-    let (corpus, work, out) = (
-        PathBuf::from(&a[2]),
-        PathBuf::from(&a[3]),
-        PathBuf::from(&a[4]),
-    );
-    let mut r = ColdCell::new(table, &a[1]);
-    if let Err(e) = cell(
+/// The `cold-cell` subcommand: one row of one cold table, its result written to `args.out`.
+pub fn cell_main(args: &ColdCellArgs) -> Result<ExitCode> {
+    let ColdCellArgs {
         table,
-        &a[1],
-        &corpus,
-        &work,
-        num(&a[5])?,
-        num(&a[6])?,
-        &mut r,
-    ) {
+        backend,
+        corpus,
+        work,
+        out,
+        batches,
+        seed,
+    } = args;
+    let mut r = CellResult::cold(*table, backend);
+    if let Err(e) = cell(*table, backend, corpus, work, *batches, *seed, &mut r) {
         r.status = Status::Failed;
         r.verified = false;
-        r.note = Some(e);
+        r.note = Some(e.to_string());
     }
-    let json = serde_json::to_vec_pretty(&r).map_err(|e| e.to_string())?;
-    std::fs::write(&out, json).map_err(|e| format!("write {}: {e}", out.display()))?;
+    let json = serde_json::to_vec_pretty(&r)?;
+    std::fs::write(out, json).map_err(HarnessError::io("write", out))?;
     Ok(if r.status == Status::Failed {
         ExitCode::from(1)
     } else {
@@ -168,8 +90,8 @@ fn cell(
     work: &Path,
     batches: u64,
     seed: u64,
-    r: &mut ColdCell,
-) -> Result<(), String> {
+    r: &mut CellResult,
+) -> Result<()> {
     if let Err(why) = cold_limit::can_drop_caches() {
         r.status = Status::NotApplicable;
         r.note = Some(format!("skipped: {why}"));
@@ -177,9 +99,7 @@ fn cell(
     }
     let loaded = Loaded::open_whole(table, corpus)?;
     let source = loaded.source();
-    source
-        .validate()
-        .map_err(|e| format!("source invalid: {e}"))?;
+    source.validate().map_err(HarnessError::InvalidSource)?;
     let limit_row = backend_name == LIMIT_ROW;
     let loader_arm = cold_loader::arm(backend_name);
     // The limit reads the extents of the zrecord raw store; the loader rows read that store.
@@ -188,8 +108,7 @@ fn cell(
     } else {
         backend_name
     };
-    let mut backend =
-        competitors::backend(write_as).ok_or_else(|| format!("unknown backend {write_as}"))?;
+    let mut backend = write_as.parse::<competitors::Backend>()?.competitor();
     if !backend.supports(source.geometry()) {
         r.status = Status::NotApplicable;
         r.note = Some(format!(
@@ -200,14 +119,15 @@ fn cell(
     }
     let n = source.len();
     r.records = n;
+    r.logical_bytes = source.payload_bytes();
     backend
         .prepare(&source)
-        .map_err(|e| format!("prepare: {e}"))?;
+        .map_err(HarnessError::backend(write_as, "prepare"))?;
     let dir = work.join(format!("cold-{table}-{backend_name}"));
     let _ = std::fs::remove_dir_all(&dir);
     let stored = backend
         .write(&source, &dir)
-        .map_err(|e| format!("write: {e}"))?;
+        .map_err(HarnessError::backend(write_as, "write"))?;
     let mut rng = SmallRng::seed_from_u64(seed);
     let draws: Vec<Vec<u64>> = (0..batches)
         .map(|_| (0..BATCH).map(|_| rng.random_range(0..n)).collect())
@@ -237,8 +157,8 @@ fn timed_cell(
     stored: &competitors::Stored,
     source: &competitors::Source<'_>,
     draws: &[Vec<u64>],
-    r: &mut ColdCell,
-) -> Result<(), String> {
+    r: &mut CellResult,
+) -> Result<()> {
     let stat_file = DiskStat::file_for(&stored.dir)?;
     let mut times = Vec::with_capacity(draws.len());
     let (mut dev, mut wall) = (DiskStat::default(), 0.0);
@@ -248,13 +168,15 @@ fn timed_cell(
     // opens with it (zrecord: `ColdReads::Always`, what `Auto` picks for such a store).
     let mut reader = backend
         .open_larger_than_memory(stored)
-        .map_err(|e| format!("open: {e}"))?;
+        .map_err(HarnessError::backend(&r.backend, "open"))?;
     for (k, idx) in draws.iter().enumerate() {
         cold_limit::unmap_pages_under(&stored.dir)?;
         cold_limit::drop_caches()?;
         let before = DiskStat::read(&stat_file)?;
         let t = Instant::now();
-        let got = reader.gather(idx).map_err(|e| format!("gather: {e}"))?;
+        let got = reader
+            .gather(idx)
+            .map_err(HarnessError::backend(&r.backend, "gather"))?;
         let elapsed = t.elapsed().as_secs_f64();
         let after = DiskStat::read(&stat_file)?;
         let dt = reader.last_gather_seconds().unwrap_or(elapsed);
@@ -267,22 +189,25 @@ fn timed_cell(
         wall += elapsed;
         times.push(dt);
         r.gather_bytes += got.payload_bytes() as u64;
-        let want = source.gather_reference(idx).map_err(|e| e.to_string())?;
-        competitors::verify(&got, &want)
-            .map_err(|e| format!("cold batch {k} differs from the source: {e}"))?;
+        let want = source.gather_reference(idx)?;
+        competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
+            batch: format!("cold batch {k}"),
+            source,
+        })?;
         r.verified_batches += 1;
     }
     let total: f64 = times.iter().sum();
-    r.batches = times.len() as u64;
+    r.gather_batches = times.len() as u64;
+    r.gather_records = r.gather_batches * BATCH as u64;
     r.gather_s = total;
-    r.mib_s = r.gather_bytes as f64 / f64::from(1 << 20) / total;
-    r.krecords_s = (r.batches * BATCH as u64) as f64 / total / 1e3;
+    r.gather_mib_s = r.gather_bytes as f64 / f64::from(1 << 20) / total;
+    r.krecords_s = r.gather_records as f64 / total / 1e3;
     times.sort_by(f64::total_cmp);
     r.p50_ms = percentile(&times, 0.5) * 1e3;
     r.p95_ms = percentile(&times, 0.95) * 1e3;
-    r.iops = dev.reads as f64 / wall;
-    r.queue_depth = dev.read_ms as f64 / 1e3 / wall;
-    r.device_mib_s = dev.sectors as f64 * 512.0 / f64::from(1 << 20) / wall;
+    r.iops = Some(dev.reads as f64 / wall);
+    r.queue_depth = Some(dev.read_ms as f64 / 1e3 / wall);
+    r.device_mib_s = Some(dev.sectors as f64 * 512.0 / f64::from(1 << 20) / wall);
     r.verified = true;
     r.status = Status::Ok;
     Ok(())
@@ -296,20 +221,21 @@ fn loader_cell(
     workers: usize,
     prefetch: usize,
     batches: u64,
-    r: &mut ColdCell,
-) -> Result<(), String> {
+    r: &mut CellResult,
+) -> Result<()> {
     let path = zrecord_container(dir)?;
     let stat_file = DiskStat::file_for(dir)?;
     let run = cold_loader::run(&path, source, workers, prefetch, batches, &stat_file)?;
-    r.batches = run.batches;
+    r.gather_batches = run.batches;
+    r.gather_records = run.batches * BATCH as u64;
     r.gather_s = run.seconds;
     r.gather_bytes = run.bytes;
     r.verified_batches = run.batches;
-    r.mib_s = run.bytes as f64 / f64::from(1 << 20) / run.seconds;
+    r.gather_mib_s = run.bytes as f64 / f64::from(1 << 20) / run.seconds;
     r.krecords_s = (run.batches * BATCH as u64) as f64 / run.seconds / 1e3;
-    r.iops = run.dev.reads as f64 / run.seconds;
-    r.queue_depth = run.dev.read_ms as f64 / 1e3 / run.seconds;
-    r.device_mib_s = run.dev.sectors as f64 * 512.0 / f64::from(1 << 20) / run.seconds;
+    r.iops = Some(run.dev.reads as f64 / run.seconds);
+    r.queue_depth = Some(run.dev.read_ms as f64 / 1e3 / run.seconds);
+    r.device_mib_s = Some(run.dev.sectors as f64 * 512.0 / f64::from(1 << 20) / run.seconds);
     r.note = Some(format!(
         "{workers} worker(s), prefetch {prefetch}; one drop, then {batches} batches (timer includes start and the consumer's CRC32C check of each batch)"
     ));
@@ -319,25 +245,30 @@ fn loader_cell(
 }
 
 /// The zrecord container a `zrecord-raw` write left in `dir`.
-fn zrecord_container(dir: &Path) -> Result<PathBuf, String> {
+fn zrecord_container(dir: &Path) -> Result<PathBuf> {
     std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(HarnessError::io("list", dir))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.join("manifest.zrm").exists())
-        .ok_or_else(|| format!("no zrecord container in {}", dir.display()))
+        .ok_or_else(|| HarnessError::Missing {
+            what: "zrecord container".into(),
+            place: Some(dir.to_path_buf()),
+        })
 }
 
 /// The limit row: the extents of every drawn record, read with `O_DIRECT` once per queue depth;
 /// the row reports the depth with the most records/s (every depth goes in the note).
-fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut ColdCell) -> Result<(), String> {
+fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut CellResult) -> Result<()> {
     let path = zrecord_container(dir)?;
     let extents = match zrecord::DenseStore::open(&path) {
         Ok(s) => s.record_extents(&draws.concat()),
         Err(_) => zrecord::RaggedStore::open(&path)
-            .map_err(|e| e.to_string())?
+            .map_err(|source| HarnessError::Store {
+                path: path.clone(),
+                source,
+            })?
             .record_extents(&draws.concat()),
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     let mut files: Vec<PathBuf> = Vec::new();
     let ext: Vec<Extent> = extents
         .into_iter()
@@ -360,15 +291,16 @@ fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut ColdCell) -> Result<(), St
     let best = runs
         .iter()
         .max_by(|a, b| (a.records as f64 / a.seconds).total_cmp(&(b.records as f64 / b.seconds)))
-        .ok_or("no queue depth measured")?;
-    r.batches = draws.len() as u64;
+        .ok_or_else(|| HarnessError::other("no queue depth measured"))?;
+    r.gather_batches = draws.len() as u64;
+    r.gather_records = best.records;
     r.gather_s = best.seconds;
     r.gather_bytes = best.bytes;
-    r.mib_s = best.bytes as f64 / f64::from(1 << 20) / best.seconds;
+    r.gather_mib_s = best.bytes as f64 / f64::from(1 << 20) / best.seconds;
     r.krecords_s = best.records as f64 / best.seconds / 1e3;
-    r.iops = best.reads as f64 / best.seconds;
-    r.queue_depth = best.depth as f64;
-    r.device_mib_s = r.mib_s;
+    r.iops = Some(best.reads as f64 / best.seconds);
+    r.queue_depth = Some(best.depth as f64);
+    r.device_mib_s = Some(r.gather_mib_s);
     // The same reads at the best depth, with a barrier after each batch as a gather has: the
     // last reads of a batch run with fewer in flight (shown beside, not the row's figure).
     let mut barrier_s = 0.0;
@@ -399,12 +331,7 @@ fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut ColdCell) -> Result<(), St
 
 /// Runs the cold variant of every selected store table, writes `cold.json` and `cold.md` into
 /// `out`, and returns the markdown and the number of failed cells.
-pub fn run(
-    a: &RunArgs,
-    corpora: &Corpora,
-    work: &Path,
-    out: &Path,
-) -> Result<(String, usize), String> {
+pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path, out: &Path) -> Result<(String, usize)> {
     let batches = if a.quick { QUICK_BATCHES } else { BATCHES };
     let tables: Vec<Table> = Table::STORE
         .into_iter()
@@ -422,26 +349,25 @@ pub fn run(
             pb.set_prefix(format!("{} / {backend}", cold_name(table)));
             let cell_out = work.join(format!("cold-cell-{table}-{backend}.json"));
             let _ = std::fs::remove_file(&cell_out);
-            let args = [
-                "cold-cell".to_string(),
-                table.name().into(),
-                backend.to_string(),
-                prepared.dir.display().to_string(),
-                work.display().to_string(),
-                cell_out.display().to_string(),
-                batches.to_string(),
+            let args = ColdCellArgs {
+                table,
+                backend: backend.to_string(),
+                corpus: prepared.dir.clone(),
+                work: work.to_path_buf(),
+                out: cell_out.clone(),
+                batches,
                 // The same batches for every row of a table.
-                "7".to_string(),
-            ];
-            let status = Command::new(&exe).args(&args).status();
+                seed: 7,
+            };
+            let status = Command::new(&exe).args(args.argv()).status();
             let parsed = std::fs::read(&cell_out)
                 .ok()
-                .and_then(|b| serde_json::from_slice::<ColdCell>(&b).ok());
-            let c = parsed.unwrap_or_else(|| ColdCell {
+                .and_then(|b| serde_json::from_slice::<CellResult>(&b).ok());
+            let c = parsed.unwrap_or_else(|| CellResult {
                 note: Some(format!(
                     "cell process ended with {status:?} and wrote no result"
                 )),
-                ..ColdCell::new(table, backend)
+                ..CellResult::cold(table, backend)
             });
             if c.status == Status::Failed {
                 pb.println(format!(
@@ -459,14 +385,45 @@ pub fn run(
         .iter()
         .filter(|c| c.status == Status::Failed || (c.status == Status::Ok && !c.verified))
         .count();
-    std::fs::write(
-        out.join("cold.json"),
-        serde_json::to_vec_pretty(&cells).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| format!("write cold.json: {e}"))?;
+    let json_path = out.join("cold.json");
+    std::fs::write(&json_path, serde_json::to_vec_pretty(&cells)?)
+        .map_err(HarnessError::io("write", &json_path))?;
     let md = render(&tables, &cells, batches);
-    std::fs::write(out.join("cold.md"), &md).map_err(|e| format!("write cold.md: {e}"))?;
+    let md_path = out.join("cold.md");
+    std::fs::write(&md_path, &md).map_err(HarnessError::io("write", &md_path))?;
     Ok((md, failed))
+}
+
+/// The timed batches per cell of the cold tables in `cells`: the most any backend row or the
+/// limit row ran (a loader row runs more, a failed or skipped cell none); [`BATCHES`] when no
+/// cell says.
+fn batches_of(cells: &[CellResult]) -> u64 {
+    cells
+        .iter()
+        .filter(|c| cold_loader::arm(&c.backend).is_none())
+        .map(|c| c.gather_batches)
+        .max()
+        .filter(|&b| b > 0)
+        .unwrap_or(BATCHES)
+}
+
+/// Rebuilds `cold.md` of a finished run from its `cold.json`.
+pub fn rerender(dir: &Path) -> Result<()> {
+    let path = dir.join("cold.json");
+    let bytes = std::fs::read(&path).map_err(HarnessError::io("read", &path))?;
+    let cells: Vec<CellResult> =
+        serde_json::from_slice(&bytes).map_err(|source| HarnessError::Parse { path, source })?;
+    let md_path = dir.join("cold.md");
+    std::fs::write(&md_path, rerendered(&cells)).map_err(HarnessError::io("write", &md_path))
+}
+
+/// `cold.md` of the cells of a finished run.
+fn rerendered(cells: &[CellResult]) -> String {
+    let tables: Vec<Table> = Table::STORE
+        .into_iter()
+        .filter(|&t| cells.iter().any(|c| c.table == CellTable::cold(t)))
+        .collect();
+    render(&tables, cells, batches_of(cells))
 }
 
 fn num(v: f64, digits: usize) -> String {
@@ -479,16 +436,21 @@ fn num(v: f64, digits: usize) -> String {
 
 /// The cold tables as markdown: columns of the warm tables, the ratio to the limit row (records/s
 /// for token tables, MiB/s for vision tables), achieved IOPS and queue depth.
-pub fn render(tables: &[Table], cells: &[ColdCell], batches: u64) -> String {
+pub fn render(tables: &[Table], cells: &[CellResult], batches: u64) -> String {
     let mut s = String::new();
     for &t in tables {
         let name = cold_name(t);
-        let mine: Vec<&ColdCell> = cells.iter().filter(|c| c.table == name).collect();
+        let mine: Vec<&CellResult> = cells
+            .iter()
+            .filter(|c| c.table == CellTable::cold(t))
+            .collect();
         if mine.is_empty() {
             continue;
         }
         let vision = t.name().contains("vision");
-        let metric = |c: &ColdCell| if vision { c.mib_s } else { c.krecords_s };
+        let metric = |c: &CellResult| {
+            if vision { c.gather_mib_s } else { c.krecords_s }
+        };
         let limit = mine
             .iter()
             .find(|c| c.backend == LIMIT_ROW && c.status == Status::Ok)
@@ -513,13 +475,13 @@ pub fn render(tables: &[Table], cells: &[ColdCell], batches: u64) -> String {
             s.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {ratio} | {} | {} | {} | {} | {} |\n",
                 c.backend,
-                num(c.mib_s, 1),
+                num(c.gather_mib_s, 1),
                 num(c.krecords_s, 2),
                 num(c.p50_ms, 2),
                 num(c.p95_ms, 2),
-                num(c.iops, 0),
-                num(c.queue_depth, 1),
-                num(c.device_mib_s, 1),
+                num(or_nan(c.iops), 0),
+                num(or_nan(c.queue_depth), 1),
+                num(or_nan(c.device_mib_s), 1),
                 if ok {
                     if c.verified {
                         "yes".to_string()
@@ -552,11 +514,11 @@ mod tests {
 
     #[test]
     fn render_puts_the_ratio_to_the_limit_beside_each_row() {
-        let mut a = ColdCell::new(Table::DenseTokens, "zrecord-raw");
+        let mut a = CellResult::cold(Table::DenseTokens, "zrecord-raw");
         a.status = Status::Ok;
         a.verified = true;
         a.krecords_s = 35.0;
-        let mut l = ColdCell::new(Table::DenseTokens, LIMIT_ROW);
+        let mut l = CellResult::cold(Table::DenseTokens, LIMIT_ROW);
         l.status = Status::Ok;
         l.verified = true;
         l.krecords_s = 50.0;
@@ -565,5 +527,33 @@ mod tests {
         assert!(md.contains("| zrecord-raw |"), "{md}");
         assert!(md.contains("| 0.70 |"), "{md}");
         assert!(md.contains("| 1.00 |"), "{md}");
+    }
+
+    /// Every committed cold run, read back through the one cell model (their `cold.json`
+    /// predates it), renders to its committed `cold.md` byte for byte (what `harness render`
+    /// writes).
+    #[test]
+    fn committed_cold_tables_render_byte_for_byte() {
+        let results = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../results"));
+        let mut checked = Vec::new();
+        for entry in std::fs::read_dir(results).expect("list results/") {
+            let dir = entry.expect("results/ entry").path();
+            let Ok(json) = std::fs::read(dir.join("cold.json")) else {
+                continue;
+            };
+            let run = dir.display().to_string();
+            let cells: Vec<CellResult> =
+                serde_json::from_slice(&json).unwrap_or_else(|e| panic!("{run}: {e}"));
+            assert!(cells.iter().all(|c| c.table.cold), "{run}");
+            let want = std::fs::read_to_string(dir.join("cold.md")).expect("read cold.md");
+            assert_eq!(rerendered(&cells), want, "{run}");
+            checked.push(run);
+        }
+        assert!(
+            checked
+                .iter()
+                .any(|r| r.ends_with("2026-12-03-xeon-cold-91f5d72-a")),
+            "{checked:?}"
+        );
     }
 }

@@ -3,12 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
+use benchkit::lengths::WIKITEXT_103_TOKENS;
+use benchkit::rng::SplitMix64;
 use competitors::{DenseSource, RaggedSource, Source};
 use datasets::npy::{NpyFile, NpyWriter};
 use serde_json::{Value, json};
 use zrecord::DType;
 
 use crate::config::RunArgs;
+use crate::error::{HarnessError, Result};
 use crate::table::{Corpus, Layout, Stage, Table};
 use crate::{token_corpus, working_set};
 
@@ -18,6 +21,26 @@ pub struct Prepared {
     pub dir: PathBuf,
     pub synthetic: bool,
     pub metadata: Value,
+}
+
+impl Prepared {
+    /// A corpus prepared from real inputs.
+    fn real(dir: PathBuf, metadata: Value) -> Prepared {
+        Prepared {
+            dir,
+            synthetic: false,
+            metadata,
+        }
+    }
+
+    /// A synthetic stand-in (no real inputs were found).
+    fn synthetic(dir: PathBuf, metadata: Value) -> Prepared {
+        Prepared {
+            dir,
+            synthetic: true,
+            metadata,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -127,7 +150,7 @@ fn records_of(meta: &Value) -> Option<u64> {
 }
 
 /// Finds or builds the vision corpus.
-pub fn vision(a: &RunArgs) -> Result<Prepared, String> {
+pub fn vision(a: &RunArgs) -> Result<Prepared> {
     let n = vision_records(a);
     let real_dir = a.cache.join(format!("vision-real-{n}"));
     let source = a.pets.clone().or_else(|| {
@@ -147,11 +170,7 @@ pub fn vision(a: &RunArgs) -> Result<Prepared, String> {
                 .is_some_and(|p| p == src_str || Path::new(p) == src)
                 && m.get("records").and_then(Value::as_u64) == Some(n as u64);
             if same {
-                return Ok(Prepared {
-                    dir: real_dir,
-                    synthetic: false,
-                    metadata: m,
-                });
+                return Ok(Prepared::real(real_dir, m));
             }
         }
         let _ = std::fs::remove_dir_all(&real_dir);
@@ -160,48 +179,54 @@ pub fn vision(a: &RunArgs) -> Result<Prepared, String> {
             src.display()
         );
         let t = std::time::Instant::now();
-        datasets::vision::prepare(&src, &real_dir, n, true)
-            .map_err(|e| format!("vision preparation failed: {e}"))?;
+        datasets::vision::prepare(&src, &real_dir, n, true).map_err(|source| {
+            HarnessError::Datasets {
+                what: "vision preparation failed",
+                source,
+            }
+        })?;
         eprintln!(
             "harness: vision prepared in {:.1} s",
             t.elapsed().as_secs_f64()
         );
-        let m = read_meta(&real_dir).ok_or("vision metadata.json missing after preparation")?;
-        return Ok(Prepared {
-            dir: real_dir,
-            synthetic: false,
-            metadata: m,
-        });
+        let m = read_meta(&real_dir).ok_or_else(|| HarnessError::Missing {
+            what: "metadata.json after the vision preparation".into(),
+            place: Some(real_dir.clone()),
+        })?;
+        return Ok(Prepared::real(real_dir, m));
     }
     if let Some(m) = read_meta(&real_dir) {
-        return Ok(Prepared {
-            dir: real_dir,
-            synthetic: false,
-            metadata: m,
-        });
+        return Ok(Prepared::real(real_dir, m));
     }
-    let dir = a.cache.join(format!("vision-synthetic-{n}"));
-    if let Some(m) = read_meta(&dir).filter(|m| records_of(m) == Some(n as u64)) {
-        return Ok(Prepared {
-            dir,
-            synthetic: true,
-            metadata: m,
-        });
+    cached_or_synthesized(
+        a.cache.join(format!("vision-synthetic-{n}")),
+        |m| records_of(m) == Some(n as u64),
+        &format!(
+            "no Oxford-IIIT Pet source (--pets DIR); generating a synthetic vision corpus of {n} records"
+        ),
+        |dir| synth_vision(dir, n),
+    )
+}
+
+/// The synthetic corpus in `dir`: the one built there before when `fits` accepts its metadata,
+/// else a new one from `build` (after saying `why` on stderr).
+fn cached_or_synthesized(
+    dir: PathBuf,
+    fits: impl Fn(&Value) -> bool,
+    why: &str,
+    build: impl FnOnce(&Path) -> Result<()>,
+) -> Result<Prepared> {
+    if let Some(m) = read_meta(&dir).filter(|m| fits(m)) {
+        return Ok(Prepared::synthetic(dir, m));
     }
-    eprintln!(
-        "harness: no Oxford-IIIT Pet source (--pets DIR); generating a synthetic vision corpus of {n} records"
-    );
-    synth_vision(&dir, n)?;
-    let m = read_meta(&dir).ok_or("synthetic metadata missing")?;
-    Ok(Prepared {
-        dir,
-        synthetic: true,
-        metadata: m,
-    })
+    eprintln!("harness: {why}");
+    build(&dir)?;
+    let m = read_meta(&dir).ok_or_else(|| missing_meta(&dir))?;
+    Ok(Prepared::synthetic(dir, m))
 }
 
 /// Finds or builds the token corpus (the real one is laid out by [`token_corpus`]).
-pub fn tokens(a: &RunArgs) -> Result<Prepared, String> {
+pub fn tokens(a: &RunArgs) -> Result<Prepared> {
     let n = token_records(a);
     let ragged_min = if a.quick { 20_000 } else { 200_000 };
     let ragged_records = a.token_records.unwrap_or(ragged_min);
@@ -235,11 +260,7 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared, String> {
         if let Some(m) = read_meta(&real_dir)
             && m.get("request") == Some(&req.to_json())
         {
-            return Ok(Prepared {
-                dir: real_dir,
-                synthetic: false,
-                metadata: m,
-            });
+            return Ok(Prepared::real(real_dir, m));
         }
         let plan = token_corpus::plan(&sources);
         eprintln!(
@@ -252,47 +273,30 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared, String> {
             "harness: tokens prepared in {:.1} s",
             t.elapsed().as_secs_f64()
         );
-        return Ok(Prepared {
-            dir: real_dir,
-            synthetic: false,
-            metadata: m,
-        });
+        return Ok(Prepared::real(real_dir, m));
     }
     if let Some(m) = read_meta(&real_dir) {
-        return Ok(Prepared {
-            dir: real_dir,
-            synthetic: false,
-            metadata: m,
-        });
+        return Ok(Prepared::real(real_dir, m));
     }
-    let dir = a.cache.join(format!("tokens-synthetic-{n}"));
-    if let Some(m) = read_meta(&dir) {
-        return Ok(Prepared {
-            dir,
-            synthetic: true,
-            metadata: m,
-        });
-    }
-    eprintln!(
-        "harness: no text source (--text DIR); generating a synthetic token corpus of {n} records"
-    );
-    synth_tokens(&dir, n)?;
-    let m = read_meta(&dir).ok_or("synthetic metadata missing")?;
-    Ok(Prepared {
-        dir,
-        synthetic: true,
-        metadata: m,
-    })
+    cached_or_synthesized(
+        a.cache.join(format!("tokens-synthetic-{n}")),
+        |m| m["schema"] == SYNTHETIC_TOKENS_SCHEMA,
+        &format!("no text source (--text DIR); generating a synthetic token corpus of {n} records"),
+        |dir| synth_tokens(dir, n),
+    )
 }
 
-pub fn prepare_command(a: &RunArgs, download: bool) -> Result<(), String> {
+pub fn prepare_command(a: &RunArgs, download: bool) -> Result<()> {
     if download {
         let got = datasets::download::fetch_full_datasets(
             &a.cache,
             &datasets::download::FullDatasetSources::public(),
             true,
         )
-        .map_err(|e| format!("download failed: {e}"))?;
+        .map_err(|source| HarnessError::Datasets {
+            what: "download failed",
+            source,
+        })?;
         eprintln!("harness: downloaded: {got:?}");
     }
     let v = vision(a)?;
@@ -302,25 +306,28 @@ pub fn prepare_command(a: &RunArgs, download: bool) -> Result<(), String> {
     Ok(())
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+/// The synthetic token corpus's `schema`: a cached corpus of another schema is built again.
+const SYNTHETIC_TOKENS_SCHEMA: &str = "loaderx.harness.synthetic-tokens/2";
+
+fn npy_err(source: datasets::Error) -> HarnessError {
+    HarnessError::Datasets {
+        what: "synthetic corpus",
+        source,
     }
 }
 
-fn npy_err(e: datasets::Error) -> String {
-    e.to_string()
+/// A synthetic corpus whose `metadata.json` is missing right after it was written.
+fn missing_meta(dir: &Path) -> HarnessError {
+    HarnessError::Missing {
+        what: "synthetic metadata.json".into(),
+        place: Some(dir.to_path_buf()),
+    }
 }
 
 /// Photo-like CHW pixels: smooth gradients plus sensor noise, deterministic per image.
 fn synth_image(h: usize, w: usize, seed: u64, out: &mut Vec<u8>) {
-    let mut r = Rng(seed);
-    let (a, b, c) = (r.next() % 200, r.next() % 200, r.next() % 200);
+    let mut r = SplitMix64::new(seed);
+    let (a, b, c) = (r.below(200), r.below(200), r.below(200));
     out.clear();
     for ch in 0..3u64 {
         for y in 0..h {
@@ -328,31 +335,31 @@ fn synth_image(h: usize, w: usize, seed: u64, out: &mut Vec<u8>) {
                 let base =
                     (a * ch + b * y as u64 / h.max(1) as u64 + c * x as u64 / w.max(1) as u64)
                         % 256;
-                let noise = r.next() % 9;
+                let noise = r.below(9);
                 out.push((base + noise) as u8);
             }
         }
     }
 }
 
-fn synth_vision(dir: &Path, n: usize) -> Result<(), String> {
+fn synth_vision(dir: &Path, n: usize) -> Result<()> {
     let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(HarnessError::io("create", dir))?;
     let mut dense = NpyWriter::create(dir.join("dense.npy"), "|u1", &[n as u64, 3, 224, 224])
         .map_err(npy_err)?;
     let mut values =
         NpyWriter::create_growable(dir.join("ragged_values.npy"), "|u1", &[]).map_err(npy_err)?;
     let mut shapes = Vec::with_capacity(n * 3);
     let mut offsets = vec![0i64];
-    let mut r = Rng(42);
+    let mut r = SplitMix64::new(42);
     let mut buf = Vec::new();
     let (mut hs, mut ws) = (Vec::new(), Vec::new());
     for i in 0..n {
         synth_image(224, 224, i as u64, &mut buf);
         dense.write(&buf).map_err(npy_err)?;
         // Heights/widths spread like the Oxford-IIIT Pet photos (median about 375 x 500).
-        let h = 200 + (r.next() % 351) as usize;
-        let w = 270 + (r.next() % 461) as usize;
+        let h = 200 + r.below(351) as usize;
+        let w = 270 + r.below(461) as usize;
         synth_image(h, w, 1_000_000 + i as u64, &mut buf);
         values.write(&buf).map_err(npy_err)?;
         shapes.extend_from_slice(&[3u64, h as u64, w as u64]);
@@ -384,26 +391,25 @@ fn synth_vision(dir: &Path, n: usize) -> Result<(), String> {
         dir.join("metadata.json"),
         serde_json::to_vec_pretty(&meta).unwrap_or_default(),
     )
-    .map_err(|e| e.to_string())
+    .map_err(HarnessError::io("write", dir.join("metadata.json")))
 }
 
-fn synth_tokens(dir: &Path, n: usize) -> Result<(), String> {
+fn synth_tokens(dir: &Path, n: usize) -> Result<()> {
     let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-    let mut r = Rng(7);
+    std::fs::create_dir_all(dir).map_err(HarnessError::io("create", dir))?;
+    let mut r = SplitMix64::new(7);
     let mut token = || -> i32 {
         // Zipf-like ids over the GPT-2 vocabulary.
-        let u = (r.next() % 1_000_000) as f64 / 1_000_000.0;
+        let u = r.below(1_000_000) as f64 / 1_000_000.0;
         ((50_256.0 * u.powi(4)) as i32).min(50_255)
     };
     let mut tokens: Vec<u8> = Vec::new();
     let mut offsets = vec![0i64];
     let mut lens = Vec::with_capacity(n);
-    let mut lr = Rng(9);
+    let mut lr = SplitMix64::new(9);
     for _ in 0..n {
-        // Lengths 16..=512, right-skewed (median ~130).
-        let u = (lr.next() % 1_000_000) as f64 / 1_000_000.0;
-        let len = (16.0 + 496.0 * u.powf(2.2)) as usize;
+        // WikiText-103's record lengths, within the Ragged rule's 16..=512 tokens.
+        let len = WIKITEXT_103_TOKENS.draw(&mut lr).clamp(16, 512);
         for _ in 0..len {
             tokens.extend_from_slice(&token().to_le_bytes());
         }
@@ -423,9 +429,9 @@ fn synth_tokens(dir: &Path, n: usize) -> Result<(), String> {
         .map_err(npy_err)?;
     lens.sort_unstable();
     let meta = json!({
-        "schema": "loaderx.harness.synthetic-tokens/1",
+        "schema": SYNTHETIC_TOKENS_SCHEMA,
         "synthetic": true,
-        "generator": "harness::corpus::synth_tokens (Zipf-like ids, skewed lengths, seeded)",
+        "generator": "harness::corpus::synth_tokens (Zipf-like ids, WikiText-103 lengths, seeded)",
         "ragged": {"records": n, "tokens_file": "tokens.npy", "offsets_file": "offsets.npy", "tokens": total,
                    "p10": lens[n / 10], "median": lens[n / 2], "p90": lens[n * 9 / 10]},
         "dense": {"records": n, "file": "dense.npy", "shape": [n, 512]},
@@ -434,17 +440,12 @@ fn synth_tokens(dir: &Path, n: usize) -> Result<(), String> {
         dir.join("metadata.json"),
         serde_json::to_vec_pretty(&meta).unwrap_or_default(),
     )
-    .map_err(|e| e.to_string())
+    .map_err(HarnessError::io("write", dir.join("metadata.json")))
 }
 
-fn dtype_of(descr: &str) -> Result<DType, String> {
-    Ok(match descr {
-        "|u1" | "<u1" => DType::UInt8,
-        "<i4" => DType::Int32,
-        "<i8" => DType::Int64,
-        "<u8" => DType::UInt64,
-        "<f4" => DType::Float32,
-        other => return Err(format!("unsupported npy dtype {other:?}")),
+fn dtype_of(descr: &str) -> Result<DType> {
+    datasets::npy::dtype_of(descr).ok_or_else(|| HarnessError::Dtype {
+        descr: descr.to_string(),
     })
 }
 
@@ -472,20 +473,23 @@ pub struct Loaded {
 impl Loaded {
     /// Opens the source files of store table `table` in the prepared corpus `dir` (for the
     /// ragged-vision table, the prefix of records its working set needs).
-    pub fn open(table: Table, dir: &Path) -> Result<Loaded, String> {
+    pub fn open(table: Table, dir: &Path) -> Result<Loaded> {
         Loaded::open_records(table, dir, false)
     }
 
     /// [`Loaded::open`] with every record of the corpus: the cold tables draw from the whole
     /// corpus, since a batch of 256 drawn from the warm ragged-vision prefix (~60 records) would
     /// read most records several times, and a reader through the page cache would read each once.
-    pub fn open_whole(table: Table, dir: &Path) -> Result<Loaded, String> {
+    pub fn open_whole(table: Table, dir: &Path) -> Result<Loaded> {
         Loaded::open_records(table, dir, true)
     }
 
-    fn open_records(table: Table, dir: &Path, whole: bool) -> Result<Loaded, String> {
+    fn open_records(table: Table, dir: &Path, whole: bool) -> Result<Loaded> {
         let open = |name: &str| {
-            NpyFile::open(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+            NpyFile::open(dir.join(name)).map_err(|source| HarnessError::Datasets {
+                what: "open the source",
+                source,
+            })
         };
         match (table.stage(), table.layout(), table.corpus()) {
             (Stage::Store, Some(Layout::Dense), Some(_)) => {
@@ -547,13 +551,16 @@ impl Loaded {
                     dense: false,
                 })
             }
-            _ => Err(format!("no source for table {table}")),
+            _ => Err(HarnessError::Missing {
+                what: format!("source of table {table}"),
+                place: Some(dir.to_path_buf()),
+            }),
         }
     }
 
     /// The held-out dictionary sample of token table `table` in the corpus `dir` (see
     /// [`token_corpus`]); `None` for a vision table or a corpus without one.
-    pub fn open_held_out(table: Table, dir: &Path) -> Result<Option<Loaded>, String> {
+    pub fn open_held_out(table: Table, dir: &Path) -> Result<Option<Loaded>> {
         let held = dir.join(token_corpus::HELD_OUT);
         if table.corpus() != Some(Corpus::Tokens) || !held.is_dir() {
             return Ok(None);

@@ -20,34 +20,38 @@
 //! The stores are flushed (`sync -f`) after they are written, as a cell's are before its gathers.
 
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use benchkit::rng::uniform_batch;
+use benchkit::stats::median;
 use competitors::{Batch, Reader, Source, Stored};
+use datasets::npy::{NpyFile, header};
+use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 
+use crate::cell_args::GapProbeArgs;
 use crate::corpus::Loaded;
-use crate::stats::median;
+use crate::error::{HarnessError, Result};
 use crate::store_cell::BATCH;
-use crate::table::Table;
-
-const USAGE: &str = "gap-probe TABLE CORPUS WORK ROUNDS BATCHES ARM[,ARM...]";
 
 /// One timed arm: gathers a batch, returns it for checking.
-type Gather<'a> = Box<dyn FnMut(&[u64]) -> Result<Batch, String> + 'a>;
+type Gather<'a> = Box<dyn FnMut(&[u64]) -> Result<Batch> + 'a>;
 
-pub fn main(a: &[String]) -> Result<ExitCode, String> {
-    let [table, corpus, work, rounds, batches, arms] = a else {
-        return Err(USAGE.into());
-    };
-    let table = Table::from_name(table).ok_or_else(|| format!("no table {table}"))?;
-    let rounds: usize = rounds.parse().map_err(|_| USAGE.to_string())?;
-    let batches: usize = batches.parse().map_err(|_| USAGE.to_string())?;
-    let arms: Vec<&str> = arms.split(',').collect();
-    let work = PathBuf::from(work);
+pub fn main(args: &GapProbeArgs) -> Result<ExitCode> {
+    let GapProbeArgs {
+        table,
+        corpus,
+        work,
+        rounds,
+        batches,
+        arms,
+    } = args;
+    let (table, rounds, batches) = (*table, *rounds, *batches);
+    let arms: Vec<&str> = arms.iter().map(String::as_str).collect();
+    let work = work.clone();
     let loaded = Loaded::open(table, Path::new(corpus))?;
     let source = loaded.source();
     let mut gathers: Vec<(String, Gather<'_>)> = Vec::new();
@@ -59,21 +63,24 @@ pub fn main(a: &[String]) -> Result<ExitCode, String> {
         } else {
             base
         };
-        let mut b = competitors::backend(base).ok_or_else(|| format!("unknown backend {base}"))?;
+        let mut b = base.parse::<competitors::Backend>()?.competitor();
         b.prepare(&source)
-            .map_err(|e| format!("{arm}: prepare: {e}"))?;
+            .map_err(HarnessError::backend(arm, "prepare"))?;
         let dir = work.join(arm);
         let _ = std::fs::remove_dir_all(&dir);
         let stored = b
             .write(&source, &dir)
-            .map_err(|e| format!("{arm}: write: {e}"))?;
+            .map_err(HarnessError::backend(arm, "write"))?;
         if arm == "npy-4k" {
             rewrite_npy_4k(&stored.dir.join("data.npy"))?;
         }
         let g: Gather<'_> = if arm == "zrecord-raw-noverify" {
             zrecord_unverified(&stored.dir.join("store.zr"), &source)?
         } else {
-            reader_arm(b.open(&stored).map_err(|e| format!("{arm}: open: {e}"))?)
+            reader_arm(
+                b.open(&stored)
+                    .map_err(HarnessError::backend(arm, "open"))?,
+            )
         };
         keep.push(stored);
         gathers.push((arm.to_string(), g));
@@ -88,7 +95,7 @@ pub fn main(a: &[String]) -> Result<ExitCode, String> {
     let mut bytes = 0usize;
     for round in 0..rounds {
         let idx: Vec<Vec<u64>> = (0..batches)
-            .map(|_| (0..BATCH).map(|_| rng.random_range(0..n)).collect())
+            .map(|_| uniform_batch(&mut rng, n, BATCH))
             .collect();
         let k = gathers.len();
         for step in 0..k {
@@ -101,8 +108,11 @@ pub fn main(a: &[String]) -> Result<ExitCode, String> {
                 let got = g(ix)?;
                 total += t.elapsed().as_secs_f64();
                 got_bytes += got.payload_bytes();
-                let want = source.gather_reference(ix).map_err(|e| e.to_string())?;
-                competitors::verify(&got, &want).map_err(|e| format!("{name}: {e}"))?;
+                let want = source.gather_reference(ix)?;
+                competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
+                    batch: format!("a batch of {name}"),
+                    source,
+                })?;
             }
             bytes = got_bytes;
             secs[a].push(total);
@@ -136,12 +146,16 @@ pub fn main(a: &[String]) -> Result<ExitCode, String> {
 }
 
 fn reader_arm<'a>(mut r: Box<dyn Reader>) -> Gather<'a> {
-    Box::new(move |ix| r.gather(ix).map_err(|e| e.to_string()))
+    Box::new(move |ix| Ok(r.gather(ix)?))
 }
 
 /// The zrecord-raw store read without checksum verification, through the same pooled allocator
 /// the row uses.
-fn zrecord_unverified<'a>(path: &Path, source: &Source<'_>) -> Result<Gather<'a>, String> {
+fn zrecord_unverified<'a>(path: &Path, source: &Source<'_>) -> Result<Gather<'a>> {
+    let store_error = |source| HarnessError::Store {
+        path: path.to_path_buf(),
+        source,
+    };
     let opts = zrecord::OpenOptions {
         verify: false,
         ..Default::default()
@@ -151,55 +165,51 @@ fn zrecord_unverified<'a>(path: &Path, source: &Source<'_>) -> Result<Gather<'a>
     match source {
         Source::Dense(_) => {
             let view = zrecord::DenseStore::open_with(path, opts)
-                .map_err(|e| e.to_string())?
+                .map_err(store_error)?
                 .bind(alloc);
             Ok(Box::new(move |ix| {
-                let b = view.gather(ix).map_err(|e| e.to_string())?;
+                let b = view.gather(ix)?;
                 Ok(competitors::zrecord_dense_batch(b))
             }))
         }
         Source::Ragged(_) => {
             let view = zrecord::RaggedStore::open_with(path, opts)
-                .map_err(|e| e.to_string())?
+                .map_err(store_error)?
                 .bind(alloc);
             Ok(Box::new(move |ix| {
-                let b = view.gather(ix).map_err(|e| e.to_string())?;
+                let b = view.gather(ix)?;
                 Ok(competitors::zrecord_ragged_batch(b))
             }))
         }
     }
 }
 
-/// Rewrites an npy file in place of itself with a 4 KiB header (padded with spaces, as the format
-/// allows) and the payload written in 4 MiB pieces from offset 4096.
-fn rewrite_npy_4k(path: &Path) -> Result<(), String> {
-    let old = std::fs::read(path).map_err(|e| e.to_string())?;
-    if old.len() < 10 || old[6] != 1 {
-        return Err(format!("{}: not a version 1 .npy file", path.display()));
-    }
-    let hlen = u16::from_le_bytes([old[8], old[9]]) as usize;
-    let header = std::str::from_utf8(&old[10..10 + hlen]).map_err(|e| e.to_string())?;
-    let data = &old[10 + hlen..];
-    let mut h = header.trim_end().to_string();
-    h.extend(std::iter::repeat_n(' ', 4096 - 10 - h.len() - 1));
-    h.push('\n');
-    let mut head = Vec::with_capacity(4096);
-    head.extend_from_slice(&old[..8]);
-    head.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    head.extend_from_slice(h.as_bytes());
-    std::fs::remove_file(path).map_err(|e| e.to_string())?;
-    let f = std::fs::File::create(path).map_err(|e| e.to_string())?;
-    f.write_all_at(&head, 0).map_err(|e| e.to_string())?;
+/// Rewrites an npy file in place of itself with a 4 KiB header (the same header dict, padded with
+/// spaces, as the format allows) and the payload written in 4 MiB pieces from offset 4096.
+fn rewrite_npy_4k(path: &Path) -> Result<()> {
+    let (head, data) = {
+        let old = NpyFile::open(path).map_err(|source| HarnessError::Datasets {
+            what: "npy-4k: reading the npy-mmap-raw file",
+            source,
+        })?;
+        (header(old.descr(), old.shape(), 4096), old.data().to_vec())
+    };
+    let at = head.len() as u64;
+    std::fs::remove_file(path).map_err(HarnessError::io("remove", path))?;
+    let f = std::fs::File::create(path).map_err(HarnessError::io("create", path))?;
+    f.write_all_at(&head, 0)
+        .map_err(HarnessError::io("write", path))?;
     for (k, piece) in data.chunks(4 << 20).enumerate() {
-        f.write_all_at(piece, 4096 + (k as u64) * (4 << 20))
-            .map_err(|e| e.to_string())?;
+        f.write_all_at(piece, at + (k as u64) * (4 << 20))
+            .map_err(HarnessError::io("write", path))?;
     }
     Ok(())
 }
 
 /// Prints `Rss` and `FilePmdMapped` of every mapping of a file under `work`.
-fn print_mappings(work: &Path) -> Result<(), String> {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").map_err(|e| e.to_string())?;
+fn print_mappings(work: &Path) -> Result<()> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps")
+        .map_err(HarnessError::io("read", "/proc/self/smaps"))?;
     let prefix = work.display().to_string();
     let mut current: Option<String> = None;
     let (mut rss, mut pmd) = (0u64, 0u64);
@@ -248,12 +258,12 @@ mod tests {
         let path = dir.path().join("a.npy");
         let data: Vec<u8> = (0..3 * 4096 + 40).map(|k| (k * 7 % 251) as u8).collect();
         let shape = [(data.len() / 4) as u64];
-        competitors::npy::write_npy(&path, zrecord::DType::Int32, &shape, &data).unwrap();
+        datasets::npy::write_npy(&path, "<i4", &shape, &data).unwrap();
         rewrite_npy_4k(&path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len(), 4096 + data.len());
         assert_eq!(&bytes[4096..], &data[..]);
-        let map = competitors::npy::NpyMap::open(&path).unwrap();
+        let map = datasets::npy::NpyFile::open(&path).unwrap();
         assert_eq!(map.shape(), &shape);
         assert_eq!(map.descr(), "<i4");
         assert_eq!(map.data(), &data[..]);

@@ -24,13 +24,22 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
+use crate::error::{HarnessError, Result};
 use crate::model::{SCHEMA, Status};
 
-fn load(p: &PathBuf) -> Result<Value, String> {
-    let b = std::fs::read(p).map_err(|e| format!("read {}: {e}", p.display()))?;
-    let v: Value = serde_json::from_slice(&b).map_err(|e| format!("parse {}: {e}", p.display()))?;
-    if v.get("schema").and_then(Value::as_str) != Some(SCHEMA) {
-        return Err(format!("{}: not a {SCHEMA} file", p.display()));
+fn load(p: &PathBuf) -> Result<Value> {
+    let b = std::fs::read(p).map_err(HarnessError::io("read", p))?;
+    let v: Value = serde_json::from_slice(&b).map_err(|source| HarnessError::Parse {
+        path: p.clone(),
+        source,
+    })?;
+    let schema = v.get("schema").and_then(Value::as_str);
+    if schema != Some(SCHEMA) {
+        return Err(HarnessError::Schema {
+            path: p.clone(),
+            expected: SCHEMA,
+            found: schema.map(str::to_string),
+        });
     }
     Ok(v)
 }
@@ -186,7 +195,9 @@ pub fn check(base: &Value, cur: &Value) -> Vec<Violation> {
             }
             for peer in base_rows.iter().filter(|r| {
                 !name(r).starts_with("zrecord-")
-                    && !competitors::is_reference(name(r))
+                    && !name(r)
+                        .parse::<competitors::Backend>()
+                        .is_ok_and(|b| b.is_reference())
                     && is_raw(name(r)) == is_raw(zname)
             }) {
                 let pname = name(peer);
@@ -229,17 +240,13 @@ fn is_own_loader_arm(arm: &str) -> bool {
         || arm.starts_with("python-loaderx")
 }
 
-pub fn main(
-    base: &PathBuf,
-    cur: &PathBuf,
-    retry_file: Option<&PathBuf>,
-) -> Result<ExitCode, String> {
+pub fn main(base: &PathBuf, cur: &PathBuf, retry_file: Option<&PathBuf>) -> Result<ExitCode> {
     let b = load(base)?;
     let c = load(cur)?;
     let violations = check(&b, &c);
     if let Some(f) = retry_file {
         let t = retry_tables(&violations).join(",");
-        std::fs::write(f, &t).map_err(|e| format!("write {}: {e}", f.display()))?;
+        std::fs::write(f, &t).map_err(HarnessError::io("write", f))?;
     }
     if violations.is_empty() {
         println!("gate: pass ({} vs {})", cur.display(), base.display());

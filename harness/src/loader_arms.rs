@@ -12,7 +12,9 @@ use std::process::Command;
 
 use loaderx::{IndexSampler, Mode, Sampler};
 
+use crate::cell_args::{LoaderCellArgs, Subcommand};
 use crate::config;
+use crate::error::{HarnessError, Result};
 use crate::table::Table;
 
 /// Records per batch in every loader row.
@@ -227,12 +229,12 @@ impl Arm {
     }
 
     /// The command that runs this arm once, or `Err(note)` when its interpreter is missing.
-    pub fn command(&self, cell: &CellArgs<'_>) -> Result<Command, String> {
-        let python = |py: Option<String>, what: &str| -> Result<Command, String> {
-            let py = py.ok_or_else(|| format!("{what} not found"))?;
+    pub fn command(&self, cell: &CellArgs<'_>) -> Result<Command> {
+        let python = |py: Option<String>, what: &str| -> Result<Command> {
+            let py = py.ok_or_else(|| HarnessError::missing(what))?;
             let mut c = Command::new(py);
             c.arg(config::python_script("loader_bench.py"))
-                .args([self.name, cell.kind])
+                .args([self.name, cell.kind.name()])
                 .arg(cell.store)
                 .arg(cell.npy_dir)
                 .arg(cell.draws)
@@ -250,10 +252,15 @@ impl Arm {
         match self.runner {
             Runner::Rust => {
                 let mut c = Command::new(cell.exe);
-                c.arg("loader-cell")
-                    .arg(cell.kind)
-                    .arg(cell.store)
-                    .args([self.name, &cell.batches.to_string()]);
+                c.args(
+                    LoaderCellArgs {
+                        kind: cell.kind,
+                        store: cell.store.to_path_buf(),
+                        arm: self.name.to_string(),
+                        batches: cell.batches,
+                    }
+                    .argv(),
+                );
                 Ok(c)
             }
             Runner::Python => python(config::python(), "venv python ($LOADERX_VENV)"),
@@ -268,7 +275,8 @@ impl Arm {
 /// What every arm's command needs.
 pub struct CellArgs<'a> {
     pub exe: &'a Path,
-    pub kind: &'a str,
+    /// The store table whose records the arm loads (its name is the cells' KIND).
+    pub kind: Table,
     pub store: &'a Path,
     pub npy_dir: &'a Path,
     pub draws: &'a Path,
@@ -279,22 +287,26 @@ pub struct CellArgs<'a> {
 /// Writes `(steps, 256)` uint64 record indices: the IID draws of `IndexSampler(n, 256, Iid,
 /// seed 7)`, the same ones the Rust rows and the Python loaderx row draw, so every arm loads the
 /// same records at every step. Cached per (table, records, steps).
-pub fn write_draws(table: Table, work: &Path, n: u64, steps: usize) -> Result<PathBuf, String> {
+pub fn write_draws(table: Table, work: &Path, n: u64, steps: usize) -> Result<PathBuf> {
     let path = work.join(format!("loader-{table}-draws-{n}x{steps}.npy"));
     if path.exists() {
         return Ok(path);
     }
-    let mut s = IndexSampler::new(n, BATCH, Mode::Iid, 7).map_err(|e| e.to_string())?;
+    let mut s = IndexSampler::new(n, BATCH, Mode::Iid, 7)?;
     let mut bytes = Vec::with_capacity(steps * BATCH * 8);
     for _ in 0..steps {
-        for &i in s.next().map_err(|e| e.to_string())? {
+        for &i in s.next()? {
             bytes.extend_from_slice(&i.to_le_bytes());
         }
     }
     let tmp = path.with_extension("npy.tmp");
-    datasets::npy::write_npy(&tmp, "<u8", &[steps as u64, BATCH as u64], &bytes)
-        .map_err(|e| format!("write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))?;
+    datasets::npy::write_npy(&tmp, "<u8", &[steps as u64, BATCH as u64], &bytes).map_err(
+        |source| HarnessError::Datasets {
+            what: "write the draws",
+            source,
+        },
+    )?;
+    std::fs::rename(&tmp, &path).map_err(HarnessError::io("rename", &tmp))?;
     Ok(path)
 }
 
@@ -313,19 +325,24 @@ pub fn write_digests(
     draws: &Path,
     work: &Path,
     batches: usize,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf> {
     let steps = (WARMUP + batches + DIGEST_LOOKAHEAD).min(steps_needed(batches));
     let stem = draws
         .file_stem()
         .and_then(|s| s.to_str())
-        .ok_or("draws path has no name")?;
+        .ok_or_else(|| HarnessError::Format {
+            path: draws.to_path_buf(),
+            expected: "a file name",
+            found: "none".into(),
+        })?;
     // The digests depend on the corpus as well as the draws.
     let corpus = npy_dir.file_name().and_then(|s| s.to_str()).unwrap_or("c");
     let path = work.join(format!("{stem}-{corpus}-digests-{steps}.npy"));
     if path.exists() {
         return Ok(path);
     }
-    let py = config::python().ok_or("venv python ($LOADERX_VENV) not found")?;
+    let py =
+        config::python().ok_or_else(|| HarnessError::missing("venv python ($LOADERX_VENV)"))?;
     let tmp = work.join(format!("{stem}-{corpus}-digests-{steps}.tmp.npy"));
     let out = Command::new(py)
         .arg(config::python_script("loader_bench.py"))
@@ -335,17 +352,20 @@ pub fn write_digests(
         .arg(steps.to_string())
         .arg(&tmp)
         .output()
-        .map_err(|e| format!("digests: {e}"))?;
+        .map_err(|source| HarnessError::Spawn {
+            program: "the venv python (digests)".into(),
+            source,
+        })?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(HarnessError::Python(format!(
             "digests: {}",
             String::from_utf8_lossy(&out.stderr)
                 .lines()
                 .last()
                 .unwrap_or("failed")
-        ));
+        )));
     }
-    std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))?;
+    std::fs::rename(&tmp, &path).map_err(HarnessError::io("rename", &tmp))?;
     Ok(path)
 }
 

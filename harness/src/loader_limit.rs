@@ -1,18 +1,17 @@
 //! The loader tables' limit row (`memcpy-limit`): every record of the store held in memory, and
-//! each drawn batch copied out of it, record by record, on the process's threads into a recycled
-//! buffer, with the stores a zrecord gather of that size uses. No loader, no file, no checksum:
-//! what delivering the same bytes costs at least on this machine, under the same protocol (the
-//! consumer holds a block of batches, so buffers are recycled, never freed and faulted again).
+//! each drawn batch copied out of it with benchkit's copy limit (record by record, with the stores
+//! a zrecord gather of that size uses, split into zrecord's byte-balanced pieces over the
+//! process's threads) into a recycled buffer. No loader, no file, no checksum: what delivering the
+//! same bytes costs at least on this machine, under the same protocol (the consumer holds a block
+//! of batches, so buffers are recycled, never freed and faulted again).
 //!
 //! A leaf below `loader_table`: it imports nothing of the harness.
 
-use std::sync::{Arc, Mutex};
-
+use benchkit::buffers::{Recycler, copy_of};
+use benchkit::copy::{Kernel, copy_records, parallel_pieces};
 use loaderx::StreamView;
-use rayon::prelude::*;
 
-/// Buffers handed back by dropped batches, for the next ones (as many as were ever live at once).
-type FreeList = Arc<Mutex<Vec<Vec<u8>>>>;
+use crate::error::Result;
 
 /// The store's records in memory: bytes, and each record's byte range and shape words.
 pub struct CopyLimit {
@@ -24,7 +23,8 @@ pub struct CopyLimit {
     ndim: usize,
     itemsize: usize,
     ragged: bool,
-    free: FreeList,
+    /// Buffers handed back by dropped batches (as many as were ever live at once).
+    free: Recycler,
 }
 
 /// One batch of the limit row, in the loaders' contract: the records back to back, and for
@@ -33,39 +33,26 @@ pub struct Copied {
     pub values: Vec<u8>,
     pub cu_seqlens: Vec<i32>,
     pub shapes: Vec<u64>,
-    free: FreeList,
+    free: Recycler,
 }
 
 impl Drop for Copied {
     fn drop(&mut self) {
-        let v = std::mem::take(&mut self.values);
-        if let Ok(mut f) = self.free.lock() {
-            f.push(v);
-        }
+        self.free.give(std::mem::take(&mut self.values));
     }
-}
-
-/// `bytes` copied into memory of this process, huge-page advised when large.
-fn in_memory(bytes: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(bytes.len());
-    if bytes.len() >= zrecord::MAPPED_REGION_BYTES {
-        zrecord::bench_advise_huge_pages(v.spare_capacity_mut());
-    }
-    v.extend_from_slice(bytes);
-    v
 }
 
 impl CopyLimit {
     /// Reads every record of `view` into memory (one gather of all of them; untimed).
-    pub fn load(view: &StreamView, n: u64) -> Result<CopyLimit, String> {
+    pub fn load(view: &StreamView, n: u64) -> Result<CopyLimit> {
         let all: Vec<u64> = (0..n).collect();
-        let b = view.gather(&all).map_err(|e| e.to_string())?;
-        let free = FreeList::default();
+        let b = view.gather(&all)?;
+        let free = Recycler::default();
         match b {
             loaderx::Batch::Dense(d) => {
                 let stride = d.bytes().len().checked_div(n as usize).unwrap_or(0);
                 Ok(CopyLimit {
-                    bytes: in_memory(d.bytes()),
+                    bytes: copy_of(d.bytes()),
                     starts: (0..=n as usize).map(|i| i * stride).collect(),
                     shapes: Vec::new(),
                     ndim: 0,
@@ -79,7 +66,7 @@ impl CopyLimit {
                 let total = *cu.last().unwrap_or(&0) as usize;
                 let itemsize = r.values().len().checked_div(total).unwrap_or(1);
                 Ok(CopyLimit {
-                    bytes: in_memory(r.values()),
+                    bytes: copy_of(r.values()),
                     starts: cu.iter().map(|&c| c as usize * itemsize).collect(),
                     ndim: r.shapes().len().checked_div(n as usize).unwrap_or(0),
                     shapes: r.shapes().to_vec(),
@@ -102,33 +89,21 @@ impl CopyLimit {
             out_starts.push(out_starts[out_starts.len() - 1] + len);
         }
         let total = out_starts[idx.len()];
-        let mut values = self.buffer(total);
+        let mut values = self.free.take(total);
+        let record = |k: usize| {
+            let i = idx[k] as usize;
+            &self.bytes[self.starts[i]..self.starts[i + 1]]
+        };
+        let at = |k: usize| out_starts[k];
         // Byte-balanced pieces over the pool, as a fanned-out gather splits its output.
-        let pieces = (rayon::current_num_threads() * 4).min(idx.len()).max(1);
-        let target = total.div_ceil(pieces).max(1);
-        let mut bounds = vec![0usize];
-        for k in 1..idx.len() {
-            if out_starts[k] >= out_starts[bounds[bounds.len() - 1]] + target {
-                bounds.push(k);
-            }
-        }
-        bounds.push(idx.len());
-        let mut slices = Vec::with_capacity(bounds.len());
-        let mut rest = values.as_mut_slice();
-        for w in bounds.windows(2) {
-            let (head, tail) = rest.split_at_mut(out_starts[w[1]] - out_starts[w[0]]);
-            slices.push((w[0], w[1], head));
-            rest = tail;
-        }
-        slices.into_par_iter().for_each(|(a, b, buf)| {
-            let base = out_starts[a];
-            for k in a..b {
-                let i = idx[k] as usize;
-                let src = &self.bytes[self.starts[i]..self.starts[i + 1]];
-                let dst = &mut buf[out_starts[k] - base..out_starts[k + 1] - base];
-                zrecord::bench_copy_as_gather(dst, src, total);
-            }
-        });
+        copy_records(
+            &mut values,
+            idx.len(),
+            &at,
+            record,
+            Kernel::AsGather,
+            parallel_pieces(),
+        );
         let (cu_seqlens, shapes) = if self.ragged {
             let isz = self.itemsize.max(1);
             let cu = out_starts.iter().map(|&s| (s / isz) as i32).collect();
@@ -147,25 +122,6 @@ impl CopyLimit {
             shapes,
             free: self.free.clone(),
         }
-    }
-
-    /// A free buffer of at least `len` bytes (sized `len`), or a new one with room to the next
-    /// power of two (huge-page advised when large, as zrecord's regions are).
-    fn buffer(&self, len: usize) -> Vec<u8> {
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        let found = free.iter().position(|v| v.capacity() >= len);
-        let mut v = match found {
-            Some(p) => free.swap_remove(p),
-            None => {
-                let mut v = Vec::with_capacity(len.next_power_of_two());
-                if len >= zrecord::MAPPED_REGION_BYTES {
-                    zrecord::bench_advise_huge_pages(v.spare_capacity_mut());
-                }
-                v
-            }
-        };
-        v.resize(len, 0);
-        v
     }
 }
 

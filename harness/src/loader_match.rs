@@ -8,6 +8,7 @@
 
 use loaderx::StreamView;
 
+use crate::error::Result;
 use crate::loader_arms::BATCH;
 use crate::loader_limit::Copied;
 
@@ -96,12 +97,12 @@ impl Steps {
         &mut self,
         b: &Delivered,
         view: &StreamView,
-        draw: &mut dyn FnMut() -> Result<Vec<u64>, String>,
-    ) -> Result<Option<Vec<u64>>, String> {
+        draw: &mut dyn FnMut() -> Result<Vec<u64>>,
+    ) -> Result<Option<Vec<u64>>> {
         while self.pending.len() < Self::WINDOW {
             let idx = draw()?;
             let probe: Vec<u64> = PROBE.iter().map(|&j| idx[j]).collect();
-            let recs = view.gather(&probe).map_err(|e| e.to_string())?;
+            let recs = view.gather(&probe)?;
             self.pending.push((idx, recs));
         }
         let pos = self.pending.iter().position(|(_, recs)| {

@@ -11,14 +11,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use benchkit::stats::{median, sample_sd};
 use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
 use serde_json::{Value, json};
 use zrecord::{
     Allocator, Codec, DenseStore, DenseWriter, RaggedStore, RaggedWriter, WriterOptions,
 };
 
+use crate::cell_args::LoaderCellArgs;
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
+use crate::error::{HarnessError, Result};
 use crate::loader_arms::{
     self, ARMS, Arm, BATCH, BLOCK, BUDGET_S, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
 };
@@ -26,7 +29,6 @@ use crate::loader_limit::CopyLimit;
 use crate::loader_match::{Delivered, Steps};
 use crate::model::FreeTable;
 use crate::progress::progress;
-use crate::stats::{median, sample_sd};
 use crate::table::{Corpus, Layout, Table};
 
 /// Process-tree PSS in bytes (the process and all its descendants).
@@ -81,12 +83,15 @@ fn own_peak_rss() -> u64 {
 
 /// Runs a command, sampling its tree PSS every 20 ms when `sample` is set; returns (stdout, peak
 /// PSS bytes, 0 when not sampled).
-fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64), String> {
+fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
     let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| e.to_string())?;
+        .map_err(|source| HarnessError::Spawn {
+            program: cmd.get_program().to_string_lossy().into_owned(),
+            source,
+        })?;
     let pid = child.id();
     let peak = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -99,16 +104,20 @@ fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64), String> {
             }
         })
     };
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let out = child
+        .wait_with_output()
+        .map_err(|source| HarnessError::Spawn {
+            program: cmd.get_program().to_string_lossy().into_owned(),
+            source,
+        })?;
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        let code = out
-            .status
-            .code()
-            .map_or_else(|| "killed".to_string(), |c| format!("exit {c}"));
-        return Err(format!("{code}: {}", last_line(&err)));
+        return Err(HarnessError::Cell {
+            code: out.status.code(),
+            last_line: last_line(&err).to_string(),
+        });
     }
     Ok((
         String::from_utf8_lossy(&out.stdout).to_string(),
@@ -117,7 +126,7 @@ fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64), String> {
 }
 
 /// Writes the zrecord raw store the loader rows read (untimed, once per corpus).
-fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf, String> {
+fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf> {
     let path = work.join(format!(
         "loader-{table}-{}.zr",
         corpus.file_name().and_then(|s| s.to_str()).unwrap_or("c")
@@ -135,9 +144,9 @@ fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf, Str
                 Codec::Raw,
                 WriterOptions::default(),
             )
-            .map_err(|e| e.to_string())?;
-            w.append(d.data).map_err(|e| e.to_string())?;
-            w.close().map_err(|e| e.to_string())?;
+            .map_err(HarnessError::store(&path))?;
+            w.append(d.data).map_err(HarnessError::store(&path))?;
+            w.close().map_err(HarnessError::store(&path))?;
         }
         competitors::Source::Ragged(r) => {
             let base = r.offsets[0];
@@ -152,22 +161,23 @@ fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf, Str
                 Codec::Raw,
                 WriterOptions::default(),
             )
-            .map_err(|e| e.to_string())?;
-            w.append(values, &cu, r.shapes).map_err(|e| e.to_string())?;
-            w.close().map_err(|e| e.to_string())?;
+            .map_err(HarnessError::store(&path))?;
+            w.append(values, &cu, r.shapes)
+                .map_err(HarnessError::store(&path))?;
+            w.close().map_err(HarnessError::store(&path))?;
         }
     }
     Ok(path)
 }
 
 /// Records in the zrecord store the loader rows read.
-fn store_len(path: &Path, dense: bool) -> Result<u64, String> {
+fn store_len(path: &Path, dense: bool) -> Result<u64> {
     let n = if dense {
         DenseStore::open(path).map(|s| s.len())
     } else {
         RaggedStore::open(path).map(|s| s.len())
     };
-    n.map_err(|e| format!("{}: {e}", path.display()))
+    n.map_err(HarnessError::store(path))
 }
 
 /// Whether a loader's shards hold exactly the records of `want` (a direct gather of the same
@@ -177,65 +187,62 @@ fn store_len(path: &Path, dense: bool) -> Result<u64, String> {
 /// timing is theirs too (`harness/python/loaders/common.py`): warm-up batches each verified, then
 /// blocks of [`BLOCK`] timed batches held until the block's timer stops and then each compared
 /// with a direct `view.gather` of the same indices, every block after [`DRAIN`] untimed batches.
-pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
-    let [kind, store, arm, batches] = a else {
-        return Err("loader-cell KIND STORE ARM BATCHES".into());
-    };
-    let layout = Table::from_name(kind)
-        .and_then(Table::layout)
-        .ok_or_else(|| format!("loader-cell: unknown kind {kind}"))?;
-    let batches: usize = batches.parse().map_err(|_| "bad batch count")?;
+pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
+    let LoaderCellArgs {
+        kind,
+        store,
+        arm,
+        batches,
+    } = args;
+    let batches = *batches;
+    let layout = kind.layout().ok_or_else(|| HarnessError::UnknownTable {
+        name: kind.name().to_string(),
+    })?;
     let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
     let (view, n) = if layout == Layout::Dense {
-        let s = DenseStore::open(store).map_err(|e| e.to_string())?;
+        let s = DenseStore::open(store).map_err(HarnessError::store(store))?;
         let v = s.bind(alloc.clone());
         (StreamView::Dense(v), s.len())
     } else {
-        let s = RaggedStore::open(store).map_err(|e| e.to_string())?;
+        let s = RaggedStore::open(store).map_err(HarnessError::store(store))?;
         let v = s.bind(alloc.clone());
         (StreamView::Ragged(v), s.len())
     };
     let sampler = || {
         IndexSampler::new(n, BATCH, Mode::Iid, 7)
             .map(|s| Box::new(s) as Box<dyn Sampler>)
-            .map_err(|e| e.to_string())
+            .map_err(HarnessError::from)
     };
     // The draws, for the reference gathers; a batch belongs to the earliest pending step whose
     // probe records it holds (several workers deliver in completion order, as documented).
     let mut reference = sampler()?;
     let mut steps = Steps::default();
-    let mut draw = move || -> Result<Vec<u64>, String> {
-        Ok(reference.next().map_err(|e| e.to_string())?.to_vec())
-    };
-    let mut next: Box<dyn FnMut() -> Result<Delivered, String>> = if arm == "bare-gather" {
+    let mut draw = move || -> Result<Vec<u64>> { Ok(reference.next()?.to_vec()) };
+    let mut next: Box<dyn FnMut() -> Result<Delivered>> = if arm == "bare-gather" {
         let mut s = sampler()?;
         let view = view.clone();
         Box::new(move || {
-            let idx = s.next().map_err(|e| e.to_string())?.to_vec();
-            Ok(Delivered::Loader(vec![
-                view.gather(&idx).map_err(|e| e.to_string())?,
-            ]))
+            let idx = s.next()?.to_vec();
+            Ok(Delivered::Loader(vec![view.gather(&idx)?]))
         })
     } else if arm == "memcpy-limit" {
         let mut s = sampler()?;
         let limit = CopyLimit::load(&view, n)?;
         Box::new(move || {
-            let idx = s.next().map_err(|e| e.to_string())?;
+            let idx = s.next()?;
             Ok(Delivered::Copy(limit.copy(idx)))
         })
     } else {
         let workers: usize = arm
             .trim_start_matches("loaderx-w")
             .parse()
-            .map_err(|_| format!("bad arm {arm}"))?;
+            .map_err(|_| HarnessError::UnknownArm { name: arm.clone() })?;
         let opts = LoaderOptions::new(workers, 4);
-        let mut loader = Loader::new(vec![("data", vec![view.clone()])], sampler()?, opts)
-            .map_err(|e| e.to_string())?;
+        let mut loader = Loader::new(vec![("data", vec![view.clone()])], sampler()?, opts)?;
         Box::new(move || {
             let shards = loader
                 .next()
-                .ok_or("loader ended")?
-                .map_err(|e| e.to_string())?;
+                .ok_or(HarnessError::LoaderEnded { delivered: None })??;
             Ok(Delivered::Loader(
                 shards
                     .into_iter()
@@ -244,14 +251,14 @@ pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
             ))
         })
     };
-    let mut verify = |got: &Delivered, full: bool| -> Result<bool, String> {
+    let mut verify = |got: &Delivered, full: bool| -> Result<bool> {
         let Some(idx) = steps.take(got, &view, &mut draw)? else {
             return Ok(false);
         };
         if !full {
             return Ok(true);
         }
-        let want = view.gather(&idx).map_err(|e| e.to_string())?;
+        let want = view.gather(&idx)?;
         Ok(got.same(&want))
     };
     let mut step = 0usize;
@@ -316,7 +323,7 @@ pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
 
 /// A batch differed from the source: the cell's JSON line says so (`mismatch`), and the row is
 /// `verified: false`.
-fn mismatch(msg: String) -> Result<ExitCode, String> {
+fn mismatch(msg: String) -> Result<ExitCode> {
     println!(
         "{}",
         json!({"per_batch_s": null, "verified": false, "mismatch": true, "error": msg})
@@ -338,10 +345,10 @@ struct ArmResult {
 }
 
 /// Runs one cell and reads its JSON line.
-fn run_json(cmd: Command, sample: bool) -> Result<(Value, u64), String> {
+fn run_json(cmd: Command, sample: bool) -> Result<(Value, u64)> {
     let (out, peak) = run_cell(cmd, sample)?;
-    let j: Value = serde_json::from_str(out.lines().last().unwrap_or(""))
-        .map_err(|e| format!("bad output: {e}"))?;
+    let j: Value =
+        serde_json::from_str(out.lines().last().unwrap_or("")).map_err(HarnessError::BadOutput)?;
     Ok((j, peak))
 }
 
@@ -412,7 +419,9 @@ fn small_shm_run(cmd: &Command) -> String {
                 .and_then(Value::as_str)
                 .unwrap_or("unverified")
         ),
-        Err(e) if e.starts_with("exit 124") => format!(
+        Err(HarnessError::Cell {
+            code: Some(124), ..
+        }) => format!(
             "hangs (killed after {} s)",
             loader_arms::SMALL_SHM_TIMEOUT_S
         ),
@@ -420,9 +429,10 @@ fn small_shm_run(cmd: &Command) -> String {
     }
 }
 
-pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>, String> {
+pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>> {
     let base_batches = if a.quick { 50 } else { 200 };
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe =
+        std::env::current_exe().map_err(HarnessError::io("locate", "the harness executable"))?;
     let mut tables = Vec::new();
     for table in Table::LOADER {
         let Some(prepared) = corpora.of(table) else {
@@ -431,7 +441,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         // The store table whose records the loaders read; its name is the cells' KIND.
         let source = table
             .source_table()
-            .ok_or("a loader table reads a store table")?;
+            .ok_or_else(|| HarnessError::other("a loader table reads a store table"))?;
         let kind = source.name();
         let dense = source.layout() == Some(Layout::Dense);
         // A token batch takes ~30 us, an image batch ~2.5 ms: time token tables 25x longer in
@@ -451,7 +461,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             .and_then(|s| s.to_str())
             .unwrap_or("c");
         let peer_dir = work.join(format!("peers-{kind}-{corpus_name}"));
-        std::fs::create_dir_all(&peer_dir).map_err(|e| format!("{}: {e}", peer_dir.display()))?;
+        std::fs::create_dir_all(&peer_dir).map_err(HarnessError::io("create", &peer_dir))?;
         let arms: Vec<Arm> = ARMS
             .into_iter()
             .filter(|arm| arm.applies(dense) && arm.name != "webdataset")
@@ -459,7 +469,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             .collect();
         let args = |b: usize| CellArgs {
             exe: &exe,
-            kind,
+            kind: source,
             store: &store,
             npy_dir: &prepared.dir,
             draws: &draws,
@@ -507,7 +517,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                     continue;
                 }
                 match arm.command(&args(batches)) {
-                    Err(note) => r.note = Some(note),
+                    Err(note) => r.note = Some(note.to_string()),
                     Ok(mut cmd) => match run_json(
                         {
                             if memory_pass {

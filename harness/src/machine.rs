@@ -29,19 +29,10 @@ fn cpu_model() -> Option<String> {
 }
 
 fn caches() -> Value {
-    let mut v = Vec::new();
-    for k in 0..8 {
-        let base = format!("/sys/devices/system/cpu/cpu0/cache/index{k}");
-        let (Some(level), Some(kind), Some(size)) = (
-            read(&format!("{base}/level")),
-            read(&format!("{base}/type")),
-            read(&format!("{base}/size")),
-        ) else {
-            continue;
-        };
-        v.push(json!({"level": level, "type": kind, "size": size}));
-    }
-    Value::Array(v)
+    benchkit::cache::levels()
+        .into_iter()
+        .map(|c| json!({"level": c.level, "type": c.kind, "size": c.size}))
+        .collect()
 }
 
 pub fn receipts() -> Value {

@@ -12,7 +12,7 @@
 //! hidden `cell` subcommand); arms are rotated per repeat; each cell verifies 100 random batches
 //! byte for byte before timing and checks every timed batch after its timer stops.
 //!
-//! Modules by layer; each imports only from layers below it (`tests/module_graph.rs` checks the
+//! Modules by layer; each imports only from layers below it (`tests/module_graph/` checks the
 //! graph has no cycle):
 //!
 //! | layer | modules |
@@ -21,14 +21,16 @@
 //! | run | `run` (corpora, every selected table, the report) |
 //! | tables | `store_cell` (and `gap_probe` and `write_probe`, its interleaved A/Bs of gathers and writes), `sampler_table`, `loader_table` (arms and cells) → `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
 //! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`) → `plots`; `machine` (receipts) |
-//! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `stats`, `progress` → `table` (`Table`: names, geometry, corpus) |
+//! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `progress` → `table` (`Table`: names, geometry, corpus); `cell_args` (the hidden subcommands' command lines: `cli` parses them, the code that spawns a cell renders them) → `table`; `error` (`HarnessError`, what every fallible call returns) |
 
+mod cell_args;
 mod cli;
 mod cold_limit;
 mod cold_loader;
 mod cold_table;
 mod config;
 mod corpus;
+mod error;
 mod gap_probe;
 mod gate;
 mod loader_arms;
@@ -42,7 +44,6 @@ mod progress;
 mod report;
 mod run;
 mod sampler_table;
-mod stats;
 mod store_cell;
 mod table;
 mod token_corpus;

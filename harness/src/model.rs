@@ -1,6 +1,7 @@
-//! The report model: what a cell reports ([`CellResult`]), the rows and tables of a report
-//! ([`StoreRow`], [`StoreTable`], [`FreeTable`]), a cell's [`Status`], and the whole [`Report`]
-//! with its `results.json` form ([`Report::to_json`], [`Report::from_json`]).
+//! The report model: what a cell reports, warm or cold ([`CellResult`], its [`CellTable`]), the
+//! rows and tables of a report ([`StoreRow`], [`StoreTable`], [`FreeTable`]), a cell's
+//! [`Status`], and the whole [`Report`] with its `results.json` form ([`Report::to_json`],
+//! [`Report::from_json`]).
 //!
 //! Types and their (de)serialization only: it imports nothing from the crate but [`Table`].
 //! Aggregation and rendering live in `report`, `plots`; the gate reads the same JSON.
@@ -76,25 +77,119 @@ impl<'de> Deserialize<'de> for Status {
     }
 }
 
-/// What a store cell reports (one JSON file per cell run).
+/// Deserializes a figure a cell kind has: present (a number, or `null` for NaN) gives `Some`;
+/// with `#[serde(default)]`, absent gives `None`.
+fn figure<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    f64_or_nan(d).map(Some)
+}
+
+/// A figure as a number, NaN when the cell's kind has none.
+pub fn or_nan(figure: Option<f64>) -> f64 {
+    figure.unwrap_or(f64::NAN)
+}
+
+/// The table a cell belongs to: a store table, warm or cold (its cold variant, `cold-<name>`,
+/// where each timed batch starts from a dropped page cache).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CellTable {
+    pub table: Table,
+    pub cold: bool,
+}
+
+impl CellTable {
+    /// The warm table `table`.
+    pub fn warm(table: Table) -> CellTable {
+        CellTable { table, cold: false }
+    }
+
+    /// The cold variant of `table`.
+    pub fn cold(table: Table) -> CellTable {
+        CellTable { table, cold: true }
+    }
+
+    /// The name results and tables use: the table's, with `cold-` before it for a cold one.
+    pub fn name(self) -> String {
+        if self.cold {
+            format!("cold-{}", self.table.name())
+        } else {
+            self.table.name().to_string()
+        }
+    }
+
+    /// [`CellTable::name`]'s inverse.
+    pub fn from_name(name: &str) -> Option<CellTable> {
+        match name.strip_prefix("cold-") {
+            Some(warm) => Table::from_name(warm).map(CellTable::cold),
+            None => Table::from_name(name).map(CellTable::warm),
+        }
+    }
+}
+
+/// A warm cell's table is the table.
+impl PartialEq<Table> for CellTable {
+    fn eq(&self, t: &Table) -> bool {
+        !self.cold && self.table == *t
+    }
+}
+
+impl fmt::Display for CellTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl Serialize for CellTable {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for CellTable {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CellTable, D::Error> {
+        let name = String::deserialize(d)?;
+        CellTable::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown table {name:?}")))
+    }
+}
+
+/// What one cell reports, warm or cold (one JSON file per cell run; a cold table's cells are
+/// `cold.json`). The figures every cell has are plain fields; a figure only one kind measures is
+/// an `Option`, absent from the other kind's JSON: the writes, the disk size and the compression
+/// of a warm cell, the device counters of a cold one.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CellResult {
-    pub table: Table,
+    pub table: CellTable,
     pub backend: String,
     pub status: Status,
     pub note: Option<String>,
     pub records: u64,
+    /// Bytes of the source records (absent in cold results written before the merge).
+    #[serde(default)]
     pub logical_bytes: u64,
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub write_s: f64,
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub write_mib_s: f64,
+    /// Median seconds of the timed writes (warm cells).
+    #[serde(
+        default,
+        deserialize_with = "figure",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub write_s: Option<f64>,
+    #[serde(
+        default,
+        deserialize_with = "figure",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub write_mib_s: Option<f64>,
     #[serde(deserialize_with = "f64_or_nan")]
     pub gather_s: f64,
+    /// Timed batches (`batches` in cold results written before the merge).
+    #[serde(alias = "batches")]
     pub gather_batches: u64,
+    /// Records in the timed batches (absent in cold results written before the merge).
+    #[serde(default)]
     pub gather_records: u64,
     pub gather_bytes: u64,
-    #[serde(deserialize_with = "f64_or_nan")]
+    /// Logical gather MiB/s (`mib_s` in cold results written before the merge).
+    #[serde(alias = "mib_s", deserialize_with = "f64_or_nan")]
     pub gather_mib_s: f64,
     #[serde(deserialize_with = "f64_or_nan")]
     pub krecords_s: f64,
@@ -102,9 +197,39 @@ pub struct CellResult {
     pub p50_ms: f64,
     #[serde(deserialize_with = "f64_or_nan")]
     pub p95_ms: f64,
-    pub disk_bytes: u64,
-    #[serde(deserialize_with = "f64_or_nan")]
-    pub compression: f64,
+    /// Bytes the store takes on disk (warm cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
+    /// Logical bytes / disk bytes (warm cells).
+    #[serde(
+        default,
+        deserialize_with = "figure",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub compression: Option<f64>,
+    /// Device reads completed per second of gather time (cold cells).
+    #[serde(
+        default,
+        deserialize_with = "figure",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub iops: Option<f64>,
+    /// Mean number of device reads in flight while gathering (summed read latency / time); for
+    /// the cold limit row, the queue depth it ran at (cold cells).
+    #[serde(
+        default,
+        deserialize_with = "figure",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub queue_depth: Option<f64>,
+    /// MiB/s the device delivered; may exceed `gather_mib_s`: read-ahead beyond the records
+    /// (cold cells).
+    #[serde(
+        default,
+        deserialize_with = "figure",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub device_mib_s: Option<f64>,
     pub verified_batches: u64,
     pub verified: bool,
     /// Seconds of every timed write (`write_s` is their median); absent in older results.
@@ -116,17 +241,17 @@ pub struct CellResult {
 }
 
 impl CellResult {
-    /// A result with nothing measured yet.
+    /// A warm store cell with nothing measured yet.
     pub fn new(table: Table, backend: &str, status: Status) -> CellResult {
         CellResult {
-            table,
+            table: CellTable::warm(table),
             backend: backend.to_string(),
             status,
             note: None,
             records: 0,
             logical_bytes: 0,
-            write_s: 0.0,
-            write_mib_s: 0.0,
+            write_s: Some(0.0),
+            write_mib_s: Some(0.0),
             gather_s: 0.0,
             gather_batches: 0,
             gather_records: 0,
@@ -135,12 +260,34 @@ impl CellResult {
             krecords_s: 0.0,
             p50_ms: 0.0,
             p95_ms: 0.0,
-            disk_bytes: 0,
-            compression: 0.0,
+            disk_bytes: Some(0),
+            compression: Some(0.0),
+            iops: None,
+            queue_depth: None,
+            device_mib_s: None,
             verified_batches: 0,
             verified: false,
             write_repeats_s: Vec::new(),
             write_limit_mib_s: None,
+        }
+    }
+
+    /// A cold cell of `table` with nothing measured yet (a failed one until it is).
+    pub fn cold(table: Table, backend: &str) -> CellResult {
+        CellResult {
+            table: CellTable::cold(table),
+            write_s: None,
+            write_mib_s: None,
+            gather_mib_s: f64::NAN,
+            krecords_s: f64::NAN,
+            p50_ms: f64::NAN,
+            p95_ms: f64::NAN,
+            disk_bytes: None,
+            compression: None,
+            iops: Some(f64::NAN),
+            queue_depth: Some(f64::NAN),
+            device_mib_s: Some(f64::NAN),
+            ..CellResult::new(table, backend, Status::Failed)
         }
     }
 }
@@ -305,6 +452,37 @@ mod tests {
             assert_eq!(serde_json::from_str::<Status>(&json).expect("parse"), s);
         }
         assert!(serde_json::from_str::<Status>("\"failed\"").is_err());
+    }
+
+    /// One cell type for both kinds: a warm cell's JSON has no device counters, a cold cell's
+    /// no writes, and a cold result written before the two merged (`batches`, `mib_s`) reads
+    /// into the same fields a new one writes.
+    #[test]
+    fn warm_and_cold_cells_share_one_model() {
+        let warm = serde_json::to_value(CellResult::new(Table::DenseTokens, "x", Status::Ok))
+            .expect("serialize");
+        assert_eq!(warm["table"], "dense-tokens");
+        assert!(warm.get("write_s").is_some() && warm.get("iops").is_none());
+        let cold = serde_json::to_value(CellResult::cold(Table::DenseTokens, "x")).expect("json");
+        assert_eq!(cold["table"], "cold-dense-tokens");
+        assert!(cold.get("write_s").is_none() && cold["iops"].is_null());
+        let back: CellResult = serde_json::from_value(cold.clone()).expect("parse");
+        assert_eq!(back.table, CellTable::cold(Table::DenseTokens));
+        assert!(back.table != Table::DenseTokens);
+        assert!(back.iops.is_some_and(f64::is_nan) && back.write_s.is_none());
+        assert_eq!(serde_json::to_value(&back).expect("json"), cold);
+        let old = json!({
+            "table": "cold-ragged-tokens", "backend": "cold-limit", "status": "ok", "note": null,
+            "records": 9, "batches": 20, "gather_s": 0.5, "gather_bytes": 100, "mib_s": 12.5,
+            "krecords_s": 3.0, "p50_ms": null, "p95_ms": 2.0, "iops": 400.0, "queue_depth": 8.0,
+            "device_mib_s": 12.5, "verified_batches": 0, "verified": true
+        });
+        let c: CellResult = serde_json::from_value(old).expect("an old cold cell parses");
+        assert_eq!(c.table, CellTable::cold(Table::RaggedTokens));
+        assert_eq!((c.gather_batches, c.gather_mib_s), (20, 12.5));
+        assert!(c.p50_ms.is_nan());
+        assert_eq!((c.iops, c.queue_depth), (Some(400.0), Some(8.0)));
+        assert_eq!((c.write_mib_s, c.disk_bytes), (None, None));
     }
 
     /// The committed CI baseline parses, table by table, into the typed model, and writes back

@@ -12,6 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
 
+use crate::error::{HarnessError, Result};
 use crate::model::{Report, Status};
 use crate::table::Stage;
 
@@ -29,10 +30,23 @@ fn register_font() {
     });
 }
 
-type DrawResult<T> = Result<T, String>;
+/// What a drawing call reported: its message (plotters' error type differs per backend); the
+/// plot file it belongs to is added by [`bars_file`] and [`scatter_file`].
+struct DrawError(String);
 
-fn e<E: std::fmt::Display>(x: E) -> String {
-    x.to_string()
+type DrawResult<T> = std::result::Result<T, DrawError>;
+
+fn e<E: std::fmt::Display>(x: E) -> DrawError {
+    DrawError(x.to_string())
+}
+
+/// The [`HarnessError::Plot`] of a drawing error in the plot `dir/stem.*`.
+fn plot_error(dir: &Path, stem: &str) -> impl Fn(DrawError) -> HarnessError {
+    let path = dir.join(stem);
+    move |DrawError(message)| HarnessError::Plot {
+        path: path.clone(),
+        message,
+    }
 }
 
 /// One bar chart: labels, values, optional +/- SD per bar, and an optional named limit line.
@@ -260,14 +274,15 @@ where
     Ok(())
 }
 
-fn bars_file(dir: &Path, stem: &str, c: &Bars<'_>) -> DrawResult<()> {
+fn bars_file(dir: &Path, stem: &str, c: &Bars<'_>) -> Result<()> {
+    let plot = plot_error(dir, stem);
     let h = 90 + ROW_H * c.labels.len().max(1) as u32;
     let svg = dir.join(format!("{stem}.svg"));
-    draw_bars(SVGBackend::new(&svg, (W, h)).into_drawing_area(), c)?;
+    draw_bars(SVGBackend::new(&svg, (W, h)).into_drawing_area(), c).map_err(&plot)?;
     let mut buf = vec![0u8; (W * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (W, h)).into_drawing_area();
-        draw_bars(root, c)?;
+        draw_bars(root, c).map_err(&plot)?;
     }
     image::save_buffer(
         dir.join(format!("{stem}.png")),
@@ -276,22 +291,24 @@ fn bars_file(dir: &Path, stem: &str, c: &Bars<'_>) -> DrawResult<()> {
         h,
         image::ExtendedColorType::Rgb8,
     )
-    .map_err(e)?;
+    .map_err(|x| plot(e(x)))?;
     Ok(())
 }
 
-fn scatter_file(dir: &Path, stem: &str, title: &str, pts: &[(String, f64, f64)]) -> DrawResult<()> {
+fn scatter_file(dir: &Path, stem: &str, title: &str, pts: &[(String, f64, f64)]) -> Result<()> {
+    let plot = plot_error(dir, stem);
     let (w, h) = (W, 640);
     let svg = dir.join(format!("{stem}.svg"));
     draw_scatter(
         SVGBackend::new(&svg, (w, h)).into_drawing_area(),
         title,
         pts,
-    )?;
+    )
+    .map_err(&plot)?;
     let mut buf = vec![0u8; (w * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
-        draw_scatter(root, title, pts)?;
+        draw_scatter(root, title, pts).map_err(&plot)?;
     }
     image::save_buffer(
         dir.join(format!("{stem}.png")),
@@ -300,12 +317,12 @@ fn scatter_file(dir: &Path, stem: &str, title: &str, pts: &[(String, f64, f64)])
         h,
         image::ExtendedColorType::Rgb8,
     )
-    .map_err(e)
+    .map_err(|x| plot(e(x)))
 }
 
-pub fn render_all(rep: &Report, dir: &Path) -> Result<(), String> {
+pub fn render_all(rep: &Report, dir: &Path) -> Result<()> {
     register_font();
-    std::fs::create_dir_all(dir).map_err(|x| format!("create {}: {x}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(HarnessError::io("create", dir))?;
     for t in &rep.store_tables {
         let rows: Vec<_> = t
             .rows

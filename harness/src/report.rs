@@ -4,10 +4,11 @@
 
 use std::path::Path;
 
+use benchkit::stats::{median, sample_sd};
 use serde_json::Value;
 
-use crate::model::{CellResult, Report, Status, StoreRow, StoreTable};
-use crate::stats::{median, sample_sd};
+use crate::error::{HarnessError, Result};
+use crate::model::{CellResult, Report, Status, StoreRow, StoreTable, or_nan};
 use crate::table::Table;
 
 /// A store table from its cells: per backend, the medians over the repeats that ran.
@@ -45,7 +46,7 @@ pub fn aggregate(
                     .all(|r| r.verified || r.status == Status::NotApplicable),
             status,
             note,
-            write_mib_s: col(|r| r.write_mib_s),
+            write_mib_s: col(|r| or_nan(r.write_mib_s)),
             gather_mib_s: col(|r| r.gather_mib_s),
             krecords_s: col(|r| r.krecords_s),
             p95_ms: if ok.is_empty() {
@@ -53,8 +54,11 @@ pub fn aggregate(
             } else {
                 col(|r| r.p95_ms)
             },
-            disk_mib: col(|r| r.disk_bytes as f64 / (1 << 20) as f64),
-            compression: col(|r| r.compression),
+            disk_mib: col(|r| {
+                r.disk_bytes
+                    .map_or(f64::NAN, |b| b as f64 / (1 << 20) as f64)
+            }),
+            compression: col(|r| or_nan(r.compression)),
             x_memcpy: None,
             x_write_limit: None,
             sd: sample_sd(&gathers),
@@ -89,7 +93,7 @@ pub fn aggregate(
             .filter(|c| c.status == Status::Ok)
             .filter_map(|c| {
                 let w = c.write_limit_mib_s.or(write_limit)?;
-                (w > 0.0).then(|| c.write_mib_s / w)
+                (w > 0.0).then(|| or_nan(c.write_mib_s) / w)
             })
             .collect();
         if !ratios.is_empty() {
@@ -109,15 +113,13 @@ pub fn aggregate(
 }
 
 /// Writes all outputs of `rep` into `out`; returns the number of failed cells.
-pub fn write(rep: &Report, out: &Path) -> Result<usize, String> {
+pub fn write(rep: &Report, out: &Path) -> Result<usize> {
     let j = rep.to_json();
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_vec_pretty(&j).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| format!("write results.json: {e}"))?;
-    std::fs::write(out.join("tables.md"), render_markdown(rep))
-        .map_err(|e| format!("write tables.md: {e}"))?;
+    let json_path = out.join("results.json");
+    std::fs::write(&json_path, serde_json::to_vec_pretty(&j)?)
+        .map_err(HarnessError::io("write", &json_path))?;
+    let md_path = out.join("tables.md");
+    std::fs::write(&md_path, render_markdown(rep)).map_err(HarnessError::io("write", &md_path))?;
     crate::plots::render_all(rep, &out.join("plots"))?;
     let mut failed = 0;
     for t in &rep.store_tables {
@@ -233,7 +235,10 @@ pub fn render_markdown(rep: &Report) -> String {
                 format!("{}x", fmt_num(x, 2)),
             ]);
             // A reference row (`npy-crc-limit`) is shown in full but never marked best.
-            if competitors::is_reference(&r.backend) {
+            if r.backend
+                .parse::<competitors::Backend>()
+                .is_ok_and(|b| b.is_reference())
+            {
                 values.push(vec![f64::NAN; 8]);
             } else {
                 values.push(vec![
@@ -335,14 +340,14 @@ pub fn render_markdown(rep: &Report) -> String {
 }
 
 /// Rebuilds `tables.md` and `plots/` of a finished run from its `results.json`.
-pub fn rerender(dir: &Path) -> Result<(), String> {
+pub fn rerender(dir: &Path) -> Result<()> {
     let path = dir.join("results.json");
-    let bytes = std::fs::read(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    let bytes = std::fs::read(&path).map_err(HarnessError::io("read", &path))?;
     let j: Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("parse {}: {e}", path.display()))?;
+        serde_json::from_slice(&bytes).map_err(|source| HarnessError::Parse { path, source })?;
     let rep = Report::from_json(&j);
-    std::fs::write(dir.join("tables.md"), render_markdown(&rep))
-        .map_err(|e| format!("write tables.md: {e}"))?;
+    let md_path = dir.join("tables.md");
+    std::fs::write(&md_path, render_markdown(&rep)).map_err(HarnessError::io("write", &md_path))?;
     crate::plots::render_all(&rep, &dir.join("plots"))
 }
 
@@ -351,9 +356,41 @@ mod tests {
     use super::*;
     use crate::model::Report;
 
+    /// Committed runs whose `tables.md` an older renderer wrote (before the `write × limit`
+    /// column): not reproduced.
+    const OLDER_RENDERER: &[&str] = &["2026-11-30-vm-r2"];
+
+    /// Every other committed run, read back through the model, renders to its committed
+    /// `tables.md` byte for byte (what `harness render` writes).
+    #[test]
+    fn committed_tables_render_byte_for_byte() {
+        let results = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../results"));
+        let mut checked = Vec::new();
+        for entry in std::fs::read_dir(results).expect("list results/") {
+            let dir = entry.expect("results/ entry").path();
+            let run = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+            let Some(run) = run.filter(|r| !OLDER_RENDERER.contains(&r.as_str())) else {
+                continue;
+            };
+            let Ok(json) = std::fs::read(dir.join("results.json")) else {
+                continue;
+            };
+            let j: Value = serde_json::from_slice(&json).unwrap_or_else(|e| panic!("{run}: {e}"));
+            let want = std::fs::read_to_string(dir.join("tables.md")).expect("read tables.md");
+            assert_eq!(render_markdown(&Report::from_json(&j)), want, "{run}");
+            checked.push(run);
+        }
+        assert!(
+            checked
+                .iter()
+                .any(|r| r == "2026-12-03-xeon-tokens-9500673"),
+            "{checked:?}"
+        );
+    }
+
     fn cell(backend: &str, write_mib_s: f64, limit: Option<f64>) -> CellResult {
         CellResult {
-            write_mib_s,
+            write_mib_s: Some(write_mib_s),
             gather_mib_s: 1000.0,
             verified: true,
             write_limit_mib_s: limit,

@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
+use crate::cell_args::{StoreCellArgs, Subcommand};
 use crate::config::{self, RunArgs};
 use crate::corpus::{self, Corpora};
+use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, Report, Status};
 use crate::progress::progress;
-use crate::store_cell::{self, CellArgs};
+use crate::store_cell;
 use crate::table::{Corpus, Table};
 use crate::{loader_table, machine, report, sampler_table, working_set};
 
@@ -36,9 +38,9 @@ fn today() -> String {
 
 /// Runs one store cell in a fresh process and reads its result (a `FAILED` one when the process
 /// wrote none).
-pub fn run_cell(args: &CellArgs) -> CellResult {
+pub fn run_cell(args: &StoreCellArgs) -> CellResult {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("harness"));
-    let status = Command::new(exe).args(args.to_args()).status();
+    let status = Command::new(exe).args(args.argv()).status();
     let parsed = std::fs::read(&args.out)
         .ok()
         .and_then(|b| serde_json::from_slice::<CellResult>(&b).ok());
@@ -55,7 +57,7 @@ pub fn run_cell(args: &CellArgs) -> CellResult {
     }
 }
 
-pub fn main(a: RunArgs) -> Result<ExitCode, String> {
+pub fn main(a: RunArgs) -> Result<ExitCode> {
     let out = a.out.clone().unwrap_or_else(|| {
         let host = sysinfo::System::host_name().unwrap_or_else(|| "host".into());
         config::workspace_root().join("results").join(format!(
@@ -64,9 +66,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
             if a.quick { "-quick" } else { "" }
         ))
     });
-    std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
+    std::fs::create_dir_all(&out).map_err(HarnessError::io("create", &out))?;
     let work = a.cache.join("work");
-    std::fs::create_dir_all(&work).map_err(|e| format!("create {}: {e}", work.display()))?;
+    std::fs::create_dir_all(&work).map_err(HarnessError::io("create", &work))?;
     let needs = |c: Corpus| {
         Table::ALL
             .into_iter()
@@ -90,7 +92,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
         .into_iter()
         .filter(|&t| a.selected(t) && !a.cold_only)
         .collect();
-    let cells = tables.len() * competitors::BACKENDS.len() * a.repeats;
+    let cells = tables.len() * competitors::Backend::ALL.len() * a.repeats;
     let mut results: BTreeMap<(Table, String), Vec<CellResult>> = BTreeMap::new();
     if cells > 0 {
         let pb = progress(cells as u64, "store cells");
@@ -99,14 +101,14 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
                 let Some(prepared) = corpora.of(table) else {
                     continue;
                 };
-                let n = competitors::BACKENDS.len();
+                let n = competitors::Backend::ALL.len();
                 for k in 0..n {
                     // Rotate the arm order every repeat so no backend always runs first or last.
-                    let backend = competitors::BACKENDS[(k + rep) % n];
+                    let backend = competitors::Backend::ALL[(k + rep) % n].name();
                     pb.set_prefix(format!("{table} / {backend} (repeat {})", rep + 1));
                     let cell_out = work.join(format!("cell-{table}-{backend}-{rep}.json"));
                     let _ = std::fs::remove_file(&cell_out);
-                    let args = CellArgs {
+                    let args = StoreCellArgs {
                         table,
                         backend: backend.to_string(),
                         corpus: prepared.dir.clone(),
@@ -138,7 +140,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode, String> {
     }
     for &table in &tables {
         let synthetic = corpora.of(table).is_some_and(|p| p.synthetic);
-        let rows: Vec<(String, Vec<CellResult>)> = competitors::BACKENDS
+        let rows: Vec<(String, Vec<CellResult>)> = competitors::Backend::ALL
             .iter()
             .filter_map(|b| {
                 results

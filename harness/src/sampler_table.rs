@@ -9,16 +9,18 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use benchkit::stats::{median, sample_sd};
 use loaderx::{IndexSampler, Mode, Sampler};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
+use crate::cell_args::{SamplerCellArgs, Subcommand};
 use crate::config::{self, RunArgs};
+use crate::error::{HarnessError, Result};
 use crate::model::FreeTable;
 use crate::progress::progress;
-use crate::stats::{median, sample_sd};
 use crate::table::Table;
 
 const IDS: u64 = 1_000_000;
@@ -50,7 +52,7 @@ fn measure(min_seconds: f64, mut f: impl FnMut()) -> f64 {
 }
 
 /// Runs one Rust sampler arm; returns (seconds per batch, verified).
-fn rust_arm(imp: &str, batch: usize, min_seconds: f64) -> Result<(f64, bool), String> {
+fn rust_arm(imp: &str, batch: usize, min_seconds: f64) -> Result<(f64, bool)> {
     match imp {
         "loaderx-iid" | "loaderx-cyclic" => {
             let mode = if imp == "loaderx-iid" {
@@ -58,13 +60,13 @@ fn rust_arm(imp: &str, batch: usize, min_seconds: f64) -> Result<(f64, bool), St
             } else {
                 Mode::Cyclic
             };
-            let mut s = IndexSampler::new(IDS, batch, mode, 42).map_err(|e| e.to_string())?;
+            let mut s = IndexSampler::new(IDS, batch, mode, 42)?;
             // Verify: in range; for Cyclic the batches of one cycle are disjoint.
             let mut ok = true;
             let mut seen = vec![false; IDS as usize];
             let steps = (IDS / batch as u64).min(64);
             for _ in 0..steps {
-                for &i in s.next().map_err(|e| e.to_string())? {
+                for &i in s.next()? {
                     ok &= i < IDS;
                     if mode == Mode::Cyclic && i < IDS {
                         ok &= !seen[i as usize];
@@ -72,7 +74,7 @@ fn rust_arm(imp: &str, batch: usize, min_seconds: f64) -> Result<(f64, bool), St
                     }
                 }
             }
-            s.seek(0).map_err(|e| e.to_string())?;
+            s.seek(0)?;
             let per = measure(min_seconds, || {
                 black_box(s.next().map(|v| v[0]).unwrap_or(0));
             });
@@ -107,24 +109,27 @@ fn rust_arm(imp: &str, batch: usize, min_seconds: f64) -> Result<(f64, bool), St
             });
             Ok((per, buf.iter().all(|&i| i < IDS)))
         }
-        other => Err(format!("unknown sampler arm {other}")),
+        other => Err(HarnessError::UnknownArm {
+            name: other.to_string(),
+        }),
     }
 }
 
-pub fn cell_main(a: &[String]) -> Result<ExitCode, String> {
-    let [imp, batch, secs, out] = a else {
-        return Err("sampler-cell IMPL BATCH SECONDS OUT".into());
-    };
-    let batch: usize = batch.parse().map_err(|_| "bad batch")?;
-    let secs: f64 = secs.parse().map_err(|_| "bad seconds")?;
-    let (per, ok) = rust_arm(imp, batch, secs)?;
+pub fn cell_main(args: &SamplerCellArgs) -> Result<ExitCode> {
+    let SamplerCellArgs {
+        arm: imp,
+        batch,
+        seconds: secs,
+        out,
+    } = args;
+    let (per, ok) = rust_arm(imp, *batch, *secs)?;
     std::fs::write(out, json!({"per_batch_s": per, "verified": ok}).to_string())
-        .map_err(|e| e.to_string())?;
+        .map_err(HarnessError::io("write", out))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// (seconds per batch, verified) or why the arm could not run.
-type ArmOutcome = Result<(f64, bool), String>;
+type ArmOutcome = Result<(f64, bool)>;
 /// Per arm: name, language, seconds per batch per repeat, verified, note.
 type ArmRow<'a> = (String, &'a str, Vec<f64>, bool, Option<String>);
 
@@ -132,7 +137,9 @@ fn python_arms(batch: usize, secs: f64) -> Vec<(String, ArmOutcome)> {
     let Some(py) = config::python() else {
         return vec![(
             "python".into(),
-            Err("no venv python (run scripts/install-deps.sh)".into()),
+            Err(HarnessError::missing(
+                "venv python (run scripts/install-deps.sh)",
+            )),
         )];
     };
     let script = config::python_script("sampler_bench.py");
@@ -144,31 +151,37 @@ fn python_arms(batch: usize, secs: f64) -> Vec<(String, ArmOutcome)> {
             .output();
         let r = match out {
             Ok(o) if o.status.success() => serde_json::from_slice::<Value>(&o.stdout)
-                .map_err(|e| format!("bad output: {e}"))
+                .map_err(HarnessError::BadOutput)
                 .and_then(|j| {
                     if let Some(err) = j.get("error").and_then(Value::as_str) {
-                        return Err(err.to_string());
+                        return Err(HarnessError::Python(err.to_string()));
                     }
                     Ok((
                         j["per_batch_s"].as_f64().unwrap_or(f64::NAN),
                         j["verified"].as_bool().unwrap_or(false),
                     ))
                 }),
-            Ok(o) => Err(String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .last()
-                .unwrap_or("python failed")
-                .to_string()),
-            Err(e) => Err(e.to_string()),
+            Ok(o) => Err(HarnessError::Python(
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("python failed")
+                    .to_string(),
+            )),
+            Err(source) => Err(HarnessError::Spawn {
+                program: py.clone(),
+                source,
+            }),
         };
         v.push((arm.to_string(), r));
     }
     v
 }
 
-pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable, String> {
+pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
     let secs = if a.quick { 0.1 } else { 0.5 };
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe =
+        std::env::current_exe().map_err(HarnessError::io("locate", "the harness executable"))?;
     let mut rows = Vec::new();
     let pb = progress(
         (BATCHES.len() * (RUST_IMPLS.len() + 2) * a.repeats) as u64,
@@ -181,10 +194,13 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable, String> {
                 let imp = RUST_IMPLS[(k + rep) % RUST_IMPLS.len()];
                 let out = work.join(format!("sampler-{imp}-{batch}.json"));
                 let _ = std::fs::remove_file(&out);
-                let st = Command::new(&exe)
-                    .args(["sampler-cell", imp, &batch.to_string(), &secs.to_string()])
-                    .arg(&out)
-                    .status();
+                let cell = SamplerCellArgs {
+                    arm: imp.to_string(),
+                    batch,
+                    seconds: secs,
+                    out: out.clone(),
+                };
+                let st = Command::new(&exe).args(cell.argv()).status();
                 let res = std::fs::read(&out)
                     .ok()
                     .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
@@ -222,7 +238,7 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable, String> {
                         arms[entry].2.push(per);
                         arms[entry].3 &= ok;
                     }
-                    Err(e) => arms[entry].4 = Some(e),
+                    Err(e) => arms[entry].4 = Some(e.to_string()),
                 }
                 pb.inc(1);
             }

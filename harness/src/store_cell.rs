@@ -1,6 +1,6 @@
 //! One (store table, backend) cell, run in its own process (the hidden `cell` subcommand): write
 //! (timed, repeated: [`WRITE_METHOD`], then the write limit beside it), open, verify 100 random batches, then timed IID gathers until the time budget is
-//! spent, each checked after its timer. Owns the cell's command line ([`CellArgs`]) and fills a
+//! spent, each checked after its timer. Reads its command line ([`StoreCellArgs`]) and fills a
 //! [`CellResult`].
 
 use std::fs::File;
@@ -9,98 +9,33 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use benchkit::stats::{median, percentile};
 use competitors::Source;
 
+use crate::cell_args::StoreCellArgs;
 use crate::corpus::Loaded;
+use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, Status};
-use crate::stats::median;
-use crate::table::Table;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 pub const BATCH: usize = 256;
 
-/// A store cell's command line (the hidden `cell` subcommand).
-#[derive(Clone, Debug)]
-pub struct CellArgs {
-    pub table: Table,
-    pub backend: String,
-    pub corpus: PathBuf,
-    pub work: PathBuf,
-    pub out: PathBuf,
-    pub min_seconds: f64,
-    pub verify_batches: u64,
-    pub seed: u64,
-    pub probe_seconds: Option<f64>,
-}
-
-impl CellArgs {
-    pub fn to_args(&self) -> Vec<String> {
-        let mut v = vec![
-            "cell".into(),
-            self.table.name().to_string(),
-            self.backend.clone(),
-            self.corpus.display().to_string(),
-            self.work.display().to_string(),
-            self.out.display().to_string(),
-            self.min_seconds.to_string(),
-            self.verify_batches.to_string(),
-            self.seed.to_string(),
-        ];
-        if let Some(p) = self.probe_seconds {
-            v.push(p.to_string());
-        }
-        v
-    }
-
-    fn parse(a: &[String]) -> Result<CellArgs, String> {
-        if a.len() < 8 {
-            return Err("cell: internal subcommand; expects table backend corpus work out min_seconds verify seed [probe]".into());
-        }
-        let num = |s: &str| {
-            s.parse::<f64>()
-                .map_err(|_| format!("cell: bad number {s:?}"))
-        };
-        let table =
-            Table::from_name(&a[0]).ok_or_else(|| format!("cell: no source for table {}", a[0]))?;
-        Ok(CellArgs {
-            table,
-            backend: a[1].clone(),
-            corpus: a[2].clone().into(),
-            work: a[3].clone().into(),
-            out: a[4].clone().into(),
-            min_seconds: num(&a[5])?,
-            verify_batches: num(&a[6])? as u64,
-            seed: num(&a[7])? as u64,
-            probe_seconds: a.get(8).map(|s| num(s)).transpose()?,
-        })
-    }
-}
-
-pub fn main(a: &[String]) -> Result<ExitCode, String> {
-    let args = CellArgs::parse(a)?;
+pub fn main(args: &StoreCellArgs) -> Result<ExitCode> {
     let mut r = CellResult::new(args.table, &args.backend, Status::Failed);
-    let outcome = run(&args, &mut r);
+    let outcome = run(args, &mut r);
     if let Err(e) = outcome {
         r.status = Status::Failed;
         r.verified = false;
-        r.note = Some(e);
+        r.note = Some(e.to_string());
     }
-    let json = serde_json::to_vec_pretty(&r).map_err(|e| e.to_string())?;
-    std::fs::write(&args.out, json).map_err(|e| format!("write {}: {e}", args.out.display()))?;
+    let json = serde_json::to_vec_pretty(&r)?;
+    std::fs::write(&args.out, json).map_err(HarnessError::io("write", &args.out))?;
     Ok(if r.status == Status::Failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let k = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[k.min(sorted.len() - 1)]
 }
 
 /// Writes per cell: the cell's write time is the median of up to this many.
@@ -131,16 +66,22 @@ write-limit row is the median of all cells' limits.";
 
 /// Flushes the file system holding `dir` (`sync -f`), so a timed write starts with no dirty
 /// data of earlier work pending.
-pub(crate) fn flush(dir: &Path) -> Result<(), String> {
+pub(crate) fn flush(dir: &Path) -> Result<()> {
     let status = Command::new("sync")
         .arg("-f")
         .arg(dir)
         .status()
-        .map_err(|e| format!("sync -f {}: {e}", dir.display()))?;
+        .map_err(|source| HarnessError::Spawn {
+            program: "sync".into(),
+            source,
+        })?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("sync -f {} exited with {status}", dir.display()))
+        Err(HarnessError::Exited {
+            command: format!("sync -f {}", dir.display()),
+            status,
+        })
     }
 }
 
@@ -156,17 +97,17 @@ pub(crate) fn flush(dir: &Path) -> Result<(), String> {
 /// the next writer takes them: 11 of 12 timed writes after this step ran at 3,650-4,040 MiB/s.
 /// Touching and freeing anonymous memory instead did not help (5 of 12). The scratch file is
 /// deleted before writeback, so it leaves no dirty data behind.
-pub(crate) fn warm_pages(path: &Path, bytes: usize, fill: &[u8]) -> Result<(), String> {
-    let mut f = File::create(path).map_err(|e| format!("create {}: {e}", path.display()))?;
+pub(crate) fn warm_pages(path: &Path, bytes: usize, fill: &[u8]) -> Result<()> {
+    let mut f = File::create(path).map_err(HarnessError::io("create", path))?;
     let mut left = bytes;
     while left > 0 {
         let n = left.min(fill.len());
         f.write_all(&fill[..n])
-            .map_err(|e| format!("write {}: {e}", path.display()))?;
+            .map_err(HarnessError::io("write", path))?;
         left -= n;
     }
     drop(f);
-    std::fs::remove_file(path).map_err(|e| format!("remove {}: {e}", path.display()))
+    std::fs::remove_file(path).map_err(HarnessError::io("remove", path))
 }
 
 /// Runs `write` into fresh directories `work/stem-w<k>` (flushed, then pages warmed before each:
@@ -177,8 +118,8 @@ fn timed_writes<T>(
     work: &Path,
     stem: &str,
     warm_bytes: usize,
-    mut write: impl FnMut(&Path) -> Result<(T, f64), String>,
-) -> Result<(T, PathBuf, Vec<f64>), String> {
+    mut write: impl FnMut(&Path) -> Result<(T, f64)>,
+) -> Result<(T, PathBuf, Vec<f64>)> {
     let fill = vec![0x5au8; 8 << 20];
     let mut times = Vec::new();
     let mut last: Option<(T, PathBuf)> = None;
@@ -196,7 +137,7 @@ fn timed_writes<T>(
         times.push(secs);
         last = Some((out, dir));
     }
-    let (out, dir) = last.ok_or("no write ran")?;
+    let (out, dir) = last.ok_or_else(|| HarnessError::other("no write ran"))?;
     Ok((out, dir, times))
 }
 
@@ -223,27 +164,24 @@ pub(crate) fn touch(source: &Source<'_>) {
 }
 
 /// The write limit: one plain sequential file write of the source's logical bytes into `dir`.
-pub(crate) fn plain_write(source: &Source<'_>, dir: &Path) -> Result<((), f64), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+pub(crate) fn plain_write(source: &Source<'_>, dir: &Path) -> Result<((), f64)> {
+    std::fs::create_dir_all(dir).map_err(HarnessError::io("create", dir))?;
     let path = dir.join("limit.bin");
     let t = Instant::now();
-    let mut f = File::create(&path).map_err(|e| format!("create {}: {e}", path.display()))?;
+    let mut f = File::create(&path).map_err(HarnessError::io("create", &path))?;
     for chunk in payload(source).chunks(8 << 20) {
         f.write_all(chunk)
-            .map_err(|e| format!("write {}: {e}", path.display()))?;
+            .map_err(HarnessError::io("write", &path))?;
     }
     drop(f);
     Ok(((), t.elapsed().as_secs_f64()))
 }
 
-fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
+fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
     let loaded = Loaded::open(args.table, &args.corpus)?;
     let source = loaded.source();
-    source
-        .validate()
-        .map_err(|e| format!("source invalid: {e}"))?;
-    let mut backend = competitors::backend(&args.backend)
-        .ok_or_else(|| format!("unknown backend {}", args.backend))?;
+    source.validate().map_err(HarnessError::InvalidSource)?;
+    let mut backend = args.backend.parse::<competitors::Backend>()?.competitor();
     if !backend.supports(source.geometry()) {
         r.status = Status::NotApplicable;
         r.note = Some(format!(
@@ -260,23 +198,27 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
         Some(held) => backend.prepare_held_out(&source, &held.source()),
         None => backend.prepare(&source),
     }
-    .map_err(|e| format!("prepare: {e}"))?;
+    .map_err(HarnessError::backend(&args.backend, "prepare"))?;
     touch(&source);
     let stem = format!("{}-{}", args.table, args.backend);
-    let logical = usize::try_from(r.logical_bytes).map_err(|e| format!("logical bytes: {e}"))?;
+    let logical = usize::try_from(r.logical_bytes).map_err(|_| HarnessError::Size {
+        what: "logical bytes",
+        value: r.logical_bytes,
+    })?;
     let warm = logical + logical / 4;
     let (stored, _, times) = timed_writes(&args.work, &stem, warm, |dir| {
         let t = Instant::now();
         let stored = backend
             .write(&source, dir)
-            .map_err(|e| format!("write: {e}"))?;
+            .map_err(HarnessError::backend(&args.backend, "write"))?;
         let wall = t.elapsed().as_secs_f64();
         let secs = stored.write_seconds.unwrap_or(wall);
         Ok((stored, secs))
     })?;
     let dir = stored.dir.clone();
-    r.write_s = median(&times);
-    r.write_mib_s = r.logical_bytes as f64 / (1 << 20) as f64 / r.write_s;
+    let write_s = median(&times);
+    r.write_s = Some(write_s);
+    r.write_mib_s = Some(r.logical_bytes as f64 / (1 << 20) as f64 / write_s);
     r.write_repeats_s = times;
     {
         // Every cell times the limit beside its own writes, so `write x limit` is a ratio taken
@@ -286,20 +228,24 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
         let _ = std::fs::remove_dir_all(last);
         r.write_limit_mib_s = Some(r.logical_bytes as f64 / (1 << 20) as f64 / median(&limit));
     }
-    r.disk_bytes = stored
+    let disk_bytes = stored
         .disk_bytes()
-        .map_err(|e| format!("disk bytes: {e}"))?;
-    r.compression = if r.disk_bytes == 0 {
+        .map_err(HarnessError::backend(&args.backend, "disk bytes"))?;
+    r.disk_bytes = Some(disk_bytes);
+    r.compression = Some(if disk_bytes == 0 {
         0.0
     } else {
-        r.logical_bytes as f64 / r.disk_bytes as f64
-    };
-    let mut reader = backend.open(&stored).map_err(|e| format!("open: {e}"))?;
+        r.logical_bytes as f64 / disk_bytes as f64
+    });
+    let mut reader = backend
+        .open(&stored)
+        .map_err(HarnessError::backend(&args.backend, "open"))?;
     if reader.len() != n {
-        return Err(format!(
-            "store reports {} records, source has {n}",
-            reader.len()
-        ));
+        return Err(HarnessError::Count {
+            what: "records in the store",
+            expected: n,
+            found: reader.len(),
+        });
     }
     let mut rng = SmallRng::seed_from_u64(args.seed);
     let draw =
@@ -309,15 +255,18 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
     if let Some(limit) = args.probe_seconds {
         let idx = draw(&mut rng);
         let t = Instant::now();
-        let b = reader.gather(&idx).map_err(|e| format!("gather: {e}"))?;
+        let b = reader
+            .gather(&idx)
+            .map_err(HarnessError::backend(&args.backend, "gather"))?;
         let dt = reader
             .last_gather_seconds()
             .unwrap_or(t.elapsed().as_secs_f64());
-        competitors::verify(
-            &b,
-            &source.gather_reference(&idx).map_err(|e| e.to_string())?,
-        )
-        .map_err(|e| format!("verification failed on the probe batch: {e}"))?;
+        competitors::verify(&b, &source.gather_reference(&idx)?).map_err(|source| {
+            HarnessError::Differs {
+                batch: "the probe batch".into(),
+                source,
+            }
+        })?;
         if dt > limit {
             r.status = Status::Excluded;
             r.note = Some(format!(
@@ -334,10 +283,14 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
     // Verify before timing.
     for k in 0..args.verify_batches {
         let idx = draw(&mut rng);
-        let got = reader.gather(&idx).map_err(|e| format!("gather: {e}"))?;
-        let want = source.gather_reference(&idx).map_err(|e| e.to_string())?;
-        competitors::verify(&got, &want)
-            .map_err(|e| format!("verification batch {k} differs from the source: {e}"))?;
+        let got = reader
+            .gather(&idx)
+            .map_err(HarnessError::backend(&args.backend, "gather"))?;
+        let want = source.gather_reference(&idx)?;
+        competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
+            batch: format!("verification batch {k}"),
+            source,
+        })?;
         r.verified_batches += 1;
     }
     // Timed gathers, each checked after its timer stopped.
@@ -346,15 +299,19 @@ fn run(args: &CellArgs, r: &mut CellResult) -> Result<(), String> {
     while total < args.min_seconds || times.len() < 5 {
         let idx = draw(&mut rng);
         let t = Instant::now();
-        let got = reader.gather(&idx).map_err(|e| format!("gather: {e}"))?;
+        let got = reader
+            .gather(&idx)
+            .map_err(HarnessError::backend(&args.backend, "gather"))?;
         let elapsed = t.elapsed().as_secs_f64();
         let dt = reader.last_gather_seconds().unwrap_or(elapsed);
         total += dt;
         times.push(dt);
         r.gather_bytes += got.payload_bytes() as u64;
-        let want = source.gather_reference(&idx).map_err(|e| e.to_string())?;
-        competitors::verify(&got, &want)
-            .map_err(|e| format!("timed batch {} differs from the source: {e}", times.len()))?;
+        let want = source.gather_reference(&idx)?;
+        competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
+            batch: format!("timed batch {}", times.len()),
+            source,
+        })?;
         r.verified_batches += 1;
         drop(got);
         if times.len() > 2_000_000 {
@@ -386,8 +343,8 @@ mod tests {
         let mut runs = 0;
         let (n, last, times) = timed_writes(work.path(), "t", 1 << 20, |d| {
             runs += 1;
-            std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
-            std::fs::write(d.join("f"), [runs as u8]).map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(d).map_err(HarnessError::io("create", d))?;
+            std::fs::write(d.join("f"), [runs as u8]).map_err(HarnessError::io("write", d))?;
             Ok((runs, 0.001))
         })
         .expect("writes");
@@ -411,7 +368,7 @@ mod tests {
     fn the_budget_stops_further_writes() {
         let work = tempfile::tempdir().expect("tempdir");
         let (_, _, times) = timed_writes(work.path(), "slow", 0, |d| {
-            std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(d).map_err(HarnessError::io("create", d))?;
             Ok(((), WRITE_BUDGET_S + 1.0))
         })
         .expect("writes");

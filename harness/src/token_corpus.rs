@@ -26,6 +26,8 @@ use datasets::tokens::{self, LengthStats, RecordSplitter};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::error::{HarnessError, Result};
+
 /// Which files feed which layout.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TextPlan {
@@ -109,14 +111,14 @@ pub fn plan(files: &[PathBuf]) -> TextPlan {
 }
 
 /// Text inputs under `root` (recursively), WikiText files first, then the rest in name order.
-pub fn text_files(root: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn text_files(root: &Path) -> Result<Vec<PathBuf>> {
     if root.is_file() {
         return Ok(vec![root.to_path_buf()]);
     }
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let rd = std::fs::read_dir(&d).map_err(|e| format!("read {}: {e}", d.display()))?;
+        let rd = std::fs::read_dir(&d).map_err(HarnessError::io("list", &d))?;
         for e in rd.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -132,10 +134,10 @@ pub fn text_files(root: &Path) -> Result<Vec<PathBuf>, String> {
     }
     out.sort_by_key(|p| (!is_wiki(p), p.clone()));
     if out.is_empty() {
-        return Err(format!(
-            "{}: no .txt/.raw/.parquet files found",
-            root.display()
-        ));
+        return Err(HarnessError::Missing {
+            what: ".txt/.raw/.parquet files".into(),
+            place: Some(root.to_path_buf()),
+        });
     }
     Ok(out)
 }
@@ -158,16 +160,19 @@ impl Request {
     }
 }
 
-fn meta_of(m: &tokens::TokenMetadata) -> Result<Value, String> {
-    serde_json::to_value(m).map_err(|e| e.to_string())
+fn meta_of(m: &tokens::TokenMetadata) -> Result<Value> {
+    Ok(serde_json::to_value(m)?)
 }
 
-fn tokens_err(e: datasets::Error) -> String {
-    format!("token preparation failed: {e}")
+fn tokens_err(source: datasets::Error) -> HarnessError {
+    HarnessError::Datasets {
+        what: "token preparation failed",
+        source,
+    }
 }
 
 /// Prepares the corpus of `plan` into `dir` (replaced): see the module docs.
-pub fn prepare(plan: &TextPlan, dir: &Path, req: &Request) -> Result<Value, String> {
+pub fn prepare(plan: &TextPlan, dir: &Path, req: &Request) -> Result<Value> {
     let _ = std::fs::remove_dir_all(dir);
     let stage = |name: &str| dir.join(format!(".{name}"));
     // Ragged: raise the record count until the logical bytes reach the floor.
@@ -184,7 +189,7 @@ pub fn prepare(plan: &TextPlan, dir: &Path, req: &Request) -> Result<Value, Stri
     let dense = tokens::prepare(&plan.dense, stage("dense"), req.dense_records, 0, true)
         .map_err(tokens_err)?;
     let mv = |from: PathBuf, to: &str| {
-        std::fs::rename(&from, dir.join(to)).map_err(|e| format!("move {}: {e}", from.display()))
+        std::fs::rename(&from, dir.join(to)).map_err(HarnessError::io("move", &from))
     };
     mv(stage("ragged").join("tokens.npy"), "tokens.npy")?;
     mv(stage("ragged").join("offsets.npy"), "offsets.npy")?;
@@ -212,11 +217,8 @@ pub fn prepare(plan: &TextPlan, dir: &Path, req: &Request) -> Result<Value, Stri
         "notes": plan.notes,
         "request": req.to_json(),
     });
-    std::fs::write(
-        dir.join("metadata.json"),
-        serde_json::to_vec_pretty(&meta).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| format!("write metadata: {e}"))?;
+    std::fs::write(dir.join("metadata.json"), serde_json::to_vec_pretty(&meta)?)
+        .map_err(HarnessError::io("write", dir.join("metadata.json")))?;
     Ok(meta)
 }
 
@@ -226,15 +228,18 @@ pub const HELD_OUT: &str = "held-out";
 /// Tokenizes the held-out files with the same line rule and Ragged rule (no cycling) and writes
 /// `tokens.npy` / `offsets.npy` (its records) and `dense.npy` (its stream in whole 512-token
 /// blocks) into `out`.
-fn held_out_sample(files: &[PathBuf], out: &Path) -> Result<Value, String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("create {}: {e}", out.display()))?;
+fn held_out_sample(files: &[PathBuf], out: &Path) -> Result<Value> {
+    std::fs::create_dir_all(out).map_err(HarnessError::io("create", out))?;
     let mut stream: Vec<u32> = Vec::new();
     let mut splitter = RecordSplitter::new();
     let mut sources = Vec::new();
     for f in files {
-        let bytes = std::fs::read(f).map_err(|e| format!("read {}: {e}", f.display()))?;
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|e| format!("{}: not UTF-8 at byte {}", f.display(), e.valid_up_to()))?;
+        let bytes = std::fs::read(f).map_err(HarnessError::io("read", f))?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| HarnessError::Format {
+            path: f.clone(),
+            expected: "UTF-8 text",
+            found: format!("a byte that is not UTF-8 at {}", e.valid_up_to()),
+        })?;
         for line in text.split('\n') {
             let l = line.strip_suffix('\r').unwrap_or(line);
             if l.trim().is_empty() {
@@ -249,12 +254,17 @@ fn held_out_sample(files: &[PathBuf], out: &Path) -> Result<Value, String> {
                             "sha256": datasets::hex(&Sha256::digest(&bytes))}),
         );
     }
-    let records = splitter.finish().map_err(|found| {
-        format!("held-out text holds {found} GPT-2 tokens; expected at least 16")
+    let records = splitter.finish().map_err(|found| HarnessError::TooFew {
+        what: "GPT-2 tokens in the held-out text",
+        minimum: 16,
+        found: found as u64,
     })?;
     let le =
         |ids: &[u32]| -> Vec<u8> { ids.iter().flat_map(|&t| (t as i32).to_le_bytes()).collect() };
-    let npy = |e: datasets::Error| e.to_string();
+    let npy = |source: datasets::Error| HarnessError::Datasets {
+        what: "write the held-out sample",
+        source,
+    };
     write_npy(
         out.join("tokens.npy"),
         "<i4",

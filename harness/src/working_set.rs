@@ -1,6 +1,7 @@
 //! Working-set sizing: how many records a store table needs so its logical bytes exceed the
-//! machine's last-level cache ([`llc_bytes`], read from the same sysfs entries the machine
-//! receipt reports), and the caption line that says how a table's working set compares to it.
+//! machine's last-level cache ([`llc_or_fallback`]: the size zrecord's gather store rule switches
+//! at, read from the sysfs entries the machine receipt reports), and the caption line that says
+//! how a table's working set compares to it.
 //!
 //! A uniform random gather over a working set that fits in the last-level cache measures the
 //! cache, not memory: the `memcpy-limit` row would then be a cache-bandwidth limit and every
@@ -9,20 +10,16 @@
 //! and the full run size every store table to at least [`LLC_MARGIN`] times the last-level
 //! cache, and the quick and full runs compare the same regime.
 //!
-//! A leaf module: it imports nothing from the crate (the sysfs reading is zrecord's).
+//! A leaf module: it imports nothing from the crate (the cache probe is benchkit's).
 
 /// A store table's logical bytes must be at least this many times the last-level cache.
 pub const LLC_MARGIN: f64 = 1.25;
 
-/// The cache size assumed when sysfs reports none (no `/sys/devices/system/cpu/cpu0/cache`).
-pub const FALLBACK_LLC_BYTES: u64 = 64 << 20;
-
-// The last-level cache size as zrecord's gathers read it (its store rule depends on it too).
-pub use zrecord::llc_bytes;
-
-/// The last-level cache the sizing uses: [`llc_bytes`] or [`FALLBACK_LLC_BYTES`].
+/// The last-level cache the sizing uses: the one zrecord's gathers read (sysfs), or the size they
+/// assume where sysfs reports none (`benchkit::cache::llc_bytes`), so "larger than the cache"
+/// means the same to the sizing as to the stores it measures.
 pub fn llc_or_fallback() -> u64 {
-    llc_bytes().unwrap_or(FALLBACK_LLC_BYTES)
+    benchkit::cache::llc_bytes()
 }
 
 /// Bytes a store table must hold: [`LLC_MARGIN`] x `llc`.

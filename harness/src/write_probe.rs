@@ -8,43 +8,19 @@
 //! the write (`getrusage`, all threads). The written store of every write is read back and
 //! compared with the source after its timer, so a fast wrong writer cannot pass.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use benchkit::probe::Usage;
+use benchkit::rng::uniform_batch;
+use benchkit::stats::median;
 use competitors::Source;
 
+use crate::cell_args::WriteProbeArgs;
 use crate::corpus::Loaded;
-use crate::stats::median;
+use crate::error::{HarnessError, Result};
 use crate::store_cell::{self, BATCH};
-use crate::table::Table;
-
-const USAGE: &str =
-    "write-probe TABLE CORPUS WORK ROUNDS ARM[,ARM...] (arm: a store backend, or write-limit)";
-
-/// Page faults and context switches of this process so far (all threads).
-#[derive(Clone, Copy, Debug, Default)]
-struct Usage {
-    minflt: i64,
-    majflt: i64,
-    nvcsw: i64,
-    nivcsw: i64,
-}
-
-fn usage() -> Usage {
-    // SAFETY: `getrusage` writes one `rusage` into the zeroed struct we own; RUSAGE_SELF is valid.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    Usage {
-        minflt: ru.ru_minflt,
-        majflt: ru.ru_majflt,
-        nvcsw: ru.ru_nvcsw,
-        nivcsw: ru.ru_nivcsw,
-    }
-}
 
 /// One write's figures.
 struct Write {
@@ -54,37 +30,47 @@ struct Write {
     switches: i64,
 }
 
-pub fn main(a: &[String]) -> Result<ExitCode, String> {
-    let [table, corpus, work, rounds, arms] = a else {
-        return Err(USAGE.into());
-    };
-    let table = Table::from_name(table).ok_or_else(|| format!("no table {table}"))?;
-    let rounds: usize = rounds.parse().map_err(|_| USAGE.to_string())?;
-    let arms: Vec<&str> = arms.split(',').collect();
-    let work = PathBuf::from(work);
-    std::fs::create_dir_all(&work).map_err(|e| format!("create {}: {e}", work.display()))?;
+pub fn main(args: &WriteProbeArgs) -> Result<ExitCode> {
+    let WriteProbeArgs {
+        table,
+        corpus,
+        work,
+        rounds,
+        arms,
+    } = args;
+    let (table, rounds) = (*table, *rounds);
+    let arms: Vec<&str> = arms.iter().map(String::as_str).collect();
+    let work = work.clone();
+    std::fs::create_dir_all(&work).map_err(HarnessError::io("create", &work))?;
     let loaded = Loaded::open(table, Path::new(corpus))?;
     let source = loaded.source();
-    source
-        .validate()
-        .map_err(|e| format!("source invalid: {e}"))?;
+    source.validate().map_err(HarnessError::InvalidSource)?;
     let logical = source.payload_bytes();
-    let warm = usize::try_from(logical + logical / 4).map_err(|e| format!("size: {e}"))?;
+    let warm = usize::try_from(logical + logical / 4).map_err(|_| HarnessError::Size {
+        what: "warm-up bytes",
+        value: logical + logical / 4,
+    })?;
     let mut backends = Vec::new();
     for &arm in &arms {
         if arm == "write-limit" {
             backends.push(None);
             continue;
         }
-        let mut b = competitors::backend(arm).ok_or_else(|| format!("unknown arm {arm}"))?;
+        let mut b = arm
+            .parse::<competitors::Backend>()
+            .map_err(|e| HarnessError::UnknownArm { name: e.name })?
+            .competitor();
         if !b.supports(source.geometry()) {
-            return Err(format!("{arm} has no {} layout", source.geometry().name()));
+            return Err(HarnessError::NoLayout {
+                backend: arm.to_string(),
+                layout: source.geometry().name().to_string(),
+            });
         }
         match Loaded::open_held_out(table, Path::new(corpus))? {
             Some(held) => b.prepare_held_out(&source, &held.source()),
             None => b.prepare(&source),
         }
-        .map_err(|e| format!("{arm}: prepare: {e}"))?;
+        .map_err(HarnessError::backend(arm, "prepare"))?;
         backends.push(Some(b));
     }
     store_cell::touch(&source);
@@ -103,28 +89,27 @@ pub fn main(a: &[String]) -> Result<ExitCode, String> {
             let _ = std::fs::remove_dir_all(&dir);
             store_cell::flush(&work)?;
             store_cell::warm_pages(&work.join("write-probe.warm"), warm, &fill)?;
-            let u0 = usage();
+            let u0 = Usage::now();
             let t = Instant::now();
             match backends[i].as_mut() {
                 Some(b) => {
                     b.write(&source, &dir)
-                        .map_err(|e| format!("{}: write: {e}", arms[i]))?;
+                        .map_err(HarnessError::backend(arms[i], "write"))?;
                 }
                 None => {
                     store_cell::plain_write(&source, &dir)?;
                 }
             }
             let secs = t.elapsed().as_secs_f64();
-            let u1 = usage();
+            let used = Usage::now().since(u0);
             if let Some(b) = backends[i].as_ref() {
-                check_store(b.as_ref(), &source, &dir, round as u64)
-                    .map_err(|e| format!("{}: {e}", arms[i]))?;
+                check_store(b.as_ref(), &source, &dir, round as u64)?;
             }
             let w = Write {
                 mib_s: mib / secs,
-                faults: u1.minflt - u0.minflt,
-                major: u1.majflt - u0.majflt,
-                switches: (u1.nvcsw - u0.nvcsw) + (u1.nivcsw - u0.nivcsw),
+                faults: used.minor_faults,
+                major: used.major_faults,
+                switches: used.switches(),
             };
             println!(
                 "round {round} {:<16} {:>7.0} MiB/s  minflt {:>8}  majflt {:>4}  ctxsw {:>6}",
@@ -163,26 +148,25 @@ fn check_store(
     source: &Source<'_>,
     dir: &Path,
     seed: u64,
-) -> Result<(), String> {
+) -> Result<()> {
+    use rand::SeedableRng;
     use rand::rngs::SmallRng;
-    use rand::{Rng, SeedableRng};
-    let stored = competitors::Stored {
-        backend: b.name(),
-        dir: dir.to_path_buf(),
-        geometry: source.geometry(),
-        len: source.len(),
-        write_seconds: None,
-    };
-    let mut reader = b.open(&stored).map_err(|e| format!("open: {e}"))?;
+    let stored = competitors::Stored::new(b.backend(), dir, source);
+    let mut reader = b
+        .open(&stored)
+        .map_err(HarnessError::backend(b.name(), "open"))?;
     let mut rng = SmallRng::seed_from_u64(seed);
     let n = source.len();
-    let idx: Vec<u64> = (0..BATCH.min(n as usize))
-        .map(|_| rng.random_range(0..n))
-        .collect();
+    let idx = uniform_batch(&mut rng, n, BATCH.min(n as usize));
     let got = reader
         .gather(&idx)
-        .map_err(|e| format!("gather after write: {e}"))?;
-    let want = source.gather_reference(&idx).map_err(|e| e.to_string())?;
-    competitors::verify(&got, &want)
-        .map_err(|e| format!("written store differs from the source: {e}"))
+        .map_err(HarnessError::backend(b.name(), "gather after write"))?;
+    let want = source.gather_reference(&idx)?;
+    competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
+        batch: format!(
+            "the batch read back from the {} store just written",
+            b.name()
+        ),
+        source,
+    })
 }

@@ -12,6 +12,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use benchkit::stats::median;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
 use zrecord::{Allocator, Codec, DType, DenseStore, DenseWriter, WriterOptions};
@@ -154,10 +155,6 @@ fn vision(_: &mut Criterion) {
             l.close();
         }
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     println!(
         "\ndense vision 147 KiB x {BATCH}, pool {pool_mib} MiB, prefetch 4 ({ROUNDS} rounds x \
          {PER_ROUND} batches; median ms/batch, median per-round rate vs bare gather, pool misses \
@@ -174,8 +171,8 @@ fn vision(_: &mut Criterion) {
         };
         println!(
             "  {name:<16} {:8.2} ms  {:.2}x  {:.2} misses/batch",
-            median(times[k].clone()),
-            median(ratios),
+            median(&times[k]),
+            median(&ratios),
             misses[k] as f64 / (ROUNDS as f64 * f64::from(PER_ROUND))
         );
     }
@@ -217,10 +214,6 @@ fn interleaved(view: &zrecord::DenseView) {
             l.close();
         }
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     println!(
         "\ninterleaved ({ROUNDS} rounds x {PER_ROUND} batches; median us/batch, and the median over \
          rounds of the rate relative to that round's bare gather):"
@@ -237,8 +230,8 @@ fn interleaved(view: &zrecord::DenseView) {
         let ratios: Vec<f64> = (0..ROUNDS).map(|r| times[0][r] / times[k][r]).collect();
         println!(
             "  {name:<16} {:8.2} us  {:.2}x",
-            median(times[k].clone()),
-            median(ratios)
+            median(&times[k]),
+            median(&ratios)
         );
     }
 }

@@ -9,26 +9,32 @@
 //!
 //! * `zrecord-pooled`: `RaggedView::gather` bound to `PooledAllocator::default()` (256 MiB pool).
 //! * `zrecord-system`: the same bound to `SystemAllocator` (a fresh region every batch).
-//! * `memcpy-limit`: the same records copied with per-record `memcpy` on the same rayon thread
-//!   count out of an in-memory copy into one recycled output buffer.
+//! * `memcpy-limit`: the same records copied with `memcpy` out of an in-memory copy into one
+//!   recycled output buffer, split into zrecord's byte-balanced pieces on the same rayon pool
+//!   (`benchkit::copy`).
 //!
 //! Besides Criterion's report, an interleaved section times the variants round by round and prints
 //! medians, the ratio to memcpy and the minor page faults per batch.
 //!
 //! A second, interleaved-only section does the same for ragged tokens: 200,000 int32 sequences
-//! whose lengths follow WikiText-103's quantiles (p10 28, median 127, p90 253, at most 512;
-//! mean ~147), batch 256 (~150 KB, gathered on the calling thread): zrecord with and without CRC
+//! whose lengths follow WikiText-103's quantiles (`benchkit::lengths::WIKITEXT_103_TOKENS`: p10
+//! 28, median 127, p90 253, at most 512; mean ~147), batch 256 (~150 KB, gathered on the calling thread): zrecord with and without CRC
 //! verification against a fresh-`Vec` per-record copy with `cu_seqlens` and shapes built the way
 //! the `arrow-ipc-raw` row does. `RAGGED_BENCH_SECTIONS=vision,tokens` picks sections. Run:
 //! `cargo bench -p loaderx --bench ragged`.
 
 use std::hint::black_box;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use benchkit::copy::{Kernel, copy_records, parallel_pieces};
+use benchkit::lengths::WIKITEXT_103_TOKENS;
+use benchkit::probe::Usage;
+use benchkit::rng::SplitMix64;
+use benchkit::stats::median;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use loaderx::PooledAllocator;
-use rayon::prelude::*;
 use zrecord::{
     Allocator, Codec, DType, OpenOptions, RaggedStore, RaggedView, RaggedWriter, SystemAllocator,
     WriterOptions,
@@ -36,31 +42,31 @@ use zrecord::{
 
 const BATCH: usize = 256;
 
-fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
-}
-
 /// Log-uniform integer in `lo..=hi`.
-fn log_uniform(r: &mut impl FnMut() -> u64, lo: f64, hi: f64) -> u64 {
-    let u = (r() >> 11) as f64 / (1u64 << 53) as f64;
-    (lo * (hi / lo).powf(u)).round() as u64
+fn log_uniform(r: &mut SplitMix64, lo: f64, hi: f64) -> u64 {
+    (lo * (hi / lo).powf(r.unit())).round() as u64
 }
 
-/// Minor page faults of this process so far (field 10 of `/proc/self/stat`; 0 where unreadable).
-fn minor_faults() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, s)| s).unwrap_or("");
-    after
-        .split_whitespace()
-        .nth(7)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+/// A raw Ragged store `name` of the given records (written without fsync) in a new temporary
+/// directory, which lives as long as the returned guard.
+fn raw_store(
+    name: &str,
+    dtype: DType,
+    ndim: u32,
+    values: &[u8],
+    cu: &[i32],
+    shapes: &[u64],
+) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    let opts = WriterOptions {
+        sync: false,
+        ..WriterOptions::default()
+    };
+    let mut w = RaggedWriter::create(&path, dtype, ndim, Codec::Raw, opts).unwrap();
+    w.append(values, cu, shapes).unwrap();
+    w.close().unwrap();
+    (dir, path)
 }
 
 struct Fixture {
@@ -77,7 +83,7 @@ fn fixture() -> Fixture {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(480);
-    let mut r = xorshift(11);
+    let mut r = SplitMix64::new(11);
     let mut values = Vec::new();
     let mut offsets = vec![0usize];
     let mut shapes = Vec::new();
@@ -87,28 +93,18 @@ fn fixture() -> Fixture {
         let len = (3 * h * w) as usize;
         let start = values.len();
         values.resize(start + len, 0);
-        for (k, b) in values[start..].iter_mut().enumerate() {
-            *b = (k / 7) as u8 ^ (r() & 15) as u8;
-        }
+        r.image_like(&mut values[start..]);
         offsets.push(values.len());
         shapes.extend_from_slice(&[3, h, w]);
     }
     let cu: Vec<i32> = offsets.iter().map(|&o| o as i32).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ragged_vision");
-    let opts = WriterOptions {
-        sync: false,
-        ..WriterOptions::default()
-    };
-    let mut w = RaggedWriter::create(&path, DType::UInt8, 3, Codec::Raw, opts).unwrap();
-    w.append(&values, &cu, &shapes).unwrap();
-    w.close().unwrap();
+    let (dir, path) = raw_store("ragged_vision", DType::UInt8, 3, &values, &cu, &shapes);
     let store = RaggedStore::open(&path).unwrap();
     let pooled = store.bind(Arc::new(PooledAllocator::default()) as Arc<dyn Allocator>);
     let system = store.bind(Arc::new(SystemAllocator::new()) as Arc<dyn Allocator>);
-    let mut r = xorshift(5);
+    let mut r = SplitMix64::new(5);
     let sets = (0..32)
-        .map(|_| (0..BATCH).map(|_| r() % records as u64).collect())
+        .map(|_| (0..BATCH).map(|_| r.below(records as u64)).collect())
         .collect();
     Fixture {
         _dir: dir,
@@ -120,28 +116,31 @@ fn fixture() -> Fixture {
     }
 }
 
-/// The memcpy limit: per-record copies of `idx` into `out` (resized, never shrunk), split over
-/// rayon's pool in record order.
+/// The memcpy limit: the records `idx` copied into `out` (resized, never shrunk), split into
+/// byte-balanced pieces over rayon's pool.
 fn memcpy_gather(f: &Fixture, idx: &[u64], out: &mut Vec<u8>) -> usize {
-    let lens: Vec<usize> = idx
-        .iter()
-        .map(|&i| f.offsets[i as usize + 1] - f.offsets[i as usize])
-        .collect();
-    let total: usize = lens.iter().sum();
+    let mut offs = Vec::with_capacity(idx.len() + 1);
+    offs.push(0usize);
+    for &i in idx {
+        offs.push(offs[offs.len() - 1] + f.offsets[i as usize + 1] - f.offsets[i as usize]);
+    }
+    let total = offs[idx.len()];
     if out.len() < total {
         out.resize(total, 0);
     }
-    let mut pieces: Vec<(&mut [u8], u64)> = Vec::with_capacity(idx.len());
-    let mut rest = &mut out[..total];
-    for (&i, &len) in idx.iter().zip(&lens) {
-        let (head, tail) = rest.split_at_mut(len);
-        pieces.push((head, i));
-        rest = tail;
-    }
-    pieces.into_par_iter().for_each(|(d, i)| {
-        let a = f.offsets[i as usize];
-        d.copy_from_slice(&f.values[a..a + d.len()]);
-    });
+    let record = |k: usize| {
+        let i = idx[k] as usize;
+        &f.values[f.offsets[i]..f.offsets[i + 1]]
+    };
+    let at = |k: usize| offs[k];
+    copy_records(
+        &mut out[..total],
+        idx.len(),
+        &at,
+        record,
+        Kernel::Memcpy,
+        parallel_pieces(),
+    );
     total
 }
 
@@ -200,7 +199,7 @@ fn interleaved(f: &Fixture, out: &mut Vec<u8>) {
     let mut k = 0;
     for _ in 0..rounds {
         for (v, _) in names.iter().enumerate() {
-            let (mut bytes, f0, t) = (0usize, minor_faults(), Instant::now());
+            let (mut bytes, u0, t) = (0usize, Usage::now(), Instant::now());
             for _ in 0..PER_ROUND {
                 k = (k + 1) % f.sets.len();
                 let idx = &f.sets[k];
@@ -211,14 +210,9 @@ fn interleaved(f: &Fixture, out: &mut Vec<u8>) {
                 };
             }
             rate[v].push(bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
-            faults[v] += minor_faults() - f0;
+            faults[v] += Usage::now().since(u0).minor_faults as u64;
         }
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     println!(
         "\ninterleaved ({rounds} rounds x {PER_ROUND} batches of {BATCH}; median GB/s, median of \
          per-round ratios to memcpy-limit, minor page faults per batch):"
@@ -237,53 +231,25 @@ fn interleaved(f: &Fixture, out: &mut Vec<u8>) {
     }
 }
 
-/// A WikiText-103-like token count: piecewise-linear inverse CDF through (0, 1), (0.1, 28),
-/// (0.5, 127), (0.9, 253), (1, 512).
-fn token_len(r: &mut impl FnMut() -> u64) -> usize {
-    let u = (r() >> 11) as f64 / (1u64 << 53) as f64;
-    let knots = [
-        (0.0, 1.0),
-        (0.1, 28.0),
-        (0.5, 127.0),
-        (0.9, 253.0),
-        (1.0, 512.0),
-    ];
-    for w in knots.windows(2) {
-        let ((u0, a), (u1, b)) = (w[0], w[1]);
-        if u <= u1 {
-            return (a + (b - a) * (u - u0) / (u1 - u0)).round().max(1.0) as usize;
-        }
-    }
-    512
-}
-
 fn tokens(_: &mut Criterion) {
     if !section("tokens") {
         return;
     }
     const N: usize = 200_000;
-    let mut r = xorshift(17);
+    let mut r = SplitMix64::new(17);
     let mut values: Vec<u8> = Vec::new();
     let mut offsets = vec![0usize];
     let mut shapes = Vec::new();
     for _ in 0..N {
-        let len = token_len(&mut r);
+        let len = WIKITEXT_103_TOKENS.draw(&mut r);
         for _ in 0..len {
-            values.extend_from_slice(&(((r() % 50_000) >> (r() % 8)) as i32).to_ne_bytes());
+            values.extend_from_slice(&((r.below(50_000) >> r.below(8)) as i32).to_ne_bytes());
         }
         offsets.push(values.len());
         shapes.push(len as u64);
     }
     let cu: Vec<i32> = offsets.iter().map(|&o| (o / 4) as i32).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tokens");
-    let opts = WriterOptions {
-        sync: false,
-        ..WriterOptions::default()
-    };
-    let mut w = RaggedWriter::create(&path, DType::Int32, 1, Codec::Raw, opts).unwrap();
-    w.append(&values, &cu, &shapes).unwrap();
-    w.close().unwrap();
+    let (_dir, path) = raw_store("tokens", DType::Int32, 1, &values, &cu, &shapes);
     let pool: Arc<dyn Allocator> = Arc::new(PooledAllocator::default());
     let verified = RaggedStore::open(&path).unwrap().bind(pool.clone());
     let unverified = RaggedStore::open_with(
@@ -295,9 +261,9 @@ fn tokens(_: &mut Criterion) {
     )
     .unwrap()
     .bind(pool);
-    let mut r = xorshift(23);
+    let mut r = SplitMix64::new(23);
     let sets: Vec<Vec<u64>> = (0..512)
-        .map(|_| (0..BATCH).map(|_| r() % N as u64).collect())
+        .map(|_| (0..BATCH).map(|_| r.below(N as u64)).collect())
         .collect();
     // The arrow-ipc-raw row's gather, minus locating the record batch: per-record slices, a fresh
     // values Vec, cu_seqlens and shapes.
@@ -346,11 +312,6 @@ fn tokens(_: &mut Criterion) {
             rate[v].push(bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
         }
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let mean_len = values.len() as f64 / 4.0 / N as f64;
     println!(
         "\nragged tokens ({N} records, mean {mean_len:.1} tokens; {rounds} rounds x {PER_ROUND} \

@@ -12,48 +12,44 @@
 //!   verified gather adds to the copy).
 //! * `ragged_tokens/*`: 256 random int32 sequences of 16..512 tokens, raw / zstd / zstd_dict.
 //! * `crc_short/*`: the per-record copy + CRC32C kernel of a verified raw read against `memcpy`,
-//!   batches of 256 random records out of 2,000 (in L2) or 50,000 (in the L3) with WikiText-103 token lengths x 4
-//!   bytes (`variable`, mean ~550 B), and the same at one fixed length (`fixed`): the difference is
-//!   what varying lengths cost the kernel (branches), not the checksum arithmetic.
+//!   batches of 256 random records out of 2,000 (in L2) or 50,000 (in the L3) with WikiText-103
+//!   token lengths x 4 bytes (`benchkit::lengths::WIKITEXT_103_TOKENS`, `variable`, mean ~590 B),
+//!   and the same at one fixed length (`fixed`): the difference is what varying lengths cost the
+//!   kernel (branches), not the checksum arithmetic.
 //! * `write/*`: raw Dense write of 64 MiB vs `std::fs::write` of the same bytes.
 //!
-//! Criterion reports time per iteration; throughput is set to the logical bytes, so ratios can be
-//! read off directly. Run: `cargo bench -p zrecord --bench gather`.
+//! The limit arms copy with benchkit's copy limit (`benchkit::copy`, zrecord's own split and
+//! kernels) and the checksum arms call zrecord's kernels (`zrecord::internals`), so they time the
+//! code the harness's limit rows and zrecord's gathers run. Criterion reports time per iteration;
+//! throughput is set to the logical bytes, so ratios can be read off directly. Run:
+//! `cargo bench -p zrecord --bench gather`.
 
 use std::hint::black_box;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
+use benchkit::copy::{Kernel, copy_strided, parallel_pieces};
+use benchkit::lengths::WIKITEXT_103_TOKENS;
+use benchkit::rng::SplitMix64;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use rayon::prelude::*;
+use zrecord::internals::{copy_crc32c, crc32c_records};
 use zrecord::{
     Allocation, Allocator, Codec, ColdReads, DType, DenseStore, DenseWriter, Device, OpenOptions,
     RaggedStore, RaggedWriter, RegionHome, SystemAllocator, WriterOptions, alloc_host_region,
     free_host_region,
 };
 
-fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
-}
-
+/// Image-like bytes: smooth-ish with noise (compressible a little, like decoded photos).
 fn payload(n: usize, seed: u64) -> Vec<u8> {
-    let mut r = xorshift(seed);
-    // Image-like: smooth-ish bytes with noise (compressible a little, like decoded photos).
-    (0..n)
-        .map(|k| ((k / 7) as u8).wrapping_add((r() % 16) as u8))
-        .collect()
+    let mut v = vec![0u8; n];
+    SplitMix64::new(seed).image_like(&mut v);
+    v
 }
 
 fn indices(n: u64, count: usize, seed: u64) -> Vec<Vec<u64>> {
-    let mut r = xorshift(seed);
+    let mut r = SplitMix64::new(seed);
     (0..64)
-        .map(|_| (0..count).map(|_| r() % n).collect())
+        .map(|_| (0..count).map(|_| r.below(n)).collect())
         .collect()
 }
 
@@ -120,6 +116,8 @@ impl Allocator for Recycling {
     }
 }
 
+/// The limit arms' copy of records `idx` (`stride` bytes each) out of `src` into `out`: with
+/// `memcpy` or the stores a gather of this output size uses, split over the pool or not.
 fn memcpy_gather(
     src: &[u8],
     stride: usize,
@@ -128,23 +126,13 @@ fn memcpy_gather(
     parallel: bool,
     as_gather: bool,
 ) {
-    let total = out.len();
-    let copy = |d: &mut [u8], s: &[u8]| {
-        if as_gather {
-            zrecord::bench_copy_as_gather(d, s, total)
-        } else {
-            d.copy_from_slice(s)
-        }
-    };
-    if parallel {
-        out.par_chunks_mut(stride)
-            .zip(idx.par_iter())
-            .for_each(|(d, &i)| copy(d, &src[i as usize * stride..(i as usize + 1) * stride]));
+    let kernel = if as_gather {
+        Kernel::AsGather
     } else {
-        for (d, &i) in out.chunks_mut(stride).zip(idx) {
-            copy(d, &src[i as usize * stride..(i as usize + 1) * stride]);
-        }
-    }
+        Kernel::Memcpy
+    };
+    let pieces = if parallel { parallel_pieces() } else { 1 };
+    copy_strided(out, src, stride, idx, kernel, pieces);
 }
 
 fn dense_bench(c: &mut Criterion, name: &str, dtype: DType, item: &[u64], n: usize) {
@@ -221,9 +209,7 @@ fn dense_bench(c: &mut Criterion, name: &str, dtype: DType, item: &[u64], n: usi
     });
     // One output buffer for the limit rows, faulted in (on huge pages where the kernel has them)
     // before timing, as the pooled gathers' recycled regions are.
-    let mut out = Vec::with_capacity(256 * stride);
-    zrecord::bench_advise_huge_pages(out.spare_capacity_mut());
-    out.resize(256 * stride, 0u8);
+    let mut out = benchkit::buffers::zeroed(256 * stride);
     g.bench_function("memcpy-limit", |b| {
         b.iter(|| {
             k = (k + 1) % sets.len();
@@ -254,7 +240,7 @@ fn dense_bench(c: &mut Criterion, name: &str, dtype: DType, item: &[u64], n: usi
         b.iter(|| {
             k = (k + 1) % sets.len();
             memcpy_gather(&map[128..], stride, &sets[k], &mut out, false, false);
-            black_box(zrecord::bench_crc32c_records(&out, stride));
+            black_box(crc32c_records(&out, stride));
         })
     });
     g.finish();
@@ -268,15 +254,15 @@ fn dense(c: &mut Criterion) {
 fn ragged(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let n = 50_000usize;
-    let mut r = xorshift(3);
+    let mut r = SplitMix64::new(3);
     let mut values: Vec<u8> = Vec::new();
     let mut cu = vec![0i32];
     let mut shapes = Vec::new();
     for _ in 0..n {
-        let len = 16 + (r() % 497) as usize;
+        let len = 16 + r.below(497) as usize;
         for _ in 0..len {
             // Token-like ids: Zipf-ish small numbers.
-            let t = (r() % 50_000) as u32 >> (r() % 8);
+            let t = r.below(50_000) as u32 >> r.below(8);
             values.extend_from_slice(&(t as i32).to_ne_bytes());
         }
         cu.push((values.len() / 4) as i32);
@@ -347,28 +333,6 @@ fn write(c: &mut Criterion) {
     g.finish();
 }
 
-/// Byte lengths of WikiText-103 token records (p10 28, median 127, p90 253, max 512 tokens, int32):
-/// log-linear between those quantiles.
-fn wikitext_lengths(n: usize, seed: u64) -> Vec<usize> {
-    let q = [
-        (0.0f64, 8.0f64),
-        (0.1, 28.0),
-        (0.5, 127.0),
-        (0.9, 253.0),
-        (1.0, 512.0),
-    ];
-    let mut r = xorshift(seed);
-    (0..n)
-        .map(|_| {
-            let u = (r() % 10_000) as f64 / 10_000.0;
-            let k = q.iter().position(|&(p, _)| p > u).unwrap_or(4).max(1);
-            let ((p0, a), (p1, b)) = (q[k - 1], q[k]);
-            let t = (a.ln() + (b.ln() - a.ln()) * ((u - p0) / (p1 - p0))).exp();
-            (t as usize).clamp(1, 512) * 4
-        })
-        .collect()
-}
-
 fn crc_short(c: &mut Criterion) {
     // 2,000 records (~1.1 MB, in L2) and 50,000 (~27 MB, in L3); a fresh random batch of 256 per iteration: the
     // length sequence never repeats, as in a real gather (a repeated short sequence lets the branch
@@ -376,7 +340,11 @@ fn crc_short(c: &mut Criterion) {
     const BATCH: usize = 256;
     let mut g = c.benchmark_group("crc_short");
     for pool in [2_000usize, 50_000] {
-        let var = wikitext_lengths(pool, 11);
+        let var: Vec<usize> = WIKITEXT_103_TOKENS
+            .sample(pool, 11)
+            .into_iter()
+            .map(|tokens| tokens * 4)
+            .collect();
         let mean = var.iter().sum::<usize>() / var.len();
         let fixed = vec![mean & !3; var.len()];
         for (kind, lens) in [("variable", &var), ("fixed", &fixed)] {
@@ -390,17 +358,17 @@ fn crc_short(c: &mut Criterion) {
             let mut dst = vec![0u8; BATCH * 2048];
             g.throughput(Throughput::Bytes((BATCH * mean) as u64));
             for kernel in ["memcpy", "copy_crc32c"] {
-                let mut r = xorshift(3);
+                let mut r = SplitMix64::new(3);
                 g.bench_function(BenchmarkId::new(kernel, &name), |b| {
                     b.iter(|| {
                         let (mut o, mut acc) = (0, 0u32);
                         for _ in 0..BATCH {
-                            let i = (r() % pool as u64) as usize;
+                            let i = r.below(pool as u64) as usize;
                             let (s, d) = (&src[offs[i]..offs[i + 1]], &mut dst[o..o + lens[i]]);
                             if kernel == "memcpy" {
                                 d.copy_from_slice(s);
                             } else {
-                                acc ^= zrecord::bench_copy_crc32c(i as u32, d, s);
+                                acc ^= copy_crc32c(i as u32, d, s);
                             }
                             o += lens[i];
                         }

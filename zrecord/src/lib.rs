@@ -32,6 +32,8 @@ mod cache;
 mod crc;
 mod dtype;
 mod error;
+#[cfg(feature = "internals")]
+pub mod internals;
 mod threads;
 pub mod vfs;
 
@@ -53,48 +55,6 @@ pub use format::{Codec, Kind};
 #[doc(hidden)]
 pub use publish::Mutation;
 
-/// Copies `src` into `dst` (equal lengths) and returns the CRC32C of the bytes extended from
-/// `crc`: the kernel a verified raw read runs per record. Exposed for the benchmarks only.
-#[doc(hidden)]
-pub fn bench_copy_crc32c(crc: u32, dst: &mut [u8], src: &[u8]) -> u32 {
-    crc::copy_append(crc, dst, src)
-}
-/// The CRC32C of each `stride`-byte record of `data` (the last may be shorter), XORed together,
-/// by the kernel a verified gather of raw records runs over each record it has copied: the pass
-/// of the benchmarks' verified-copy limit (a plain copy of the same records, then this pass over
-/// the output). Exposed for the benchmarks only.
-#[doc(hidden)]
-pub fn bench_crc32c_records(data: &[u8], stride: usize) -> u32 {
-    data.chunks(stride.max(1))
-        .fold(0, |x, record| x ^ crc::append(0, record))
-}
-/// Copies `src` into `dst` (equal lengths) with the stores a raw gather of `output_bytes` in
-/// all uses for each record (non-temporal ones from the last-level cache size up): the copy of the
-/// benchmarks' limit row, which moves the same bytes the same way without a store around them.
-#[doc(hidden)]
-pub fn bench_copy_as_gather(dst: &mut [u8], src: &[u8], output_bytes: usize) {
-    crc::copy_with(dst, src, read::stores_for(output_bytes));
-}
-
-/// Advises the kernel to back `buf` with transparent huge pages (its whole 2 MiB pages; a no-op
-/// off Linux), as zrecord's own output regions of [`MAPPED_REGION_BYTES`] or more are: for the
-/// benchmarks' limit row, so its output buffer pays the same page-table cost as a gather's.
-#[doc(hidden)]
-pub fn bench_advise_huge_pages(buf: &mut [std::mem::MaybeUninit<u8>]) {
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let start = (buf.as_ptr() as usize).next_multiple_of(HUGE);
-        let end = (buf.as_ptr() as usize + buf.len()) / HUGE * HUGE;
-        if end > start {
-            // SAFETY: advice on whole pages inside `buf`, memory this caller owns exclusively;
-            // MADV_HUGEPAGE changes how the pages are backed, never their contents.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = buf;
-}
 pub use cache::{llc_bytes, parse_cache_size};
 pub use publish::gc;
 #[cfg(feature = "mutations")]

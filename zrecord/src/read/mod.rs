@@ -28,3 +28,14 @@ pub(crate) use gather::stores_for;
 pub use gather::{gather_fan_outs, sequential_gathers};
 pub use open::{ColdReads, OpenOptions, container_files};
 pub use store::{DenseStore, DenseView, RaggedStore, RaggedView, ViewGather};
+
+/// `direct::split_output` for the crate: the `internals` feature exposes it to the benchmarks.
+#[cfg(feature = "internals")]
+pub(crate) fn split_output<'o, F: Fn(usize) -> usize>(
+    n: usize,
+    out: &'o mut [u8],
+    offsets: &F,
+    pieces: usize,
+) -> Vec<(usize, usize, &'o mut [u8])> {
+    direct::split_output(n, out, offsets, pieces)
+}

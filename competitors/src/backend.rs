@@ -1,0 +1,154 @@
+//! The table rows as a type: [`Backend`] names every row once (its name, whether it is a
+//! reference), and [`UnknownBackend`] is what parsing a name that is no row gives. A leaf: the
+//! adapters and the interface import it; which adapter serves a row is `Backend::competitor`, at
+//! the crate root, which imports them all.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// One row of the store tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Backend {
+    /// zrecord, raw records (every read verified).
+    ZrecordRaw,
+    /// One plain `.npy` file, gathered out of a read-only mapping.
+    NpyMmapRaw,
+    /// libhdf5, contiguous dataset.
+    Hdf5Raw,
+    /// LMDB through heed, one key per record.
+    LmdbRaw,
+    /// Arrow IPC file, uncompressed.
+    ArrowIpcRaw,
+    /// Parquet, uncompressed, page index on.
+    ParquetRaw,
+    /// Google's ArrayRecord (Python helper), uncompressed.
+    ArrayRecordRaw,
+    /// zrecord, zstd per record.
+    ZrecordZstd,
+    /// zrecord, zstd with a shared dictionary.
+    ZrecordZstdict,
+    /// libhdf5, chunked with gzip.
+    Hdf5Gzip,
+    /// Arrow IPC file, zstd buffers.
+    ArrowIpcZstd,
+    /// Parquet, zstd pages.
+    ParquetZstd,
+    /// ArrayRecord, zstd.
+    ArrayRecordZstd,
+    /// Reference (Dense only): `npy-mmap-raw`'s gather plus a CRC32C pass over every record.
+    NpyCrcLimit,
+    /// Reference: the same records copied out of memory.
+    MemcpyLimit,
+}
+
+impl Backend {
+    /// Every row, in table order; the last two are references, not peers
+    /// ([`Backend::is_reference`]).
+    pub const ALL: [Backend; 15] = [
+        Backend::ZrecordRaw,
+        Backend::NpyMmapRaw,
+        Backend::Hdf5Raw,
+        Backend::LmdbRaw,
+        Backend::ArrowIpcRaw,
+        Backend::ParquetRaw,
+        Backend::ArrayRecordRaw,
+        Backend::ZrecordZstd,
+        Backend::ZrecordZstdict,
+        Backend::Hdf5Gzip,
+        Backend::ArrowIpcZstd,
+        Backend::ParquetZstd,
+        Backend::ArrayRecordZstd,
+        Backend::NpyCrcLimit,
+        Backend::MemcpyLimit,
+    ];
+
+    /// [`Backend::ALL`] as a slice.
+    pub fn all() -> &'static [Backend] {
+        &Backend::ALL
+    }
+
+    /// The row name the tables, results and command lines use, e.g. `"hdf5-gzip"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Backend::ZrecordRaw => "zrecord-raw",
+            Backend::NpyMmapRaw => "npy-mmap-raw",
+            Backend::Hdf5Raw => "hdf5-raw",
+            Backend::LmdbRaw => "lmdb-raw",
+            Backend::ArrowIpcRaw => "arrow-ipc-raw",
+            Backend::ParquetRaw => "parquet-raw",
+            Backend::ArrayRecordRaw => "arrayrecord-raw",
+            Backend::ZrecordZstd => "zrecord-zstd",
+            Backend::ZrecordZstdict => "zrecord-zstdict",
+            Backend::Hdf5Gzip => "hdf5-gzip",
+            Backend::ArrowIpcZstd => "arrow-ipc-zstd",
+            Backend::ParquetZstd => "parquet-zstd",
+            Backend::ArrayRecordZstd => "arrayrecord-zstd",
+            Backend::NpyCrcLimit => "npy-crc-limit",
+            Backend::MemcpyLimit => "memcpy-limit",
+        }
+    }
+
+    /// Whether the row is a reference rather than a peer: `npy-crc-limit` (Dense tables:
+    /// npy-mmap-raw's gather plus a CRC32C pass over every record, the verified-copy limit) and
+    /// `memcpy-limit` (the same records copied from memory). Tables show them, but never as the
+    /// best row, and no rule compares zrecord with them as with a peer.
+    pub const fn is_reference(self) -> bool {
+        matches!(self, Backend::NpyCrcLimit | Backend::MemcpyLimit)
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is no row of [`Backend::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownBackend {
+    /// The name given.
+    pub name: String,
+}
+
+impl fmt::Display for UnknownBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown backend {:?}; expected one of ", self.name)?;
+        for (k, b) in Backend::ALL.iter().enumerate() {
+            let sep = if k == 0 { "" } else { ", " };
+            write!(f, "{sep}{b}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for UnknownBackend {}
+
+impl FromStr for Backend {
+    type Err = UnknownBackend;
+
+    fn from_str(name: &str) -> Result<Backend, UnknownBackend> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == name)
+            .ok_or_else(|| UnknownBackend {
+                name: name.to_string(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back_and_unknown_names_say_what_was_expected() {
+        for b in Backend::ALL {
+            assert_eq!(b.name().parse::<Backend>(), Ok(b));
+        }
+        let e = "nope".parse::<Backend>().unwrap_err();
+        assert_eq!(e.name, "nope");
+        let text = e.to_string();
+        assert!(text.starts_with("unknown backend \"nope\"; expected one of zrecord-raw, "));
+        assert!(text.ends_with("npy-crc-limit, memcpy-limit"), "{text}");
+    }
+}

@@ -1,0 +1,363 @@
+//! The harness's one error type, [`HarnessError`]: every fallible harness function returns it,
+//! `main` prints it and exits non-zero, and a cell that fails writes its text into its result's
+//! note.
+//!
+//! A leaf module: it imports nothing from the crate. Each variant names what failed with its
+//! context (the path, the argument, the backend, the batch, what was expected and what was
+//! found); [`HarnessError::Other`] is for the few failures that have nothing more to name.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+/// Result alias of the harness.
+pub type Result<T, E = HarnessError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a harness command, a cell or a probe.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The command line was not understood (or help was asked for): `usage` says how to call it.
+    #[error("{}", with_usage(.problem.as_deref(), .usage))]
+    Usage {
+        /// What was wrong, if anything (`None`: help was asked for).
+        problem: Option<String>,
+        /// The subcommand's usage text.
+        usage: &'static str,
+    },
+    /// A subcommand got the wrong number of arguments.
+    #[error("{command}: expects {usage} ({found} argument(s) given)")]
+    ArgumentCount {
+        /// The subcommand (`cell`, `cold-cell`, ...).
+        command: &'static str,
+        /// Its arguments, in order.
+        usage: &'static str,
+        /// How many it got.
+        found: usize,
+    },
+    /// One argument of a subcommand or flag does not parse.
+    #[error("{command}: {name} {value:?} is not {expected}")]
+    Argument {
+        /// The subcommand or flag.
+        command: &'static str,
+        /// The argument's name.
+        name: &'static str,
+        /// What was given.
+        value: String,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// A table name no table has.
+    #[error("unknown table {name:?}")]
+    UnknownTable {
+        /// The name given.
+        name: String,
+    },
+    /// A backend name no competitor has.
+    #[error("{0}")]
+    UnknownBackend(#[from] competitors::UnknownBackend),
+    /// An arm name (sampler, loader or probe arm) the harness does not know.
+    #[error("unknown arm {name:?}")]
+    UnknownArm {
+        /// The name given.
+        name: String,
+    },
+    /// A file-system operation failed.
+    #[error("{op} {}: {source}", .path.display())]
+    Io {
+        /// What was being done (`read`, `write`, `create`, `remove`, ...).
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A JSON file does not parse (or is not the document expected).
+    #[error("parse {}: {source}", .path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: serde_json::Error,
+    },
+    /// A `results.json` whose `schema` is not the harness's.
+    #[error("{}: not a {expected} file (schema {found:?})", .path.display())]
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// The schema expected.
+        expected: &'static str,
+        /// The schema found (`None`: no `schema` field).
+        found: Option<String>,
+    },
+    /// A value could not be written as JSON.
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A competitor backend failed at one stage of a cell (`prepare`, `write`, `open`, `gather`).
+    #[error("{backend}: {stage}: {source}")]
+    Backend {
+        /// The backend (or the arm that wraps it).
+        backend: String,
+        /// The stage that failed.
+        stage: &'static str,
+        /// The adapter's error.
+        source: competitors::Error,
+    },
+    /// A table's source arrays are inconsistent (offsets, shapes and values disagree).
+    #[error("source invalid: {0}")]
+    InvalidSource(competitors::Error),
+    /// A size that does not fit this machine's `usize`.
+    #[error("{what} {value} does not fit in memory")]
+    Size {
+        /// What the size is of.
+        what: &'static str,
+        /// The size.
+        value: u64,
+    },
+    /// A backend without a layout for the table's records.
+    #[error("{backend} has no {layout} layout")]
+    NoLayout {
+        /// The backend.
+        backend: String,
+        /// The records' layout (`dense`, `ragged`).
+        layout: String,
+    },
+    /// A competitors call outside a backend (a source's validation or reference gather).
+    #[error("{0}")]
+    Competitors(#[from] competitors::Error),
+    /// A batch differed from the source records.
+    #[error("{batch} differs from the source: {source}")]
+    Differs {
+        /// Which batch (`verification batch 3`, `timed batch 12`, ...).
+        batch: String,
+        /// What differed.
+        source: competitors::Error,
+    },
+    /// A count is not the one expected.
+    #[error("{what}: expected {expected}, found {found}")]
+    Count {
+        /// What was counted.
+        what: &'static str,
+        /// The count expected.
+        expected: u64,
+        /// The count found.
+        found: u64,
+    },
+    /// Fewer of something than a step needs.
+    #[error("{what}: {found}, expected at least {minimum}")]
+    TooFew {
+        /// What was counted.
+        what: &'static str,
+        /// The least that works.
+        minimum: u64,
+        /// How many there are.
+        found: u64,
+    },
+    /// A zrecord store call failed.
+    #[error("zrecord: {0}")]
+    Zrecord(#[from] zrecord::Error),
+    /// A zrecord store at a path failed to open.
+    #[error("{}: {source}", .path.display())]
+    Store {
+        /// The store's path.
+        path: PathBuf,
+        /// The underlying error.
+        source: zrecord::Error,
+    },
+    /// A loaderx call (sampler, loader) failed.
+    #[error("loaderx: {0}")]
+    Loader(#[from] loaderx::Error),
+    /// A loader stopped handing out batches before the run's last one.
+    #[error("the loader ended before the run's last batch{}", .delivered.map(|d| format!(" (after {d})")).unwrap_or_default())]
+    LoaderEnded {
+        /// Batches it delivered, where the caller counts them.
+        delivered: Option<usize>,
+    },
+    /// A batch a loader delivered is not the one its draw names.
+    #[error(
+        "loader batch {batch} differs from the source records ({found_bytes} bytes, expected {expected_bytes})"
+    )]
+    LoaderBatch {
+        /// The batch's position in the run.
+        batch: usize,
+        /// Bytes expected (the CRC32C of them differed, or their count).
+        expected_bytes: usize,
+        /// Bytes delivered.
+        found_bytes: usize,
+    },
+    /// A datasets call (corpus preparation, `.npy` files, download) failed.
+    #[error("{what}: {source}")]
+    Datasets {
+        /// What was being done.
+        what: &'static str,
+        /// The underlying error.
+        source: datasets::Error,
+    },
+    /// A `.npy` source array of a dtype no table reads.
+    #[error("unsupported npy dtype {descr:?}")]
+    Dtype {
+        /// The array's `descr`.
+        descr: String,
+    },
+    /// A file has the wrong format.
+    #[error("{}: expected {expected}, found {found}", .path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What was expected.
+        expected: &'static str,
+        /// What was found.
+        found: String,
+    },
+    /// Something the run needs is missing (a venv, a metadata file, a device counter, ...).
+    #[error("{what} not found{}", .place.as_ref().map(|p| format!(" in {}", p.display())).unwrap_or_default())]
+    Missing {
+        /// What is missing.
+        what: String,
+        /// Where it was looked for, if a path says it.
+        place: Option<PathBuf>,
+    },
+    /// A program could not be started.
+    #[error("could not start {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A program ran and failed.
+    #[error("{command} exited with {status}")]
+    Exited {
+        /// The command line.
+        command: String,
+        /// How it ended.
+        status: ExitStatus,
+    },
+    /// A cell process failed: its exit code (`None`: killed by a signal) and the last line of
+    /// its standard error.
+    #[error("{}: {last_line}", .code.map_or_else(|| "killed".to_string(), |c| format!("exit {c}")))]
+    Cell {
+        /// The exit code.
+        code: Option<i32>,
+        /// The last non-empty line the cell wrote to standard error.
+        last_line: String,
+    },
+    /// A cell or arm printed a result line that is not the JSON expected.
+    #[error("bad output: {0}")]
+    BadOutput(serde_json::Error),
+    /// A Python arm reported an error (its own message, or the last line of its traceback).
+    #[error("{0}")]
+    Python(String),
+    /// The page cache cannot be dropped: `/proc/sys/vm/drop_caches` is not writable.
+    #[error("/proc/sys/vm/drop_caches is not writable (needs root): {0}")]
+    DropCaches(io::Error),
+    /// An `O_DIRECT` read failed.
+    #[error("O_DIRECT read of {} at byte {offset}: {source}", .path.display())]
+    DirectRead {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the read.
+        offset: u64,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// An `O_DIRECT` read returned fewer bytes than the extent needs.
+    #[error("short O_DIRECT read at {offset}: {got} of {want} bytes")]
+    ShortRead {
+        /// Byte offset of the read.
+        offset: u64,
+        /// Bytes read.
+        got: usize,
+        /// Bytes asked for.
+        want: usize,
+    },
+    /// A plot could not be drawn.
+    #[error("plot {}: {message}", .path.display())]
+    Plot {
+        /// The plot file.
+        path: PathBuf,
+        /// The drawing backend's message.
+        message: String,
+    },
+    /// A failure with nothing more to name than its sentence.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn with_usage(problem: Option<&str>, usage: &str) -> String {
+    match problem {
+        Some(p) => format!("{p}\n{usage}"),
+        None => usage.to_string(),
+    }
+}
+
+impl HarnessError {
+    /// An [`HarnessError::Io`] of `op` on `path`.
+    pub fn io(op: &'static str, path: impl AsRef<Path>) -> impl FnOnce(io::Error) -> HarnessError {
+        let path = path.as_ref().to_path_buf();
+        move |source| HarnessError::Io { op, path, source }
+    }
+
+    /// A [`HarnessError::Backend`] of `backend` at `stage`.
+    pub fn backend(
+        backend: impl Into<String>,
+        stage: &'static str,
+    ) -> impl FnOnce(competitors::Error) -> HarnessError {
+        let backend = backend.into();
+        move |source| HarnessError::Backend {
+            backend,
+            stage,
+            source,
+        }
+    }
+
+    /// A [`HarnessError::Store`] of the store at `path`.
+    pub fn store(path: impl AsRef<Path>) -> impl FnOnce(zrecord::Error) -> HarnessError {
+        let path = path.as_ref().to_path_buf();
+        move |source| HarnessError::Store { path, source }
+    }
+
+    /// A [`HarnessError::Missing`] with no place.
+    pub fn missing(what: impl Into<String>) -> HarnessError {
+        HarnessError::Missing {
+            what: what.into(),
+            place: None,
+        }
+    }
+
+    /// A [`HarnessError::Other`].
+    pub fn other(msg: impl Into<String>) -> HarnessError {
+        HarnessError::Other(msg.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_what_failed() {
+        let e = HarnessError::io("write", "/tmp/x.json")(io::Error::other("disk full"));
+        assert_eq!(e.to_string(), "write /tmp/x.json: disk full");
+        let e = HarnessError::Argument {
+            command: "cell",
+            name: "seed",
+            value: "x".into(),
+            expected: "an integer",
+        };
+        assert_eq!(e.to_string(), "cell: seed \"x\" is not an integer");
+        let e = HarnessError::Cell {
+            code: Some(124),
+            last_line: "timeout".into(),
+        };
+        assert_eq!(e.to_string(), "exit 124: timeout");
+        let e = HarnessError::Usage {
+            problem: Some("unknown argument \"--x\"".into()),
+            usage: "usage: harness",
+        };
+        assert_eq!(e.to_string(), "unknown argument \"--x\"\nusage: harness");
+        assert_eq!(
+            HarnessError::missing("venv python").to_string(),
+            "venv python not found"
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! Module graph of a crate's `src/`: which module refers to which, and whether that is acyclic.
+//!
+//! A small Rust reader (std only, no parser crate): it strips comments and strings, follows
+//! inline `mod x { .. }` blocks, expands `use` trees (`{..}` groups, `self`, `as`), and resolves
+//! `crate::`, `self::`, `super::` and child-module paths to the module that defines the item,
+//! following re-exports (`pub use error::Error;` at the root makes `crate::Error` point at
+//! `error`, not at the root). Serde-style attribute strings such as
+//! `"crate::stats::f64_or_nan"` count as references. Nodes are files (`a/b.rs` and `a/b/mod.rs`
+//! are `a::b`, `lib.rs`/`main.rs` is `crate`); an inline module belongs to its file. References
+//! made inside `#[cfg(test)] mod .. { }`, or in a file declared `#[cfg(test)] mod ..;`, are test
+//! edges: printed, not part of the cycle check.
+//!
+//! The checker is generic; [`CRATES`] lists the workspace's source folders, and for each of them
+//! the tests here also check the layout rules: no source file over [`MAX_LINES`] lines (test
+//! files excepted) and `//!` docs opening every file.
+//!
+//! The reader lives in `module_graph/`, one pass per file: `tokens` (source to tokens), `facts`
+//! (what one file says), `graph` (the graph, its cycles, its printed form). This file holds the
+//! workspace's rules and the checker's own tests.
+
+mod facts;
+mod graph;
+mod tokens;
+
+use std::path::{Path, PathBuf};
+
+use graph::{cycles, describe, graph_of_dir, rust_files};
+
+/// The workspace's crate source folders (from the workspace root). Each must have an acyclic
+/// module graph, no source file over [`MAX_LINES`] lines (test files excepted) and `//!` docs
+/// opening every file.
+const CRATES: &[&str] = &[
+    "zrecord/src",
+    "loaderx/src",
+    "loaderx/py/src",
+    "harness/src",
+    "datasets/src",
+    "competitors/src",
+    "benchkit/src",
+];
+
+/// The longest a non-test source file may be.
+const MAX_LINES: usize = 700;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[test]
+fn every_crate_has_an_acyclic_module_graph() {
+    for dir in CRATES {
+        let g = graph_of_dir(&workspace().join(dir));
+        println!("{}", describe(dir, &g));
+        assert!(g.nodes.len() > 1, "{dir}: no modules found");
+        let c = cycles(&g);
+        assert!(c.is_empty(), "{dir} has module cycles: {c:?}");
+    }
+}
+
+/// A file that is test code: `tests.rs` or anything under a `tests/` folder of `src`.
+fn is_test_file(rel: &Path) -> bool {
+    rel.file_name().is_some_and(|n| n == "tests.rs")
+        || rel.components().any(|c| c.as_os_str() == "tests")
+}
+
+#[test]
+fn every_source_file_is_small_and_says_what_it_owns() {
+    let mut bad = Vec::new();
+    for dir in CRATES {
+        let root = workspace().join(dir);
+        let mut files = Vec::new();
+        rust_files(&root, &root, &mut files);
+        assert!(!files.is_empty(), "{dir}: no source files");
+        for (rel, src) in files {
+            let name = format!("{dir}/{}", rel.display());
+            let lines = src.lines().count();
+            if lines > MAX_LINES && !is_test_file(&rel) {
+                bad.push(format!("{name}: {lines} lines (> {MAX_LINES})"));
+            }
+            let first = src.lines().map(str::trim).find(|l| !l.is_empty());
+            if !first.is_some_and(|l| l.starts_with("//!")) {
+                bad.push(format!("{name}: does not open with `//!` module docs"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "layout rules broken:\n{}", bad.join("\n"));
+}
+
+#[cfg(test)]
+mod checker {
+    use super::graph::{Graph, graph};
+    use super::*;
+
+    fn g(files: &[(&str, &str)]) -> Graph {
+        let files: Vec<(PathBuf, String)> = files
+            .iter()
+            .map(|(p, s)| (PathBuf::from(p), s.to_string()))
+            .collect();
+        graph(&files)
+    }
+
+    fn edges(g: &Graph) -> Vec<String> {
+        g.edges.iter().map(|(a, b)| format!("{a}->{b}")).collect()
+    }
+
+    #[test]
+    fn finds_a_cycle_through_use_groups_and_plain_paths() {
+        let graph = g(&[
+            ("main.rs", "mod a; mod b; mod c; fn main() { a::run(); }"),
+            (
+                "a.rs",
+                "use crate::{b::{self, B}, c::C as Cee};\npub fn run() {}",
+            ),
+            ("b.rs", "pub struct B; fn f() { crate::c::g(); }"),
+            (
+                "c.rs",
+                "pub struct C; pub fn g() { let _ = crate::a::run; }",
+            ),
+        ]);
+        assert_eq!(edges(&graph), ["a->b", "a->c", "b->c", "c->a", "crate->a"]);
+        assert_eq!(cycles(&graph), [vec!["a", "b", "c"]]);
+    }
+
+    #[test]
+    fn comments_strings_and_test_modules_are_not_edges() {
+        let graph = g(&[
+            (
+                "lib.rs",
+                "//! see [`crate::b`]\nmod a; mod b;\n#[cfg(test)]\nmod tests;",
+            ),
+            ("tests.rs", "use crate::a::f; use crate::b::S;"),
+            (
+                "a.rs",
+                "/* crate::b::x */ const S: &str = \"crate::b::x is text\"; fn f<'a>(x: &'a str) -> char { 'b' }\n#[cfg(test)]\nmod tests { use super::*; use crate::b::helper; }",
+            ),
+            (
+                "b.rs",
+                "#[serde(with = \"crate::a::codec\")] struct S; pub fn helper() {}",
+            ),
+        ]);
+        assert_eq!(edges(&graph), ["b->a"]);
+        let test_edges: Vec<String> = graph
+            .test_edges
+            .iter()
+            .map(|(a, b)| format!("{a}->{b}"))
+            .collect();
+        assert_eq!(test_edges, ["a->b", "tests->a", "tests->b"]);
+        assert!(cycles(&graph).is_empty());
+    }
+
+    #[test]
+    fn follows_reexports_and_folder_modules() {
+        let graph = g(&[
+            (
+                "lib.rs",
+                "mod error; pub mod read; pub use error::Error; pub use read::Store;",
+            ),
+            ("error.rs", "pub enum Error {}"),
+            ("read/mod.rs", "mod open; pub use open::Store;"),
+            (
+                "read/open.rs",
+                "use crate::Error; use super::super::error; pub struct Store;",
+            ),
+        ]);
+        assert_eq!(
+            edges(&graph),
+            [
+                "crate->error",
+                "crate->read::open",
+                "read->read::open",
+                "read::open->error"
+            ]
+        );
+        assert!(cycles(&graph).is_empty());
+    }
+}

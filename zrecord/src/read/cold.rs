@@ -13,27 +13,12 @@
 //!
 //! [`OpenOptions`]: super::OpenOptions
 
-use std::path::PathBuf;
-
 use rayon::prelude::*;
 
-use crate::error::Result;
-use crate::format;
 use crate::threads::{cores, in_parallel};
 
-use super::open::{ColdReads, Inner};
-use super::record::Maps;
-
-/// Where one record's stored bytes lie on disk.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordExtent {
-    /// The shard file.
-    pub path: PathBuf,
-    /// Byte offset of the record in that file.
-    pub offset: u64,
-    /// Stored length in bytes (compressed length for a compressed record).
-    pub len: u64,
-}
+use super::container::{ColdReads, Container, Maps};
+use super::hint::{page_size, resident, will_need};
 
 /// Gathers of fewer records than this skip the probe: one record read ahead of its own fault
 /// gains nothing.
@@ -63,51 +48,14 @@ struct Probe {
     data_cold: bool,
 }
 
-fn page_size() -> usize {
-    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *PAGE.get_or_init(|| {
-        // SAFETY: sysconf has no memory effects; it only returns a configuration value.
-        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if p > 0 { p as usize } else { 4096 }
-    })
-}
-
-/// Whether the page holding `byte` is in the page cache. Anything `mincore` cannot answer (memory
-/// that is not a mapping, e.g. a test file system's heap bytes) counts as resident: the cold path
-/// only engages on evidence.
-fn resident(byte: &[u8]) -> bool {
-    let page = page_size();
-    let addr = byte.as_ptr() as usize & !(page - 1);
-    let mut vec = 0u8;
-    // SAFETY: `addr` is the page-aligned start of a page that holds a byte of a live slice; mincore
-    // only reads the process's page tables and writes one byte (one page) into `vec`.
-    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, page, &mut vec) };
-    rc != 0 || vec & 1 == 1
-}
-
-/// Asks the kernel to start reading the pages spanning `bytes` (`MADV_WILLNEED`: the reads are
-/// queued and the call returns without waiting for them). A hint: a failure changes nothing but
-/// speed, so it is ignored.
-fn will_need(bytes: &[u8]) {
-    if bytes.is_empty() {
-        return;
-    }
-    let page = page_size();
-    let start = bytes.as_ptr() as usize & !(page - 1);
-    let end = bytes.as_ptr() as usize + bytes.len();
-    // SAFETY: the range covers whole pages of a live mapping (or of heap memory, where the advice
-    // is a no-op); MADV_WILLNEED never changes the contents or the protection of memory.
-    unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_WILLNEED) };
-}
-
-impl Inner {
+impl Container {
     /// The hook a gather of `idx` into `total` output bytes calls before copying: under the
     /// store's policy, when the batch looks cold, either issues read-ahead requests for every
     /// record (and the gather then copies through the map), or, for large raw records, requests
     /// only the cold index pages and returns `true`: the gather then reads the records directly
     /// (see [`super::direct`]).
     pub(super) fn before_gather(&self, idx: &[u64], total: usize) -> bool {
-        let probe = match self.cold {
+        let probe = match self.cold_reads() {
             ColdReads::Never => return false,
             ColdReads::Always if idx.is_empty() => return false,
             ColdReads::Always => Probe {
@@ -118,9 +66,9 @@ impl Inner {
             ColdReads::Auto => {
                 use std::sync::atomic::Ordering::Relaxed;
                 // Threads race on the count harmlessly: the probe only decides read-ahead.
-                let warm = self.warm_gathers.load(Relaxed);
-                if !probes(warm, self.outgrows_memory) {
-                    self.warm_gathers.store(warm.wrapping_add(1), Relaxed);
+                let warm = self.warm_gathers().load(Relaxed);
+                if !probes(warm, self.outgrows_memory()) {
+                    self.warm_gathers().store(warm.wrapping_add(1), Relaxed);
                     return false;
                 }
                 let p = self.probe(idx);
@@ -129,7 +77,7 @@ impl Inner {
                 } else {
                     warm.wrapping_add(1)
                 };
-                self.warm_gathers.store(next, Relaxed);
+                self.warm_gathers().store(next, Relaxed);
                 p
             }
         };
@@ -151,8 +99,7 @@ impl Inner {
         if self.index_in_memory() {
             return true;
         }
-        let index = self.index.bytes();
-        resident(&index[format::entry_offset(i, self.entry)..][..1])
+        resident(&self.entry_bytes(self.index_bytes(), i)[..1])
     }
 
     /// Residency of the index entry and first stored page of `PROBES` records of `idx` (evenly
@@ -185,7 +132,7 @@ impl Inner {
         let page = page_size();
         let mut last_page = usize::MAX;
         for &i in idx {
-            let entry = &maps.index[format::entry_offset(i, self.entry)..][..self.entry];
+            let entry = self.entry_bytes(maps.index, i);
             let first = entry.as_ptr() as usize / page;
             let last = (entry.as_ptr() as usize + entry.len() - 1) / page;
             if first != last_page || last != last_page {
@@ -195,7 +142,7 @@ impl Inner {
         }
     }
 
-    /// Requests every record's stored bytes (after [`Inner::request_index`] when the index is
+    /// Requests every record's stored bytes (after [`Container::request_index`] when the index is
     /// cold too). Batches of at least `PARALLEL_REQUESTS` records spread the requests (each a
     /// system call that allocates pages and queues a read) over the pool's threads.
     fn request_records(&self, maps: &Maps<'_>, idx: &[u64]) {
@@ -210,23 +157,6 @@ impl Inner {
         } else {
             request(idx);
         }
-    }
-
-    /// Where records `idx` lie: shard file, offset and stored length of each.
-    pub(super) fn record_extents(&self, idx: &[u64]) -> Result<Vec<RecordExtent>> {
-        self.check_indices(idx)?;
-        let maps = self.maps();
-        Ok(idx
-            .iter()
-            .map(|&i| {
-                let (s, e, _) = self.locate(&maps, i);
-                RecordExtent {
-                    path: self.shard_paths[s as usize].clone(),
-                    offset: e.offset,
-                    len: u64::from(e.stored_len),
-                }
-            })
-            .collect())
     }
 }
 
@@ -246,47 +176,5 @@ mod tests {
         assert!(probed.windows(2).all(|p| p[1] - p[0] == REPROBE_EVERY));
         // A store larger than memory is probed on every gather.
         assert!((0..1000).all(|w| probes(w, true)));
-    }
-
-    #[test]
-    fn residency_of_touched_and_untouched_file_pages() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f");
-        let page = page_size();
-        std::fs::write(&p, vec![7u8; 64 * page]).unwrap();
-        // Written back, so the pages are clean and can be evicted below.
-        std::fs::File::open(&p).unwrap().sync_all().unwrap();
-        let f = std::fs::File::open(&p).unwrap();
-        // SAFETY: the test's own file, not modified while mapped.
-        let map = unsafe { memmap2::Mmap::map(&f).unwrap() };
-        // Just written: the pages are in the page cache.
-        assert!(resident(&map[..1]));
-        // Evict the file's pages (clean pages of a file nobody else maps), then one is
-        // non-resident until read again.
-        // SAFETY: the range is the whole live mapping; MADV_DONTNEED on a read-only file mapping
-        // only drops this process's page-table entries.
-        unsafe {
-            libc::madvise(
-                map.as_ptr() as *mut libc::c_void,
-                map.len(),
-                libc::MADV_DONTNEED,
-            )
-        };
-        use std::os::fd::AsRawFd;
-        // SAFETY: the descriptor is open; fadvise only changes page-cache state of this file.
-        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        let evicted = !resident(&map[32 * page..32 * page + 1]);
-        // Eviction is best effort (a page under writeback stays); when it happened, a
-        // WILLNEED request brings the page back, waited for by reading it.
-        if evicted {
-            will_need(&map[32 * page..33 * page]);
-            assert_eq!(map[32 * page], 7);
-            assert!(resident(&map[32 * page..32 * page + 1]));
-        }
-        // Heap memory: mincore answers resident (or fails), never "cold".
-        let heap = vec![1u8; 10];
-        assert!(resident(&heap[..1]));
-        will_need(&heap);
-        will_need(&[]);
     }
 }

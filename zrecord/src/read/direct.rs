@@ -33,9 +33,9 @@ use crate::error::{Error, Result};
 use crate::format::{self, Codec};
 use crate::vfs::DIRECT_ALIGN;
 
-use super::open::{ColdReads, Inner};
+use super::container::Maps;
+use super::container::{ColdReads, Container};
 use super::piece::{CHUNK, Piece, PieceSum, pieces, read_at_least};
-use super::record::Maps;
 
 /// A cold batch reads its records directly when they average at least this many bytes; smaller
 /// ones are requested with read-ahead and copied through the map.
@@ -104,17 +104,17 @@ pub(super) fn split_output<'o, F: Fn(usize) -> usize>(
     runs
 }
 
-impl Inner {
+impl Container {
     /// Whether a cold batch of `records` records and `total` output bytes is read directly:
     /// a raw container that is larger than memory (by [`ColdReads::Always`], or by its size
     /// under `Auto`), records of at least [`MIN_MEAN_BYTES`] on average or reads queued on
     /// io_uring, and direct reads available on every shard.
     pub(super) fn direct_suits(&self, records: usize, total: usize) -> bool {
-        self.m.codec == Codec::Raw
-            && (self.cold == ColdReads::Always || self.outgrows_memory)
+        self.codec() == Codec::Raw
+            && (self.cold_reads() == ColdReads::Always || self.outgrows_memory())
             && records > 0
             && (total / records >= MIN_MEAN_BYTES || ring_reads())
-            && self.shards.iter().all(|f| f.direct().is_some())
+            && self.all_shards_direct()
     }
 
     /// Fills `out` with records `idx` (record k at `offsets(k)`) by direct reads, `DEPTH` in
@@ -154,7 +154,7 @@ impl Inner {
         };
         #[cfg(not(target_os = "linux"))]
         let mut sums = self.threaded_pieces(idx, work, stores)?;
-        if !self.verify {
+        if !self.verifies() {
             return Ok(());
         }
         if sums.len() != count {
@@ -168,14 +168,13 @@ impl Inner {
         let mut shift = crate::crc::Shift::default();
         let mut at = 0;
         for (k, &i) in idx.iter().enumerate() {
-            let mut crc = format::record_seed_after(self.uuid_crc, i);
+            let mut crc = format::record_seed_after(self.uuid_crc(), i);
             while let Some(&(_, _, len, piece)) = sums.get(at).filter(|p| p.0 == k) {
                 crc = shift.combine(crc, piece, len as u64);
                 at += 1;
             }
-            let e = self.entry_in(maps.index, i);
+            let (s, e) = self.indexed_entry(maps.index, i);
             if crc != e.crc {
-                let s = self.shard_map.shard_of(i);
                 return Err(self.crc_error(i, s, e.offset, e.crc, crc));
             }
         }
@@ -253,7 +252,7 @@ impl Inner {
         bounce: &mut [u8],
     ) -> Result<u32> {
         let x = self.piece_extent(maps, i, &piece);
-        let Some(file) = self.shards[x.shard as usize].direct() else {
+        let Some(file) = self.shard_direct(x.shard) else {
             return self.piece_through_map(maps, i, &x, piece.dst, stores);
         };
         match read_at_least(file, &mut bounce[..x.span], x.at, x.head + x.want) {

@@ -11,8 +11,8 @@ use crate::error::Result;
 use crate::format::Codec;
 use crate::threads::{cores, process_pool};
 
+use super::container::Container;
 use super::direct::split_output;
-use super::open::Inner;
 
 /// Batches smaller than this are gathered on the calling thread; larger ones are split over rayon.
 const PARALLEL_BYTES: usize = 1 << 20;
@@ -44,7 +44,7 @@ pub(crate) fn stores_for(total: usize) -> Stores {
     }
 }
 
-impl Inner {
+impl Container {
     /// Fills `out` with the records `idx`, where record k goes to `out[offsets[k]..offsets[k+1]]`.
     pub(super) fn fill<F: Fn(usize) -> usize + Sync>(
         &self,
@@ -53,7 +53,7 @@ impl Inner {
         offsets: &F,
     ) -> Result<()> {
         let total = out.len();
-        let compressed = self.m.codec != Codec::Raw;
+        let compressed = self.codec() != Codec::Raw;
         if idx.is_empty() {
             return Ok(());
         }

@@ -1,18 +1,17 @@
-//! Reading, in data-path order: [`open`] validates a container, [`store`] holds the public store
-//! and view types, [`gather`] fans a gather out over the rayon pool, [`fixed`] places a raw
-//! Dense store's records without its index, [`record`] locates, prefetches, checks and decodes
-//! each record, [`batch`] holds the batches a gather returns, and [`verify`] is the full check
-//! behind `verify()`.
+//! Reading, in data-path order: [`container`] opens and validates a container and answers where
+//! each record is, [`store`] holds the public store and view types, [`gather`] fans a gather out
+//! over the rayon pool, [`record`] prefetches, checks and decodes each record, [`batch`] holds
+//! the batches a gather returns, and [`verify`] is the full check behind `verify()`.
 //!
 //! This module only declares its children and re-exports their public items; the children never
 //! import it (the module graph stays acyclic).
 
 mod batch;
 mod cold;
+mod container;
 mod direct;
-mod fixed;
 mod gather;
-mod open;
+mod hint;
 mod piece;
 mod record;
 mod store;
@@ -21,10 +20,9 @@ mod uring;
 mod verify;
 
 pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
-pub use cold::RecordExtent;
+pub use container::{ColdReads, OpenOptions, RecordExtent, container_files};
 #[cfg(feature = "mutations")]
 pub use direct::with_blocking_direct_reads;
 pub(crate) use gather::stores_for;
 pub use gather::{gather_fan_outs, sequential_gathers};
-pub use open::{ColdReads, OpenOptions, container_files};
 pub use store::{DenseStore, DenseView, RaggedStore, RaggedView, ViewGather};

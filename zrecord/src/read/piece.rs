@@ -9,8 +9,7 @@ use crate::crc::Stores;
 use crate::error::{Error, Result};
 use crate::vfs::DIRECT_ALIGN;
 
-use super::open::Inner;
-use super::record::Maps;
+use super::container::{Container, Maps};
 
 /// The size of a bounce buffer of the blocking readers, the largest single read (a record longer
 /// than [`PIECE`] is read in pieces).
@@ -37,11 +36,10 @@ pub(super) fn read_at_least(file: &File, buf: &mut [u8], at: u64, need: usize) -
     Ok(())
 }
 
-impl Inner {
+impl Container {
     /// Where piece `piece` of record `i` lies and the aligned read that covers it.
     pub(super) fn piece_extent(&self, maps: &Maps<'_>, i: u64, piece: &Piece<'_>) -> Extent {
-        let shard = self.shard_map.shard_of(i);
-        let e = self.entry_in(maps.index, i);
+        let (shard, e) = self.indexed_entry(maps.index, i);
         let want = piece.dst.len();
         let pos = e.offset + piece.off as u64;
         let at = pos & !(DIRECT_ALIGN as u64 - 1);
@@ -59,7 +57,7 @@ impl Inner {
 
     /// Copies (and, when verifying, checksums from zero) one piece.
     pub(super) fn copy_piece(&self, to: &mut [u8], from: &[u8], stores: Stores) -> u32 {
-        if self.verify {
+        if self.verifies() {
             crate::crc::copy_append_with(0, to, from, stores)
         } else {
             crate::crc::copy_with(to, from, stores);
@@ -95,7 +93,7 @@ impl Inner {
     pub(super) fn piece_read_error(&self, i: u64, x: &Extent, err: io::Error) -> Error {
         Error::io(
             "read",
-            &self.shard_paths[x.shard as usize],
+            self.shard_path(x.shard),
             io::Error::new(
                 err.kind(),
                 format!("direct read of record {i} at byte offset {}: {err}", x.pos),

@@ -6,16 +6,8 @@ use crate::crc::Stores;
 use crate::error::{Error, Result};
 use crate::format::{self, Codec, Entry, FLAG_STORED_RAW};
 
-use super::open::Inner;
-
-/// How many records ahead a gather prefetches record bytes (index entries: twice as far).
-pub(super) const PREFETCH_AHEAD: usize = 4;
-/// Prefetch this many leading bytes of a record: its first cache line, which starts the page walk
-/// and the first miss; the hardware prefetcher streams the rest once the copy reaches it. On a
-/// 600 MiB store of 2 KiB records (Xeon, interleaved `harness gap-probe`), one line 4 records
-/// ahead gathered 1.04x `npy-mmap-raw`, 512 bytes 0.98x, the whole record 0.80x: 32 prefetches per
-/// record hold the line-fill buffers the demand loads need (docs/performance.md).
-const PREFETCH_BYTES: usize = 64;
+use super::container::{Container, Maps};
+use super::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
 
 /// A verified gather of raw records copies them a group at a time, up to this many output bytes,
 /// then checksums each record of the group from the output, where it is still in L1/L2. Copying
@@ -27,75 +19,7 @@ const GROUP_BYTES: usize = 64 << 10;
 /// The most records in one such group.
 const GROUP_RECORDS: usize = 64;
 
-/// A store's mapped bytes for one run of records.
-pub(super) struct Maps<'a> {
-    pub(super) index: &'a [u8],
-    pub(super) shards: Vec<&'a [u8]>,
-}
-
-impl Inner {
-    /// The mapped index and shard bytes, fetched once for a run of records so that the per-record
-    /// path makes no virtual calls.
-    pub(super) fn maps(&self) -> Maps<'_> {
-        Maps {
-            index: self.index.bytes(),
-            shards: self.shards.iter().map(|f| f.bytes()).collect(),
-        }
-    }
-
-    /// Record `i`'s shard, index entry and stored bytes. A raw Dense store with a checksum table
-    /// (`read::fixed`) computes them without reading the index: the open checked that its
-    /// records tile every shard in record order, so the computed entry is the stored one.
-    #[inline]
-    pub(super) fn locate<'a>(&self, maps: &Maps<'a>, i: u64) -> (u32, Entry, &'a [u8]) {
-        if let Some(f) = &self.fixed {
-            let (s, local) = self.shard_map.place(i);
-            let offset = format::HEADER_LEN as u64 + local * f.stride;
-            let e = Entry {
-                offset,
-                flags: FLAG_STORED_RAW,
-                // `Fixed::build` checked that the stride fits.
-                stored_len: f.stride as u32,
-                crc: f.crc(i),
-            };
-            let start = offset as usize;
-            return (
-                s,
-                e,
-                &maps.shards[s as usize][start..start + f.stride as usize],
-            );
-        }
-        let s = self.shard_map.shard_of(i);
-        let e = self.entry_in(maps.index, i);
-        let shard = maps.shards[s as usize];
-        (
-            s,
-            e,
-            &shard[e.offset as usize..e.offset as usize + e.stored_len as usize],
-        )
-    }
-
-    /// Starts loading the index entry of record `i` into cache (its checksum slot where the store
-    /// has a checksum table: `locate` then reads nothing else of the index).
-    #[inline]
-    pub(super) fn prefetch_entry(&self, index: &[u8], i: u64) {
-        if let Some(f) = &self.fixed {
-            prefetch(f.crc_bytes(i));
-            return;
-        }
-        let off = format::entry_offset(i, self.entry);
-        if let Some(b) = index.get(off..off + 1) {
-            prefetch(b);
-        }
-    }
-
-    /// Starts loading the first [`PREFETCH_BYTES`] of record `i`'s stored bytes into cache.
-    #[inline]
-    fn prefetch_record(&self, maps: &Maps<'_>, i: u64) {
-        let (_, _, stored) = self.locate(maps, i);
-        prefetch(&stored[..stored.len().min(PREFETCH_BYTES)]);
-    }
-
+impl Container {
     /// Reads records `idx` one after another, where `idx[j]` is record `first + j` of a gather
     /// whose output starts at `out[0]`'s offset `offsets(first)`: it goes to
     /// `out[offsets(first + j) - offsets(first)..offsets(first + j + 1) - offsets(first)]`. Index
@@ -111,7 +35,7 @@ impl Inner {
         stores: Stores,
     ) -> Result<()> {
         let maps = self.maps();
-        if self.verify && self.m.codec == Codec::Raw && stores == Stores::Cached {
+        if self.verifies() && self.codec() == Codec::Raw && stores == Stores::Cached {
             return self.read_run_grouped(idx, out, offsets, first, &maps);
         }
         let base = offsets(first);
@@ -124,7 +48,7 @@ impl Inner {
                 self.prefetch_record(&maps, ahead);
             }
             let end = offsets(first + j + 1) - base;
-            self.read_record(&maps, i, &mut out[start..end], dec, self.verify, stores)?;
+            self.read_record(&maps, i, &mut out[start..end], dec, self.verifies(), stores)?;
             start = end;
         }
         Ok(())
@@ -185,7 +109,7 @@ impl Inner {
             }
             for (k, &(s, e, _)) in (g..j).zip(&located) {
                 let i = idx[k];
-                let seed = format::record_seed_after(self.uuid_crc, i);
+                let seed = format::record_seed_after(self.uuid_crc(), i);
                 let got = crate::crc::append(seed, &out[at(k)..at(k + 1)]);
                 if got != e.crc {
                     return Err(self.crc_error(i, s, e.offset, e.crc, got));
@@ -212,7 +136,7 @@ impl Inner {
             if verify {
                 // The checksum is of what was stored to `dst` (see `crc::copy_append`), so the
                 // caller gets exactly the bytes that were verified.
-                let seed = format::record_seed_after(self.uuid_crc, i);
+                let seed = format::record_seed_after(self.uuid_crc(), i);
                 let got = crate::crc::copy_append_with(seed, dst, stored, stores);
                 if got != e.crc {
                     return Err(self.crc_error(i, s, e.offset, e.crc, got));
@@ -223,7 +147,7 @@ impl Inner {
             return Ok(());
         }
         if verify {
-            let got = crate::crc::append(format::record_seed_after(self.uuid_crc, i), stored);
+            let got = crate::crc::append(format::record_seed_after(self.uuid_crc(), i), stored);
             if got != e.crc {
                 return Err(self.crc_error(i, s, e.offset, e.crc, got));
             }
@@ -274,19 +198,10 @@ impl Inner {
         }
     }
 
-    pub(super) fn crc_error(&self, i: u64, s: u32, off: u64, expected: u32, found: u32) -> Error {
-        Error::corrupt(
-            self.loc(i, s, off),
-            "record crc32c",
-            format!("{expected:#010x}"),
-            format!("{found:#010x}"),
-        )
-    }
-
     pub(super) fn decoder(&self) -> Result<Decoder<'_>> {
-        Ok(match self.m.codec {
+        Ok(match self.codec() {
             Codec::Raw => Decoder::None,
-            Codec::Zstd | Codec::ZstdDict => Decoder::Zstd(self.ddict.as_ref()),
+            Codec::Zstd | Codec::ZstdDict => Decoder::Zstd(self.decoder_dict()),
         })
     }
 }
@@ -340,20 +255,4 @@ impl Decoder<'_> {
             }),
         }
     }
-}
-
-/// Hints the CPU to load `bytes` into cache; no architectural effect.
-#[inline(always)]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for off in (0..bytes.len()).step_by(64) {
-        // SAFETY: a prefetch never faults or changes memory; the address is inside `bytes`.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                bytes.as_ptr().add(off).cast::<i8>(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }

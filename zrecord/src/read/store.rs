@@ -6,7 +6,6 @@ use std::fmt;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use crate::alloc::Allocator;
 use crate::dtype::DType;
@@ -14,9 +13,8 @@ use crate::error::{Error, Result};
 use crate::format::{Codec, Kind};
 
 use super::batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
-use super::cold::RecordExtent;
-use super::open::{Inner, OpenOptions};
-use super::record::PREFETCH_AHEAD;
+use super::container::{Container, OpenOptions, RecordExtent};
+use super::hint::PREFETCH_AHEAD;
 
 macro_rules! store_common {
     ($store:ident, $view:ident, $kind:expr, $kname:literal) => {
@@ -30,43 +28,43 @@ macro_rules! store_common {
             /// Opens with explicit options.
             pub fn open_with(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Self> {
                 Ok($store {
-                    inner: Arc::new(Inner::open(path.as_ref(), $kind, &opts)?),
+                    inner: Arc::new(Container::open(path.as_ref(), $kind, &opts)?),
                 })
             }
 
             /// Number of records.
             pub fn len(&self) -> u64 {
-                self.inner.m.records
+                self.inner.records()
             }
 
             /// True when the store holds no records.
             pub fn is_empty(&self) -> bool {
-                self.inner.m.records == 0
+                self.inner.records() == 0
             }
 
             /// Element type.
             pub fn dtype(&self) -> DType {
-                self.inner.m.dtype
+                self.inner.dtype()
             }
 
             /// Codec the records were written with.
             pub fn codec(&self) -> Codec {
-                self.inner.m.codec
+                self.inner.codec()
             }
 
             /// Number of data shards.
             pub fn data_shards(&self) -> u32 {
-                self.inner.m.shard_count()
+                self.inner.shard_count()
             }
 
             /// Container directory.
             pub fn path(&self) -> &Path {
-                &self.inner.path
+                self.inner.path()
             }
 
             /// The dictionary stored in a `zstd_dict` container.
             pub fn dictionary(&self) -> Option<&[u8]> {
-                (!self.inner.m.dict.is_empty()).then_some(&self.inner.m.dict[..])
+                self.inner.dictionary()
             }
 
             /// Where records `idx` are stored (shard file, offset, stored length): for tools that
@@ -99,22 +97,22 @@ macro_rules! store_common {
             /// Releases the store: every view bound to it fails with [`Error::Closed`] afterwards.
             /// Batches already gathered stay valid (they own their memory).
             pub fn close(&self) {
-                self.inner.closed.store(true, Ordering::Release);
+                self.inner.close();
             }
 
             /// Whether [`close`](Self::close) was called.
             pub fn is_closed(&self) -> bool {
-                self.inner.closed.load(Ordering::Acquire)
+                self.inner.is_closed()
             }
         }
 
         impl fmt::Debug for $store {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($store))
-                    .field("path", &self.inner.path)
-                    .field("records", &self.inner.m.records)
-                    .field("dtype", &self.inner.m.dtype)
-                    .field("codec", &self.inner.m.codec)
+                    .field("path", &self.inner.path())
+                    .field("records", &self.inner.records())
+                    .field("dtype", &self.inner.dtype())
+                    .field("codec", &self.inner.codec())
                     .finish()
             }
         }
@@ -122,22 +120,22 @@ macro_rules! store_common {
         impl $view {
             /// Number of records.
             pub fn len(&self) -> u64 {
-                self.inner.m.records
+                self.inner.records()
             }
 
             /// True when the store holds no records.
             pub fn is_empty(&self) -> bool {
-                self.inner.m.records == 0
+                self.inner.records() == 0
             }
 
             /// Element type.
             pub fn dtype(&self) -> DType {
-                self.inner.m.dtype
+                self.inner.dtype()
             }
 
             /// Codec.
             pub fn codec(&self) -> Codec {
-                self.inner.m.codec
+                self.inner.codec()
             }
 
             /// The allocator (view handle) batches come from.
@@ -147,12 +145,12 @@ macro_rules! store_common {
 
             /// The dictionary of a `zstd_dict` store.
             pub fn dictionary(&self) -> Option<&[u8]> {
-                (!self.inner.m.dict.is_empty()).then_some(&self.inner.m.dict[..])
+                self.inner.dictionary()
             }
 
             /// Whether the underlying store has been closed.
             pub fn is_closed(&self) -> bool {
-                self.inner.closed.load(Ordering::Acquire)
+                self.inner.is_closed()
             }
 
             /// Gathers the records `range.start..range.end` in order.
@@ -171,8 +169,8 @@ macro_rules! store_common {
         impl fmt::Debug for $view {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($view))
-                    .field("path", &self.inner.path)
-                    .field("records", &self.inner.m.records)
+                    .field("path", &self.inner.path())
+                    .field("records", &self.inner.records())
                     .field("device", &self.alloc.device())
                     .finish()
             }
@@ -191,13 +189,13 @@ pub trait ViewGather {
 /// An opened Dense container. Bind it to an allocator to read.
 #[derive(Clone)]
 pub struct DenseStore {
-    inner: Arc<Inner>,
+    inner: Arc<Container>,
 }
 
 /// A Dense store bound to a placement.
 #[derive(Clone)]
 pub struct DenseView {
-    inner: Arc<Inner>,
+    inner: Arc<Container>,
     alloc: Arc<dyn Allocator>,
 }
 
@@ -206,24 +204,24 @@ store_common!(DenseStore, DenseView, Kind::Dense, "Dense");
 impl DenseStore {
     /// Shape of one record.
     pub fn item_shape(&self) -> &[u64] {
-        &self.inner.m.item_shape
+        self.inner.item_shape()
     }
 
     /// Bytes per record.
     pub fn record_bytes(&self) -> u64 {
-        self.inner.stride
+        self.inner.record_bytes()
     }
 }
 
 impl DenseView {
     /// Shape of one record.
     pub fn item_shape(&self) -> &[u64] {
-        &self.inner.m.item_shape
+        self.inner.item_shape()
     }
 
     /// Bytes per record.
     pub fn record_bytes(&self) -> u64 {
-        self.inner.stride
+        self.inner.record_bytes()
     }
 
     /// One record, without a batch axis.
@@ -251,20 +249,20 @@ impl ViewGather for DenseView {
         let inner = &*self.inner;
         inner.check_open()?;
         inner.check_indices(idx)?;
-        let stride = inner.stride as usize;
+        let stride = inner.record_bytes() as usize;
         let bytes = idx.len().checked_mul(stride).ok_or_else(|| {
             Error::LimitExceeded(format!("{} records of {stride} bytes", idx.len()))
         })?;
         let mut alloc = self.alloc.acquire(bytes, OUTPUT_ALIGN)?;
         let out = alloc.host_slice_mut_or_err()?;
         inner.fill(idx, out, &|k| k * stride)?;
-        let mut shape = Vec::with_capacity(1 + inner.m.item_shape.len());
+        let mut shape = Vec::with_capacity(1 + inner.item_shape().len());
         shape.push(idx.len() as u64);
-        shape.extend_from_slice(&inner.m.item_shape);
+        shape.extend_from_slice(inner.item_shape());
         Ok(DenseBatch {
             alloc,
             shape,
-            dtype: inner.m.dtype,
+            dtype: inner.dtype(),
         })
     }
 }
@@ -272,13 +270,13 @@ impl ViewGather for DenseView {
 /// An opened Ragged container. Bind it to an allocator to read.
 #[derive(Clone)]
 pub struct RaggedStore {
-    inner: Arc<Inner>,
+    inner: Arc<Container>,
 }
 
 /// A Ragged store bound to a placement.
 #[derive(Clone)]
 pub struct RaggedView {
-    inner: Arc<Inner>,
+    inner: Arc<Container>,
     alloc: Arc<dyn Allocator>,
 }
 
@@ -287,7 +285,7 @@ store_common!(RaggedStore, RaggedView, Kind::Ragged, "Ragged");
 impl RaggedStore {
     /// Rank of every record.
     pub fn ndim(&self) -> u32 {
-        self.inner.m.ndim
+        self.inner.ndim()
     }
 
     /// Shape of record `i`.
@@ -300,7 +298,7 @@ impl RaggedStore {
 impl RaggedView {
     /// Rank of every record.
     pub fn ndim(&self) -> u32 {
-        self.inner.m.ndim
+        self.inner.ndim()
     }
 
     /// Shape of record `i` (from the index, no payload read).
@@ -334,10 +332,10 @@ impl ViewGather for RaggedView {
         inner.check_open()?;
         inner.check_indices(idx)?;
         let n = idx.len();
-        let ndim = inner.m.ndim as usize;
-        let isz = inner.m.dtype.itemsize();
+        let ndim = inner.ndim() as usize;
+        let isz = inner.dtype().itemsize();
         // Pass 1: element counts, offsets and shapes from the index (no payload touched).
-        let index = inner.index.bytes();
+        let index = inner.index_bytes();
         let mut cu: Vec<i32> = Vec::with_capacity(n + 1);
         let mut dims: Vec<u64> = Vec::with_capacity(n * ndim);
         cu.push(0);
@@ -381,7 +379,7 @@ impl ViewGather for RaggedView {
             alloc,
             n,
             ndim,
-            dtype: inner.m.dtype,
+            dtype: inner.dtype(),
             values_len,
             cu_off,
             shapes_off,

@@ -22,7 +22,7 @@ use crate::crc::Stores;
 use crate::error::{Error, Result};
 use crate::vfs::DIRECT_ALIGN;
 
-use super::open::Inner;
+use super::container::Container;
 use super::piece::{Piece, PieceSum, read_at_least};
 
 /// Submission-queue entries of a ring (its completion queue has twice as many).
@@ -131,7 +131,7 @@ fn keep_arena(a: Vec<u8>) {
     }
 }
 
-impl Inner {
+impl Container {
     /// Reads `work` (pieces of records `idx`) with direct reads queued on `ring`, copying each
     /// piece into its place as its read completes. Returns each piece's
     /// `(record, offset, length, CRC32C from zero)`. The first failure stops new reads; the ones
@@ -165,7 +165,7 @@ impl Inner {
         loop {
             while error.is_none() && next < count {
                 let x = &ext[next];
-                let Some(file) = self.shards[x.shard as usize].direct() else {
+                let Some(file) = self.shard_direct(x.shard) else {
                     // A shard without direct reads: copy this piece from the map now.
                     let Some(piece) = work[next].take() else {
                         break;
@@ -225,7 +225,7 @@ impl Inner {
                     std::mem::forget(arena);
                     return Err(Error::io(
                         "io_uring_enter",
-                        &self.shard_paths[0],
+                        self.shard_path(0),
                         io::Error::new(e.kind(), format!("cold batch read: {e}")),
                     ));
                 }
@@ -261,7 +261,7 @@ impl Inner {
                 } else {
                     // A short or interrupted read finishes with blocking reads.
                     let got = usize::try_from(res).unwrap_or(0).min(need);
-                    let rest = match self.shards[x.shard as usize].direct() {
+                    let rest = match self.shard_direct(x.shard) {
                         Some(file) if got < need => {
                             read_at_least(file, &mut buf[got..], x.at + got as u64, need - got)
                         }

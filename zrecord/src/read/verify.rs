@@ -8,19 +8,18 @@ use crate::threads::in_parallel;
 
 use crate::error::{Error, Location, Result};
 
-use super::open::Inner;
+use super::container::Container;
 
-impl Inner {
+impl Container {
     pub(super) fn verify_all(&self) -> Result<()> {
-        let m = &self.m;
         let maps = self.maps();
-        for (s, f) in self.shards.iter().enumerate() {
-            let crc = crate::crc::append(0, f.bytes());
-            if crc != m.shards[s].crc {
+        for (s, bytes) in (0u32..).zip(&maps.shards) {
+            let crc = crate::crc::append(0, bytes);
+            if crc != self.shard_crc(s) {
                 // Locate the damaged record for a precise report, then fall back to the file.
                 let mut dec = self.decoder()?;
                 let mut buf = Vec::new();
-                for i in (0..m.records).filter(|&i| self.shard_map.shard_of(i) == s as u32) {
+                for i in (0..self.records()).filter(|&i| self.shard_of(i) == s) {
                     let raw_len = self.raw_len(i);
                     self.check_frame_size(&maps, i, raw_len)?;
                     buf.resize(raw_len as usize, 0);
@@ -28,18 +27,18 @@ impl Inner {
                 }
                 return Err(Error::corrupt(
                     Location {
-                        path: self.shard_paths[s].clone(),
-                        shard: Some(s as u32),
+                        path: self.shard_path(s).to_path_buf(),
+                        shard: Some(s),
                         ..Default::default()
                     },
                     "shard file crc32c",
-                    format!("{:#010x}", m.shards[s].crc),
+                    format!("{:#010x}", self.shard_crc(s)),
                     format!("{crc:#010x}"),
                 ));
             }
         }
         // Every record decodes to its declared size (catches compressed frames that lie).
-        let ids: Vec<u64> = (0..m.records).collect();
+        let ids: Vec<u64> = (0..self.records()).collect();
         // On this process's pool (see `threads`), so a forked child can verify too.
         in_parallel(|| {
             ids.par_chunks(1024).try_for_each(|chunk| -> Result<()> {

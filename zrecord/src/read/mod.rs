@@ -1,5 +1,5 @@
 //! Reading, in data-path order: [`container`] opens and validates a container and answers where
-//! each record is, [`store`] holds the public store and view types, [`gather`] fans a gather out
+//! each record is, [`store`] and [`view`] hold the public store and view types, [`gather`] fans a gather out
 //! over the rayon pool, [`record`] prefetches, checks and decodes each record, [`batch`] holds
 //! the batches a gather returns, and [`verify`] is the full check behind `verify()`.
 //!
@@ -18,6 +18,7 @@ mod store;
 #[cfg(target_os = "linux")]
 mod uring;
 mod verify;
+mod view;
 
 pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
 pub use container::{ColdReads, OpenOptions, RecordExtent, container_files};
@@ -25,4 +26,5 @@ pub use container::{ColdReads, OpenOptions, RecordExtent, container_files};
 pub use direct::with_blocking_direct_reads;
 pub(crate) use gather::stores_for;
 pub use gather::{gather_fan_outs, sequential_gathers};
-pub use store::{DenseStore, DenseView, RaggedStore, RaggedView, ViewGather};
+pub use store::{DenseStore, RaggedStore};
+pub use view::{DenseView, RaggedView, ViewGather};

@@ -1,17 +1,17 @@
 //! Cold gathers: a gather whose records are not in the page cache asks the device for all of them
 //! at once before the copy starts, so the device works on the whole batch in parallel instead of
 //! one synchronous page fault at a time. Implements the [`ColdReads`] policy an [`OpenOptions`]
-//! carries: the residency probe that decides when the path engages, the read-ahead requests, and
-//! [`RecordExtent`] (where a record's stored bytes lie, for tools that measure the device).
+//! carries: the residency probe that decides when the path engages, and the read-ahead requests.
 //!
 //! Two ways to read a cold batch. Small records (under 32 KiB on average, or compressed ones) are
-//! requested with `MADV_WILLNEED` and then copied by the ordinary fused copy + CRC loop, whose page
-//! faults wait for reads already in flight. Large raw records are read past the page cache with
-//! `O_DIRECT`, several reads in flight, and copied + checksummed from the read buffer by the same
-//! kernel ([`super::direct`]). Either way the caller receives bytes verified exactly as on a warm
+//! requested with `MADV_WILLNEED` and then copied by the warm engine's fused copy + CRC loop,
+//! whose page faults wait for reads already in flight. Large raw records are read past the page
+//! cache with `O_DIRECT`, several reads in flight, and copied + checksummed from the read buffer
+//! by the same kernel (the direct engines of `read::engine`, which decides with
+//! [`before_gather`]). Either way the caller receives bytes verified exactly as on a warm
 //! gather.
 //!
-//! [`OpenOptions`]: super::OpenOptions
+//! [`OpenOptions`]: super::container::OpenOptions
 
 use rayon::prelude::*;
 
@@ -48,115 +48,118 @@ struct Probe {
     data_cold: bool,
 }
 
-impl Container {
-    /// The hook a gather of `idx` into `total` output bytes calls before copying: under the
-    /// store's policy, when the batch looks cold, either issues read-ahead requests for every
-    /// record (and the gather then copies through the map), or, for large raw records, requests
-    /// only the cold index pages and returns `true`: the gather then reads the records directly
-    /// (see [`super::direct`]).
-    pub(super) fn before_gather(&self, idx: &[u64], total: usize) -> bool {
-        let probe = match self.cold_reads() {
-            ColdReads::Never => return false,
-            ColdReads::Always if idx.is_empty() => return false,
-            ColdReads::Always => Probe {
-                index_cold: !self.index_resident(idx[0]),
-                data_cold: true,
-            },
-            ColdReads::Auto if idx.len() < MIN_RECORDS => return false,
-            ColdReads::Auto => {
-                use std::sync::atomic::Ordering::Relaxed;
-                // Threads race on the count harmlessly: the probe only decides read-ahead.
-                let warm = self.warm_gathers().load(Relaxed);
-                if !probes(warm, self.outgrows_memory()) {
-                    self.warm_gathers().store(warm.wrapping_add(1), Relaxed);
-                    return false;
-                }
-                let p = self.probe(idx);
-                let next = if p.data_cold || p.index_cold {
-                    0
-                } else {
-                    warm.wrapping_add(1)
-                };
-                self.warm_gathers().store(next, Relaxed);
-                p
+/// The hook a gather of `idx` into `total` output bytes calls before copying: under the
+/// store's policy, when the batch looks cold, either issues read-ahead requests for every
+/// record (and the gather then copies through the map), or, when `direct_suits` says the batch
+/// may be read past the page cache (asked only of a cold batch), requests only the cold index
+/// pages and returns `true`: the gather then reads the records directly.
+pub(super) fn before_gather(
+    c: &Container,
+    idx: &[u64],
+    total: usize,
+    direct_suits: impl FnOnce(usize, usize) -> bool,
+) -> bool {
+    let probe = match c.cold_reads() {
+        ColdReads::Never => return false,
+        ColdReads::Always if idx.is_empty() => return false,
+        ColdReads::Always => Probe {
+            index_cold: !index_resident(c, idx[0]),
+            data_cold: true,
+        },
+        ColdReads::Auto if idx.len() < MIN_RECORDS => return false,
+        ColdReads::Auto => {
+            use std::sync::atomic::Ordering::Relaxed;
+            // Threads race on the count harmlessly: the probe only decides read-ahead.
+            let warm = c.warm_gathers().load(Relaxed);
+            if !probes(warm, c.outgrows_memory()) {
+                c.warm_gathers().store(warm.wrapping_add(1), Relaxed);
+                return false;
             }
-        };
-        if !probe.data_cold && !probe.index_cold {
-            return false;
+            let p = probe(c, idx);
+            let next = if p.data_cold || p.index_cold {
+                0
+            } else {
+                warm.wrapping_add(1)
+            };
+            c.warm_gathers().store(next, Relaxed);
+            p
         }
-        let maps = self.maps();
-        if probe.index_cold {
-            self.request_index(&maps, idx);
-        }
-        if probe.data_cold && self.direct_suits(idx.len(), total) {
-            return true;
-        }
-        self.request_records(&maps, idx);
-        false
+    };
+    if !probe.data_cold && !probe.index_cold {
+        return false;
     }
-
-    fn index_resident(&self, i: u64) -> bool {
-        if self.index_in_memory() {
-            return true;
-        }
-        resident(&self.entry_bytes(self.index_bytes(), i)[..1])
+    let maps = c.maps();
+    if probe.index_cold {
+        request_index(c, &maps, idx);
     }
-
-    /// Residency of the index entry and first stored page of `PROBES` records of `idx` (evenly
-    /// spread): one `mincore` each while they are resident, none past the first cold one.
-    fn probe(&self, idx: &[u64]) -> Probe {
-        let maps = self.maps();
-        let step = idx.len().div_ceil(PROBES).max(1);
-        let mut p = Probe {
-            index_cold: false,
-            data_cold: false,
-        };
-        for &i in idx.iter().step_by(step) {
-            if !self.index_resident(i) {
-                p.index_cold = true;
-                p.data_cold = true;
-                break;
-            }
-            let (_, _, stored) = self.locate(&maps, i);
-            if !stored.is_empty() && !resident(&stored[..1]) {
-                p.data_cold = true;
-                break;
-            }
-        }
-        p
+    if probe.data_cold && direct_suits(idx.len(), total) {
+        return true;
     }
+    request_records(c, &maps, idx);
+    false
+}
 
-    /// Requests the index pages holding the entries of `idx`, so that reading the entries waits
-    /// for one round of parallel reads, not one read per record.
-    fn request_index(&self, maps: &Maps<'_>, idx: &[u64]) {
-        let page = page_size();
-        let mut last_page = usize::MAX;
-        for &i in idx {
-            let entry = self.entry_bytes(maps.index, i);
-            let first = entry.as_ptr() as usize / page;
-            let last = (entry.as_ptr() as usize + entry.len() - 1) / page;
-            if first != last_page || last != last_page {
-                will_need(entry);
-                last_page = last;
-            }
+fn index_resident(c: &Container, i: u64) -> bool {
+    if c.index_in_memory() {
+        return true;
+    }
+    resident(&c.entry_bytes(c.index_bytes(), i)[..1])
+}
+
+/// Residency of the index entry and first stored page of `PROBES` records of `idx` (evenly
+/// spread): one `mincore` each while they are resident, none past the first cold one.
+fn probe(c: &Container, idx: &[u64]) -> Probe {
+    let maps = c.maps();
+    let step = idx.len().div_ceil(PROBES).max(1);
+    let mut p = Probe {
+        index_cold: false,
+        data_cold: false,
+    };
+    for &i in idx.iter().step_by(step) {
+        if !index_resident(c, i) {
+            p.index_cold = true;
+            p.data_cold = true;
+            break;
+        }
+        let (_, _, stored) = c.locate(&maps, i);
+        if !stored.is_empty() && !resident(&stored[..1]) {
+            p.data_cold = true;
+            break;
         }
     }
+    p
+}
 
-    /// Requests every record's stored bytes (after [`Container::request_index`] when the index is
-    /// cold too). Batches of at least `PARALLEL_REQUESTS` records spread the requests (each a
-    /// system call that allocates pages and queues a read) over the pool's threads.
-    fn request_records(&self, maps: &Maps<'_>, idx: &[u64]) {
-        let request = |part: &[u64]| {
-            for &i in part {
-                will_need(self.locate(maps, i).2);
-            }
-        };
-        if idx.len() >= PARALLEL_REQUESTS && cores() > 1 {
-            let part = idx.len().div_ceil(cores());
-            in_parallel(|| idx.par_chunks(part).for_each(request));
-        } else {
-            request(idx);
+/// Requests the index pages holding the entries of `idx`, so that reading the entries waits
+/// for one round of parallel reads, not one read per record.
+fn request_index(c: &Container, maps: &Maps<'_>, idx: &[u64]) {
+    let page = page_size();
+    let mut last_page = usize::MAX;
+    for &i in idx {
+        let entry = c.entry_bytes(maps.index, i);
+        let first = entry.as_ptr() as usize / page;
+        let last = (entry.as_ptr() as usize + entry.len() - 1) / page;
+        if first != last_page || last != last_page {
+            will_need(entry);
+            last_page = last;
         }
+    }
+}
+
+/// Requests every record's stored bytes (after [`request_index`] when the index is
+/// cold too). Batches of at least `PARALLEL_REQUESTS` records spread the requests (each a
+/// system call that allocates pages and queues a read) over the pool's threads.
+fn request_records(c: &Container, maps: &Maps<'_>, idx: &[u64]) {
+    let request = |part: &[u64]| {
+        for &i in part {
+            will_need(c.locate(maps, i).2);
+        }
+    };
+    if idx.len() >= PARALLEL_REQUESTS && cores() > 1 {
+        let part = idx.len().div_ceil(cores());
+        in_parallel(|| idx.par_chunks(part).for_each(request));
+    } else {
+        request(idx);
     }
 }
 

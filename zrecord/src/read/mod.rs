@@ -1,7 +1,16 @@
-//! Reading, in data-path order: [`container`] opens and validates a container and answers where
-//! each record is, [`store`] and [`view`] hold the public store and view types, [`gather`] fans a gather out
-//! over the rayon pool, [`record`] prefetches, checks and decodes each record, [`batch`] holds
-//! the batches a gather returns, and [`verify`] is the full check behind `verify()`.
+//! Reading. The parts, in data-path order:
+//!
+//! * [`container`]: the validated container (opened and checked before the first read) and the
+//!   narrow API the rest asks where each record is and what the store holds;
+//! * [`store`] and [`view`]: the public store and view types; a view's gather sizes its output,
+//!   takes it from the allocator and hands it to the engines;
+//! * [`engine`]: the read engines (warm copy from the map, blocking direct reads, io_uring) and
+//!   the choice of one per gather, made with the cold-read policy of [`cold`];
+//! * what the engines share, never importing one another: [`plan`] (the gather an engine is
+//!   handed, the engine interface, the output split), [`piece`] (pieces of a direct read),
+//!   [`decode`] (one record's check and decode), [`fan_out`] (whether a gather may spread over
+//!   threads) and [`hint`] (prefetch and page-cache hints);
+//! * [`batch`]: the batches a gather returns; [`verify`]: the full check behind `verify()`.
 //!
 //! This module only declares its children and re-exports their public items; the children never
 //! import it (the module graph stays acyclic).
@@ -9,22 +18,21 @@
 mod batch;
 mod cold;
 mod container;
-mod direct;
-mod gather;
+mod decode;
+mod engine;
+mod fan_out;
 mod hint;
 mod piece;
-mod record;
+mod plan;
 mod store;
-#[cfg(target_os = "linux")]
-mod uring;
 mod verify;
 mod view;
 
 pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
 pub use container::{ColdReads, OpenOptions, RecordExtent, container_files};
 #[cfg(feature = "mutations")]
-pub use direct::with_blocking_direct_reads;
-pub(crate) use gather::stores_for;
-pub use gather::{gather_fan_outs, sequential_gathers};
+pub use engine::with_blocking_direct_reads;
+pub use fan_out::{gather_fan_outs, sequential_gathers};
+pub(crate) use plan::stores_for;
 pub use store::{DenseStore, RaggedStore};
 pub use view::{DenseView, RaggedView, ViewGather};

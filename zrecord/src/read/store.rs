@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::format::{Codec, Kind};
 
 use super::container::{Container, OpenOptions, RecordExtent};
+use super::verify::verify_all;
 use super::view::{DenseView, RaggedView};
 
 /// An opened Dense container. Bind it to an allocator to read.
@@ -98,7 +99,7 @@ impl DenseStore {
     /// compressed record's decoded size.
     pub fn verify(&self) -> Result<()> {
         self.c.check_open()?;
-        self.c.verify_all()
+        verify_all(&self.c)
     }
 
     /// Binds the store to a placement. The view gathers into memory from `allocator`.
@@ -192,7 +193,7 @@ impl RaggedStore {
     /// compressed record's decoded size.
     pub fn verify(&self) -> Result<()> {
         self.c.check_open()?;
-        self.c.verify_all()
+        verify_all(&self.c)
     }
 
     /// Binds the store to a placement. The view gathers into memory from `allocator`.

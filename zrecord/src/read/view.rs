@@ -13,6 +13,7 @@ use crate::format::Codec;
 
 use super::batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
 use super::container::Container;
+use super::engine::gather_into;
 use super::hint::PREFETCH_AHEAD;
 
 /// Batch type of a view (used by generic code such as the loader).
@@ -137,7 +138,7 @@ impl DenseView {
         })?;
         let mut alloc = self.alloc.acquire(bytes, OUTPUT_ALIGN)?;
         let out = alloc.host_slice_mut_or_err()?;
-        c.fill(idx, out, &|k| k * stride)?;
+        gather_into(c, idx, out, &|k| k * stride)?;
         let mut shape = Vec::with_capacity(1 + c.item_shape().len());
         shape.push(idx.len() as u64);
         shape.extend_from_slice(c.item_shape());
@@ -275,7 +276,7 @@ impl RaggedView {
             for (dst, d) in shapes.chunks_exact_mut(8).zip(&dims) {
                 dst.copy_from_slice(&d.to_ne_bytes());
             }
-            c.fill(idx, &mut values[..values_len], &|k| cu[k] as usize * isz)?;
+            gather_into(c, idx, &mut values[..values_len], &|k| cu[k] as usize * isz)?;
         }
         Ok(RaggedBatch {
             alloc,

@@ -48,13 +48,12 @@ pub(super) fn open_manifest(vfs: &dyn Vfs, path: &Path, kind: Kind) -> Result<(M
     Ok((m, mp))
 }
 
+/// A container's open data shards, and their paths, in shard order.
+pub(super) type Shards = (Vec<Arc<dyn ReadFile>>, Vec<PathBuf>);
+
 /// The open data shards of the container at `path` and their paths, each checked for its
 /// length and header.
-pub(super) fn open_shards(
-    vfs: &dyn Vfs,
-    path: &Path,
-    m: &Manifest,
-) -> Result<(Vec<Arc<dyn ReadFile>>, Vec<PathBuf>)> {
+pub(super) fn open_shards(vfs: &dyn Vfs, path: &Path, m: &Manifest) -> Result<Shards> {
     let nshards = m.shard_count();
     let mut shards = Vec::with_capacity(nshards as usize);
     let mut shard_paths = Vec::with_capacity(nshards as usize);

@@ -58,7 +58,10 @@ fn no_engine_module_imports_another_engine() {
         }
         let src = std::fs::read_to_string(&path).expect("engine source");
         let bad = violations(&src);
-        assert!(bad.is_empty(), "{name} imports outside the shared modules: {bad:#?}");
+        assert!(
+            bad.is_empty(),
+            "{name} imports outside the shared modules: {bad:#?}"
+        );
         engines.push(name.trim_end_matches(".rs").to_string());
     }
     engines.sort();

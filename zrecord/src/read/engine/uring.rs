@@ -3,9 +3,9 @@
 //! and copies + checksums each piece out of its bounce slot as its read completes, so the device
 //! sees the whole batch at once without a thread per outstanding read. Where the kernel refuses a
 //! ring (no io_uring, `kernel.io_uring_disabled`, a seccomp filter), [`Ring::take`] says so once
-//! and the gather uses blocking readers instead (`read::engine` chooses, [`super::direct`] is
-//! that engine). Pieces and the record checks assembled from them are shared with it
-//! ([`crate::read::piece`]).
+//! and the gather uses blocking readers instead (`read::engine` chooses; that engine is
+//! `engine/direct.rs`). Pieces and the record checks assembled from them are shared with it
+//! through [`crate::read::piece`].
 //!
 //! Memory: one ring of [`ENTRIES`] entries per thread that has made such a gather (about 30 KiB
 //! of shared ring memory each), and one bounce arena of at most [`ARENA_BYTES`] (plus 4 KiB) per

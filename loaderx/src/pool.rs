@@ -60,9 +60,39 @@ const PAGE: usize = 4096;
 /// Minimum alignment of pooled regions (so regions of one class are interchangeable across requests).
 const MIN_ALIGN: usize = 64;
 
-/// Where fresh regions come from and where overflow goes. Implementations: [`HostSource`] (CPU);
-/// later pinned-host and device sources.
-pub trait RegionSource: Send + Sync + fmt::Debug {
+/// Where fresh regions come from and where overflow goes. Implementations: [`HostSource`] (CPU),
+/// and with the `cuda` feature `cuda::PinnedSource` (page-locked host memory) and
+/// `cuda::DeviceSource` (device memory).
+///
+/// # Safety
+///
+/// The pool wraps every region it gets from [`alloc`](Self::alloc) in an [`Allocation`] stamped
+/// with [`device`](Self::device), and hands it to safe code: when that placement is
+/// host-accessible ([`zrecord::DeviceType::host_accessible`]), `Allocation::host_slice` and
+/// `host_slice_mut` read and write the region through the CPU, from any thread, for as long as
+/// the allocation lives, and the pool hands the same region out again after it comes back. An
+/// implementation guarantees, for every `Ok(ptr)` that `alloc(capacity, align)` returns:
+///
+/// 1. **Size and alignment.** `ptr` starts at least `capacity` bytes aligned to `align` (a power
+///    of two). A source that cannot give that alignment returns an error, never a less-aligned
+///    region.
+/// 2. **Exclusive until freed.** The region overlaps no other live region, and it stays
+///    allocated (the source does not free, move or reuse it, and keeps alive whatever it depends
+///    on, such as a driver context) until [`free`](Self::free) is called with the same
+///    `(ptr, capacity, align)`.
+/// 3. **Host memory is initialised.** When `device().kind.host_accessible()`, every byte of the
+///    region is readable and writable by the CPU and initialised (zeroed, say) when `alloc`
+///    returns, so that a `&[u8]` over it is valid before anything is written. A region of a
+///    placement the CPU cannot address may hold anything and need not be addressable by the CPU
+///    at all: an [`Allocation`] on such a placement never gives out a slice of it.
+/// 4. **Any thread.** The region may be used and freed from any thread (the pool moves regions
+///    between threads with their allocations).
+/// 5. **One placement.** `device()` returns the same value on every call: each allocation is
+///    stamped with it when it is handed out, so a region allocated as device memory is never
+///    presented as host memory.
+///
+/// Every `SAFETY` comment of the pool that relies on a region's properties cites this contract.
+pub unsafe trait RegionSource: Send + Sync + fmt::Debug {
     /// The placement of every region.
     fn device(&self) -> Device;
 
@@ -89,7 +119,11 @@ pub trait RegionSource: Send + Sync + fmt::Debug {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HostSource;
 
-impl RegionSource for HostSource {
+// SAFETY: the `RegionSource` contract: `alloc_host_region(capacity, align)` returns a zeroed
+// region of `capacity` bytes aligned to `align` (or an error), from the global allocator or an
+// anonymous mapping of its own, which nothing else uses or frees until `free_host_region` with
+// the same arguments and which any thread may use; `device()` is always the CPU.
+unsafe impl RegionSource for HostSource {
     fn device(&self) -> Device {
         Device::CPU
     }
@@ -318,10 +352,12 @@ impl Pool {
             *mark = (*mark).max(bytes.next_multiple_of(PAGE).min(cap));
         }
         let home: Arc<dyn RegionHome> = self.clone();
-        // SAFETY: `ptr` is a region of `cap >= bytes` bytes aligned to `align`, from this pool's source
-        // (fresh, or idle and owned by nobody else); it is host-readable when the source's device is
-        // (the source contract), initialized (zeroed on allocation, written since), and released back
-        // through this pool with the same (cap, align).
+        // SAFETY: by `RegionSource`'s contract `ptr` is a region of `cap >= bytes` bytes aligned to
+        // `align` (the source allocated it with `(cap, align)`, fresh or earlier), valid and owned
+        // by this pool alone until it frees it (fresh, or idle and owned by nobody else), usable
+        // from any thread, and, when `device` (the source's one placement) is host-accessible,
+        // CPU-readable and initialized (initialized on allocation, and only ever written since);
+        // it is released back through this pool with the same (cap, align).
         Ok(unsafe { Allocation::from_raw_parts(ptr, bytes, cap, align, device, Some(home)) })
     }
 

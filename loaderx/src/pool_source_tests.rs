@@ -18,7 +18,11 @@ struct CountingSource {
     freed_bytes: AtomicU64,
 }
 
-impl RegionSource for CountingSource {
+// SAFETY: the `RegionSource` contract: regions come from `alloc_host_region` (zeroed host memory
+// of `capacity` bytes aligned to `align`, owned by the caller until `free_host_region`, usable
+// from any thread); `device()` is always the same CUDA placement, which the CPU is never handed
+// a slice of.
+unsafe impl RegionSource for CountingSource {
     fn device(&self) -> Device {
         Device {
             kind: DeviceType::Cuda,

@@ -1,8 +1,8 @@
 //! Bad input is rejected with a typed error and changes nothing; publish is atomic.
 
-mod common;
+mod support;
 
-use common::*;
+use support::*;
 use zrecord::{
     Codec, DType, DenseStore, DenseWriter, Error, RaggedStore, RaggedWriter, WriterOptions,
 };

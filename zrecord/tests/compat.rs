@@ -5,11 +5,11 @@
 //! each codec), written once by [`regenerate_golden`] and committed. The tests here
 //!
 //! * open every case with the public API and compare each record with the values the generator
-//!   wrote, recomputed from the same formulas ([`record`]);
+//!   wrote, recomputed from the same formulas ([`generate::record`]);
 //! * hash every committed file (SHA-256) against [`DIGESTS`], so a byte that changes fails;
 //! * check every checksum, magic and header field of the golden files against `docs/format.md`
-//!   with an independent CRC32C ([`restamp`] rebuilds every checksum from the spec's formulas and
-//!   must reproduce the files exactly);
+//!   with an independent CRC32C ([`spec::restamp`] rebuilds every checksum from the spec's formulas
+//!   and must reproduce the files exactly);
 //! * write each case again and compare it byte for byte with its golden copy. Container ids are
 //!   random (`/dev/urandom`, no way to choose one through the API), so the fresh copy is first
 //!   re-stamped with the golden id: every id-dependent field (the id itself and every checksum it
@@ -25,16 +25,20 @@
 //! libzstd producing the same frames (and the same trained dictionary); a zstd upgrade that changes
 //! them fails that check while the read checks still pass; regenerate then, after making sure the
 //! old files still read.
+//!
+//! The generator's formulas and file helpers live in `compat/generate.rs`, the independent checksum
+//! code in `compat/spec.rs`; the cases, the digest table and the tests stay here.
+
+#[path = "compat/generate.rs"]
+mod generate;
+#[path = "compat/spec.rs"]
+mod spec;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-use zrecord::{
-    Allocator, Codec, DType, DenseStore, DenseWriter, RaggedStore, RaggedWriter, SystemAllocator,
-    WriterOptions,
-};
+use generate::*;
+use spec::*;
+use zrecord::{Codec, DType, DenseStore, RaggedStore};
 
 /// One golden container.
 #[derive(Clone, Copy, Debug)]
@@ -228,332 +232,6 @@ const DIGESTS: &[(&str, &str)] = &[
 const DICT_BYTES: usize = 1024;
 /// Records sampled (from the same formulas) to train that dictionary.
 const DICT_SAMPLES: u64 = 256;
-
-fn golden_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
-}
-
-fn alloc() -> Arc<dyn Allocator> {
-    Arc::new(SystemAllocator::new())
-}
-
-/// Deterministic noise (xorshift64) for the incompressible record.
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
-/// Shape of Ragged record `i` of `case`.
-fn ragged_shape(case: &Case, i: u64) -> Vec<u64> {
-    match case.name {
-        "ragged_raw_i32" => vec![1 + i % 3, 2 + (i * 7) % 5],
-        "ragged_zstd_u16" => vec![2 + i % 3, 16 + i % 5],
-        "ragged_zstd_dict_bf16" => vec![1 + i % 2, 2, 8 + i % 3],
-        other => panic!("no ragged shape for case {other}"),
-    }
-}
-
-/// Shape of record `i` (Dense: the item shape).
-fn shape(case: &Case, i: u64) -> Vec<u64> {
-    if case.ragged {
-        ragged_shape(case, i)
-    } else {
-        case.item_shape.to_vec()
-    }
-}
-
-/// The bytes of record `i` of `case` (little-endian elements), defined for every `i`.
-fn record(case: &Case, i: u64) -> Vec<u8> {
-    let n = shape(case, i).iter().product::<u64>();
-    let mut out = Vec::new();
-    for j in 0..n {
-        match case.name {
-            "dense_raw_f32" => {
-                let v = i as f32 * 10.0 + j as f32 * 0.25 - 1.5;
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            "dense_zstd_i16" => {
-                let v = ((i * 7 + j / 4) % 5) as i16 - 2;
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            "dense_zstd_dict_u8" => out.push(((j / 8 + i) % 6) as u8 * 40 + (j % 3) as u8),
-            "dense_scalar_f64" => out.extend_from_slice(&(i as f64 * 1.5 - 2.0).to_le_bytes()),
-            "ragged_raw_i32" => {
-                let v = i as i32 * 1000 + j as i32 - 500;
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            "ragged_zstd_u16" => {
-                let v = (j % 7) as u16 * 3 + (i % 4) as u16;
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            "ragged_zstd_dict_bf16" => {
-                let f = (j % 5) as f32 + 0.5 * (i % 3) as f32;
-                out.extend_from_slice(&((f.to_bits() >> 16) as u16).to_le_bytes());
-            }
-            other => panic!("no values for case {other}"),
-        }
-    }
-    if case.name == "dense_zstd_i16" && i == 3 {
-        return noise(out.len(), i + 1);
-    }
-    out
-}
-
-/// The dictionary of a `zstd_dict` case, trained on records of the same formulas.
-fn dictionary(case: &Case) -> Option<Vec<u8>> {
-    (case.codec == Codec::ZstdDict).then(|| {
-        let samples: Vec<Vec<u8>> = (0..DICT_SAMPLES).map(|i| record(case, i)).collect();
-        zrecord::train_dict_from(&samples, DICT_BYTES).expect("train the golden dictionary")
-    })
-}
-
-/// Writes `case` to `path` exactly as the generator does.
-fn write_case(case: &Case, path: &Path) {
-    let opts = WriterOptions {
-        data_shards: case.shards,
-        dict: dictionary(case),
-        // Durability does not change a byte of the container.
-        sync: false,
-        ..WriterOptions::default()
-    };
-    if case.ragged {
-        let mut w = RaggedWriter::create(path, case.dtype, case.ndim, case.codec, opts)
-            .expect("create ragged writer");
-        let isz = case.dtype.itemsize();
-        let (mut values, mut cu, mut shapes) = (Vec::new(), vec![0i32], Vec::new());
-        for i in 0..case.records {
-            values.extend_from_slice(&record(case, i));
-            cu.push((values.len() / isz) as i32);
-            shapes.extend_from_slice(&ragged_shape(case, i));
-        }
-        w.append(&values, &cu, &shapes).expect("append");
-        w.close().expect("close");
-    } else {
-        let mut w = DenseWriter::create(path, case.dtype, case.item_shape, case.codec, opts)
-            .expect("create dense writer");
-        let data: Vec<u8> = (0..case.records).flat_map(|i| record(case, i)).collect();
-        w.append(&data).expect("append");
-        w.close().expect("close");
-    }
-}
-
-/// The published files of the container at `dir`, by file name.
-fn read_container(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    zrecord::container_files(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .into_iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            (name, bytes)
-        })
-        .collect()
-}
-
-/// Every file under the golden root, as `case/file`, with its SHA-256.
-fn golden_digests() -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let root = golden_root();
-    let mut dirs: Vec<_> = std::fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    dirs.sort();
-    for d in dirs {
-        let case = d.file_name().unwrap().to_string_lossy().into_owned();
-        if case.starts_with('.') {
-            // `.gitattributes` (keeps git from converting the binary files).
-            continue;
-        }
-        assert!(d.is_dir(), "stray file {} in the golden root", d.display());
-        for f in std::fs::read_dir(&d).unwrap() {
-            let p = f.unwrap().path();
-            let file = p.file_name().unwrap().to_string_lossy().into_owned();
-            let bytes = std::fs::read(&p).unwrap();
-            let hex: String = Sha256::digest(&bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            out.insert(format!("{case}/{file}"), hex);
-        }
-    }
-    out
-}
-
-// ---- An independent CRC32C and the checksum formulas of docs/format.md ----
-
-/// CRC-32C (Castagnoli): reflected polynomial 0x82F63B78, initial value 0xFFFFFFFF, final XOR
-/// 0xFFFFFFFF. Bitwise, deliberately unlike the crate's implementation.
-fn crc32c(data: &[u8]) -> u32 {
-    let mut c = !0u32;
-    for &b in data {
-        c ^= u32::from(b);
-        for _ in 0..8 {
-            c = if c & 1 != 0 {
-                (c >> 1) ^ 0x82F6_3B78
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
-}
-
-fn crc_of(parts: &[&[u8]]) -> u32 {
-    crc32c(&parts.concat())
-}
-
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
-}
-
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
-}
-
-fn put_u32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-/// Rewrites a container's files for container id `id`, recomputing every checksum from the
-/// formulas of `docs/format.md`, after checking the magics, versions and fixed header fields:
-///
-/// * record `i`: `CRC32C(id || u64le(i) || stored)`, in its index entry;
-/// * index page `p`: `CRC32C(id || u64le(p) || 0xA5 || entries of page p)`, after the page;
-/// * index and shard headers: `CRC32C(header[0..60])` at 60;
-/// * shard file: `CRC32C(whole file)`, in the manifest's shard descriptor;
-/// * manifest: `CRC32C(manifest[0..L-4])` at `L-4`.
-fn restamp(files: &BTreeMap<String, Vec<u8>>, id: &[u8; 16]) -> BTreeMap<String, Vec<u8>> {
-    let mut files = files.clone();
-    let mut m = files["manifest.zrm"].clone();
-    assert_eq!(&m[0..8], b"ZRECMAN\0", "manifest magic");
-    assert_eq!(u32_at(&m, 8), 1, "manifest format version");
-    assert_eq!(u32_at(&m, 12) as usize, m.len(), "manifest length");
-    let kind = m[32];
-    let ndim = u32_at(&m, 40) as usize;
-    let shards = u32_at(&m, 44) as usize;
-    let records = u64_at(&m, 48);
-    let block = u64_at(&m, 56);
-    let entry = u32_at(&m, 76) as usize;
-    let dense_dims = if kind == 0 { ndim } else { 0 };
-    assert_eq!(
-        entry,
-        16 + if kind == 1 { 8 * ndim } else { 0 },
-        "entry size"
-    );
-    m[16..32].copy_from_slice(id);
-
-    // Shard headers.
-    for s in 0..shards {
-        let f = files.get_mut(&format!("shard-{s:03}.zrd")).unwrap();
-        assert_eq!(&f[0..8], b"ZRECSHD\0", "shard magic");
-        assert_eq!(u32_at(f, 8), 1, "shard format version");
-        assert_eq!(u32_at(f, 12) as usize, s, "shard number");
-        assert_eq!(u32_at(f, 32) as usize, shards, "shard count");
-        assert!(f[36..60].iter().all(|&b| b == 0), "shard header reserved");
-        f[16..32].copy_from_slice(id);
-        let c = crc32c(&f[..60]);
-        put_u32(f, 60, c);
-    }
-
-    // Index header, entries (record CRCs), pages.
-    let mut ix = files["index.zri"].clone();
-    assert_eq!(&ix[0..8], b"ZRECIDX\0", "index magic");
-    assert_eq!(u32_at(&ix, 8), 1, "index format version");
-    assert_eq!(u32_at(&ix, 12) as usize, entry, "index entry size");
-    assert_eq!(u64_at(&ix, 32), records, "index record count");
-    assert_eq!(u32_at(&ix, 40), 4096, "entries per page");
-    assert!(ix[44..60].iter().all(|&b| b == 0), "index header reserved");
-    assert_eq!(
-        ix.len() as u64,
-        64 + records * entry as u64 + 4 * records.div_ceil(4096),
-        "index length"
-    );
-    ix[16..32].copy_from_slice(id);
-    let c = crc32c(&ix[..60]);
-    put_u32(&mut ix, 60, c);
-    let mut pos = 64;
-    for p in 0..records.div_ceil(4096) {
-        let first = p * 4096;
-        let k = (records - first).min(4096) as usize;
-        for r in 0..k {
-            let i = first + r as u64;
-            let e = pos + r * entry;
-            let word = u64_at(&ix, e);
-            let (offset, flags) = ((word & ((1 << 56) - 1)) as usize, word >> 56);
-            assert!(flags <= 1, "entry flags of record {i}");
-            let len = u32_at(&ix, e + 8) as usize;
-            let s = ((i / block) % shards as u64) as usize;
-            let stored = &files[&format!("shard-{s:03}.zrd")][offset..offset + len];
-            let c = crc_of(&[id, &i.to_le_bytes(), stored]);
-            put_u32(&mut ix, e + 12, c);
-        }
-        let body = &ix[pos..pos + k * entry];
-        let c = crc_of(&[id, &p.to_le_bytes(), &[0xA5], body]);
-        put_u32(&mut ix, pos + k * entry, c);
-        pos += k * entry + 4;
-    }
-    assert_eq!(pos, ix.len(), "pages fill the index");
-    files.insert("index.zri".into(), ix);
-
-    // Manifest: shard descriptors, then its own CRC.
-    for s in 0..shards {
-        let d = 128 + 8 * dense_dims + 24 * s;
-        let f = &files[&format!("shard-{s:03}.zrd")];
-        assert_eq!(u64_at(&m, d) as usize, f.len(), "shard {s} length");
-        assert!(
-            m[d + 20..d + 24].iter().all(|&b| b == 0),
-            "descriptor reserved"
-        );
-        put_u32(&mut m, d + 16, crc32c(f));
-    }
-    let l = m.len();
-    let c = crc32c(&m[..l - 4]);
-    put_u32(&mut m, l - 4, c);
-    files.insert("manifest.zrm".into(), m);
-    files
-}
-
-fn container_id(files: &BTreeMap<String, Vec<u8>>) -> [u8; 16] {
-    files["manifest.zrm"][16..32].try_into().unwrap()
-}
-
-/// First differing byte of two file sets, for a readable failure.
-fn first_difference(
-    a: &BTreeMap<String, Vec<u8>>,
-    b: &BTreeMap<String, Vec<u8>>,
-) -> Option<String> {
-    if a.keys().ne(b.keys()) {
-        return Some(format!(
-            "file sets differ: {:?} vs {:?}",
-            a.keys().collect::<Vec<_>>(),
-            b.keys().collect::<Vec<_>>()
-        ));
-    }
-    for (name, x) in a {
-        let y = &b[name];
-        if x != y {
-            let at = x.iter().zip(y).position(|(p, q)| p != q);
-            return Some(match at {
-                Some(k) => format!(
-                    "{name}: first difference at byte {k} ({:#04x} vs {:#04x})",
-                    x[k], y[k]
-                ),
-                None => format!("{name}: lengths {} vs {}", x.len(), y.len()),
-            });
-        }
-    }
-    None
-}
-
-// ---- The tests ----
 
 #[test]
 fn crc32c_is_the_castagnoli_checksum() {

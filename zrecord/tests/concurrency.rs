@@ -5,7 +5,7 @@
 //!
 //! `ZR_T10_GATHERS` (per thread) and `ZR_T10_CLOSES` scale the test.
 
-mod relcommon;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,13 +13,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use rand::Rng;
-use relcommon::*;
+use support::*;
 use zrecord::{Codec, DenseStore, DenseWriter, Error, RaggedStore, WriterOptions};
 
 const THREADS: usize = 8;
 
 #[test]
-fn t10_parallel_gathers_match_single_thread_reference() {
+fn parallel_gathers_match_a_single_thread_reference() {
     let per_thread = env_count("ZR_T10_GATHERS", 10_000);
     let dir = tempfile::tempdir().unwrap();
     // Dense zstd (decoder per gather, rayon path for big batches) and Ragged raw.
@@ -173,13 +173,13 @@ fn check(store: &DenseStore, expect: &[u8], stride: usize) -> Result<(), String>
 }
 
 #[test]
-fn t10_reader_polling_during_closes_never_sees_partial_container() {
+fn a_reader_polling_during_closes_never_sees_a_partial_container() {
     let closes = env_count("ZR_T10_CLOSES", 1000);
     let dir = tempfile::tempdir().unwrap();
     let parent = dir.path().to_path_buf();
     let stride = 512usize;
     let recs = 48usize;
-    let data_of = |k: u64| bytes(stride * recs, k, true);
+    let data_of = |k: u64| fine_bytes(stride * recs, k, true);
     let current = AtomicU64::new(0);
     let done = AtomicBool::new(false);
     let (absent, complete, listed) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));

@@ -10,7 +10,7 @@
 //! gather that touches the record and by `verify()`; truncations, an appended byte, a missing file
 //! and foreign/swapped files must be caught by `open()` itself. Pristine fixtures: 0 false alarms.
 
-mod relcommon;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use rayon::prelude::*;
-use relcommon::*;
+use support::*;
 use zrecord::{
     Codec, DType, DenseStore, DenseWriter, Error, OpenOptions, RaggedStore, Vfs, WriterOptions,
 };
@@ -147,7 +147,7 @@ fn open_err(fx: &Fixture, fs: &MemFs) -> Option<Error> {
 }
 
 #[test]
-fn t4_pristine_fixtures_have_no_false_alarms() {
+fn pristine_fixtures_have_no_false_alarms() {
     for spec in fixtures() {
         let fx = build(&spec, "/fx", 3);
         check_container(Arc::new(fx.fs.clone()), &fx.path, &fx.oracle, true)
@@ -156,7 +156,7 @@ fn t4_pristine_fixtures_have_no_false_alarms() {
 }
 
 #[test]
-fn t4_every_single_bit_flip_is_detected_and_names_the_file() {
+fn every_bit_flip_of_every_fixture_is_detected_and_names_the_file() {
     let t0 = Instant::now();
     let mut total = 0u64;
     let mut total_bytes = 0u64;
@@ -235,7 +235,7 @@ fn t4_every_single_bit_flip_is_detected_and_names_the_file() {
 }
 
 #[test]
-fn t5_truncation_append_missing_are_detected_at_open() {
+fn truncations_appends_and_missing_files_are_detected_at_open() {
     let mut cases = 0u64;
     for spec in fixtures() {
         let fx = build(&spec, "/fx", 3);
@@ -286,7 +286,7 @@ fn t5_truncation_append_missing_are_detected_at_open() {
 /// A file taken from another container of identical shape (same lengths, other uuid), or two
 /// files of one container exchanged.
 #[test]
-fn t5_foreign_and_swapped_files_are_detected_at_open() {
+fn foreign_and_swapped_files_are_detected_at_open() {
     let mut cases = 0u64;
     for spec in fixtures() {
         let a = build(&spec, "/fx", 3);
@@ -334,7 +334,7 @@ fn t5_foreign_and_swapped_files_are_detected_at_open() {
     // Two index pages exchanged (8,192 one-byte records = 2 pages of 4,096 entries).
     let fs = MemFs::new();
     let path = Path::new("/fx/pages");
-    let data = bytes(8192, 5, false);
+    let data = fine_bytes(8192, 5, false);
     let mut w = DenseWriter::create(
         path,
         DType::UInt8,

@@ -9,13 +9,13 @@
 //!
 //! `ZR_T1_SUBSETS` sets the images per prefix (CI 200, long tier 10,000); `ZR_SEED` replays.
 
-mod relcommon;
+mod support;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use relcommon::*;
+use support::*;
 use zrecord::{Codec, Mutation, Vfs, WriterOptions};
 
 const PARENT: &str = "/data/sets";
@@ -183,7 +183,7 @@ fn short(op: &Op) -> String {
 }
 
 #[test]
-fn t1_crash_images_correct_protocol() {
+fn crash_images_of_a_publish_hold_no_container_or_a_valid_one() {
     let subsets = env_count("ZR_T1_SUBSETS", 200);
     for spec in specs() {
         let t0 = Instant::now();
@@ -216,7 +216,7 @@ fn t1_crash_images_correct_protocol() {
 
 /// The test has teeth: every single skipped fsync and the early rename are caught.
 #[test]
-fn t1_mutations_are_caught() {
+fn a_skipped_fsync_or_an_early_rename_is_caught_by_the_crash_images() {
     let subsets = env_count("ZR_T1_SUBSETS", 200);
     for spec in specs() {
         let s = spec.shards as usize;
@@ -246,7 +246,7 @@ fn t1_mutations_are_caught() {
 /// The crash model itself: a synced file in a synced directory survives; un-synced data and
 /// un-synced names may vanish.
 #[test]
-fn t1_model_sanity() {
+fn the_crash_model_keeps_synced_data_and_may_drop_unsynced_data() {
     let fs = MemFs::new();
     fs.create_dir_all(Path::new("/d")).unwrap();
     fs.start_recording();

@@ -3,9 +3,9 @@
 //! block sizes and shard counts that are and are not powers of two, and a damaged record must
 //! still be reported by its number, shard file and byte offset.
 
-mod common;
+mod support;
 
-use common::{alloc, bytes};
+use support::{alloc, bytes};
 use zrecord::{Codec, DType, DenseStore, DenseWriter, OpenOptions, WriterOptions};
 
 /// Writes `n` records of `stride` bytes over `shards` shards; returns the records.

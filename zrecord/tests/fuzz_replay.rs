@@ -54,7 +54,7 @@ fn fxhash(d: &[u8]) -> u64 {
 }
 
 #[test]
-fn t7_corpus_and_regressions_replay() {
+fn fuzz_corpus_and_regressions_replay_without_a_panic() {
     let mut total = 0;
     for (name, f) in TARGETS {
         let files = inputs(name);
@@ -78,7 +78,7 @@ fn t7_corpus_and_regressions_replay() {
 }
 
 #[test]
-fn t7_mutated_seeds_never_panic() {
+fn mutated_fuzz_seeds_never_panic() {
     let per_seed = std::env::var("ZR_FUZZ_MUTATIONS")
         .ok()
         .and_then(|v| v.parse().ok())

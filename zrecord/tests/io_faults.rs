@@ -9,13 +9,13 @@
 //! the oracle; after a persistent fault the file system is repaired and the next writer leaves no
 //! temp garbage; a reader hit by a fault works again once the fault is gone.
 
-mod relcommon;
+mod support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use relcommon::*;
+use support::*;
 use zrecord::{Codec, Error, StdFs, Vfs};
 
 const FAULTS: [Fault; 3] = [Fault::Eio, Fault::Enospc, Fault::ShortWrite];
@@ -186,7 +186,7 @@ fn write_sweep(backend: &mut dyn Backend, spec: &Spec, faults: &[Fault], stats: 
 }
 
 #[test]
-fn t3_write_faults_in_memory() {
+fn write_faults_in_memory_give_typed_errors_and_no_partial_container() {
     let mut stats = Stats::default();
     for spec in workloads() {
         write_sweep(&mut Mem, &spec, &FAULTS, &mut stats);
@@ -195,7 +195,7 @@ fn t3_write_faults_in_memory() {
 }
 
 #[test]
-fn t3_write_faults_on_disk() {
+fn write_faults_on_disk_give_typed_errors_and_no_partial_container() {
     let mut stats = Stats::default();
     let mut disk = Disk {
         root: tempfile::tempdir().unwrap(),
@@ -232,7 +232,7 @@ fn report_stats(name: &str, s: &Stats) {
 }
 
 #[test]
-fn t3_read_faults() {
+fn read_faults_give_typed_errors_and_reads_recover_after_repair() {
     let mut stats = Stats::default();
     for spec in workloads() {
         let oracle = spec.oracle(4);

@@ -7,7 +7,7 @@
 //!
 //! `ZR_T2_RUNS` (CI 300) and `ZR_T2_NEG_RUNS` (CI 100) scale the loop.
 
-mod relcommon;
+mod support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use relcommon::*;
+use support::*;
 use zrecord::{Codec, DType, DenseWriter, StdFs, WriterOptions};
 
 const STRIDE: usize = 4096;
@@ -24,7 +24,7 @@ const RECORDS: usize = 768;
 const APPENDS: usize = 12;
 
 fn oracle() -> Oracle {
-    let data = bytes(STRIDE * RECORDS, 77, true);
+    let data = fine_bytes(STRIDE * RECORDS, 77, true);
     Oracle {
         ragged: false,
         recs: data.chunks(STRIDE).map(|c| (c.to_vec(), vec![])).collect(),
@@ -71,7 +71,7 @@ fn write_naive(dest: &Path, template: &Path) {
 
 /// Child side: does nothing unless started by the parent loop.
 #[test]
-fn t2_child_entry() {
+fn kill_loop_child_writes_a_container() {
     let Ok(dest) = std::env::var("ZR_T2_DEST") else {
         return;
     };
@@ -84,7 +84,12 @@ fn t2_child_entry() {
 
 fn spawn(dest: &Path, mode: &str, template: &Path) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["t2_child_entry", "--exact", "--test-threads=1", "-q"])
+        .args([
+            "kill_loop_child_writes_a_container",
+            "--exact",
+            "--test-threads=1",
+            "-q",
+        ])
         .env("ZR_T2_DEST", dest)
         .env("ZR_T2_MODE", mode)
         .env("ZR_T2_TEMPLATE", template)
@@ -183,7 +188,7 @@ fn kill_loop(mode: &str, runs: u64, parent: &Path, template: &Path, o: &Oracle) 
 }
 
 #[test]
-fn t2_kill9_loop_and_negative_control() {
+fn a_killed_writer_never_leaves_a_corrupt_container_but_a_naive_one_does() {
     let runs = env_count("ZR_T2_RUNS", 300);
     let neg_runs = env_count("ZR_T2_NEG_RUNS", 100);
     let root = tempfile::tempdir().unwrap();

@@ -1,10 +1,10 @@
 //! Round trips against a naive oracle (`Vec<Vec<u8>>` + shapes) over random dtypes, shapes, codecs,
 //! shard counts, append splits and index sets.
 
-mod common;
+mod support;
 
-use common::*;
 use proptest::prelude::*;
+use support::*;
 use zrecord::{Codec, DType, DenseStore, DenseWriter, RaggedStore, RaggedWriter};
 
 fn codec_strategy() -> impl Strategy<Value = Codec> {

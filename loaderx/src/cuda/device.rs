@@ -14,8 +14,10 @@ use crate::RegionSource;
 /// Alignment `cuMemAlloc` guarantees.
 pub const DEVICE_ALIGN: usize = 256;
 
-/// Device memory of one device. Regions are not zeroed (the CPU cannot address them; every
-/// byte handed to a user is written by the upload copy first).
+/// Device memory of one device. Regions are not zeroed: the CPU cannot address them (their
+/// placement is `kDLCUDA`, which an `Allocation` never exposes as a host slice; see
+/// [`RegionSource`]'s contract), and every byte handed to a user is written by the upload copy
+/// first.
 #[derive(Debug)]
 pub struct DeviceSource {
     dev: Arc<CudaDevice>,
@@ -28,7 +30,13 @@ impl DeviceSource {
     }
 }
 
-impl RegionSource for DeviceSource {
+// SAFETY: the `RegionSource` contract: `alloc` returns `cuMemAlloc` memory of `capacity` bytes
+// aligned to 256 and refuses larger alignments; the region stays allocated until `free` calls
+// `cuMemFree` (the source holds its device, whose retained context outlives every region), and
+// device pointers are valid from any thread of the process; `device()` is always this device's
+// `Cuda` placement, which is not host-accessible, so the bytes need not be initialised (the CPU
+// is never handed a slice of them).
+unsafe impl RegionSource for DeviceSource {
     fn device(&self) -> Device {
         Device {
             kind: DeviceType::Cuda,

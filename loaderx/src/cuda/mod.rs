@@ -90,9 +90,11 @@ impl CudaPlacement {
         self.dev.bind()?;
         let event = Event::new(&self.dev)?;
         if n > 0 {
-            // SAFETY: `dst` is a device region of >= n bytes from this device's pool; `staging` is a
-            // pinned host region of n readable bytes that stays alive until the event below has
-            // completed (we synchronize on it before dropping `staging`).
+            // SAFETY: `dst` is a device region of >= n bytes from this device's pool (the device
+            // source's `RegionSource` contract: at least the capacity asked for, allocated until
+            // freed); `staging` is a host region of n readable bytes (pinned, from the staging
+            // pool) that stays alive until the event below has completed (we synchronize on it
+            // before dropping `staging`).
             check("cuMemcpyHtoDAsync", unsafe {
                 sys::cuMemcpyHtoDAsync_v2(
                     dst.as_mut_ptr() as sys::CUdeviceptr,

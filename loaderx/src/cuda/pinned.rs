@@ -26,7 +26,13 @@ impl PinnedSource {
     }
 }
 
-impl RegionSource for PinnedSource {
+// SAFETY: the `RegionSource` contract: `alloc` returns `cuMemHostAlloc` memory, host memory of
+// `capacity` bytes aligned to a page, usable from every thread and context
+// (`CU_MEMHOSTALLOC_PORTABLE`); it refuses alignments above a page, and zeroes every byte before
+// returning; the region stays allocated until `free` calls `cuMemFreeHost` (the source holds its
+// device, whose retained context outlives every region); `device()` is always this device's
+// `CudaHost` placement.
+unsafe impl RegionSource for PinnedSource {
     fn device(&self) -> Device {
         Device {
             kind: DeviceType::CudaHost,

@@ -1,39 +1,24 @@
 //! Cold gathers: a gather whose records are not in the page cache asks the device for all of them
 //! at once before the copy starts, so the device works on the whole batch in parallel instead of
 //! one synchronous page fault at a time. Implements the [`ColdReads`] policy an [`OpenOptions`]
-//! carries: the residency probe that decides when the path engages, the read-ahead requests, and
-//! [`RecordExtent`] (where a record's stored bytes lie, for tools that measure the device).
+//! carries: the residency probe that decides when the path engages, and the read-ahead requests.
 //!
 //! Two ways to read a cold batch. Small records (under 32 KiB on average, or compressed ones) are
-//! requested with `MADV_WILLNEED` and then copied by the ordinary fused copy + CRC loop, whose page
-//! faults wait for reads already in flight. Large raw records are read past the page cache with
-//! `O_DIRECT`, several reads in flight, and copied + checksummed from the read buffer by the same
-//! kernel ([`super::direct`]). Either way the caller receives bytes verified exactly as on a warm
+//! requested with `MADV_WILLNEED` and then copied by the warm engine's fused copy + CRC loop,
+//! whose page faults wait for reads already in flight. Large raw records are read past the page
+//! cache with `O_DIRECT`, several reads in flight, and copied + checksummed from the read buffer
+//! by the same kernel (the direct engines of `read::engine`, which decides with
+//! [`before_gather`]). Either way the caller receives bytes verified exactly as on a warm
 //! gather.
 //!
-//! [`OpenOptions`]: super::OpenOptions
-
-use std::path::PathBuf;
+//! [`OpenOptions`]: super::container::OpenOptions
 
 use rayon::prelude::*;
 
-use crate::error::Result;
-use crate::format;
 use crate::threads::{cores, in_parallel};
 
-use super::open::{ColdReads, Inner};
-use super::record::Maps;
-
-/// Where one record's stored bytes lie on disk.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordExtent {
-    /// The shard file.
-    pub path: PathBuf,
-    /// Byte offset of the record in that file.
-    pub offset: u64,
-    /// Stored length in bytes (compressed length for a compressed record).
-    pub len: u64,
-}
+use super::container::{ColdReads, Container, Maps};
+use super::hint::{page_size, resident, will_need};
 
 /// Gathers of fewer records than this skip the probe: one record read ahead of its own fault
 /// gains nothing.
@@ -63,170 +48,118 @@ struct Probe {
     data_cold: bool,
 }
 
-fn page_size() -> usize {
-    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *PAGE.get_or_init(|| {
-        // SAFETY: sysconf has no memory effects; it only returns a configuration value.
-        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if p > 0 { p as usize } else { 4096 }
-    })
+/// The hook a gather of `idx` into `total` output bytes calls before copying: under the
+/// store's policy, when the batch looks cold, either issues read-ahead requests for every
+/// record (and the gather then copies through the map), or, when `direct_suits` says the batch
+/// may be read past the page cache (asked only of a cold batch), requests only the cold index
+/// pages and returns `true`: the gather then reads the records directly.
+pub(super) fn before_gather(
+    c: &Container,
+    idx: &[u64],
+    total: usize,
+    direct_suits: impl FnOnce(usize, usize) -> bool,
+) -> bool {
+    let probe = match c.cold_reads() {
+        ColdReads::Never => return false,
+        ColdReads::Always if idx.is_empty() => return false,
+        ColdReads::Always => Probe {
+            index_cold: !index_resident(c, idx[0]),
+            data_cold: true,
+        },
+        ColdReads::Auto if idx.len() < MIN_RECORDS => return false,
+        ColdReads::Auto => {
+            use std::sync::atomic::Ordering::Relaxed;
+            // Threads race on the count harmlessly: the probe only decides read-ahead.
+            let warm = c.warm_gathers().load(Relaxed);
+            if !probes(warm, c.outgrows_memory()) {
+                c.warm_gathers().store(warm.wrapping_add(1), Relaxed);
+                return false;
+            }
+            let p = probe(c, idx);
+            let next = if p.data_cold || p.index_cold {
+                0
+            } else {
+                warm.wrapping_add(1)
+            };
+            c.warm_gathers().store(next, Relaxed);
+            p
+        }
+    };
+    if !probe.data_cold && !probe.index_cold {
+        return false;
+    }
+    let maps = c.maps();
+    if probe.index_cold {
+        request_index(c, &maps, idx);
+    }
+    if probe.data_cold && direct_suits(idx.len(), total) {
+        return true;
+    }
+    request_records(c, &maps, idx);
+    false
 }
 
-/// Whether the page holding `byte` is in the page cache. Anything `mincore` cannot answer (memory
-/// that is not a mapping, e.g. a test file system's heap bytes) counts as resident: the cold path
-/// only engages on evidence.
-fn resident(byte: &[u8]) -> bool {
+fn index_resident(c: &Container, i: u64) -> bool {
+    if c.index_in_memory() {
+        return true;
+    }
+    resident(&c.entry_bytes(c.index_bytes(), i)[..1])
+}
+
+/// Residency of the index entry and first stored page of `PROBES` records of `idx` (evenly
+/// spread): one `mincore` each while they are resident, none past the first cold one.
+fn probe(c: &Container, idx: &[u64]) -> Probe {
+    let maps = c.maps();
+    let step = idx.len().div_ceil(PROBES).max(1);
+    let mut p = Probe {
+        index_cold: false,
+        data_cold: false,
+    };
+    for &i in idx.iter().step_by(step) {
+        if !index_resident(c, i) {
+            p.index_cold = true;
+            p.data_cold = true;
+            break;
+        }
+        let (_, _, stored) = c.locate(&maps, i);
+        if !stored.is_empty() && !resident(&stored[..1]) {
+            p.data_cold = true;
+            break;
+        }
+    }
+    p
+}
+
+/// Requests the index pages holding the entries of `idx`, so that reading the entries waits
+/// for one round of parallel reads, not one read per record.
+fn request_index(c: &Container, maps: &Maps<'_>, idx: &[u64]) {
     let page = page_size();
-    let addr = byte.as_ptr() as usize & !(page - 1);
-    let mut vec = 0u8;
-    // SAFETY: `addr` is the page-aligned start of a page that holds a byte of a live slice; mincore
-    // only reads the process's page tables and writes one byte (one page) into `vec`.
-    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, page, &mut vec) };
-    rc != 0 || vec & 1 == 1
+    let mut last_page = usize::MAX;
+    for &i in idx {
+        let entry = c.entry_bytes(maps.index, i);
+        let first = entry.as_ptr() as usize / page;
+        let last = (entry.as_ptr() as usize + entry.len() - 1) / page;
+        if first != last_page || last != last_page {
+            will_need(entry);
+            last_page = last;
+        }
+    }
 }
 
-/// Asks the kernel to start reading the pages spanning `bytes` (`MADV_WILLNEED`: the reads are
-/// queued and the call returns without waiting for them). A hint: a failure changes nothing but
-/// speed, so it is ignored.
-fn will_need(bytes: &[u8]) {
-    if bytes.is_empty() {
-        return;
-    }
-    let page = page_size();
-    let start = bytes.as_ptr() as usize & !(page - 1);
-    let end = bytes.as_ptr() as usize + bytes.len();
-    // SAFETY: the range covers whole pages of a live mapping (or of heap memory, where the advice
-    // is a no-op); MADV_WILLNEED never changes the contents or the protection of memory.
-    unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_WILLNEED) };
-}
-
-impl Inner {
-    /// The hook a gather of `idx` into `total` output bytes calls before copying: under the
-    /// store's policy, when the batch looks cold, either issues read-ahead requests for every
-    /// record (and the gather then copies through the map), or, for large raw records, requests
-    /// only the cold index pages and returns `true`: the gather then reads the records directly
-    /// (see [`super::direct`]).
-    pub(super) fn before_gather(&self, idx: &[u64], total: usize) -> bool {
-        let probe = match self.cold {
-            ColdReads::Never => return false,
-            ColdReads::Always if idx.is_empty() => return false,
-            ColdReads::Always => Probe {
-                index_cold: !self.index_resident(idx[0]),
-                data_cold: true,
-            },
-            ColdReads::Auto if idx.len() < MIN_RECORDS => return false,
-            ColdReads::Auto => {
-                use std::sync::atomic::Ordering::Relaxed;
-                // Threads race on the count harmlessly: the probe only decides read-ahead.
-                let warm = self.warm_gathers.load(Relaxed);
-                if !probes(warm, self.outgrows_memory) {
-                    self.warm_gathers.store(warm.wrapping_add(1), Relaxed);
-                    return false;
-                }
-                let p = self.probe(idx);
-                let next = if p.data_cold || p.index_cold {
-                    0
-                } else {
-                    warm.wrapping_add(1)
-                };
-                self.warm_gathers.store(next, Relaxed);
-                p
-            }
-        };
-        if !probe.data_cold && !probe.index_cold {
-            return false;
+/// Requests every record's stored bytes (after [`request_index`] when the index is
+/// cold too). Batches of at least `PARALLEL_REQUESTS` records spread the requests (each a
+/// system call that allocates pages and queues a read) over the pool's threads.
+fn request_records(c: &Container, maps: &Maps<'_>, idx: &[u64]) {
+    let request = |part: &[u64]| {
+        for &i in part {
+            will_need(c.locate(maps, i).2);
         }
-        let maps = self.maps();
-        if probe.index_cold {
-            self.request_index(&maps, idx);
-        }
-        if probe.data_cold && self.direct_suits(idx.len(), total) {
-            return true;
-        }
-        self.request_records(&maps, idx);
-        false
-    }
-
-    fn index_resident(&self, i: u64) -> bool {
-        if self.index_in_memory() {
-            return true;
-        }
-        let index = self.index.bytes();
-        resident(&index[format::entry_offset(i, self.entry)..][..1])
-    }
-
-    /// Residency of the index entry and first stored page of `PROBES` records of `idx` (evenly
-    /// spread): one `mincore` each while they are resident, none past the first cold one.
-    fn probe(&self, idx: &[u64]) -> Probe {
-        let maps = self.maps();
-        let step = idx.len().div_ceil(PROBES).max(1);
-        let mut p = Probe {
-            index_cold: false,
-            data_cold: false,
-        };
-        for &i in idx.iter().step_by(step) {
-            if !self.index_resident(i) {
-                p.index_cold = true;
-                p.data_cold = true;
-                break;
-            }
-            let (_, _, stored) = self.locate(&maps, i);
-            if !stored.is_empty() && !resident(&stored[..1]) {
-                p.data_cold = true;
-                break;
-            }
-        }
-        p
-    }
-
-    /// Requests the index pages holding the entries of `idx`, so that reading the entries waits
-    /// for one round of parallel reads, not one read per record.
-    fn request_index(&self, maps: &Maps<'_>, idx: &[u64]) {
-        let page = page_size();
-        let mut last_page = usize::MAX;
-        for &i in idx {
-            let entry = &maps.index[format::entry_offset(i, self.entry)..][..self.entry];
-            let first = entry.as_ptr() as usize / page;
-            let last = (entry.as_ptr() as usize + entry.len() - 1) / page;
-            if first != last_page || last != last_page {
-                will_need(entry);
-                last_page = last;
-            }
-        }
-    }
-
-    /// Requests every record's stored bytes (after [`Inner::request_index`] when the index is
-    /// cold too). Batches of at least `PARALLEL_REQUESTS` records spread the requests (each a
-    /// system call that allocates pages and queues a read) over the pool's threads.
-    fn request_records(&self, maps: &Maps<'_>, idx: &[u64]) {
-        let request = |part: &[u64]| {
-            for &i in part {
-                will_need(self.locate(maps, i).2);
-            }
-        };
-        if idx.len() >= PARALLEL_REQUESTS && cores() > 1 {
-            let part = idx.len().div_ceil(cores());
-            in_parallel(|| idx.par_chunks(part).for_each(request));
-        } else {
-            request(idx);
-        }
-    }
-
-    /// Where records `idx` lie: shard file, offset and stored length of each.
-    pub(super) fn record_extents(&self, idx: &[u64]) -> Result<Vec<RecordExtent>> {
-        self.check_indices(idx)?;
-        let maps = self.maps();
-        Ok(idx
-            .iter()
-            .map(|&i| {
-                let (s, e, _) = self.locate(&maps, i);
-                RecordExtent {
-                    path: self.shard_paths[s as usize].clone(),
-                    offset: e.offset,
-                    len: u64::from(e.stored_len),
-                }
-            })
-            .collect())
+    };
+    if idx.len() >= PARALLEL_REQUESTS && cores() > 1 {
+        let part = idx.len().div_ceil(cores());
+        in_parallel(|| idx.par_chunks(part).for_each(request));
+    } else {
+        request(idx);
     }
 }
 
@@ -246,47 +179,5 @@ mod tests {
         assert!(probed.windows(2).all(|p| p[1] - p[0] == REPROBE_EVERY));
         // A store larger than memory is probed on every gather.
         assert!((0..1000).all(|w| probes(w, true)));
-    }
-
-    #[test]
-    fn residency_of_touched_and_untouched_file_pages() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f");
-        let page = page_size();
-        std::fs::write(&p, vec![7u8; 64 * page]).unwrap();
-        // Written back, so the pages are clean and can be evicted below.
-        std::fs::File::open(&p).unwrap().sync_all().unwrap();
-        let f = std::fs::File::open(&p).unwrap();
-        // SAFETY: the test's own file, not modified while mapped.
-        let map = unsafe { memmap2::Mmap::map(&f).unwrap() };
-        // Just written: the pages are in the page cache.
-        assert!(resident(&map[..1]));
-        // Evict the file's pages (clean pages of a file nobody else maps), then one is
-        // non-resident until read again.
-        // SAFETY: the range is the whole live mapping; MADV_DONTNEED on a read-only file mapping
-        // only drops this process's page-table entries.
-        unsafe {
-            libc::madvise(
-                map.as_ptr() as *mut libc::c_void,
-                map.len(),
-                libc::MADV_DONTNEED,
-            )
-        };
-        use std::os::fd::AsRawFd;
-        // SAFETY: the descriptor is open; fadvise only changes page-cache state of this file.
-        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        let evicted = !resident(&map[32 * page..32 * page + 1]);
-        // Eviction is best effort (a page under writeback stays); when it happened, a
-        // WILLNEED request brings the page back, waited for by reading it.
-        if evicted {
-            will_need(&map[32 * page..33 * page]);
-            assert_eq!(map[32 * page], 7);
-            assert!(resident(&map[32 * page..32 * page + 1]));
-        }
-        // Heap memory: mincore answers resident (or fails), never "cold".
-        let heap = vec![1u8; 10];
-        assert!(resident(&heap[..1]));
-        will_need(&heap);
-        will_need(&[]);
     }
 }

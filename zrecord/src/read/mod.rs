@@ -1,35 +1,43 @@
-//! Reading, in data-path order: [`open`] validates a container, [`store`] holds the public store
-//! and view types, [`gather`] fans a gather out over the rayon pool, [`fixed`] places a raw
-//! Dense store's records without its index, [`record`] locates, prefetches, checks and decodes
-//! each record, [`batch`] holds the batches a gather returns, and [`verify`] is the full check
-//! behind `verify()`.
+//! Reading. The parts, in data-path order:
+//!
+//! * [`container`]: the validated container (opened and checked before the first read) and the
+//!   narrow API the rest asks where each record is and what the store holds;
+//! * [`store`] and [`view`]: the public store and view types; a view's gather sizes its output,
+//!   takes it from the allocator and hands it to the engines;
+//! * [`engine`]: the read engines (warm copy from the map, blocking direct reads, io_uring) and
+//!   the choice of one per gather, made with the cold-read policy of [`cold`];
+//! * what the engines share, never importing one another: [`plan`] (the gather an engine is
+//!   handed, the engine interface, the output split), [`piece`] (pieces of a direct read),
+//!   [`decode`] (one record's check and decode), [`fan_out`] (whether a gather may spread over
+//!   threads) and [`hint`] (prefetch and page-cache hints);
+//! * [`batch`]: the batches a gather returns; [`verify`]: the full check behind `verify()`.
 //!
 //! This module only declares its children and re-exports their public items; the children never
 //! import it (the module graph stays acyclic).
 
 mod batch;
 mod cold;
-mod direct;
-mod fixed;
-mod gather;
-mod open;
+mod container;
+mod decode;
+mod engine;
+mod fan_out;
+mod hint;
 mod piece;
-mod record;
+mod plan;
 mod store;
-#[cfg(target_os = "linux")]
-mod uring;
 mod verify;
+mod view;
 
 pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
-pub use cold::RecordExtent;
+pub use container::{ColdReads, OpenOptions, RecordExtent, container_files};
 #[cfg(feature = "mutations")]
-pub use direct::with_blocking_direct_reads;
-pub(crate) use gather::stores_for;
-pub use gather::{gather_fan_outs, sequential_gathers};
-pub use open::{ColdReads, OpenOptions, container_files};
-pub use store::{DenseStore, DenseView, RaggedStore, RaggedView, ViewGather};
+pub use engine::with_blocking_direct_reads;
+pub use fan_out::{gather_fan_outs, sequential_gathers};
+pub(crate) use plan::stores_for;
+pub use store::{DenseStore, RaggedStore};
+pub use view::{DenseView, RaggedView, ViewGather};
 
-/// `direct::split_output` for the crate: the `internals` feature exposes it to the benchmarks.
+/// `plan::split_output` for the crate: the `internals` feature exposes it to the benchmarks.
 #[cfg(feature = "internals")]
 pub(crate) fn split_output<'o, F: Fn(usize) -> usize>(
     n: usize,
@@ -37,5 +45,5 @@ pub(crate) fn split_output<'o, F: Fn(usize) -> usize>(
     offsets: &F,
     pieces: usize,
 ) -> Vec<(usize, usize, &'o mut [u8])> {
-    direct::split_output(n, out, offsets, pieces)
+    plan::split_output(n, out, offsets, pieces)
 }

@@ -1,16 +1,19 @@
 //! Pieces of a direct read: a record, or a part of at most [`PIECE`] bytes of a larger one, the
-//! aligned read that covers each, and the copy + checksum of a piece once read. Shared by both
-//! direct-read engines ([`super::direct`]'s blocking readers and [`super::uring`]).
+//! aligned read that covers each, the copy + checksum of a piece once read, and
+//! [`read_pieces`], which cuts a gather into pieces, has an engine read them and checks every
+//! record from its pieces' checksums. Shared by both direct-read engines (`read::engine`'s
+//! blocking readers and io_uring).
 
 use std::fs::File;
 use std::io;
 
 use crate::crc::Stores;
 use crate::error::{Error, Result};
+use crate::format;
 use crate::vfs::DIRECT_ALIGN;
 
-use super::open::Inner;
-use super::record::Maps;
+use super::container::{Container, Maps};
+use super::plan::Plan;
 
 /// The size of a bounce buffer of the blocking readers, the largest single read (a record longer
 /// than [`PIECE`] is read in pieces).
@@ -37,71 +40,68 @@ pub(super) fn read_at_least(file: &File, buf: &mut [u8], at: u64, need: usize) -
     Ok(())
 }
 
-impl Inner {
-    /// Where piece `piece` of record `i` lies and the aligned read that covers it.
-    pub(super) fn piece_extent(&self, maps: &Maps<'_>, i: u64, piece: &Piece<'_>) -> Extent {
-        let shard = self.shard_map.shard_of(i);
-        let e = self.entry_in(maps.index, i);
-        let want = piece.dst.len();
-        let pos = e.offset + piece.off as u64;
-        let at = pos & !(DIRECT_ALIGN as u64 - 1);
-        let head = (pos - at) as usize;
-        Extent {
-            shard,
-            record_offset: e.offset,
-            pos,
-            at,
-            head,
-            want,
-            span: (head + want).next_multiple_of(DIRECT_ALIGN),
-        }
+/// Where piece `piece` of record `i` lies and the aligned read that covers it.
+pub(super) fn piece_extent(c: &Container, maps: &Maps<'_>, i: u64, piece: &Piece<'_>) -> Extent {
+    let (shard, e) = c.indexed_entry(maps.index, i);
+    let want = piece.dst.len();
+    let pos = e.offset + piece.off as u64;
+    let at = pos & !(DIRECT_ALIGN as u64 - 1);
+    let head = (pos - at) as usize;
+    Extent {
+        shard,
+        record_offset: e.offset,
+        pos,
+        at,
+        head,
+        want,
+        span: (head + want).next_multiple_of(DIRECT_ALIGN),
     }
+}
 
-    /// Copies (and, when verifying, checksums from zero) one piece.
-    pub(super) fn copy_piece(&self, to: &mut [u8], from: &[u8], stores: Stores) -> u32 {
-        if self.verify {
-            crate::crc::copy_append_with(0, to, from, stores)
-        } else {
-            crate::crc::copy_with(to, from, stores);
-            0
-        }
+/// Copies (and, when verifying, checksums from zero) one piece.
+pub(super) fn copy_piece(c: &Container, to: &mut [u8], from: &[u8], stores: Stores) -> u32 {
+    if c.verifies() {
+        crate::crc::copy_append_with(0, to, from, stores)
+    } else {
+        crate::crc::copy_with(to, from, stores);
+        0
     }
+}
 
-    /// The piece at `x` copied from the memory map (where a direct read is refused).
-    pub(super) fn piece_through_map(
-        &self,
-        maps: &Maps<'_>,
-        i: u64,
-        x: &Extent,
-        to: &mut [u8],
-        stores: Stores,
-    ) -> Result<u32> {
-        let shard = maps.shards[x.shard as usize];
-        let from = usize::try_from(x.pos)
-            .ok()
-            .and_then(|a| shard.get(a..a.checked_add(x.want)?))
-            .ok_or_else(|| {
-                Error::corrupt(
-                    self.loc(i, x.shard, x.record_offset),
-                    "record extent",
-                    format!("inside the shard's {} bytes", shard.len()),
-                    format!("bytes {}..{}", x.pos, x.pos + x.want as u64),
-                )
-            })?;
-        Ok(self.copy_piece(to, from, stores))
-    }
+/// The piece at `x` copied from the memory map (where a direct read is refused).
+pub(super) fn piece_through_map(
+    c: &Container,
+    maps: &Maps<'_>,
+    i: u64,
+    x: &Extent,
+    to: &mut [u8],
+    stores: Stores,
+) -> Result<u32> {
+    let shard = maps.shards[x.shard as usize];
+    let from = usize::try_from(x.pos)
+        .ok()
+        .and_then(|a| shard.get(a..a.checked_add(x.want)?))
+        .ok_or_else(|| {
+            Error::corrupt(
+                c.loc(i, x.shard, x.record_offset),
+                "record extent",
+                format!("inside the shard's {} bytes", shard.len()),
+                format!("bytes {}..{}", x.pos, x.pos + x.want as u64),
+            )
+        })?;
+    Ok(copy_piece(c, to, from, stores))
+}
 
-    /// A failed direct read of the piece at `x`, with the shard path, record and offset.
-    pub(super) fn piece_read_error(&self, i: u64, x: &Extent, err: io::Error) -> Error {
-        Error::io(
-            "read",
-            &self.shard_paths[x.shard as usize],
-            io::Error::new(
-                err.kind(),
-                format!("direct read of record {i} at byte offset {}: {err}", x.pos),
-            ),
-        )
-    }
+/// A failed direct read of the piece at `x`, with the shard path, record and offset.
+pub(super) fn piece_read_error(c: &Container, i: u64, x: &Extent, err: io::Error) -> Error {
+    Error::io(
+        "read",
+        c.shard_path(x.shard),
+        io::Error::new(
+            err.kind(),
+            format!("direct read of record {i} at byte offset {}: {err}", x.pos),
+        ),
+    )
 }
 
 /// `(record, offset in the record, length, CRC32C from zero)` of one piece read.
@@ -157,6 +157,50 @@ pub(super) fn pieces<'o, F: Fn(usize) -> usize>(
         }
     }
     v
+}
+
+/// A direct read of a gather: cuts `out` into [`pieces`], longest first (stable: equal pieces
+/// keep batch order), so the batch does not end waiting for one reader that drew a large image
+/// while the others sit idle; has `read` read them all (returning each piece's [`PieceSum`]);
+/// then, when the store verifies, assembles each record's checksum from its pieces' in order
+/// ([`crate::crc::Shift`]) and compares it with the index, so the caller still receives exactly
+/// the bytes that were verified.
+pub(super) fn read_pieces<'o, F: Fn(usize) -> usize>(
+    c: &Container,
+    plan: &Plan<'_, F>,
+    out: &'o mut [u8],
+    read: impl FnOnce(Vec<Piece<'o>>) -> Result<Vec<PieceSum>>,
+) -> Result<()> {
+    let idx = plan.idx;
+    let mut work = pieces(idx.len(), out, plan.offsets);
+    let count = work.len();
+    work.sort_by_key(|p| std::cmp::Reverse(p.dst.len()));
+    let mut sums = read(work)?;
+    if !c.verifies() {
+        return Ok(());
+    }
+    if sums.len() != count {
+        return Err(Error::invalid(format!(
+            "internal: {} of {count} direct reads reported",
+            sums.len()
+        )));
+    }
+    sums.sort_unstable_by_key(|&(k, off, _, _)| (k, off));
+    let maps = c.maps();
+    let mut shift = crate::crc::Shift::default();
+    let mut at = 0;
+    for (k, &i) in idx.iter().enumerate() {
+        let mut crc = format::record_seed_after(c.uuid_crc(), i);
+        while let Some(&(_, _, len, piece)) = sums.get(at).filter(|p| p.0 == k) {
+            crc = shift.combine(crc, piece, len as u64);
+            at += 1;
+        }
+        let (s, e) = c.indexed_entry(maps.index, i);
+        if crc != e.crc {
+            return Err(c.crc_error(i, s, e.offset, e.crc, crc));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

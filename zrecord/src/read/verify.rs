@@ -8,51 +8,51 @@ use crate::threads::in_parallel;
 
 use crate::error::{Error, Location, Result};
 
-use super::open::Inner;
+use super::container::Container;
+use super::decode::{Decoder, check_frame_size, read_record};
 
-impl Inner {
-    pub(super) fn verify_all(&self) -> Result<()> {
-        let m = &self.m;
-        let maps = self.maps();
-        for (s, f) in self.shards.iter().enumerate() {
-            let crc = crate::crc::append(0, f.bytes());
-            if crc != m.shards[s].crc {
-                // Locate the damaged record for a precise report, then fall back to the file.
-                let mut dec = self.decoder()?;
-                let mut buf = Vec::new();
-                for i in (0..m.records).filter(|&i| self.shard_map.shard_of(i) == s as u32) {
-                    let raw_len = self.raw_len(i);
-                    self.check_frame_size(&maps, i, raw_len)?;
-                    buf.resize(raw_len as usize, 0);
-                    self.read_record(&maps, i, &mut buf, &mut dec, true, Stores::Cached)?;
-                }
-                return Err(Error::corrupt(
-                    Location {
-                        path: self.shard_paths[s].clone(),
-                        shard: Some(s as u32),
-                        ..Default::default()
-                    },
-                    "shard file crc32c",
-                    format!("{:#010x}", m.shards[s].crc),
-                    format!("{crc:#010x}"),
-                ));
+/// Checks every byte of `c`: each shard's whole-file checksum (a damaged shard is narrowed down
+/// to its first bad record), then every record's checksum and decoded size.
+pub(super) fn verify_all(c: &Container) -> Result<()> {
+    let maps = c.maps();
+    for (s, bytes) in (0u32..).zip(&maps.shards) {
+        let crc = crate::crc::append(0, bytes);
+        if crc != c.shard_crc(s) {
+            // Locate the damaged record for a precise report, then fall back to the file.
+            let mut dec = Decoder::new(c);
+            let mut buf = Vec::new();
+            for i in (0..c.records()).filter(|&i| c.shard_of(i) == s) {
+                let raw_len = c.raw_len(i);
+                check_frame_size(c, &maps, i, raw_len)?;
+                buf.resize(raw_len as usize, 0);
+                read_record(c, &maps, i, &mut buf, &mut dec, true, Stores::Cached)?;
             }
+            return Err(Error::corrupt(
+                Location {
+                    path: c.shard_path(s).to_path_buf(),
+                    shard: Some(s),
+                    ..Default::default()
+                },
+                "shard file crc32c",
+                format!("{:#010x}", c.shard_crc(s)),
+                format!("{crc:#010x}"),
+            ));
         }
-        // Every record decodes to its declared size (catches compressed frames that lie).
-        let ids: Vec<u64> = (0..m.records).collect();
-        // On this process's pool (see `threads`), so a forked child can verify too.
-        in_parallel(|| {
-            ids.par_chunks(1024).try_for_each(|chunk| -> Result<()> {
-                let mut dec = self.decoder()?;
-                let mut buf = Vec::new();
-                for &i in chunk {
-                    let raw_len = self.raw_len(i);
-                    self.check_frame_size(&maps, i, raw_len)?;
-                    buf.resize(raw_len as usize, 0);
-                    self.read_record(&maps, i, &mut buf, &mut dec, true, Stores::Cached)?;
-                }
-                Ok(())
-            })
-        })
     }
+    // Every record decodes to its declared size (catches compressed frames that lie).
+    let ids: Vec<u64> = (0..c.records()).collect();
+    // On this process's pool (see `threads`), so a forked child can verify too.
+    in_parallel(|| {
+        ids.par_chunks(1024).try_for_each(|chunk| -> Result<()> {
+            let mut dec = Decoder::new(c);
+            let mut buf = Vec::new();
+            for &i in chunk {
+                let raw_len = c.raw_len(i);
+                check_frame_size(c, &maps, i, raw_len)?;
+                buf.resize(raw_len as usize, 0);
+                read_record(c, &maps, i, &mut buf, &mut dec, true, Stores::Cached)?;
+            }
+            Ok(())
+        })
+    })
 }

@@ -1,0 +1,172 @@
+//! The files of a container, as an open finds them: the manifest (and whether it describes the
+//! kind of store asked for), the data shards (each one's length and header), the `zstd_dict`
+//! dictionary, plus [`container_files`] and the on-disk size. A file the manifest lists but the
+//! directory lacks is a damaged container, not an I/O failure ([`missing_or_io`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Location, Result};
+use crate::format::{self, Codec, INDEX_FILE, Kind, MANIFEST_FILE, Manifest};
+use crate::vfs::{ReadFile, Vfs};
+
+/// Reads and decodes the manifest of the container at `path`, which must be of `kind`. Returns
+/// the manifest and its path.
+pub(super) fn open_manifest(vfs: &dyn Vfs, path: &Path, kind: Kind) -> Result<(Manifest, PathBuf)> {
+    let mp = path.join(MANIFEST_FILE);
+    let not_found = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    let mfile = match vfs.open_read(&mp) {
+        Ok(f) => f,
+        Err(e) if not_found(&e) && !vfs.exists(path).unwrap_or(false) => {
+            return Err(Error::io("open", path, e));
+        }
+        // The directory exists now; it may have been published (renamed into place, manifest
+        // included) between the two calls, so look once more before calling it foreign.
+        Err(e) if not_found(&e) => vfs.open_read(&mp).map_err(|e| {
+            if not_found(&e) {
+                Error::format(
+                    path,
+                    "no manifest.zrm: not a zrecord container (or not published)",
+                )
+            } else {
+                Error::io("open", &mp, e)
+            }
+        })?,
+        Err(e) => return Err(Error::io("open", &mp, e)),
+    };
+    let m = Manifest::decode(mfile.bytes(), &mp)?;
+    if m.kind != kind {
+        let (want, got) = match kind {
+            Kind::Dense => ("Dense", "Ragged"),
+            Kind::Ragged => ("Ragged", "Dense"),
+        };
+        return Err(Error::format(
+            path,
+            format!("expected a {want} container, found a {got} one"),
+        ));
+    }
+    Ok((m, mp))
+}
+
+/// A container's open data shards, and their paths, in shard order.
+pub(super) type Shards = (Vec<Arc<dyn ReadFile>>, Vec<PathBuf>);
+
+/// The open data shards of the container at `path` and their paths, each checked for its
+/// length and header.
+pub(super) fn open_shards(vfs: &dyn Vfs, path: &Path, m: &Manifest) -> Result<Shards> {
+    let nshards = m.shard_count();
+    let mut shards = Vec::with_capacity(nshards as usize);
+    let mut shard_paths = Vec::with_capacity(nshards as usize);
+    for s in 0..nshards {
+        let p = path.join(format::shard_file_name(s));
+        let f = vfs
+            .open_read(&p)
+            .map_err(|e| missing_or_io(&p, Some(s), e))?;
+        let b = f.bytes();
+        let want = m.shards[s as usize].len;
+        if b.len() as u64 != want {
+            return Err(Error::corrupt(
+                Location {
+                    path: p.clone(),
+                    shard: Some(s),
+                    ..Default::default()
+                },
+                "shard file length",
+                want,
+                b.len(),
+            ));
+        }
+        format::check_header(
+            b,
+            &format::encode_shard_header(&m.uuid, s, nshards),
+            &p,
+            Some(s),
+            "shard header",
+        )?;
+        shards.push(f);
+        shard_paths.push(p);
+    }
+    Ok((shards, shard_paths))
+}
+
+/// The decoder dictionary of a `zstd_dict` container (`None` for other codecs); `mp` names the
+/// manifest that holds it in errors.
+pub(super) fn load_dict(
+    m: &Manifest,
+    mp: &Path,
+) -> Result<Option<zstd::dict::DecoderDictionary<'static>>> {
+    if m.codec != Codec::ZstdDict {
+        return Ok(None);
+    }
+    zstd::dict::DecoderDictionary::try_copy(&m.dict)
+        .map(Some)
+        .map_err(|e| {
+            Error::corrupt(
+                Location {
+                    path: mp.to_path_buf(),
+                    ..Default::default()
+                },
+                "zstd dictionary",
+                "a dictionary zstd can load",
+                e.to_string(),
+            )
+        })
+}
+
+/// Whether `data_bytes` of shards are more than half of this machine's memory (`sysinfo`): such a
+/// store cannot all stay in the page cache, so reading its cold records past the cache keeps
+/// them from evicting the rest. `false` where the size of memory is unknown.
+pub(super) fn outgrows_memory(data_bytes: u64) -> bool {
+    // SAFETY: sysinfo only writes the struct it is given, which is plain data.
+    let ram = unsafe {
+        let mut info: libc::sysinfo = std::mem::zeroed();
+        if libc::sysinfo(&mut info) != 0 {
+            return false;
+        }
+        (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1)))
+    };
+    ram > 0 && data_bytes > ram / 2
+}
+
+/// A file the manifest lists but the directory lacks is a damaged container, not an I/O failure.
+pub(super) fn missing_or_io(path: &Path, shard: Option<u32>, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Error::corrupt(
+            Location {
+                path: path.to_path_buf(),
+                shard,
+                ..Default::default()
+            },
+            "file listed in the manifest",
+            "present",
+            "missing",
+        )
+    } else {
+        Error::io("open", path, e)
+    }
+}
+
+/// Allocated bytes on disk of `files` (those that can be read; others count 0).
+pub(super) fn disk_bytes<'a>(files: impl IntoIterator<Item = &'a Path>) -> u64 {
+    let mut total = 0;
+    for p in files {
+        if let Ok(md) = std::fs::metadata(p) {
+            use std::os::unix::fs::MetadataExt;
+            total += md.blocks() * 512;
+        }
+    }
+    total
+}
+
+/// Paths of the files inside a container (for tools and tests).
+pub fn container_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
+    let p = path.as_ref();
+    let mp = p.join(MANIFEST_FILE);
+    let bytes = std::fs::read(&mp).map_err(|e| Error::io("read", &mp, e))?;
+    let m = Manifest::decode(&bytes, &mp)?;
+    let mut v = vec![mp, p.join(INDEX_FILE)];
+    for s in 0..m.shard_count() {
+        v.push(p.join(format::shard_file_name(s)));
+    }
+    Ok(v)
+}

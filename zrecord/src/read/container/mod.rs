@@ -1,0 +1,427 @@
+//! The validated container: what every store and view of one container shares, opened and
+//! checked before the first read, with the narrow API the rest of the read path uses.
+//!
+//! [`Container::open`] reads the manifest, checks the index (length, header, page checksums) and
+//! every shard (length, header), loads the `zstd_dict` dictionary, checks that the index entries
+//! tile every shard exactly ([`index`]), and builds a raw Dense store's checksum table
+//! ([`fixed`]). From then on the read path asks it where a record is ([`Container::locate`]),
+//! what the store holds (records, dtype, codec, shapes), how to name a place in an error
+//! ([`Container::loc`]), and for the per-store state of the cold-read policy. Its fields are
+//! private: nothing else reads the manifest or the index bytes directly.
+//!
+//! Children: [`options`] ([`OpenOptions`], [`ColdReads`]), [`files`] (manifest, shards,
+//! dictionary), [`index`] and [`fixed`]. They never import this module.
+
+mod files;
+mod fixed;
+mod index;
+mod options;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use crate::dtype::DType;
+use crate::error::{Error, Location, Result};
+use crate::format::{
+    self, Codec, Entry, FLAG_STORED_RAW, INDEX_FILE, Kind, MANIFEST_FILE, Manifest,
+};
+use crate::vfs::ReadFile;
+
+use super::hint::{PREFETCH_BYTES, prefetch};
+use fixed::Fixed;
+
+pub use files::container_files;
+pub use options::{ColdReads, OpenOptions};
+
+/// Where one record's stored bytes lie on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordExtent {
+    /// The shard file.
+    pub path: PathBuf,
+    /// Byte offset of the record in that file.
+    pub offset: u64,
+    /// Stored length in bytes (compressed length for a compressed record).
+    pub len: u64,
+}
+
+/// A store's mapped bytes for one run of records, fetched once so that the per-record path makes
+/// no virtual calls.
+pub(in crate::read) struct Maps<'a> {
+    /// The index file.
+    pub(in crate::read) index: &'a [u8],
+    /// Every shard file, in shard order.
+    pub(in crate::read) shards: Vec<&'a [u8]>,
+}
+
+/// An open, validated container.
+pub(in crate::read) struct Container {
+    path: PathBuf,
+    m: Manifest,
+    shard_paths: Vec<PathBuf>,
+    shards: Vec<Arc<dyn ReadFile>>,
+    index: Arc<dyn ReadFile>,
+    index_path: PathBuf,
+    /// Bytes per index entry.
+    entry: usize,
+    /// Bytes per record of a Dense store (0 for Ragged).
+    stride: u64,
+    ddict: Option<zstd::dict::DecoderDictionary<'static>>,
+    verify: bool,
+    /// The cold-read policy (`read::cold`).
+    cold: ColdReads,
+    /// The shards hold more than half of the machine's memory: a cold batch of raw records is
+    /// read past the page cache under [`ColdReads::Auto`] (`read::cold`).
+    outgrows_memory: bool,
+    /// CRC32C of the container id, the common prefix of every record's checksum seed.
+    uuid_crc: u32,
+    /// Record → shard, precomputed from the manifest.
+    shard_map: format::ShardMap,
+    /// Consecutive gathers under [`ColdReads::Auto`] that found (or, probing only now and then,
+    /// took) the batch resident (`read::cold`).
+    warm_gathers: AtomicU32,
+    /// A raw Dense store's layout and checksum table ([`fixed`]); `None` for other stores.
+    fixed: Option<Fixed>,
+    closed: AtomicBool,
+}
+
+impl Container {
+    /// Opens the container at `path`, which must hold a store of `kind`, and validates it.
+    pub(in crate::read) fn open(path: &Path, kind: Kind, opts: &OpenOptions) -> Result<Container> {
+        let vfs = &*opts.vfs;
+        let (m, mp) = files::open_manifest(vfs, path, kind)?;
+        let index_path = path.join(INDEX_FILE);
+        let index = index::open_index(vfs, &m, &index_path)?;
+        let (shards, shard_paths) = files::open_shards(vfs, path, &m)?;
+        let stride = match m.kind {
+            Kind::Dense => m.dense_stride().unwrap_or(0),
+            Kind::Ragged => 0,
+        };
+        let ddict = files::load_dict(&m, &mp)?;
+        index::validate_entries(&m, index.bytes(), &index_path, stride, &shard_paths)?;
+        let entry = m.entry_size();
+        let fixed = Fixed::build(&m, stride, |i| index::entry_at(index.bytes(), entry, i).crc)?;
+        // Each shard's length was checked against its file above.
+        let outgrows_memory = files::outgrows_memory(m.shards.iter().map(|s| s.len).sum());
+        Ok(Container {
+            path: path.to_path_buf(),
+            uuid_crc: format::uuid_crc(&m.uuid),
+            shard_map: format::ShardMap::new(m.block_records, m.shard_count()),
+            m,
+            shard_paths,
+            shards,
+            index: index::in_memory(index),
+            index_path,
+            entry,
+            stride,
+            ddict,
+            verify: opts.verify,
+            cold: opts.cold_reads,
+            outgrows_memory,
+            warm_gathers: AtomicU32::new(0),
+            fixed,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The container directory.
+    pub(in crate::read) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of records.
+    #[inline]
+    pub(in crate::read) fn records(&self) -> u64 {
+        self.m.records
+    }
+
+    /// Element type.
+    pub(in crate::read) fn dtype(&self) -> DType {
+        self.m.dtype
+    }
+
+    /// The codec the records were written with.
+    #[inline]
+    pub(in crate::read) fn codec(&self) -> Codec {
+        self.m.codec
+    }
+
+    /// Shape of one record of a Dense store (empty for Ragged).
+    pub(in crate::read) fn item_shape(&self) -> &[u64] {
+        &self.m.item_shape
+    }
+
+    /// Rank of every record.
+    pub(in crate::read) fn ndim(&self) -> u32 {
+        self.m.ndim
+    }
+
+    /// Bytes per record of a Dense store (0 for Ragged).
+    #[inline]
+    pub(in crate::read) fn record_bytes(&self) -> u64 {
+        self.stride
+    }
+
+    /// Number of data shards.
+    pub(in crate::read) fn shard_count(&self) -> u32 {
+        self.m.shard_count()
+    }
+
+    /// The dictionary stored in a `zstd_dict` container.
+    pub(in crate::read) fn dictionary(&self) -> Option<&[u8]> {
+        (!self.m.dict.is_empty()).then_some(&self.m.dict[..])
+    }
+
+    /// The loaded dictionary of a `zstd_dict` container.
+    pub(in crate::read) fn decoder_dict(&self) -> Option<&zstd::dict::DecoderDictionary<'static>> {
+        self.ddict.as_ref()
+    }
+
+    /// Whether reads verify each record's checksum ([`OpenOptions::verify`]).
+    #[inline]
+    pub(in crate::read) fn verifies(&self) -> bool {
+        self.verify
+    }
+
+    /// CRC32C of the container id, the common prefix of every record's checksum seed.
+    #[inline]
+    pub(in crate::read) fn uuid_crc(&self) -> u32 {
+        self.uuid_crc
+    }
+
+    /// The store's cold-read policy.
+    pub(in crate::read) fn cold_reads(&self) -> ColdReads {
+        self.cold
+    }
+
+    /// Whether the shards hold more than half of the machine's memory.
+    pub(in crate::read) fn outgrows_memory(&self) -> bool {
+        self.outgrows_memory
+    }
+
+    /// The cold-read policy's count of consecutive resident gathers.
+    pub(in crate::read) fn warm_gathers(&self) -> &AtomicU32 {
+        &self.warm_gathers
+    }
+
+    /// Shard `s`'s file path.
+    pub(in crate::read) fn shard_path(&self, s: u32) -> &Path {
+        &self.shard_paths[s as usize]
+    }
+
+    /// Shard `s`'s whole-file checksum, as the manifest records it.
+    pub(in crate::read) fn shard_crc(&self, s: u32) -> u32 {
+        self.m.shards[s as usize].crc
+    }
+
+    /// Shard `s` opened for reads past the page cache, where the file system has them.
+    #[inline]
+    pub(in crate::read) fn shard_direct(&self, s: u32) -> Option<&File> {
+        self.shards[s as usize].direct()
+    }
+
+    /// Whether every shard can be read past the page cache.
+    pub(in crate::read) fn all_shards_direct(&self) -> bool {
+        self.shards.iter().all(|f| f.direct().is_some())
+    }
+
+    /// The mapped index and shard bytes, fetched once for a run of records.
+    pub(in crate::read) fn maps(&self) -> Maps<'_> {
+        Maps {
+            index: self.index.bytes(),
+            shards: self.shards.iter().map(|f| f.bytes()).collect(),
+        }
+    }
+
+    /// The index file's bytes.
+    #[inline]
+    pub(in crate::read) fn index_bytes(&self) -> &[u8] {
+        self.index.bytes()
+    }
+
+    /// Whether the index is a copy in process memory (always resident), as every index of up to
+    /// [`index::INDEX_IN_MEMORY_BYTES`] is made at open.
+    pub(in crate::read) fn index_in_memory(&self) -> bool {
+        self.index.bytes().len() <= index::INDEX_IN_MEMORY_BYTES
+    }
+
+    /// The bytes of record `i`'s entry in `index` (the index's bytes), shape words included: for
+    /// residency probes and read-ahead requests.
+    pub(in crate::read) fn entry_bytes<'a>(&self, index: &'a [u8], i: u64) -> &'a [u8] {
+        &index[format::entry_offset(i, self.entry)..][..self.entry]
+    }
+
+    /// Record `i`'s shard and its entry as the index stores it.
+    #[inline]
+    pub(in crate::read) fn indexed_entry(&self, index: &[u8], i: u64) -> (u32, Entry) {
+        (
+            self.shard_map.shard_of(i),
+            index::entry_at(index, self.entry, i),
+        )
+    }
+
+    /// The shard that holds record `i`.
+    pub(in crate::read) fn shard_of(&self, i: u64) -> u32 {
+        self.shard_map.shard_of(i)
+    }
+
+    /// Record `i`'s shard, index entry and stored bytes. A raw Dense store with a checksum table
+    /// ([`fixed`]) computes them without reading the index: the open checked that its records
+    /// tile every shard in record order, so the computed entry is the stored one.
+    #[inline]
+    pub(in crate::read) fn locate<'a>(&self, maps: &Maps<'a>, i: u64) -> (u32, Entry, &'a [u8]) {
+        if let Some(f) = &self.fixed {
+            let (s, local) = self.shard_map.place(i);
+            let offset = format::HEADER_LEN as u64 + local * f.stride;
+            let e = Entry {
+                offset,
+                flags: FLAG_STORED_RAW,
+                // `Fixed::build` checked that the stride fits.
+                stored_len: f.stride as u32,
+                crc: f.crc(i),
+            };
+            let start = offset as usize;
+            return (
+                s,
+                e,
+                &maps.shards[s as usize][start..start + f.stride as usize],
+            );
+        }
+        let s = self.shard_map.shard_of(i);
+        let e = index::entry_at(maps.index, self.entry, i);
+        let shard = maps.shards[s as usize];
+        (
+            s,
+            e,
+            &shard[e.offset as usize..e.offset as usize + e.stored_len as usize],
+        )
+    }
+
+    /// Starts loading the index entry of record `i` into cache (its checksum slot where the store
+    /// has a checksum table: `locate` then reads nothing else of the index).
+    #[inline]
+    pub(in crate::read) fn prefetch_entry(&self, index: &[u8], i: u64) {
+        if let Some(f) = &self.fixed {
+            prefetch(f.crc_bytes(i));
+            return;
+        }
+        let off = format::entry_offset(i, self.entry);
+        if let Some(b) = index.get(off..off + 1) {
+            prefetch(b);
+        }
+    }
+
+    /// Starts loading the first [`PREFETCH_BYTES`] of record `i`'s stored bytes into cache.
+    #[inline]
+    pub(in crate::read) fn prefetch_record(&self, maps: &Maps<'_>, i: u64) {
+        let (_, _, stored) = self.locate(maps, i);
+        prefetch(&stored[..stored.len().min(PREFETCH_BYTES)]);
+    }
+
+    /// Record `i`'s shape, from the index.
+    #[inline]
+    pub(in crate::read) fn shape_words(&self, i: u64) -> impl Iterator<Item = u64> + '_ {
+        index::shape_at(self.index.bytes(), self.entry, self.m.ndim, i)
+    }
+
+    /// Record `i`'s shape from an already fetched index slice.
+    #[inline]
+    pub(in crate::read) fn shape_words_in<'a>(
+        &self,
+        index: &'a [u8],
+        i: u64,
+    ) -> impl Iterator<Item = u64> + 'a {
+        index::shape_at(index, self.entry, self.m.ndim, i)
+    }
+
+    /// Record `i`'s decoded size in bytes.
+    pub(in crate::read) fn raw_len(&self, i: u64) -> u64 {
+        match self.m.kind {
+            Kind::Dense => self.stride,
+            Kind::Ragged => self.shape_words(i).product::<u64>() * self.m.dtype.itemsize() as u64,
+        }
+    }
+
+    /// Fails with [`Error::Closed`] once the store was closed.
+    pub(in crate::read) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed(format!("store {}", self.path.display())));
+        }
+        Ok(())
+    }
+
+    /// Fails with [`Error::IndexOutOfRange`] for the first index past the last record.
+    pub(in crate::read) fn check_indices(&self, idx: &[u64]) -> Result<()> {
+        let len = self.m.records;
+        if let Some(&bad) = idx.iter().find(|&&i| i >= len) {
+            return Err(Error::IndexOutOfRange { index: bad, len });
+        }
+        Ok(())
+    }
+
+    /// Marks the store closed: every later read fails with [`Error::Closed`].
+    pub(in crate::read) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub(in crate::read) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Where record `i` of shard `s`, stored at `offset`, is: for errors.
+    pub(in crate::read) fn loc(&self, i: u64, s: u32, offset: u64) -> Location {
+        Location {
+            path: self.shard_paths[s as usize].clone(),
+            shard: Some(s),
+            record: Some(i),
+            offset: Some(offset),
+        }
+    }
+
+    /// A record checksum mismatch of record `i` (shard `s`, stored at `off`).
+    pub(in crate::read) fn crc_error(
+        &self,
+        i: u64,
+        s: u32,
+        off: u64,
+        expected: u32,
+        found: u32,
+    ) -> Error {
+        Error::corrupt(
+            self.loc(i, s, off),
+            "record crc32c",
+            format!("{expected:#010x}"),
+            format!("{found:#010x}"),
+        )
+    }
+
+    /// Where records `idx` lie: shard file, offset and stored length of each.
+    pub(in crate::read) fn record_extents(&self, idx: &[u64]) -> Result<Vec<RecordExtent>> {
+        self.check_indices(idx)?;
+        let maps = self.maps();
+        Ok(idx
+            .iter()
+            .map(|&i| {
+                let (s, e, _) = self.locate(&maps, i);
+                RecordExtent {
+                    path: self.shard_paths[s as usize].clone(),
+                    offset: e.offset,
+                    len: u64::from(e.stored_len),
+                }
+            })
+            .collect())
+    }
+
+    /// Allocated bytes on disk (all files).
+    pub(in crate::read) fn disk_bytes(&self) -> u64 {
+        let manifest = self.path.join(MANIFEST_FILE);
+        files::disk_bytes(
+            self.shard_paths
+                .iter()
+                .chain([&self.index_path, &manifest])
+                .map(PathBuf::as_path),
+        )
+    }
+}

@@ -1,0 +1,55 @@
+//! How a store is opened: [`OpenOptions`] and the cold-read policy it carries, [`ColdReads`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::vfs::{StdFs, Vfs};
+
+/// How to open a store.
+#[derive(Clone)]
+pub struct OpenOptions {
+    /// Verify each record's CRC32C on every read (default `true`).
+    pub verify: bool,
+    /// File system to read through.
+    pub vfs: Arc<dyn Vfs>,
+    /// When a gather requests all of its records from the device before copying (default
+    /// [`ColdReads::Auto`]).
+    pub cold_reads: ColdReads,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            verify: true,
+            vfs: Arc::new(StdFs),
+            cold_reads: ColdReads::Auto,
+        }
+    }
+}
+
+impl fmt::Debug for OpenOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenOptions")
+            .field("verify", &self.verify)
+            .field("cold_reads", &self.cold_reads)
+            .finish()
+    }
+}
+
+/// When a gather first asks the kernel to read all of its records (see `docs/performance.md`,
+/// "Cold reads").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ColdReads {
+    /// Probe the page-cache residency of a few of the batch's records (`mincore`, one call
+    /// each) and take the cold path when any of them is not resident: raw records are read past
+    /// the page cache (`O_DIRECT`) when the store's shards hold more than half of the machine's
+    /// memory, else every record is requested through the page cache (read-ahead), so a store
+    /// that fits in memory becomes warm over its first epoch. The default.
+    #[default]
+    Auto,
+    /// For a store known to be larger than memory: no probe; every gather of raw records reads
+    /// them past the page cache (`O_DIRECT`), compressed ones are requested through it.
+    Always,
+    /// Never: every gather is a plain copy, faulting pages in one at a time.
+    Never,
+}

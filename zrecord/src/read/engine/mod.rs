@@ -1,0 +1,135 @@
+//! The read engines and the one place that picks one for a gather.
+//!
+//! A gather's records reach its output through exactly one engine, chosen once per gather by
+//! [`gather_into`] (never per record):
+//!
+//! * [`warm`]: copies from the memory-mapped shards (resident records, and cold ones the policy
+//!   has asked the kernel to read ahead);
+//! * [`direct`]: reads a cold batch of raw records past the page cache with blocking readers;
+//! * [`uring`] (Linux): the same reads queued on an io_uring from the calling thread.
+//!
+//! Every engine implements [`ReadEngine`] (`read::plan`): it locates records through the
+//! container, fetches their bytes its own way, checks them and writes them into their place in
+//! the output. Engines share the non-engine modules of `read` (`plan`, `piece`, `decode`,
+//! `hint`, `fan_out`) and never import one another (a test, `tests/read_layout.rs`, reads these
+//! files and fails if one does). Adding an engine (a remote object store, say) is one new module
+//! here implementing [`ReadEngine`], one variant of [`Engine`] with its arm in [`gather_into`],
+//! and the line of [`choose`] that picks it.
+
+mod direct;
+#[cfg(target_os = "linux")]
+mod uring;
+mod warm;
+
+use crate::error::Result;
+use crate::format::Codec;
+
+use super::cold::before_gather;
+use super::container::{ColdReads, Container};
+use super::plan::{Plan, ReadEngine, stores_for};
+
+/// A cold batch reads its records directly when they average at least this many bytes (or
+/// when reads are queued on io_uring, whatever their size); smaller ones are requested with
+/// read-ahead and copied through the map, which keeps more of them in flight than 16 blocking
+/// readers do.
+const MIN_MEAN_BYTES: usize = 32 << 10;
+
+/// The engine of one gather. It lives on the stack for that gather alone: boxing the ring
+/// variant to shrink the others would allocate on every gather.
+#[allow(clippy::large_enum_variant)]
+enum Engine {
+    Warm(warm::Warm),
+    Direct(direct::Direct),
+    #[cfg(target_os = "linux")]
+    Uring(uring::Ring),
+}
+
+/// Fills `out` with records `idx` of `c`, record k at `out[offsets(k)..offsets(k + 1)]`, through
+/// the engine [`choose`] picks for this gather.
+pub(super) fn gather_into<F: Fn(usize) -> usize + Sync>(
+    c: &Container,
+    idx: &[u64],
+    out: &mut [u8],
+    offsets: &F,
+) -> Result<()> {
+    if idx.is_empty() {
+        return Ok(());
+    }
+    let total = out.len();
+    let plan = Plan {
+        idx,
+        offsets,
+        stores: stores_for(total),
+    };
+    match choose(c, idx, total) {
+        Engine::Warm(e) => e.gather_into(c, &plan, out),
+        Engine::Direct(e) => e.gather_into(c, &plan, out),
+        #[cfg(target_os = "linux")]
+        Engine::Uring(e) => e.gather_into(c, &plan, out),
+    }
+}
+
+/// The engine for a gather of `idx` into `total` output bytes: the cold-read policy
+/// (`read::cold`) decides whether the batch is read past the page cache (it issues any
+/// read-ahead requests itself); such a batch goes to this thread's io_uring where the kernel
+/// gives one, else to the blocking readers; every other batch is copied from the map.
+fn choose(c: &Container, idx: &[u64], total: usize) -> Engine {
+    if !before_gather(c, idx, total, |records, total| {
+        direct_suits(c, records, total)
+    }) {
+        return Engine::Warm(warm::Warm);
+    }
+    #[cfg(target_os = "linux")]
+    if !blocking_readers_forced()
+        && let Some(ring) = uring::Ring::take()
+    {
+        return Engine::Uring(ring);
+    }
+    Engine::Direct(direct::Direct)
+}
+
+/// Whether a cold batch of `records` records and `total` output bytes is read directly: a raw
+/// container that is larger than memory (by [`ColdReads::Always`], or by its size under `Auto`),
+/// records of at least [`MIN_MEAN_BYTES`] on average or reads queued on io_uring, and direct
+/// reads available on every shard.
+fn direct_suits(c: &Container, records: usize, total: usize) -> bool {
+    c.codec() == Codec::Raw
+        && (c.cold_reads() == ColdReads::Always || c.outgrows_memory())
+        && records > 0
+        && (total / records >= MIN_MEAN_BYTES || ring_reads())
+        && c.all_shards_direct()
+}
+
+/// Whether direct reads are queued on an io_uring in this process (so small records, too, are
+/// read directly: one thread keeps a whole batch of them in flight).
+fn ring_reads() -> bool {
+    #[cfg(target_os = "linux")]
+    return uring::available();
+    #[cfg(not(target_os = "linux"))]
+    false
+}
+
+#[cfg(feature = "mutations")]
+thread_local! {
+    static BLOCKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the direct reads of its gathers (on the calling thread) made by blocking readers
+/// even where io_uring is available, so tests reach both engines. Test builds only (the
+/// `mutations` feature).
+#[cfg(feature = "mutations")]
+#[doc(hidden)]
+pub fn with_blocking_direct_reads<R>(f: impl FnOnce() -> R) -> R {
+    let was = BLOCKING.replace(true);
+    let r = f();
+    BLOCKING.set(was);
+    r
+}
+
+#[cfg(target_os = "linux")]
+fn blocking_readers_forced() -> bool {
+    #[cfg(feature = "mutations")]
+    return BLOCKING.get();
+    #[cfg(not(feature = "mutations"))]
+    false
+}

@@ -1,0 +1,197 @@
+//! The warm engine: records copied from the memory-mapped shards (the page cache), the path of
+//! every gather whose records are resident, and of cold ones the read-ahead requests have
+//! already asked the kernel for (`read::cold`). Small raw batches are gathered on the calling
+//! thread; larger ones, and compressed ones, are split into byte-balanced runs fanned out over
+//! the rayon pool. Each run walks its records in order, prefetching index entries and record
+//! heads a few records ahead; a verified raw run copies a group of records, then checksums them
+//! from the output while they are still in cache.
+
+use rayon::prelude::*;
+
+use crate::crc::Stores;
+use crate::error::Result;
+use crate::format::{self, Codec, Entry};
+use crate::read::container::{Container, Maps};
+use crate::read::decode::{Decoder, read_record};
+use crate::read::fan_out::{count_fan_out, sequential};
+use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
+use crate::read::plan::{Plan, ReadEngine, split_output};
+use crate::threads::{cores, process_pool};
+
+/// Batches smaller than this are gathered on the calling thread; larger ones are split over rayon.
+const PARALLEL_BYTES: usize = 1 << 20;
+
+/// A verified gather of raw records copies them a group at a time, up to this many output bytes,
+/// then checksums each record of the group from the output, where it is still in L1/L2. Copying
+/// and checksumming in one pass (`crc::copy_append`) makes every fold wait for its load from
+/// memory, and the folds waiting fill the reorder window before the next records' loads can
+/// issue: on 2 KiB records from DRAM the one-pass gather ran at 0.62x `npy-mmap-raw`, the grouped
+/// one at 1.0x (16 KiB to 1 MiB groups alike; docs/performance.md).
+const GROUP_BYTES: usize = 64 << 10;
+/// The most records in one such group.
+const GROUP_RECORDS: usize = 64;
+
+/// Copies records out of the memory-mapped shards.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Warm;
+
+impl ReadEngine for Warm {
+    fn gather_into<F: Fn(usize) -> usize + Sync>(
+        self,
+        c: &Container,
+        plan: &Plan<'_, F>,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let (idx, offsets, stores) = (plan.idx, plan.offsets, plan.stores);
+        let total = out.len();
+        let compressed = c.codec() != Codec::Raw;
+        // Inside a pool (a loader's gather threads) a gather splits over that pool; from any other
+        // thread over this process's own pool (see `threads`), never rayon's global one, whose
+        // threads a forked child does not have. The pool is only looked up for a gather that
+        // splits, so small gathers pay nothing for it.
+        let in_pool = rayon::current_thread_index().is_some();
+        let pool_threads = if in_pool {
+            rayon::current_num_threads()
+        } else {
+            cores()
+        };
+        let split = !((total < PARALLEL_BYTES && !compressed)
+            || idx.len() == 1
+            || pool_threads == 1
+            || sequential());
+        let own_pool = if split && !in_pool {
+            process_pool()
+        } else {
+            None
+        };
+        if !split || (!in_pool && own_pool.is_none()) {
+            let mut dec = Decoder::new(c);
+            return read_run(c, idx, out, offsets, 0, &mut dec, stores);
+        }
+        count_fan_out();
+        // Split the output into contiguous pieces of roughly equal bytes, one task per piece. A
+        // pool may have more threads than cores (a loader's workers are pool threads too);
+        // pieces beyond four per core add splitting, not parallelism.
+        let threads = pool_threads.min(cores());
+        let slices = split_output(idx.len(), out, offsets, threads * 4);
+        let run = || {
+            slices
+                .into_par_iter()
+                .try_for_each(|(a, b, buf)| -> Result<()> {
+                    let mut dec = Decoder::new(c);
+                    read_run(c, &idx[a..b], buf, offsets, a, &mut dec, stores)
+                })
+        };
+        match own_pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        }
+    }
+}
+
+/// Reads records `idx` one after another, where `idx[j]` is record `first + j` of a gather
+/// whose output starts at `out[0]`'s offset `offsets(first)`: it goes to
+/// `out[offsets(first + j) - offsets(first)..offsets(first + j + 1) - offsets(first)]`. Index
+/// entries and record bytes are prefetched a few records ahead, so the memory latency of the
+/// next records overlaps the copy and checksum of this one.
+fn read_run<F: Fn(usize) -> usize>(
+    c: &Container,
+    idx: &[u64],
+    out: &mut [u8],
+    offsets: &F,
+    first: usize,
+    dec: &mut Decoder<'_>,
+    stores: Stores,
+) -> Result<()> {
+    let maps = c.maps();
+    if c.verifies() && c.codec() == Codec::Raw && stores == Stores::Cached {
+        return read_run_grouped(c, idx, out, offsets, first, &maps);
+    }
+    let base = offsets(first);
+    let mut start = 0;
+    for (j, &i) in idx.iter().enumerate() {
+        if let Some(&ahead) = idx.get(j + 2 * PREFETCH_AHEAD) {
+            c.prefetch_entry(maps.index, ahead);
+        }
+        if let Some(&ahead) = idx.get(j + PREFETCH_AHEAD) {
+            c.prefetch_record(&maps, ahead);
+        }
+        let end = offsets(first + j + 1) - base;
+        read_record(c, &maps, i, &mut out[start..end], dec, c.verifies(), stores)?;
+        start = end;
+    }
+    Ok(())
+}
+
+/// [`read_run`] for a verified gather of a raw container with cached stores,
+/// a group of records at a time (at most [`GROUP_RECORDS`] records and [`GROUP_BYTES`] of
+/// output): first each record of the group is located, then every record is copied, then
+/// each is checksummed from the output (so the caller gets exactly the bytes that were
+/// verified). A record's first line is requested [`PREFETCH_AHEAD`] records before its copy,
+/// as in the one-record loop: requesting the whole group's first lines while locating it ran
+/// 7-10 % slower (2 KiB records, `harness gap-probe`, docs/performance.md), as up to 64
+/// prefetches at once hold the line-fill buffers the copy's loads need. A record of
+/// `GROUP_BYTES` or more is copied and checksummed in one pass, as the hardware prefetcher
+/// streams it anyway.
+fn read_run_grouped<F: Fn(usize) -> usize>(
+    c: &Container,
+    idx: &[u64],
+    out: &mut [u8],
+    offsets: &F,
+    first: usize,
+    maps: &Maps<'_>,
+) -> Result<()> {
+    let base = offsets(first);
+    let at = |j: usize| offsets(first + j) - base;
+    let mut located: [(u32, Entry, &[u8]); GROUP_RECORDS] = [(0, Entry::ZERO, &[]); GROUP_RECORDS];
+    let mut g = 0;
+    while g < idx.len() {
+        let start = at(g);
+        let mut j = g;
+        while j < idx.len() && j - g < GROUP_RECORDS && at(j + 1) - start <= GROUP_BYTES {
+            if let Some(&ahead) = idx.get(j + GROUP_RECORDS) {
+                c.prefetch_entry(maps.index, ahead);
+            }
+            let (s, e, stored) = c.locate(maps, idx[j]);
+            if j - g < PREFETCH_AHEAD {
+                prefetch(&stored[..stored.len().min(PREFETCH_BYTES)]);
+            }
+            located[j - g] = (s, e, stored);
+            j += 1;
+        }
+        if j == g {
+            // One record of GROUP_BYTES or more: one pass.
+            let dst = &mut out[at(g)..at(g + 1)];
+            read_record(
+                c,
+                maps,
+                idx[g],
+                dst,
+                &mut Decoder::None,
+                true,
+                Stores::Cached,
+            )?;
+            g += 1;
+            continue;
+        }
+        for (k, &(_, _, stored)) in (g..j).zip(&located) {
+            if k + PREFETCH_AHEAD < j {
+                let ahead = located[k - g + PREFETCH_AHEAD].2;
+                prefetch(&ahead[..ahead.len().min(PREFETCH_BYTES)]);
+            }
+            // A raw container's entries all have `stored_len` equal to the record's size
+            // (checked when the container was opened), so the lengths match.
+            out[at(k)..at(k + 1)].copy_from_slice(stored);
+        }
+        for (k, &(s, e, _)) in (g..j).zip(&located) {
+            let i = idx[k];
+            let seed = format::record_seed_after(c.uuid_crc(), i);
+            let got = crate::crc::append(seed, &out[at(k)..at(k + 1)]);
+            if got != e.crc {
+                return Err(c.crc_error(i, s, e.offset, e.crc, got));
+            }
+        }
+        g = j;
+    }
+    Ok(())
+}

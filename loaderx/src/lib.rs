@@ -20,8 +20,10 @@
 pub mod cuda;
 mod error;
 pub mod loader;
+pub mod mixture;
 pub mod pool;
 pub mod sampler;
+pub mod state;
 
 pub use error::{Error, Result};
 pub use loader::{Batch, Loader, LoaderOptions, Shard, StreamView, Transform};
@@ -29,7 +31,8 @@ pub use pool::{
     DEFAULT_POOL_SIZE, HostSource, LARGE_CLASS_BYTES, LARGE_FALLBACK, PooledAllocator,
     RegionSource, size_class,
 };
-pub use sampler::{IndexSampler, Mode, Sampler};
+pub use sampler::{IndexSampler, IndexSpec, Mode, Sampler};
+pub use state::{LoaderState, SamplerSpec, StreamPrint, ViewPrint};
 
 #[cfg(test)]
 mod pool_source_tests;

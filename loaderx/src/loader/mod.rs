@@ -6,7 +6,13 @@
 //!   sampler and the step counter advance atomically with the gather), the transform runs outside
 //!   it, and the result goes straight into a bounded queue of capacity `prefetch`. The gather under
 //!   the lock fans out over the loader's rayon pool. One worker preserves sampling order; several
-//!   deliver in completion order.
+//!   deliver in completion order, or in step order with [`LoaderOptions::ordered`] (the consumer
+//!   holds early batches in a reorder buffer keyed by step until the earlier ones arrive).
+//! * **Window**: a worker draws step `s` only while `s < low + workers + prefetch` (ordered) or
+//!   `s <= low + workers + prefetch` (completion order), where `low` is the consumer's first
+//!   undelivered step (`window.rs`). So the batches drawn and not delivered in ordered delivery
+//!   (reorder buffer included), and the steps delivered past `low` in completion order, are at
+//!   most `workers + prefetch`.
 //! * **Pacing**: while transforms take under 1/16 of a gather, all workers but one rest (a second
 //!   one could only add hand-offs to a serialized gather), also while the running one waits on a
 //!   full queue; they run again as soon as transforms are measured longer (and then a worker that
@@ -16,21 +22,24 @@
 //!   ([`LoaderOptions::threads`]). All are joined by [`Loader::close`].
 //! * **Memory bound**: a worker holds at most one batch (it draws only after its previous result was
 //!   queued) and the queue holds at most `prefetch`, so at most `workers + prefetch` batches are alive
-//!   besides the ones the consumer holds. While transforms are short (paced), at most
+//!   besides the ones the consumer holds; in ordered delivery the window bounds the queue, the
+//!   workers and the reorder buffer together to the same `workers + prefetch`. While transforms are short (paced), at most
 //!   `prefetch + 1` are, once the batches the workers drew before the first measurement are taken.
 //! * **Errors**: the first failing step `k` (draw, gather, transform or a caught panic) is delivered
 //!   after every batch drawn before it; no batch drawn after it is queued once the failure is known,
-//!   and then the loader stops. With several workers, a batch drawn after `k` that was already queued
-//!   before `k` failed may still arrive ahead of the error (completion order).
+//!   and then the loader stops. With several workers in completion order, a batch drawn after `k`
+//!   that was already queued before `k` failed may still arrive ahead of the error; in ordered
+//!   delivery none does.
 //! * **Close**: [`Loader::close`] (and `Drop`) stops and joins every worker promptly, even one blocked
 //!   on a full queue. The loader never closes stores, views, allocators or the sampler.
 //! * **Several processes**: with [`LoaderOptions::process_count`] `N > 1`, the sampler's batch is
 //!   the global batch of a data-parallel job; this process draws only positions
 //!   `r * B/N .. (r + 1) * B/N` of it ([`Sampler::next_range`]) and splits that slice over its
 //!   views. Every process runs the same sampler, so they agree on each global batch without talking.
-//! * **Resume**: [`Loader::step`] is the first step whose batch the consumer has not received. A loader
-//!   built on a sampler sought to `s` yields exactly what an uninterrupted run yields from `s` (with
-//!   0 or 1 worker; with several, the same set of batches in completion order).
+//! * **Resume**: [`Loader::step`] is the first step whose batch the consumer has not received.
+//!   [`Loader::state_dict`] adds the steps delivered past it (completion order) and what the loader
+//!   reads; [`Loader::load_state_dict`] continues exactly where it left off, in either mode, with
+//!   any worker count and, with the same global batch, any process count (`state.rs`).
 //!
 //! The files follow the data path:
 //!
@@ -39,32 +48,36 @@
 //! * `worker.rs`: the worker loop, the state the workers share, failure ordering and stop;
 //! * `pacing.rs`: which workers run and which rest;
 //! * `threads.rs`: the thread pool or plain threads, started and joined;
+//! * `window.rs`: how far workers may draw ahead of the consumer;
 //! * `handoff.rs`: the consumer's receive from the bounded queue;
-//! * this file: [`LoaderOptions`] and [`Loader`], which validates the streams, picks inline or
-//!   worker execution and tracks the resume position.
+//! * `build.rs`: the construction checks and the streams' fingerprint;
+//! * this file: [`LoaderOptions`] and [`Loader`], which picks inline or worker execution, orders
+//!   delivery, tracks the resume position and saves and loads it.
 
+mod build;
 mod handoff;
 mod pacing;
 mod stream;
 mod threads;
+mod window;
 mod worker;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use crossbeam_channel::bounded;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
+use self::build::{check_batch, collect_streams, prints, schema_label};
 use self::handoff::recv_spinning;
-use self::pacing::Pacing;
 pub use self::stream::{Batch, Shard, StreamView, Transform};
 use self::stream::{Source, run_transform};
-use self::threads::{Threads, cores};
-use self::worker::{Shared, Workers, run_worker, stop_workers};
+use self::threads::cores;
+use self::worker::{Workers, start_workers, stop_workers};
 use crate::error::{Error, Result};
 use crate::sampler::Sampler;
+use crate::state::{LoaderState, STATE_FORMAT, STATE_VERSION, SamplerSpec, StreamPrint};
 
 /// Execution policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +92,9 @@ pub struct LoaderOptions {
     /// Processes sharing each global batch (>= 1); the sampler's batch must divide by
     /// `process_count x shards`. 1 for a single process.
     pub process_count: usize,
+    /// Deliver step `k` as the `k`-th batch whatever the worker count (a reorder buffer on the
+    /// consumer's side). `false` (the default): completion order with several workers.
+    pub ordered: bool,
 }
 
 impl Default for LoaderOptions {
@@ -88,13 +104,14 @@ impl Default for LoaderOptions {
 }
 
 impl LoaderOptions {
-    /// Options with the given workers and prefetch, for a single process.
+    /// Options with the given workers and prefetch, for a single process, in completion order.
     pub fn new(workers: usize, prefetch: usize) -> Self {
         LoaderOptions {
             workers,
             prefetch,
             process_index: 0,
             process_count: 1,
+            ordered: false,
         }
     }
 
@@ -105,6 +122,11 @@ impl LoaderOptions {
             process_count: count,
             ..self
         }
+    }
+
+    /// These options with ordered delivery on or off.
+    pub fn ordered(self, ordered: bool) -> Self {
+        LoaderOptions { ordered, ..self }
     }
 
     /// Background threads a loader with these options runs on this machine: `workers` worker
@@ -121,9 +143,7 @@ impl LoaderOptions {
 }
 
 enum Exec<T> {
-    Inline {
-        transform: Transform<T>,
-    },
+    Inline,
     Threads(Workers<T>),
     /// Closed in a `fork`ed child: the workers belonged to the parent and were let go unjoined.
     Forked,
@@ -133,13 +153,25 @@ enum Exec<T> {
 pub struct Loader<T: Send + 'static> {
     source: Arc<Mutex<Source>>,
     exec: Exec<T>,
+    transform: Transform<T>,
     options: LoaderOptions,
     names: Arc<[Arc<str>]>,
     shards: usize,
+    batch: usize,
+    /// The sampler's spec, `None` for a custom sampler.
+    spec: Option<crate::sampler::IndexSpec>,
+    /// The streams' fingerprint for the resume state.
+    prints: Vec<StreamPrint>,
     /// First step not yet delivered to the consumer, and delivered steps beyond it.
     next_undelivered: u64,
     delivered_ahead: BTreeSet<u64>,
+    /// Ordered delivery: batches received ahead of `next_undelivered`, by step (at most
+    /// `workers + prefetch`, the window's bound).
+    pending: BTreeMap<u64, Result<T>>,
+    /// Stopped: after an error, or closed.
     done: bool,
+    /// Closed by [`Loader::close`] (or `Drop`): a state can no longer be loaded.
+    closed: bool,
     /// Moving average of the consumer's waits on an empty queue, in nanoseconds (`None` before
     /// the first wait).
     wait_ns: Option<u64>,
@@ -203,77 +235,21 @@ impl<T: Send + 'static> Loader<T> {
         I: IntoIterator<Item = (S, Vec<StreamView>)>,
         S: AsRef<str>,
     {
-        let mut names: Vec<Arc<str>> = Vec::new();
-        let mut views: Vec<Vec<StreamView>> = Vec::new();
-        for (name, list) in streams {
-            let name = name.as_ref();
-            if names.iter().any(|n| &**n == name) {
-                return Err(Error::invalid(format!("stream {name:?} is given twice")));
-            }
-            if list.is_empty() {
-                return Err(Error::invalid(format!(
-                    "stream {name:?} has an empty view list"
-                )));
-            }
-            names.push(Arc::from(name));
-            views.push(list);
-        }
-        if views.is_empty() {
-            return Err(Error::invalid("a loader needs at least one stream"));
-        }
+        let (names, views) = collect_streams(streams, "")?;
         let shards = views[0].len();
-        for (name, list) in names.iter().zip(&views) {
-            if list.len() != shards {
-                return Err(Error::invalid(format!(
-                    "stream {name:?} has {} views but stream {:?} has {shards}; every stream needs one view per shard",
-                    list.len(),
-                    names[0]
-                )));
-            }
-        }
         let records = views[0][0].len();
-        for (name, list) in names.iter().zip(&views) {
-            for (j, v) in list.iter().enumerate() {
-                if v.len() != records {
-                    return Err(Error::invalid(format!(
-                        "stream {name:?} view {j} holds {} records but stream {:?} view 0 holds {records}; all views must hold the same records",
-                        v.len(),
-                        names[0]
-                    )));
-                }
-            }
-        }
         let batch = sampler.batch_size();
-        let (rank, procs) = (options.process_index, options.process_count);
-        if procs == 0 || rank >= procs {
-            return Err(Error::invalid(format!(
-                "process_index {rank} must be below process_count {procs} (and process_count >= 1)"
-            )));
-        }
-        if batch == 0 || !batch.is_multiple_of(shards) {
-            return Err(Error::invalid(format!(
-                "the global batch {batch} does not divide evenly by the shard count {shards}"
-            )));
-        }
-        if !batch.is_multiple_of(procs * shards) {
-            return Err(Error::invalid(format!(
-                "the global batch {batch} does not divide evenly by process_count {procs} x \
-                 {shards} views per stream"
-            )));
-        }
-        let local = batch / procs;
-        let slice = rank * local..(rank + 1) * local;
+        let slice = check_batch(batch, shards, &options)?;
         if sampler.len() > records {
             return Err(Error::invalid(format!(
                 "the sampler draws from {} indices but the streams hold {records} records",
                 sampler.len()
             )));
         }
-        if options.workers > 0 && options.prefetch == 0 {
-            return Err(Error::invalid("prefetch must be at least 1"));
-        }
+        let prints = prints(0, &names, &views, |i, j| schema_label(&views[i][j]));
         let names: Arc<[Arc<str>]> = names.into();
         let start = sampler.step();
+        let spec = sampler.spec();
         let source = Arc::new(Mutex::new(Source {
             views,
             names: names.clone(),
@@ -282,56 +258,48 @@ impl<T: Send + 'static> Loader<T> {
             slice,
             sampler,
             next_step: start,
+            skip: BTreeSet::new(),
+            resync: false,
         }));
-        let exec = if options.workers == 0 {
-            Exec::Inline { transform }
-        } else {
-            let shared = Arc::new(Shared {
-                source: source.clone(),
-                transform,
-                stop: AtomicBool::new(false),
-                fail_step: AtomicU64::new(u64::MAX),
-                inflight: Mutex::new(BTreeSet::new()),
-                inflight_cv: Condvar::new(),
-                pacing: Pacing::new(options.workers),
-            });
-            let (tx, rx) = bounded(options.prefetch);
-            let (cancel_tx, cancel_rx) = bounded::<()>(0);
-            let job = || -> Box<dyn FnOnce() + Send> {
-                let (shared, tx, cancel_rx) = (shared.clone(), tx.clone(), cancel_rx.clone());
-                Box::new(move || run_worker(shared, tx, cancel_rx))
-            };
-            let threads = match Threads::start(options.workers, job) {
-                Ok(t) => t,
-                Err((threads, why)) => {
-                    let mut partial = Workers {
-                        shared,
-                        rx,
-                        cancel: Some(cancel_tx),
-                        threads,
-                    };
-                    stop_workers(&mut partial);
-                    return Err(Error::invalid(why));
-                }
-            };
-            Exec::Threads(Workers {
-                shared,
-                rx,
-                cancel: Some(cancel_tx),
-                threads,
-            })
-        };
+        let exec = Self::start(&source, &transform, &options, start)?;
         Ok(Loader {
             source,
             exec,
+            transform,
             options,
             names,
             shards,
+            batch,
+            spec,
+            prints,
             next_undelivered: start,
             delivered_ahead: BTreeSet::new(),
+            pending: BTreeMap::new(),
             done: false,
+            closed: false,
             wait_ns: None,
             pid: std::process::id(),
+        })
+    }
+
+    /// Inline execution, or workers drawing from `low` on.
+    fn start(
+        source: &Arc<Mutex<Source>>,
+        transform: &Transform<T>,
+        options: &LoaderOptions,
+        low: u64,
+    ) -> Result<Exec<T>> {
+        Ok(if options.workers == 0 {
+            Exec::Inline
+        } else {
+            Exec::Threads(start_workers(
+                source.clone(),
+                transform.clone(),
+                options.workers,
+                options.prefetch,
+                options.ordered,
+                low,
+            )?)
         })
     }
 
@@ -350,8 +318,10 @@ impl<T: Send + 'static> Loader<T> {
         self.options
     }
 
-    /// The resume position: the first sampler step whose batch the consumer has not received. With 0
-    /// or 1 worker, every step before it was delivered, in order; seek a sampler here to resume.
+    /// The low-water step: the first global step whose batch the consumer has not received. In
+    /// ordered delivery (and with 0 or 1 worker) every step before it was delivered, in order; in
+    /// completion order some steps after it may have been delivered too, which
+    /// [`Loader::state_dict`] lists. Save and load that state to resume exactly.
     pub fn step(&self) -> u64 {
         self.next_undelivered
     }
@@ -361,14 +331,102 @@ impl<T: Send + 'static> Loader<T> {
         self.done
     }
 
+    /// Names the store behind each view in the state's fingerprint (e.g. its path), instead of
+    /// its schema: `label(stream, shard)` for stream index `stream` in the order given.
+    pub fn label_stores(&mut self, label: impl FnMut(usize, usize) -> String) {
+        let src = self.source.lock();
+        self.prints = prints(0, &src.names, &src.views, label);
+    }
+
+    /// The resume state: the low-water step and, in completion order, the steps delivered past
+    /// it; the delivery mode, the global batch, the process slice, the sampler's spec and the
+    /// streams' fingerprint (see [`LoaderState`]). Cheap: a few hundred bytes, whatever the data.
+    pub fn state_dict(&self) -> LoaderState {
+        LoaderState {
+            format: STATE_FORMAT.into(),
+            version: STATE_VERSION,
+            step: self.next_undelivered,
+            delivered_ahead: self.delivered_ahead.iter().copied().collect(),
+            ordered: self.options.ordered,
+            batch: self.batch as u64,
+            process_index: self.options.process_index as u64,
+            process_count: self.options.process_count as u64,
+            sampler: self.spec.map_or(SamplerSpec::Custom, SamplerSpec::from),
+            streams: self.prints.clone(),
+        }
+    }
+
+    /// Continues from `state`: the next batches are exactly those an uninterrupted run delivers
+    /// after the ones counted in the state (every step from its low-water step on, less the steps
+    /// it lists as delivered ahead). Workers stop, batches drawn ahead are dropped, and the workers
+    /// start again from the state's position, so it can be called at any point, also after an
+    /// error was delivered.
+    ///
+    /// Errors (`Error::InvalidArgument`, naming the first field that differs): a state of another
+    /// format or version, or of a loader with other streams, stores, record counts, global batch,
+    /// delivery mode or sampler; a completion-order state with steps delivered ahead, loaded by
+    /// another process slice; a closed loader. The process count may differ (elastic resume): with
+    /// the same global batch, the processes' slices continue the same global sequence.
+    pub fn load_state_dict(&mut self, state: &LoaderState) -> Result<()> {
+        if self.closed {
+            return Err(Error::invalid(
+                "the loader is closed: build a new one to load a state",
+            ));
+        }
+        let now = std::process::id();
+        if now != self.pid {
+            return Err(Error::Forked {
+                started_in: self.pid,
+                used_in: now,
+            });
+        }
+        state.check_loadable(&self.state_dict())?;
+        self.stop();
+        let skip: BTreeSet<u64> = state.delivered_ahead.iter().copied().collect();
+        self.source.lock().reposition(state.step, skip.clone())?;
+        self.pending.clear();
+        self.next_undelivered = state.step;
+        self.delivered_ahead = skip;
+        self.exec = Self::start(&self.source, &self.transform, &self.options, state.step)?;
+        self.done = false;
+        Ok(())
+    }
+
     fn mark_delivered(&mut self, step: u64) {
         if step == self.next_undelivered {
             self.next_undelivered = self.next_undelivered.wrapping_add(1);
             while self.delivered_ahead.remove(&self.next_undelivered) {
                 self.next_undelivered = self.next_undelivered.wrapping_add(1);
             }
+            if let Exec::Threads(w) = &self.exec {
+                w.shared.window.advance(self.next_undelivered);
+            }
         } else {
             self.delivered_ahead.insert(step);
+        }
+    }
+
+    /// The next message from the workers: in completion order the first to arrive, in ordered
+    /// delivery the one for `next_undelivered` (a loader bug's report, step `u64::MAX`, at once).
+    /// `None` once every worker exited.
+    fn receive(&mut self) -> Option<(u64, Result<T>)> {
+        let Exec::Threads(w) = &self.exec else {
+            return None;
+        };
+        loop {
+            if self.options.ordered {
+                let want = self.next_undelivered;
+                if let Some(res) = self.pending.remove(&want) {
+                    return Some((want, res));
+                }
+            }
+            // Polling takes a core: only while gathers leave one free.
+            let may_poll = !w.shared.pacing.fanned_out.load(Ordering::Relaxed);
+            let (step, res) = recv_spinning(&w.rx, &mut self.wait_ns, may_poll).ok()?;
+            if !self.options.ordered || step == self.next_undelivered || step == u64::MAX {
+                return Some((step, res));
+            }
+            self.pending.insert(step, res);
         }
     }
 
@@ -385,23 +443,18 @@ impl<T: Send + 'static> Loader<T> {
             }));
         }
         let (step, res) = match &self.exec {
-            Exec::Inline { transform } => {
+            Exec::Inline => {
                 let (step, drawn) = self.source.lock().produce();
                 (
                     step,
-                    drawn.and_then(|shards| run_transform(transform, shards)),
+                    drawn.and_then(|shards| run_transform(&self.transform, shards)),
                 )
             }
-            Exec::Threads(w) => match recv_spinning(
-                &w.rx,
-                &mut self.wait_ns,
-                // Polling takes a core: only while gathers leave one free.
-                !w.shared.pacing.fanned_out.load(Ordering::Relaxed),
-            ) {
-                Ok(msg) => msg,
-                Err(_) => {
+            Exec::Threads(_) => match self.receive() {
+                Some(msg) => msg,
+                None => {
                     // Every worker exited without an error (only after close): nothing more to give.
-                    self.close();
+                    self.stop();
                     return None;
                 }
             },
@@ -409,20 +462,18 @@ impl<T: Send + 'static> Loader<T> {
             Exec::Forked => return None,
         };
         if res.is_err() {
-            self.close();
+            self.stop();
         } else {
             self.mark_delivered(step);
         }
         Some(res)
     }
 
-    /// Stops and joins every worker and drops queued batches. Idempotent; also run by `Drop`. The
-    /// stores, views, allocators and the sampler stay open.
-    ///
-    /// In a `fork`ed child the workers do not exist: nothing is joined, and what the parent's
-    /// workers held is left alone (it belongs to the parent's copy).
-    pub fn close(&mut self) {
+    /// Stops and joins the workers and drops what they drew ahead; the loader delivers nothing
+    /// more until a state is loaded.
+    fn stop(&mut self) {
         self.done = true;
+        self.pending.clear();
         if std::process::id() != self.pid {
             if let Exec::Threads(w) = std::mem::replace(&mut self.exec, Exec::Forked) {
                 // Joining or signalling threads that exist only in the parent would hang.
@@ -433,6 +484,16 @@ impl<T: Send + 'static> Loader<T> {
         if let Exec::Threads(w) = &mut self.exec {
             stop_workers(w);
         }
+    }
+
+    /// Stops and joins every worker and drops queued batches. Idempotent; also run by `Drop`. The
+    /// stores, views, allocators and the sampler stay open.
+    ///
+    /// In a `fork`ed child the workers do not exist: nothing is joined, and what the parent's
+    /// workers held is left alone (it belongs to the parent's copy).
+    pub fn close(&mut self) {
+        self.closed = true;
+        self.stop();
     }
 
     /// Closes the loader and hands back its sampler, positioned after the last draw (workers may
@@ -451,6 +512,8 @@ impl<T: Send + 'static> Loader<T> {
             slice: 0..0,
             sampler: Box::new(Exhausted),
             next_step: 0,
+            skip: BTreeSet::new(),
+            resync: false,
         };
         let mut src = self.source.lock();
         std::mem::replace(&mut *src, placeholder).sampler
@@ -483,7 +546,8 @@ impl Sampler for Exhausted {
 impl<T: Send + 'static> Iterator for Loader<T> {
     type Item = Result<T>;
 
-    /// The next transformed batch; an error is delivered once, then `None` forever.
+    /// The next transformed batch; an error is delivered once, then `None` until a state is
+    /// loaded.
     fn next(&mut self) -> Option<Result<T>> {
         self.next_item()
     }

@@ -10,6 +10,7 @@
 //! Nothing here knows about threads: the inline path and the worker loop both call
 //! `Source::produce` and `run_transform`.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -158,12 +159,42 @@ pub(super) struct Source {
     pub(super) slice: Range<usize>,
     pub(super) sampler: Box<dyn Sampler>,
     pub(super) next_step: u64,
+    /// Steps a resumed loader must not draw again (delivered before the state was saved); at
+    /// most `workers + prefetch` of the saving loader, all at or after `next_step`.
+    pub(super) skip: BTreeSet<u64>,
+    /// Steps were skipped since the last draw: the sampler must be sought to `next_step`.
+    pub(super) resync: bool,
 }
 
 impl Source {
+    /// The step the next [`Source::produce`] draws, past any step to skip.
+    pub(super) fn next_draw_step(&mut self) -> u64 {
+        while self.skip.remove(&self.next_step) {
+            self.next_step = self.next_step.wrapping_add(1);
+            self.resync = true;
+        }
+        self.next_step
+    }
+
+    /// Moves the draw position to `step`, skipping the steps in `skip` when it reaches them.
+    pub(super) fn reposition(&mut self, step: u64, skip: BTreeSet<u64>) -> Result<()> {
+        self.sampler.seek(step)?;
+        self.next_step = step;
+        self.skip = skip;
+        self.resync = false;
+        Ok(())
+    }
+
     /// The step drawn, and its shards.
     pub(super) fn produce(&mut self) -> (u64, Result<Vec<Shard>>) {
-        let step = self.next_step;
+        let step = self.next_draw_step();
+        if std::mem::take(&mut self.resync) {
+            // Steps were skipped: the sampler is still at the first of them.
+            if let Err(e) = self.sampler.seek(step) {
+                self.next_step = self.next_step.wrapping_add(1);
+                return (step, Err(e));
+            }
+        }
         self.next_step = self.next_step.wrapping_add(1);
         let res = catch_unwind(AssertUnwindSafe(|| self.draw_and_gather()))
             .unwrap_or_else(|p| Err(Error::from_panic(p, "sampler or gather")));

@@ -26,7 +26,8 @@ pub mod sampler;
 pub mod state;
 
 pub use error::{Error, Result};
-pub use loader::{Batch, Loader, LoaderOptions, Shard, StreamView, Transform};
+pub use loader::{Batch, Loader, LoaderOptions, MixtureSource, Shard, StreamView, Transform};
+pub use mixture::{MixturePlan, MixtureSpec, WeightChange};
 pub use pool::{
     DEFAULT_POOL_SIZE, HostSource, LARGE_CLASS_BYTES, LARGE_FALLBACK, PooledAllocator,
     RegionSource, size_class,

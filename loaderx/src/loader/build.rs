@@ -4,7 +4,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::LoaderOptions;
+use super::options::LoaderOptions;
 use super::stream::StreamView;
 use crate::error::{Error, Result};
 use crate::state::{StreamPrint, ViewPrint, store_hash};

@@ -39,24 +39,33 @@
 //! * **Resume**: [`Loader::step`] is the first step whose batch the consumer has not received.
 //!   [`Loader::state_dict`] adds the steps delivered past it (completion order) and what the loader
 //!   reads; [`Loader::load_state_dict`] continues exactly where it left off, in either mode, with
-//!   any worker count and, with the same global batch, any process count (`state.rs`).
+//!   any worker count and, with the same global batch, any process count (`crate::state`).
+//! * **Mixtures**: [`Loader::mixture`] draws each global batch from several sources by weight
+//!   (`crate::mixture`); a step yields one shard per shard position and source present there.
 //!
 //! The files follow the data path:
 //!
-//! * `stream.rs`: the views, the gathered [`Batch`] and [`Shard`], the [`Transform`] type, and the
-//!   draw + gather step (`Source`);
+//! * `options.rs`: [`LoaderOptions`] and [`MixtureSource`];
+//! * `stream.rs`: the views, the gathered [`Batch`] and [`Shard`], the [`Transform`] type;
+//! * `source.rs`: the draw + gather step (`Source`), from a sampler or a mixture's plan;
 //! * `worker.rs`: the worker loop, the state the workers share, failure ordering and stop;
 //! * `pacing.rs`: which workers run and which rest;
 //! * `threads.rs`: the thread pool or plain threads, started and joined;
 //! * `window.rs`: how far workers may draw ahead of the consumer;
 //! * `handoff.rs`: the consumer's receive from the bounded queue;
 //! * `build.rs`: the construction checks and the streams' fingerprint;
-//! * this file: [`LoaderOptions`] and [`Loader`], which picks inline or worker execution, orders
-//!   delivery, tracks the resume position and saves and loads it.
+//! * `mixed.rs`: the mixture constructor and its checks;
+//! * `resume.rs`: saving and loading the state, and a mixture's weight changes;
+//! * this file: [`Loader`], which picks inline or worker execution, orders delivery and tracks
+//!   the resume position.
 
 mod build;
 mod handoff;
+mod mixed;
+mod options;
 mod pacing;
+mod resume;
+mod source;
 mod stream;
 mod threads;
 mod window;
@@ -71,76 +80,15 @@ use parking_lot::Mutex;
 
 use self::build::{check_batch, collect_streams, prints, schema_label};
 use self::handoff::recv_spinning;
+pub use self::options::{LoaderOptions, MixtureSource};
+use self::source::{Draw, Source};
+use self::stream::run_transform;
 pub use self::stream::{Batch, Shard, StreamView, Transform};
-use self::stream::{Source, run_transform};
-use self::threads::cores;
 use self::worker::{Workers, start_workers, stop_workers};
 use crate::error::{Error, Result};
-use crate::sampler::Sampler;
-use crate::state::{LoaderState, STATE_FORMAT, STATE_VERSION, SamplerSpec, StreamPrint};
-
-/// Execution policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoaderOptions {
-    /// Background workers; 0 runs everything in the caller's thread.
-    pub workers: usize,
-    /// Output queue capacity (>= 1) when `workers > 0`; ignored when `workers == 0`.
-    pub prefetch: usize,
-    /// This process's rank in a data-parallel job (`< process_count`): it receives the contiguous
-    /// slice `process_index` of every global batch. 0 for a single process.
-    pub process_index: usize,
-    /// Processes sharing each global batch (>= 1); the sampler's batch must divide by
-    /// `process_count x shards`. 1 for a single process.
-    pub process_count: usize,
-    /// Deliver step `k` as the `k`-th batch whatever the worker count (a reorder buffer on the
-    /// consumer's side). `false` (the default): completion order with several workers.
-    pub ordered: bool,
-}
-
-impl Default for LoaderOptions {
-    fn default() -> Self {
-        LoaderOptions::new(4, 4)
-    }
-}
-
-impl LoaderOptions {
-    /// Options with the given workers and prefetch, for a single process, in completion order.
-    pub fn new(workers: usize, prefetch: usize) -> Self {
-        LoaderOptions {
-            workers,
-            prefetch,
-            process_index: 0,
-            process_count: 1,
-            ordered: false,
-        }
-    }
-
-    /// These options for process `index` of `count` in a data-parallel job.
-    pub fn process(self, index: usize, count: usize) -> Self {
-        LoaderOptions {
-            process_index: index,
-            process_count: count,
-            ..self
-        }
-    }
-
-    /// These options with ordered delivery on or off.
-    pub fn ordered(self, ordered: bool) -> Self {
-        LoaderOptions { ordered, ..self }
-    }
-
-    /// Background threads a loader with these options runs on this machine: `workers` worker
-    /// threads, plus `cores - 1` gather helpers (sleeping while idle) when there are 2 cores or
-    /// more (see the module docs). All of them exist when the loader's constructor returns and are
-    /// joined by [`Loader::close`].
-    pub fn threads(&self) -> usize {
-        match (self.workers, cores()) {
-            (0, _) => 0,
-            (w, cores) if cores >= 2 => w + cores - 1,
-            (w, _) => w,
-        }
-    }
-}
+use crate::mixture::MixtureSpec;
+use crate::sampler::{IndexSpec, Sampler};
+use crate::state::StreamPrint;
 
 enum Exec<T> {
     Inline,
@@ -158,8 +106,10 @@ pub struct Loader<T: Send + 'static> {
     names: Arc<[Arc<str>]>,
     shards: usize,
     batch: usize,
-    /// The sampler's spec, `None` for a custom sampler.
-    spec: Option<crate::sampler::IndexSpec>,
+    /// The sampler's spec, `None` for a custom sampler or a mixture.
+    spec: Option<IndexSpec>,
+    /// A mixture's spec (its weight schedule as it grows), `None` without a mixture.
+    mixture: Option<MixtureSpec>,
     /// The streams' fingerprint for the resume state.
     prints: Vec<StreamPrint>,
     /// First step not yet delivered to the consumer, and delivered steps beyond it.
@@ -250,17 +200,32 @@ impl<T: Send + 'static> Loader<T> {
         let names: Arc<[Arc<str>]> = names.into();
         let start = sampler.step();
         let spec = sampler.spec();
-        let source = Arc::new(Mutex::new(Source {
-            views,
-            names: names.clone(),
-            shards,
+        let source = Source::new(
+            vec![views],
+            names.clone(),
             batch,
             slice,
-            sampler,
-            next_step: start,
-            skip: BTreeSet::new(),
-            resync: false,
-        }));
+            Draw::Sampler(sampler),
+            start,
+        );
+        Self::assemble(source, transform, options, (spec, None), prints)
+    }
+
+    /// The loader around a built source, its workers started.
+    fn assemble(
+        source: Source,
+        transform: Transform<T>,
+        options: LoaderOptions,
+        (spec, mixture): (Option<IndexSpec>, Option<MixtureSpec>),
+        prints: Vec<StreamPrint>,
+    ) -> Result<Self> {
+        let (names, shards, batch, start) = (
+            source.names.clone(),
+            source.shards,
+            source.batch,
+            source.next_step,
+        );
+        let source = Arc::new(Mutex::new(source));
         let exec = Self::start(&source, &transform, &options, start)?;
         Ok(Loader {
             source,
@@ -271,6 +236,7 @@ impl<T: Send + 'static> Loader<T> {
             shards,
             batch,
             spec,
+            mixture,
             prints,
             next_undelivered: start,
             delivered_ahead: BTreeSet::new(),
@@ -329,67 +295,6 @@ impl<T: Send + 'static> Loader<T> {
     /// True once the loader stopped (closed, or after delivering an error).
     pub fn is_done(&self) -> bool {
         self.done
-    }
-
-    /// Names the store behind each view in the state's fingerprint (e.g. its path), instead of
-    /// its schema: `label(stream, shard)` for stream index `stream` in the order given.
-    pub fn label_stores(&mut self, label: impl FnMut(usize, usize) -> String) {
-        let src = self.source.lock();
-        self.prints = prints(0, &src.names, &src.views, label);
-    }
-
-    /// The resume state: the low-water step and, in completion order, the steps delivered past
-    /// it; the delivery mode, the global batch, the process slice, the sampler's spec and the
-    /// streams' fingerprint (see [`LoaderState`]). Cheap: a few hundred bytes, whatever the data.
-    pub fn state_dict(&self) -> LoaderState {
-        LoaderState {
-            format: STATE_FORMAT.into(),
-            version: STATE_VERSION,
-            step: self.next_undelivered,
-            delivered_ahead: self.delivered_ahead.iter().copied().collect(),
-            ordered: self.options.ordered,
-            batch: self.batch as u64,
-            process_index: self.options.process_index as u64,
-            process_count: self.options.process_count as u64,
-            sampler: self.spec.map_or(SamplerSpec::Custom, SamplerSpec::from),
-            streams: self.prints.clone(),
-        }
-    }
-
-    /// Continues from `state`: the next batches are exactly those an uninterrupted run delivers
-    /// after the ones counted in the state (every step from its low-water step on, less the steps
-    /// it lists as delivered ahead). Workers stop, batches drawn ahead are dropped, and the workers
-    /// start again from the state's position, so it can be called at any point, also after an
-    /// error was delivered.
-    ///
-    /// Errors (`Error::InvalidArgument`, naming the first field that differs): a state of another
-    /// format or version, or of a loader with other streams, stores, record counts, global batch,
-    /// delivery mode or sampler; a completion-order state with steps delivered ahead, loaded by
-    /// another process slice; a closed loader. The process count may differ (elastic resume): with
-    /// the same global batch, the processes' slices continue the same global sequence.
-    pub fn load_state_dict(&mut self, state: &LoaderState) -> Result<()> {
-        if self.closed {
-            return Err(Error::invalid(
-                "the loader is closed: build a new one to load a state",
-            ));
-        }
-        let now = std::process::id();
-        if now != self.pid {
-            return Err(Error::Forked {
-                started_in: self.pid,
-                used_in: now,
-            });
-        }
-        state.check_loadable(&self.state_dict())?;
-        self.stop();
-        let skip: BTreeSet<u64> = state.delivered_ahead.iter().copied().collect();
-        self.source.lock().reposition(state.step, skip.clone())?;
-        self.pending.clear();
-        self.next_undelivered = state.step;
-        self.delivered_ahead = skip;
-        self.exec = Self::start(&self.source, &self.transform, &self.options, state.step)?;
-        self.done = false;
-        Ok(())
     }
 
     fn mark_delivered(&mut self, step: u64) {
@@ -497,26 +402,19 @@ impl<T: Send + 'static> Loader<T> {
     }
 
     /// Closes the loader and hands back its sampler, positioned after the last draw (workers may
-    /// have drawn ahead of [`Loader::step`]; seek it to `step()` to resume).
+    /// have drawn ahead of [`Loader::step`]; seek it to `step()` to resume). A mixture loader has
+    /// no sampler: it hands back one that fails every draw.
     pub fn into_sampler(mut self) -> Box<dyn Sampler> {
         self.close();
         if std::process::id() != self.pid {
             // A forked child: a parent worker may have held the lock at the fork, forever here.
             return Box::new(Exhausted);
         }
-        let placeholder = Source {
-            views: Vec::new(),
-            names: self.names.clone(),
-            shards: 1,
-            batch: 0,
-            slice: 0..0,
-            sampler: Box::new(Exhausted),
-            next_step: 0,
-            skip: BTreeSet::new(),
-            resync: false,
-        };
         let mut src = self.source.lock();
-        std::mem::replace(&mut *src, placeholder).sampler
+        match std::mem::replace(&mut src.draw, Draw::Sampler(Box::new(Exhausted))) {
+            Draw::Sampler(s) => s,
+            Draw::Mixture(_) => Box::new(Exhausted),
+        }
     }
 }
 

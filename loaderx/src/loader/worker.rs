@@ -15,7 +15,8 @@ use crossbeam_channel::{Receiver, Sender, bounded, select};
 use parking_lot::{Condvar, Mutex};
 
 use super::pacing::Pacing;
-use super::stream::{Source, Transform, run_transform};
+use super::source::Source;
+use super::stream::{Transform, run_transform};
 use super::threads::Threads;
 use super::window::Window;
 use crate::error::{Error, Result};

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::errors::{
-    CoreError, Error, IntoPyResult, InvalidInputError, InvalidTypeError, guard, lock,
+    ClosedError, CoreError, Error, IntoPyResult, InvalidInputError, InvalidTypeError, guard, lock,
     take_detached, type_name,
 };
 use crate::gpu::Placement;
@@ -62,6 +62,9 @@ pub(crate) struct PyLoader {
     threads: usize,
     process_index: usize,
     process_count: usize,
+    ordered: bool,
+    /// Built on a `loaderx.sampler.Sampler` (its position can be saved and restored).
+    stateless: bool,
     /// What every process of a data-parallel job must agree on (without the step), as a dict.
     fingerprint: Py<PyDict>,
     /// Where each stream's batches are placed (uploads happen at conversion).
@@ -83,7 +86,7 @@ impl PyLoader {
     }
 
     #[new]
-    #[pyo3(signature = (streams, sampler, transform=None, workers=4, prefetch=4, *, process_index=0, process_count=1))]
+    #[pyo3(signature = (streams, sampler, transform=None, workers=4, prefetch=4, *, process_index=0, process_count=1, ordered=false))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
@@ -94,6 +97,7 @@ impl PyLoader {
         prefetch: i64,
         process_index: i64,
         process_count: i64,
+        ordered: bool,
     ) -> PyResult<Self> {
         let process_count = usize::try_from(process_count)
             .ok()
@@ -124,6 +128,7 @@ impl PyLoader {
             .call_method0("items")
             .map_err(|_| InvalidTypeError::new_err("streams must be a dict {name: [view, ...]}"))?;
         let mut list: Vec<(String, Vec<StreamView>)> = Vec::new();
+        let mut paths: Vec<Vec<String>> = Vec::new();
         let mut placements: HashMap<String, Vec<Placement>> = HashMap::new();
         let stream_prints = PyList::empty(py);
         for item in items.try_iter()? {
@@ -133,6 +138,7 @@ impl PyLoader {
             })?;
             let mut vs = Vec::new();
             let mut places = Vec::new();
+            let mut labels = Vec::new();
             let view_prints = PyList::empty(py);
             for v in views.try_iter().map_err(|_| {
                 InvalidTypeError::new_err(format!("stream {name:?}: expected a list of views"))
@@ -141,11 +147,13 @@ impl PyLoader {
                 if let Ok(d) = v.cast::<PyDenseView>() {
                     let d = d.get();
                     view_prints.append(("dense", d.path.clone(), d.view.len()))?;
+                    labels.push(d.path.to_string_lossy().into_owned());
                     vs.push(StreamView::Dense(d.view.clone()));
                     places.push(d.allocator.get().placement());
                 } else if let Ok(r) = v.cast::<PyRaggedView>() {
                     let r = r.get();
                     view_prints.append(("ragged", r.path.clone(), r.view.len()))?;
+                    labels.push(r.path.to_string_lossy().into_owned());
                     vs.push(StreamView::Ragged(r.view.clone()));
                     places.push(r.allocator.get().placement());
                 } else {
@@ -157,11 +165,13 @@ impl PyLoader {
             }
             stream_prints.append((&name, view_prints))?;
             placements.insert(name.clone(), places);
+            paths.push(labels);
             list.push((name, vs));
         }
         let fingerprint = PyDict::new(py);
         fingerprint.set_item("process_count", process_count)?;
         fingerprint.set_item("streams", stream_prints)?;
+        let stateless = sampler.cast::<PySampler>().is_ok();
         let boxed: Box<dyn loaderx::Sampler> = if let Ok(s) = sampler.cast::<PySampler>() {
             let (len, batch, mode, seed) = s.get().plan();
             fingerprint.set_item("batch", batch)?;
@@ -190,17 +200,96 @@ impl PyLoader {
             })
             .map_err(loaderx::Error::transform),
         });
-        let opts = LoaderOptions::new(workers, prefetch).process(process_index, process_count);
-        let loader =
+        let opts = LoaderOptions::new(workers, prefetch)
+            .process(process_index, process_count)
+            .ordered(ordered);
+        let mut loader =
             guard(|| Loader::with_transform_arc(list, boxed, opts, transform)).py_err(py)?;
+        // The state's store identity is the path each view's store was opened at.
+        loader.label_stores(|i, j| paths[i][j].clone());
         Ok(PyLoader {
             inner: Mutex::new(Some(loader)),
             threads: opts.threads(),
             process_index,
             process_count,
+            ordered,
+            stateless,
             fingerprint: fingerprint.unbind(),
             placements,
         })
+    }
+
+    /// Whether batches are delivered in step order.
+    #[getter]
+    fn ordered(&self) -> bool {
+        self.ordered
+    }
+
+    /// The resume state as a JSON-serialisable dict (a few hundred bytes; see
+    /// `loaderx::LoaderState`): `format`, `version`, the low-water `step` and, in completion
+    /// order, the steps `delivered_ahead` of it, `ordered`, the global `batch`, the process slice,
+    /// the `sampler`'s spec and the `streams`' fingerprint. Save it with the model; a new loader
+    /// over the same streams continues exactly with `load_state_dict`. Refused for a custom
+    /// sampler (its position cannot be restored) and once closed.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        if !self.stateless {
+            return Err(InvalidInputError::new_err(
+                "invalid argument: state_dict needs a loaderx.sampler.Sampler: a custom sampler's \
+                 position cannot be restored by the loader (seek it yourself and save loader.step)",
+            ));
+        }
+        let json = py
+            .detach(|| {
+                guard(|| {
+                    let g = lock(&self.inner, POISONED)?;
+                    Ok::<_, CoreError>(g.as_ref().map(|l| l.state_dict().to_json()))
+                })
+            })
+            .py_err(py)?
+            .ok_or_else(|| ClosedError::new_err("the loader is closed"))?;
+        py.import("json")?.call_method1("loads", (json,))
+    }
+
+    /// Continues from a state saved by `state_dict` (possibly by a loader with another worker or
+    /// process count): workers stop, batches drawn ahead are dropped, and the next batches are
+    /// exactly those an uninterrupted run delivers after the ones the state counts. A state of a
+    /// loader over other streams, stores, record counts, global batch, delivery mode or sampler
+    /// raises `InvalidInputError` naming the first field that differs.
+    fn load_state_dict(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        if !state.is_instance_of::<PyDict>() {
+            return Err(InvalidTypeError::new_err(format!(
+                "state must be the dict Loader.state_dict() returned, got {}",
+                type_name(state)
+            )));
+        }
+        let json: String = py
+            .import("json")?
+            .call_method1("dumps", (state,))
+            .map_err(|e| {
+                InvalidInputError::new_err(format!("invalid argument: not a loader state ({e})"))
+            })?
+            .extract()?;
+        let parsed =
+            loaderx::LoaderState::from_json(&json).map_err(|e| crate::errors::l_to_py(py, e))?;
+        if !self.stateless {
+            return Err(InvalidInputError::new_err(
+                "invalid argument: load_state_dict needs a loaderx.sampler.Sampler: a custom \
+                 sampler's position cannot be restored by the loader",
+            ));
+        }
+        py.detach(|| {
+            guard(|| {
+                let mut g = lock(&self.inner, POISONED)?;
+                match g.as_mut() {
+                    Some(l) => l.load_state_dict(&parsed).map_err(CoreError::from),
+                    None => Err(CoreError::Py(
+                        ClosedError::new_err,
+                        "the loader is closed".into(),
+                    )),
+                }
+            })
+        })
+        .py_err(py)
     }
 
     /// This process's rank: it receives slice `process_index` of every global batch.
@@ -264,8 +353,9 @@ impl PyLoader {
         self.threads
     }
 
-    /// The resume position: the first sampler step whose batch was not delivered (exact with 0 or
-    /// 1 worker). Seek a fresh sampler here to resume.
+    /// The low-water step: the first global step whose batch was not delivered. In ordered
+    /// delivery (or with 0 or 1 worker) every step before it was delivered; in completion order
+    /// some after it may have been too: `state_dict()` lists them. `None` once closed.
     #[getter]
     fn step(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         py.detach(|| {

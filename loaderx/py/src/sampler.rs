@@ -198,6 +198,9 @@ impl Sampler for SharedSampler {
         self.step.store(step, Ordering::Relaxed);
         Ok(())
     }
+    fn spec(&self) -> Option<loaderx::IndexSpec> {
+        Some(self.sampler.spec())
+    }
 }
 
 /// Any Python object with `next()` returning a 1-D integer index array. Its first draw is taken at

@@ -258,6 +258,20 @@ class Loader:
         process_count: int = 1,
         ordered: bool = False,
     ) -> Loader: ...
+    @staticmethod
+    def mixture(
+        sources: Sequence[Any],
+        batch: int,
+        transform: Callable[[list[dict[str, Any]]], Any] | None = None,
+        workers: int = 4,
+        prefetch: int = 4,
+        *,
+        process_index: int = 0,
+        process_count: int = 1,
+        ordered: bool = False,
+        schedule: Sequence[tuple[int, Sequence[float]]] | None = None,
+    ) -> Loader: ...
+    def set_weights(self, weights: Sequence[float], step: int | None = None) -> int: ...
     def next(self) -> Any: ...
     def __iter__(self) -> Loader: ...
     def __next__(self) -> Any: ...

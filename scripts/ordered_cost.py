@@ -15,7 +15,9 @@ both arms see the same duration for the same step). The sleep releases the GIL, 
 waiting on a device or on numpy does. The mean is the workload's measured gather time (a transform
 that costs about what the gather does: the regime where several workers pay off).
 
-    python scripts/ordered_cost.py [--rounds 7] [--batches 120] [--workers 1 2 4]
+    python scripts/ordered_cost.py [--rounds 7] [--batches 120] [--workers 1 2 4] [--scale 1]
+
+``--scale k`` makes the transform's mean k times the gather (a transform-bound pipeline).
 
 Prints one line per cell: the median rate of each mode over the rounds, the ratio of the medians
 (ordered / completion) and the median of the per-round ratios.
@@ -104,6 +106,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=120)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--workloads", nargs="+", default=["vision", "tokens"])
+    ap.add_argument("--scale", type=float, default=1.0, help="transform mean / gather time")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
@@ -119,7 +122,7 @@ def main() -> None:
             loads["tokens"] = ({"tokens": [st.bind(alloc)]}, 20000, 256, st.bind(alloc))
         print("workload  workers  transform  mean_ms  completion_b/s  ordered_b/s  ratio_of_medians  median_ratio")
         for name, (streams, n, batch, view) in loads.items():
-            mean = gather_seconds(view, n, batch)
+            mean = gather_seconds(view, n, batch) * args.scale
             for workers in args.workers:
                 for tname, tf in transforms(mean).items():
                     rates = {False: [], True: []}

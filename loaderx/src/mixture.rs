@@ -6,10 +6,12 @@
 //! changed at step boundaries.
 //!
 //! **Apportionment.** Within a weight segment (the steps from one change to the next), the weights
-//! are integers `W_k` (integer weights as given when they sum to at most 2^32; other weights rounded
-//! to parts of 2^32 of their total), `D = ΣW`, and `C_k = W_1 + .. + W_k`. After `T` records of the
-//! segment, source `k` has given `N_k(T) = ⌊C_k T / D⌋ - ⌊C_(k-1) T / D⌋` of them, evaluated at step
-//! boundaries (`T = r x batch` after `r` steps). So:
+//! are integers `W_k` in exactly the ratios of the given ones (every `f64` is a dyadic rational:
+//! scaled by one power of two they are integers, used when they sum to at most 2^62, as integer
+//! weights and fractional weights within a factor of about 100 of each other do), else rounded to
+//! parts of 2^62 of their total; `D = ΣW`, and `C_k = W_1 + .. + W_k`. After `T` records of the
+//! segment, source `k` has given `N_k(T) = ⌊C_k T / D⌋ - ⌊C_(k-1) T / D⌋` of them, evaluated at
+//! step boundaries (`T = r x batch` after `r` steps). So:
 //!
 //! * at every step boundary, `|N_k - W_k T / D| < 1` for every source (the cumulative count is
 //!   within one record of its share), and the counts sum to `T`;
@@ -143,16 +145,13 @@ fn units(weights: &[f64], sources: usize, batch: usize) -> Result<Vec<u64>> {
             )));
         }
     }
-    let total: f64 = weights.iter().sum();
-    let integral = weights.iter().all(|w| w.fract() == 0.0) && total <= 4_294_967_296.0;
-    let units: Vec<u64> = if integral {
-        weights.iter().map(|&w| w as u64).collect()
-    } else {
+    let units = exact_units(weights).unwrap_or_else(|| {
+        let total: f64 = weights.iter().sum();
         weights
             .iter()
-            .map(|&w| ((w / total * 4_294_967_296.0).round() as u64).max(1))
+            .map(|&w| ((w / total * LIMIT as f64).round() as u64).max(1))
             .collect()
-    };
+    });
     let d: u64 = units.iter().sum();
     for (k, &u) in units.iter().enumerate() {
         if u128::from(u) * (batch as u128) < u128::from(d) {
@@ -165,6 +164,39 @@ fn units(weights: &[f64], sources: usize, batch: usize) -> Result<Vec<u64>> {
         }
     }
     Ok(units)
+}
+
+/// The largest sum of integer weights: `C_k x T` stays within 128 bits for `T < 2^66` records.
+const LIMIT: u64 = 1 << 62;
+
+/// The weights as integers in exactly their ratios (each `f64` is `m x 2^e`; all scaled by the
+/// smallest `2^-e`), when they sum to at most [`LIMIT`].
+fn exact_units(weights: &[f64]) -> Option<Vec<u64>> {
+    let parts: Vec<(u64, i32)> = weights
+        .iter()
+        .map(|&w| {
+            let bits = w.to_bits();
+            let exp = ((bits >> 52) & 0x7ff) as i32;
+            let frac = bits & ((1 << 52) - 1);
+            let (m, e) = if exp == 0 {
+                (frac, -1074)
+            } else {
+                (frac | 1 << 52, exp - 1075)
+            };
+            let tz = m.trailing_zeros();
+            (m >> tz, e + tz as i32)
+        })
+        .collect();
+    let low = parts.iter().map(|p| p.1).min()?;
+    let mut sum = 0u64;
+    let mut out = Vec::with_capacity(parts.len());
+    for (m, e) in parts {
+        let shift = u32::try_from(e - low).ok().filter(|&s| s < 63)?;
+        let u = m.checked_shl(shift).filter(|u| u >> shift == m)?;
+        sum = sum.checked_add(u).filter(|&s| s <= LIMIT)?;
+        out.push(u);
+    }
+    Some(out)
 }
 
 /// Item `i` of a source with `n` items in a step: its key `(2i + 1) / 2n`, compared exactly.

@@ -133,8 +133,11 @@ fn digest(shards: &[Shard]) -> Vec<u64> {
     v
 }
 
+/// The oracle's batches, and each batch's step.
+type Oracle = (Vec<Vec<u64>>, HashMap<Vec<u64>, u64>);
+
 /// The oracle: the first `n` batches of one uninterrupted inline run, and each batch's step.
-fn oracle(fx: &Fixture, n: usize) -> (Vec<Vec<u64>>, HashMap<Vec<u64>, u64>) {
+fn oracle(fx: &Fixture, n: usize) -> Oracle {
     let all: Vec<Vec<u64>> = loader(fx, 0, false).take(n).map(Result::unwrap).collect();
     let steps = all
         .iter()
@@ -148,12 +151,7 @@ fn oracle(fx: &Fixture, n: usize) -> (Vec<Vec<u64>>, HashMap<Vec<u64>, u64>) {
 /// in ordered delivery the batches are the oracle's, in order; in completion order each is one
 /// of the oracle's, none twice, and the steps delivered are exactly those the state counts (every
 /// step below its low-water step and the ones it lists ahead).
-fn check_against_oracle(
-    got: &[Vec<u64>],
-    last: &LoaderState,
-    oracle: &(Vec<Vec<u64>>, HashMap<Vec<u64>, u64>),
-    case: &str,
-) {
+fn check_against_oracle(got: &[Vec<u64>], last: &LoaderState, oracle: &Oracle, case: &str) {
     if last.ordered {
         assert_eq!(got, &oracle.0[..got.len()], "{case}");
         assert!(last.delivered_ahead.is_empty(), "{case}");
@@ -514,4 +512,37 @@ fn elastic_resume_continues_the_global_sequence_on_another_process_count() {
             assert_eq!(&parts, want, "{n} -> {m} processes, step {step}");
         }
     }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Any run cut at any points into loaders of any worker counts, in either mode, delivers what
+    /// the oracle does (in ordered delivery its sequence; in completion order exactly the steps the
+    /// last state counts, each once).
+    #[test]
+    fn any_chain_of_resumes_matches_the_oracle(
+        ordered in proptest::prelude::any::<bool>(),
+        cuts in proptest::collection::vec((0usize..12, 0usize..5), 1..5),
+    ) {
+        let fx = FX.with(|f| f.clone());
+        let oracle = ORACLE.with(|o| o.clone());
+        let mut got = Vec::new();
+        let mut state: Option<LoaderState> = None;
+        for (take_n, workers) in cuts.iter().copied().chain([(10, 2)]) {
+            let mut l = loader(&fx, workers, ordered);
+            if let Some(s) = &state {
+                l.load_state_dict(s).unwrap();
+            }
+            got.extend(take(&mut l, take_n));
+            state = Some(LoaderState::from_json(&l.state_dict().to_json()).unwrap());
+        }
+        let last = state.unwrap();
+        check_against_oracle(&got, &last, &oracle, &format!("{ordered} {cuts:?}"));
+    }
+}
+
+thread_local! {
+    static FX: Arc<Fixture> = Arc::new(fixture());
+    static ORACLE: Arc<Oracle> = FX.with(|f| Arc::new(oracle(f, 200)));
 }

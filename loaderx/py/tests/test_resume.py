@@ -313,3 +313,12 @@ def test_torchrun_elastic_resume_n_to_m(tmp_path):
     torchrun(2, "load", "1", "4")
     torchrun(4, "load", "2")
     torchrun(1, "load", "2")
+
+
+def test_the_resume_example_is_killed_resumes_and_matches_an_uninterrupted_run_bit_for_bit(tmp_path):
+    pytest.importorskip("torch")
+    r = subprocess.run([sys.executable, str(HERE.parents[2] / "examples" / "resume.py"), "--check", "--steps", "40",
+                        "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=TIMEOUT,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert "loss curves match bit for bit" in r.stdout, r.stdout

@@ -9,7 +9,11 @@
 //!   with per-view recent size classes and hit/miss/live counters.
 //! * [`loader`]: [`Loader`], which draws global index batches, splits them into per-shard slices,
 //!   gathers every named stream ([`StreamView`]) at each shard position, and runs a transform, inline
-//!   or on worker threads with a bounded output queue.
+//!   or on worker threads with a bounded output queue, in completion or step order.
+//! * [`mixture`]: [`MixturePlan`], which draws each global batch from several sources by weight
+//!   (exact apportionment, O(1) seek), behind [`Loader::mixture`].
+//! * [`state`]: [`LoaderState`], the small serde resume state of [`Loader::state_dict`] and
+//!   [`Loader::load_state_dict`].
 //!
 //! * `cuda` (cargo feature `cuda`): pinned-host and device region sources for the pool, loaded
 //!   from the NVIDIA driver at run time (see `docs/gpu.md`).

@@ -58,7 +58,7 @@ impl LoaderOptions {
     /// Background threads a loader with these options runs on this machine: `workers` worker
     /// threads, plus `cores - 1` gather helpers (sleeping while idle) when there are 2 cores or
     /// more (see the module docs). All of them exist when the loader's constructor returns and are
-    /// joined by [`Loader::close`].
+    /// joined by [`Loader::close`](super::Loader::close).
     pub fn threads(&self) -> usize {
         match (self.workers, cores()) {
             (0, _) => 0,

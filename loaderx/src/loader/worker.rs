@@ -161,9 +161,15 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
 /// Runs one worker's loop. User code runs under `catch_unwind` already; a panic in the loader's own
 /// code (a bug) ends this worker with an error for the consumer instead of reaching the pool.
 fn run_worker<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: Receiver<()>) {
-    let report = tx.clone();
+    let (report, stop) = (tx.clone(), cancel.clone());
     if let Err(p) = catch_unwind(AssertUnwindSafe(|| worker_loop(shared, tx, cancel))) {
-        let _ = report.try_send((u64::MAX, Err(Error::from_panic(p, "loader worker"))));
+        // Waits for room like a batch (the consumer drains the queue, also while it waits for a
+        // step in ordered delivery), so the report is never dropped; close cancels the wait.
+        let msg = (u64::MAX, Err(Error::from_panic(p, "loader worker")));
+        select! {
+            send(report, msg) -> _ => {},
+            recv(stop) -> _ => {},
+        }
     }
 }
 

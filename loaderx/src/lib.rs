@@ -9,7 +9,11 @@
 //!   with per-view recent size classes and hit/miss/live counters.
 //! * [`loader`]: [`Loader`], which draws global index batches, splits them into per-shard slices,
 //!   gathers every named stream ([`StreamView`]) at each shard position, and runs a transform, inline
-//!   or on worker threads with a bounded output queue.
+//!   or on worker threads with a bounded output queue, in completion or step order.
+//! * [`mixture`]: [`MixturePlan`], which draws each global batch from several sources by weight
+//!   (exact apportionment, O(1) seek), behind [`Loader::mixture`].
+//! * [`state`]: [`LoaderState`], the small serde resume state of [`Loader::state_dict`] and
+//!   [`Loader::load_state_dict`].
 //!
 //! * `cuda` (cargo feature `cuda`): pinned-host and device region sources for the pool, loaded
 //!   from the NVIDIA driver at run time (see `docs/gpu.md`).
@@ -20,16 +24,20 @@
 pub mod cuda;
 mod error;
 pub mod loader;
+pub mod mixture;
 pub mod pool;
 pub mod sampler;
+pub mod state;
 
 pub use error::{Error, Result};
-pub use loader::{Batch, Loader, LoaderOptions, Shard, StreamView, Transform};
+pub use loader::{Batch, Loader, LoaderOptions, MixtureSource, Shard, StreamView, Transform};
+pub use mixture::{MixturePlan, MixtureSpec, WeightChange};
 pub use pool::{
     DEFAULT_POOL_SIZE, HostSource, LARGE_CLASS_BYTES, LARGE_FALLBACK, PooledAllocator,
     RegionSource, size_class,
 };
-pub use sampler::{IndexSampler, Mode, Sampler};
+pub use sampler::{IndexSampler, IndexSpec, Mode, Sampler};
+pub use state::{LoaderState, SamplerSpec, StreamPrint, ViewPrint};
 
 #[cfg(test)]
 mod pool_source_tests;

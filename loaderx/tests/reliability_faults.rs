@@ -557,8 +557,12 @@ fn early_exit_and_blocked_close(tier: Tier) {
                     for _ in 0..consumed {
                         loader.next().unwrap().unwrap();
                     }
-                    // Wait (up to 5 s) until every worker is blocked on the full queue.
-                    let want = consumed + prefetch + workers;
+                    // Wait (up to 5 s) until every worker is blocked on the full queue, or at
+                    // the window's edge: in completion order a worker draws at most
+                    // `workers + prefetch` steps past the first undelivered one, so each step
+                    // delivered ahead of it beyond the first leaves one batch fewer to draw.
+                    let ahead = loader.state_dict().delivered_ahead.len();
+                    let want = consumed + (prefetch + workers).min(prefetch + workers + 1 - ahead);
                     let t = Instant::now();
                     while produced.load(Ordering::SeqCst) < want
                         && t.elapsed() < Duration::from_secs(5)

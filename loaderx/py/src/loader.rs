@@ -3,17 +3,19 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use loaderx::{Batch, Loader, LoaderOptions, Shard, StreamView, Transform};
+use loaderx::{
+    Batch, Loader, LoaderOptions, MixtureSource, Shard, StreamView, Transform, WeightChange,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::errors::{
-    CoreError, Error, IntoPyResult, InvalidInputError, InvalidTypeError, guard, lock,
+    ClosedError, CoreError, Error, IntoPyResult, InvalidInputError, InvalidTypeError, guard, lock,
     take_detached, type_name,
 };
 use crate::gpu::Placement;
 use crate::pickle::refuse;
-use crate::sampler::{CustomSampler, PySampler};
+use crate::sampler::{CustomSampler, PyMode, PySampler};
 use crate::tensor::{dense_to_py, ragged_to_py};
 use crate::view::{PyDenseView, PyRaggedView};
 
@@ -24,8 +26,12 @@ pub(crate) enum Item {
     Obj(Py<PyAny>),
 }
 
-/// Per stream name, the placement of each shard position's view (device placements upload).
-pub(crate) type Placements = Arc<HashMap<String, Vec<Placement>>>;
+/// Per source, per stream name, the placement of each shard position's view (device placements
+/// upload).
+pub(crate) type Placements = Arc<Vec<HashMap<String, Vec<Placement>>>>;
+
+/// The key of a mixture shard's source in its dict.
+const SOURCE_KEY: &str = "__source__";
 
 pub(crate) fn shards_to_py<'py>(
     py: Python<'py>,
@@ -34,11 +40,13 @@ pub(crate) fn shards_to_py<'py>(
 ) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     let host = Placement::Host;
-    for (k, shard) in shards.into_iter().enumerate() {
+    for shard in shards {
         let d = PyDict::new(py);
+        let (k, source) = (shard.index(), shard.source());
+        let places = placements.get(source.unwrap_or(0) as usize);
         for (name, batch) in shard.into_pairs() {
-            let place = placements
-                .get(&*name)
+            let place = places
+                .and_then(|p| p.get(&*name))
                 .and_then(|v| v.get(k).or(v.first()))
                 .unwrap_or(&host);
             let v = match batch {
@@ -49,9 +57,132 @@ pub(crate) fn shards_to_py<'py>(
             };
             d.set_item(&*name, v)?;
         }
+        if let Some(source) = source {
+            d.set_item(SOURCE_KEY, source)?;
+        }
         out.append(d)?;
     }
     Ok(out)
+}
+
+/// A `streams` dict, parsed: the core's stream list, each view's store path (the state's store
+/// identity), placements, and the fingerprint's `streams` entry.
+struct Parsed<'py> {
+    list: Vec<(String, Vec<StreamView>)>,
+    paths: Vec<Vec<String>>,
+    placements: HashMap<String, Vec<Placement>>,
+    prints: Bound<'py, PyList>,
+}
+
+fn parse_streams<'py>(py: Python<'py>, streams: &Bound<'py, PyAny>) -> PyResult<Parsed<'py>> {
+    let items = streams
+        .call_method0("items")
+        .map_err(|_| InvalidTypeError::new_err("streams must be a dict {name: [view, ...]}"))?;
+    let mut out = Parsed {
+        list: Vec::new(),
+        paths: Vec::new(),
+        placements: HashMap::new(),
+        prints: PyList::empty(py),
+    };
+    for item in items.try_iter()? {
+        let item = item?;
+        let (name, views): (String, Bound<'_, PyAny>) = item.extract().map_err(|_| {
+            InvalidTypeError::new_err("streams must map str names to lists of views")
+        })?;
+        if name == SOURCE_KEY {
+            return Err(InvalidInputError::new_err(format!(
+                "invalid argument: the stream name {SOURCE_KEY:?} is reserved (a mixture shard's source)"
+            )));
+        }
+        let mut vs = Vec::new();
+        let mut places = Vec::new();
+        let mut labels = Vec::new();
+        let view_prints = PyList::empty(py);
+        for v in views.try_iter().map_err(|_| {
+            InvalidTypeError::new_err(format!("stream {name:?}: expected a list of views"))
+        })? {
+            let v = v?;
+            if let Ok(d) = v.cast::<PyDenseView>() {
+                let d = d.get();
+                view_prints.append(("dense", d.path.clone(), d.view.len()))?;
+                labels.push(d.path.to_string_lossy().into_owned());
+                vs.push(StreamView::Dense(d.view.clone()));
+                places.push(d.allocator.get().placement());
+            } else if let Ok(r) = v.cast::<PyRaggedView>() {
+                let r = r.get();
+                view_prints.append(("ragged", r.path.clone(), r.view.len()))?;
+                labels.push(r.path.to_string_lossy().into_owned());
+                vs.push(StreamView::Ragged(r.view.clone()));
+                places.push(r.allocator.get().placement());
+            } else {
+                let t = type_name(&v);
+                return Err(InvalidTypeError::new_err(format!(
+                    "stream {name:?}: expected DenseView or RaggedView (store.bind(allocator)), got {t}"
+                )));
+            }
+        }
+        out.prints.append((&name, view_prints))?;
+        out.placements.insert(name.clone(), places);
+        out.paths.push(labels);
+        out.list.push((name, vs));
+    }
+    Ok(out)
+}
+
+/// Checks `process_index`, `process_count` and `prefetch` (always a positive integer, whatever
+/// `workers` is) and makes the options.
+fn options(
+    workers: usize,
+    prefetch: i64,
+    process_index: i64,
+    process_count: i64,
+    ordered: bool,
+) -> PyResult<LoaderOptions> {
+    let process_count = usize::try_from(process_count)
+        .ok()
+        .filter(|&c| c > 0)
+        .ok_or_else(|| {
+            InvalidInputError::new_err(format!(
+                "invalid argument: process_count must be a positive integer, got {process_count}"
+            ))
+        })?;
+    let process_index = usize::try_from(process_index)
+        .ok()
+        .filter(|&i| i < process_count)
+        .ok_or_else(|| {
+            InvalidInputError::new_err(format!(
+                "invalid argument: process_index must be in [0, {process_count}), got {process_index}"
+            ))
+        })?;
+    let prefetch = usize::try_from(prefetch)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| {
+            InvalidInputError::new_err(format!(
+                "invalid argument: prefetch must be a positive integer, got {prefetch}"
+            ))
+        })?;
+    Ok(LoaderOptions::new(workers, prefetch)
+        .process(process_index, process_count)
+        .ordered(ordered))
+}
+
+/// The core transform: the shard list as is (converted on the consumer's side), or the Python
+/// transform's result (called in the worker with the GIL).
+fn core_transform(
+    py: Python<'_>,
+    transform: Option<Py<PyAny>>,
+    places: Placements,
+) -> Transform<Item> {
+    let tf: Option<Py<PyAny>> = transform.filter(|t| !t.is_none(py));
+    Arc::new(move |shards: Vec<Shard>| match &tf {
+        None => Ok(Item::Shards(shards)),
+        Some(f) => Python::attach(|py| {
+            let arg = shards_to_py(py, shards, &places)?;
+            f.bind(py).call1((arg,)).map(|o| Item::Obj(o.unbind()))
+        })
+        .map_err(loaderx::Error::transform),
+    })
 }
 
 /// A multi-stream loader. `next()` / iteration yield the shard list `[{name: DLTensor |
@@ -62,6 +193,9 @@ pub(crate) struct PyLoader {
     threads: usize,
     process_index: usize,
     process_count: usize,
+    ordered: bool,
+    /// Built on a `loaderx.sampler.Sampler` (its position can be saved and restored).
+    stateless: bool,
     /// What every process of a data-parallel job must agree on (without the step), as a dict.
     fingerprint: Py<PyDict>,
     /// Where each stream's batches are placed (uploads happen at conversion).
@@ -83,7 +217,7 @@ impl PyLoader {
     }
 
     #[new]
-    #[pyo3(signature = (streams, sampler, transform=None, workers=4, prefetch=4, *, process_index=0, process_count=1))]
+    #[pyo3(signature = (streams, sampler, transform=None, workers=4, prefetch=4, *, process_index=0, process_count=1, ordered=false))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
@@ -94,74 +228,14 @@ impl PyLoader {
         prefetch: i64,
         process_index: i64,
         process_count: i64,
+        ordered: bool,
     ) -> PyResult<Self> {
-        let process_count = usize::try_from(process_count)
-            .ok()
-            .filter(|&c| c > 0)
-            .ok_or_else(|| {
-                InvalidInputError::new_err(format!(
-                    "invalid argument: process_count must be a positive integer, got {process_count}"
-                ))
-            })?;
-        let process_index = usize::try_from(process_index)
-            .ok()
-            .filter(|&i| i < process_count)
-            .ok_or_else(|| {
-                InvalidInputError::new_err(format!(
-                    "invalid argument: process_index must be in [0, {process_count}), got {process_index}"
-                ))
-            })?;
-        // Always a positive integer, whatever `workers` is (the core only needs it with workers).
-        let prefetch = usize::try_from(prefetch)
-            .ok()
-            .filter(|&p| p > 0)
-            .ok_or_else(|| {
-                InvalidInputError::new_err(format!(
-                    "invalid argument: prefetch must be a positive integer, got {prefetch}"
-                ))
-            })?;
-        let items = streams
-            .call_method0("items")
-            .map_err(|_| InvalidTypeError::new_err("streams must be a dict {name: [view, ...]}"))?;
-        let mut list: Vec<(String, Vec<StreamView>)> = Vec::new();
-        let mut placements: HashMap<String, Vec<Placement>> = HashMap::new();
-        let stream_prints = PyList::empty(py);
-        for item in items.try_iter()? {
-            let item = item?;
-            let (name, views): (String, Bound<'_, PyAny>) = item.extract().map_err(|_| {
-                InvalidTypeError::new_err("streams must map str names to lists of views")
-            })?;
-            let mut vs = Vec::new();
-            let mut places = Vec::new();
-            let view_prints = PyList::empty(py);
-            for v in views.try_iter().map_err(|_| {
-                InvalidTypeError::new_err(format!("stream {name:?}: expected a list of views"))
-            })? {
-                let v = v?;
-                if let Ok(d) = v.cast::<PyDenseView>() {
-                    let d = d.get();
-                    view_prints.append(("dense", d.path.clone(), d.view.len()))?;
-                    vs.push(StreamView::Dense(d.view.clone()));
-                    places.push(d.allocator.get().placement());
-                } else if let Ok(r) = v.cast::<PyRaggedView>() {
-                    let r = r.get();
-                    view_prints.append(("ragged", r.path.clone(), r.view.len()))?;
-                    vs.push(StreamView::Ragged(r.view.clone()));
-                    places.push(r.allocator.get().placement());
-                } else {
-                    let t = type_name(&v);
-                    return Err(InvalidTypeError::new_err(format!(
-                        "stream {name:?}: expected DenseView or RaggedView (store.bind(allocator)), got {t}"
-                    )));
-                }
-            }
-            stream_prints.append((&name, view_prints))?;
-            placements.insert(name.clone(), places);
-            list.push((name, vs));
-        }
+        let opts = options(workers, prefetch, process_index, process_count, ordered)?;
+        let parsed = parse_streams(py, streams)?;
         let fingerprint = PyDict::new(py);
-        fingerprint.set_item("process_count", process_count)?;
-        fingerprint.set_item("streams", stream_prints)?;
+        fingerprint.set_item("process_count", opts.process_count)?;
+        fingerprint.set_item("streams", &parsed.prints)?;
+        let stateless = sampler.cast::<PySampler>().is_ok();
         let boxed: Box<dyn loaderx::Sampler> = if let Ok(s) = sampler.cast::<PySampler>() {
             let (len, batch, mode, seed) = s.get().plan();
             fingerprint.set_item("batch", batch)?;
@@ -179,28 +253,200 @@ impl PyLoader {
                 "sampler must be a loaderx.sampler.Sampler or an object whose next() returns a 1-D index array",
             ));
         };
-        let placements: Placements = Arc::new(placements);
-        let tf: Option<Py<PyAny>> = transform.filter(|t| !t.is_none(py));
-        let worker_places = placements.clone();
-        let transform: Transform<Item> = Arc::new(move |shards: Vec<Shard>| match &tf {
-            None => Ok(Item::Shards(shards)),
-            Some(f) => Python::attach(|py| {
-                let arg = shards_to_py(py, shards, &worker_places)?;
-                f.bind(py).call1((arg,)).map(|o| Item::Obj(o.unbind()))
-            })
-            .map_err(loaderx::Error::transform),
-        });
-        let opts = LoaderOptions::new(workers, prefetch).process(process_index, process_count);
-        let loader =
-            guard(|| Loader::with_transform_arc(list, boxed, opts, transform)).py_err(py)?;
+        let placements: Placements = Arc::new(vec![parsed.placements]);
+        let transform = core_transform(py, transform, placements.clone());
+        let paths = parsed.paths;
+        let mut loader =
+            guard(|| Loader::with_transform_arc(parsed.list, boxed, opts, transform)).py_err(py)?;
+        // The state's store identity is the path each view's store was opened at.
+        loader.label_stores(|i, j| paths[i][j].clone());
         Ok(PyLoader {
             inner: Mutex::new(Some(loader)),
             threads: opts.threads(),
-            process_index,
-            process_count,
+            process_index: opts.process_index,
+            process_count: opts.process_count,
+            ordered,
+            stateless,
             fingerprint: fingerprint.unbind(),
             placements,
         })
+    }
+
+    /// A loader over a weighted mixture of sources (`loaderx.MixtureSource`: streams, weight, mode,
+    /// seed), `batch` records per global step; `schedule` lists later weight changes as
+    /// `(step, [weight, ...])`. See `Loader::mixture` in the Rust docs and docs/python.md.
+    #[staticmethod]
+    #[pyo3(signature = (sources, batch, transform=None, workers=4, prefetch=4, *, process_index=0, process_count=1, ordered=false, schedule=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn mixture(
+        py: Python<'_>,
+        sources: &Bound<'_, PyAny>,
+        batch: usize,
+        transform: Option<Py<PyAny>>,
+        workers: usize,
+        prefetch: i64,
+        process_index: i64,
+        process_count: i64,
+        ordered: bool,
+        schedule: Option<Vec<(u64, Vec<f64>)>>,
+    ) -> PyResult<Self> {
+        let opts = options(workers, prefetch, process_index, process_count, ordered)?;
+        let mut core = Vec::new();
+        let mut places = Vec::new();
+        let mut paths = Vec::new();
+        let prints = PyList::empty(py);
+        for (k, src) in sources
+            .try_iter()
+            .map_err(|_| {
+                InvalidTypeError::new_err("sources must be a list of loaderx.MixtureSource")
+            })?
+            .enumerate()
+        {
+            let src = src?;
+            let field = |name: &str| {
+                src.getattr(name).map_err(|_| {
+                    InvalidTypeError::new_err(format!(
+                        "source {k}: expected a loaderx.MixtureSource (streams, weight, mode, seed), got {}",
+                        type_name(&src)
+                    ))
+                })
+            };
+            let parsed = parse_streams(py, &field("streams")?)?;
+            let weight: f64 = field("weight")?.extract()?;
+            let mode = *field("mode")?
+                .cast::<PyMode>()
+                .map_err(|_| {
+                    InvalidTypeError::new_err(format!("source {k}: mode must be a Sampler.Mode"))
+                })?
+                .get();
+            let seed: u64 = field("seed")?.extract()?;
+            prints.append((weight, mode.name(), seed, &parsed.prints))?;
+            paths.extend(parsed.paths);
+            places.push(parsed.placements);
+            core.push(MixtureSource {
+                streams: parsed.list,
+                weight,
+                mode: mode.core(),
+                seed,
+            });
+        }
+        let changes = schedule
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(step, weights)| WeightChange { step, weights })
+            .collect();
+        let placements: Placements = Arc::new(places);
+        let transform = core_transform(py, transform, placements.clone());
+        let mut loader =
+            guard(|| Loader::mixture(core, batch, changes, opts, transform)).py_err(py)?;
+        loader.label_stores(|i, j| paths[i][j].clone());
+        let fingerprint = PyDict::new(py);
+        fingerprint.set_item("process_count", opts.process_count)?;
+        fingerprint.set_item("batch", batch)?;
+        fingerprint.set_item("mode", "mixture")?;
+        fingerprint.set_item("streams", prints)?;
+        Ok(PyLoader {
+            inner: Mutex::new(Some(loader)),
+            threads: opts.threads(),
+            process_index: opts.process_index,
+            process_count: opts.process_count,
+            ordered,
+            stateless: true,
+            fingerprint: fingerprint.unbind(),
+            placements,
+        })
+    }
+
+    /// A mixture's weights from `step` on (default: the first step no worker has drawn yet);
+    /// returns that step. The change is part of `state_dict()`.
+    #[pyo3(signature = (weights, step=None))]
+    fn set_weights(&self, py: Python<'_>, weights: Vec<f64>, step: Option<u64>) -> PyResult<u64> {
+        py.detach(|| {
+            guard(|| {
+                let mut g = lock(&self.inner, POISONED)?;
+                match g.as_mut() {
+                    Some(l) => l.set_weights(weights, step).map_err(CoreError::from),
+                    None => Err(CoreError::Py(
+                        ClosedError::new_err,
+                        "the loader is closed".into(),
+                    )),
+                }
+            })
+        })
+        .py_err(py)
+    }
+
+    /// Whether batches are delivered in step order.
+    #[getter]
+    fn ordered(&self) -> bool {
+        self.ordered
+    }
+
+    /// The resume state as a JSON-serialisable dict (a few hundred bytes; see
+    /// `loaderx::LoaderState`): `format`, `version`, the low-water `step` and, in completion
+    /// order, the steps `delivered_ahead` of it, `ordered`, the global `batch`, the process slice,
+    /// the `sampler`'s spec and the `streams`' fingerprint. Save it with the model; a new loader
+    /// over the same streams continues exactly with `load_state_dict`. Refused for a custom
+    /// sampler (its position cannot be restored) and once closed.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        if !self.stateless {
+            return Err(InvalidInputError::new_err(
+                "invalid argument: state_dict needs a loaderx.sampler.Sampler: a custom sampler's \
+                 position cannot be restored by the loader (seek it yourself and save loader.step)",
+            ));
+        }
+        let json = py
+            .detach(|| {
+                guard(|| {
+                    let g = lock(&self.inner, POISONED)?;
+                    Ok::<_, CoreError>(g.as_ref().map(|l| l.state_dict().to_json()))
+                })
+            })
+            .py_err(py)?
+            .ok_or_else(|| ClosedError::new_err("the loader is closed"))?;
+        py.import("json")?.call_method1("loads", (json,))
+    }
+
+    /// Continues from a state saved by `state_dict` (possibly by a loader with another worker or
+    /// process count): workers stop, batches drawn ahead are dropped, and the next batches are
+    /// exactly those an uninterrupted run delivers after the ones the state counts. A state of a
+    /// loader over other streams, stores, record counts, global batch, delivery mode or sampler
+    /// raises `InvalidInputError` naming the first field that differs.
+    fn load_state_dict(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+        if !state.is_instance_of::<PyDict>() {
+            return Err(InvalidTypeError::new_err(format!(
+                "state must be the dict Loader.state_dict() returned, got {}",
+                type_name(state)
+            )));
+        }
+        let json: String = py
+            .import("json")?
+            .call_method1("dumps", (state,))
+            .map_err(|e| {
+                InvalidInputError::new_err(format!("invalid argument: not a loader state ({e})"))
+            })?
+            .extract()?;
+        let parsed =
+            loaderx::LoaderState::from_json(&json).map_err(|e| crate::errors::l_to_py(py, e))?;
+        if !self.stateless {
+            return Err(InvalidInputError::new_err(
+                "invalid argument: load_state_dict needs a loaderx.sampler.Sampler: a custom \
+                 sampler's position cannot be restored by the loader",
+            ));
+        }
+        py.detach(|| {
+            guard(|| {
+                let mut g = lock(&self.inner, POISONED)?;
+                match g.as_mut() {
+                    Some(l) => l.load_state_dict(&parsed).map_err(CoreError::from),
+                    None => Err(CoreError::Py(
+                        ClosedError::new_err,
+                        "the loader is closed".into(),
+                    )),
+                }
+            })
+        })
+        .py_err(py)
     }
 
     /// This process's rank: it receives slice `process_index` of every global batch.
@@ -264,8 +510,9 @@ impl PyLoader {
         self.threads
     }
 
-    /// The resume position: the first sampler step whose batch was not delivered (exact with 0 or
-    /// 1 worker). Seek a fresh sampler here to resume.
+    /// The low-water step: the first global step whose batch was not delivered. In ordered
+    /// delivery (or with 0 or 1 worker) every step before it was delivered; in completion order
+    /// some after it may have been too: `state_dict()` lists them. `None` once closed.
     #[getter]
     fn step(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         py.detach(|| {

@@ -25,6 +25,26 @@ pub(crate) enum PyMode {
     Cyclic,
 }
 
+impl PyMode {
+    /// The core mode.
+    pub(crate) fn core(self) -> Mode {
+        match self {
+            PyMode::Sequential => Mode::Sequential,
+            PyMode::Iid => Mode::Iid,
+            PyMode::Cyclic => Mode::Cyclic,
+        }
+    }
+
+    /// The Python name (`SEQUENTIAL`, `IID`, `CYCLIC`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            PyMode::Sequential => "SEQUENTIAL",
+            PyMode::Iid => "IID",
+            PyMode::Cyclic => "CYCLIC",
+        }
+    }
+}
+
 /// A stateless batch sampler. `next()` returns a read-only uint64 NumPy view of one reused buffer,
 /// valid until this sampler's next draw; `seek(step)` resumes in O(1).
 ///
@@ -197,6 +217,9 @@ impl Sampler for SharedSampler {
     fn seek(&mut self, step: u64) -> loaderx::Result<()> {
         self.step.store(step, Ordering::Relaxed);
         Ok(())
+    }
+    fn spec(&self) -> Option<loaderx::IndexSpec> {
+        Some(self.sampler.spec())
     }
 }
 

@@ -6,7 +6,13 @@
 //!   sampler and the step counter advance atomically with the gather), the transform runs outside
 //!   it, and the result goes straight into a bounded queue of capacity `prefetch`. The gather under
 //!   the lock fans out over the loader's rayon pool. One worker preserves sampling order; several
-//!   deliver in completion order.
+//!   deliver in completion order, or in step order with [`LoaderOptions::ordered`] (the consumer
+//!   holds early batches in a reorder buffer keyed by step until the earlier ones arrive).
+//! * **Window**: a worker draws step `s` only while `s < low + workers + prefetch` (ordered) or
+//!   `s <= low + workers + prefetch` (completion order), where `low` is the consumer's first
+//!   undelivered step (`window.rs`). So the batches drawn and not delivered in ordered delivery
+//!   (reorder buffer included), and the steps delivered past `low` in completion order, are at
+//!   most `workers + prefetch`.
 //! * **Pacing**: while transforms take under 1/16 of a gather, all workers but one rest (a second
 //!   one could only add hand-offs to a serialized gather), also while the running one waits on a
 //!   full queue; they run again as soon as transforms are measured longer (and then a worker that
@@ -16,114 +22,76 @@
 //!   ([`LoaderOptions::threads`]). All are joined by [`Loader::close`].
 //! * **Memory bound**: a worker holds at most one batch (it draws only after its previous result was
 //!   queued) and the queue holds at most `prefetch`, so at most `workers + prefetch` batches are alive
-//!   besides the ones the consumer holds. While transforms are short (paced), at most
+//!   besides the ones the consumer holds; in ordered delivery the window bounds the queue, the
+//!   workers and the reorder buffer together to the same `workers + prefetch`. While transforms are short (paced), at most
 //!   `prefetch + 1` are, once the batches the workers drew before the first measurement are taken.
 //! * **Errors**: the first failing step `k` (draw, gather, transform or a caught panic) is delivered
 //!   after every batch drawn before it; no batch drawn after it is queued once the failure is known,
-//!   and then the loader stops. With several workers, a batch drawn after `k` that was already queued
-//!   before `k` failed may still arrive ahead of the error (completion order).
+//!   and then the loader stops. With several workers in completion order, a batch drawn after `k`
+//!   that was already queued before `k` failed may still arrive ahead of the error; in ordered
+//!   delivery none does.
 //! * **Close**: [`Loader::close`] (and `Drop`) stops and joins every worker promptly, even one blocked
 //!   on a full queue. The loader never closes stores, views, allocators or the sampler.
 //! * **Several processes**: with [`LoaderOptions::process_count`] `N > 1`, the sampler's batch is
 //!   the global batch of a data-parallel job; this process draws only positions
 //!   `r * B/N .. (r + 1) * B/N` of it ([`Sampler::next_range`]) and splits that slice over its
 //!   views. Every process runs the same sampler, so they agree on each global batch without talking.
-//! * **Resume**: [`Loader::step`] is the first step whose batch the consumer has not received. A loader
-//!   built on a sampler sought to `s` yields exactly what an uninterrupted run yields from `s` (with
-//!   0 or 1 worker; with several, the same set of batches in completion order).
+//! * **Resume**: [`Loader::step`] is the first step whose batch the consumer has not received.
+//!   [`Loader::state_dict`] adds the steps delivered past it (completion order) and what the loader
+//!   reads; [`Loader::load_state_dict`] continues exactly where it left off, in either mode, with
+//!   any worker count and, with the same global batch, any process count (`crate::state`).
+//! * **Mixtures**: [`Loader::mixture`] draws each global batch from several sources by weight
+//!   (`crate::mixture`); a step yields one shard per shard position and source present there.
 //!
 //! The files follow the data path:
 //!
-//! * `stream.rs`: the views, the gathered [`Batch`] and [`Shard`], the [`Transform`] type, and the
-//!   draw + gather step (`Source`);
+//! * `options.rs`: [`LoaderOptions`] and [`MixtureSource`];
+//! * `stream.rs`: the views, the gathered [`Batch`] and [`Shard`], the [`Transform`] type;
+//! * `source.rs`: the draw + gather step (`Source`), from a sampler or a mixture's plan;
 //! * `worker.rs`: the worker loop, the state the workers share, failure ordering and stop;
 //! * `pacing.rs`: which workers run and which rest;
 //! * `threads.rs`: the thread pool or plain threads, started and joined;
+//! * `window.rs`: how far workers may draw ahead of the consumer;
 //! * `handoff.rs`: the consumer's receive from the bounded queue;
-//! * this file: [`LoaderOptions`] and [`Loader`], which validates the streams, picks inline or
-//!   worker execution and tracks the resume position.
+//! * `build.rs`: the construction checks and the streams' fingerprint;
+//! * `mixed.rs`: the mixture constructor and its checks;
+//! * `resume.rs`: saving and loading the state, and a mixture's weight changes;
+//! * this file: [`Loader`], which picks inline or worker execution, orders delivery and tracks
+//!   the resume position.
 
+mod build;
 mod handoff;
+mod mixed;
+mod options;
 mod pacing;
+mod resume;
+mod source;
 mod stream;
 mod threads;
+mod window;
 mod worker;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use crossbeam_channel::bounded;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
+use self::build::{check_batch, collect_streams, prints, schema_label};
 use self::handoff::recv_spinning;
-use self::pacing::Pacing;
+pub use self::options::{LoaderOptions, MixtureSource};
+use self::source::{Draw, Source};
+use self::stream::run_transform;
 pub use self::stream::{Batch, Shard, StreamView, Transform};
-use self::stream::{Source, run_transform};
-use self::threads::{Threads, cores};
-use self::worker::{Shared, Workers, run_worker, stop_workers};
+use self::worker::{Workers, start_workers, stop_workers};
 use crate::error::{Error, Result};
-use crate::sampler::Sampler;
-
-/// Execution policy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoaderOptions {
-    /// Background workers; 0 runs everything in the caller's thread.
-    pub workers: usize,
-    /// Output queue capacity (>= 1) when `workers > 0`; ignored when `workers == 0`.
-    pub prefetch: usize,
-    /// This process's rank in a data-parallel job (`< process_count`): it receives the contiguous
-    /// slice `process_index` of every global batch. 0 for a single process.
-    pub process_index: usize,
-    /// Processes sharing each global batch (>= 1); the sampler's batch must divide by
-    /// `process_count x shards`. 1 for a single process.
-    pub process_count: usize,
-}
-
-impl Default for LoaderOptions {
-    fn default() -> Self {
-        LoaderOptions::new(4, 4)
-    }
-}
-
-impl LoaderOptions {
-    /// Options with the given workers and prefetch, for a single process.
-    pub fn new(workers: usize, prefetch: usize) -> Self {
-        LoaderOptions {
-            workers,
-            prefetch,
-            process_index: 0,
-            process_count: 1,
-        }
-    }
-
-    /// These options for process `index` of `count` in a data-parallel job.
-    pub fn process(self, index: usize, count: usize) -> Self {
-        LoaderOptions {
-            process_index: index,
-            process_count: count,
-            ..self
-        }
-    }
-
-    /// Background threads a loader with these options runs on this machine: `workers` worker
-    /// threads, plus `cores - 1` gather helpers (sleeping while idle) when there are 2 cores or
-    /// more (see the module docs). All of them exist when the loader's constructor returns and are
-    /// joined by [`Loader::close`].
-    pub fn threads(&self) -> usize {
-        match (self.workers, cores()) {
-            (0, _) => 0,
-            (w, cores) if cores >= 2 => w + cores - 1,
-            (w, _) => w,
-        }
-    }
-}
+use crate::mixture::MixtureSpec;
+use crate::sampler::{IndexSpec, Sampler};
+use crate::state::StreamPrint;
 
 enum Exec<T> {
-    Inline {
-        transform: Transform<T>,
-    },
+    Inline,
     Threads(Workers<T>),
     /// Closed in a `fork`ed child: the workers belonged to the parent and were let go unjoined.
     Forked,
@@ -133,13 +101,27 @@ enum Exec<T> {
 pub struct Loader<T: Send + 'static> {
     source: Arc<Mutex<Source>>,
     exec: Exec<T>,
+    transform: Transform<T>,
     options: LoaderOptions,
     names: Arc<[Arc<str>]>,
     shards: usize,
+    batch: usize,
+    /// The sampler's spec, `None` for a custom sampler or a mixture.
+    spec: Option<IndexSpec>,
+    /// A mixture's spec (its weight schedule as it grows), `None` without a mixture.
+    mixture: Option<MixtureSpec>,
+    /// The streams' fingerprint for the resume state.
+    prints: Vec<StreamPrint>,
     /// First step not yet delivered to the consumer, and delivered steps beyond it.
     next_undelivered: u64,
     delivered_ahead: BTreeSet<u64>,
+    /// Ordered delivery: batches received ahead of `next_undelivered`, by step (at most
+    /// `workers + prefetch`, the window's bound).
+    pending: BTreeMap<u64, Result<T>>,
+    /// Stopped: after an error, or closed.
     done: bool,
+    /// Closed by [`Loader::close`] (or `Drop`): a state can no longer be loaded.
+    closed: bool,
     /// Moving average of the consumer's waits on an empty queue, in nanoseconds (`None` before
     /// the first wait).
     wait_ns: Option<u64>,
@@ -203,135 +185,87 @@ impl<T: Send + 'static> Loader<T> {
         I: IntoIterator<Item = (S, Vec<StreamView>)>,
         S: AsRef<str>,
     {
-        let mut names: Vec<Arc<str>> = Vec::new();
-        let mut views: Vec<Vec<StreamView>> = Vec::new();
-        for (name, list) in streams {
-            let name = name.as_ref();
-            if names.iter().any(|n| &**n == name) {
-                return Err(Error::invalid(format!("stream {name:?} is given twice")));
-            }
-            if list.is_empty() {
-                return Err(Error::invalid(format!(
-                    "stream {name:?} has an empty view list"
-                )));
-            }
-            names.push(Arc::from(name));
-            views.push(list);
-        }
-        if views.is_empty() {
-            return Err(Error::invalid("a loader needs at least one stream"));
-        }
+        let (names, views) = collect_streams(streams, "")?;
         let shards = views[0].len();
-        for (name, list) in names.iter().zip(&views) {
-            if list.len() != shards {
-                return Err(Error::invalid(format!(
-                    "stream {name:?} has {} views but stream {:?} has {shards}; every stream needs one view per shard",
-                    list.len(),
-                    names[0]
-                )));
-            }
-        }
         let records = views[0][0].len();
-        for (name, list) in names.iter().zip(&views) {
-            for (j, v) in list.iter().enumerate() {
-                if v.len() != records {
-                    return Err(Error::invalid(format!(
-                        "stream {name:?} view {j} holds {} records but stream {:?} view 0 holds {records}; all views must hold the same records",
-                        v.len(),
-                        names[0]
-                    )));
-                }
-            }
-        }
         let batch = sampler.batch_size();
-        let (rank, procs) = (options.process_index, options.process_count);
-        if procs == 0 || rank >= procs {
-            return Err(Error::invalid(format!(
-                "process_index {rank} must be below process_count {procs} (and process_count >= 1)"
-            )));
-        }
-        if batch == 0 || !batch.is_multiple_of(shards) {
-            return Err(Error::invalid(format!(
-                "the global batch {batch} does not divide evenly by the shard count {shards}"
-            )));
-        }
-        if !batch.is_multiple_of(procs * shards) {
-            return Err(Error::invalid(format!(
-                "the global batch {batch} does not divide evenly by process_count {procs} x \
-                 {shards} views per stream"
-            )));
-        }
-        let local = batch / procs;
-        let slice = rank * local..(rank + 1) * local;
+        let slice = check_batch(batch, shards, &options)?;
         if sampler.len() > records {
             return Err(Error::invalid(format!(
                 "the sampler draws from {} indices but the streams hold {records} records",
                 sampler.len()
             )));
         }
-        if options.workers > 0 && options.prefetch == 0 {
-            return Err(Error::invalid("prefetch must be at least 1"));
-        }
+        let prints = prints(0, &names, &views, |i, j| schema_label(&views[i][j]));
         let names: Arc<[Arc<str>]> = names.into();
         let start = sampler.step();
-        let source = Arc::new(Mutex::new(Source {
-            views,
-            names: names.clone(),
-            shards,
+        let spec = sampler.spec();
+        let source = Source::new(
+            vec![views],
+            names.clone(),
             batch,
             slice,
-            sampler,
-            next_step: start,
-        }));
-        let exec = if options.workers == 0 {
-            Exec::Inline { transform }
-        } else {
-            let shared = Arc::new(Shared {
-                source: source.clone(),
-                transform,
-                stop: AtomicBool::new(false),
-                fail_step: AtomicU64::new(u64::MAX),
-                inflight: Mutex::new(BTreeSet::new()),
-                inflight_cv: Condvar::new(),
-                pacing: Pacing::new(options.workers),
-            });
-            let (tx, rx) = bounded(options.prefetch);
-            let (cancel_tx, cancel_rx) = bounded::<()>(0);
-            let job = || -> Box<dyn FnOnce() + Send> {
-                let (shared, tx, cancel_rx) = (shared.clone(), tx.clone(), cancel_rx.clone());
-                Box::new(move || run_worker(shared, tx, cancel_rx))
-            };
-            let threads = match Threads::start(options.workers, job) {
-                Ok(t) => t,
-                Err((threads, why)) => {
-                    let mut partial = Workers {
-                        shared,
-                        rx,
-                        cancel: Some(cancel_tx),
-                        threads,
-                    };
-                    stop_workers(&mut partial);
-                    return Err(Error::invalid(why));
-                }
-            };
-            Exec::Threads(Workers {
-                shared,
-                rx,
-                cancel: Some(cancel_tx),
-                threads,
-            })
-        };
+            Draw::Sampler(sampler),
+            start,
+        );
+        Self::assemble(source, transform, options, (spec, None), prints)
+    }
+
+    /// The loader around a built source, its workers started.
+    fn assemble(
+        source: Source,
+        transform: Transform<T>,
+        options: LoaderOptions,
+        (spec, mixture): (Option<IndexSpec>, Option<MixtureSpec>),
+        prints: Vec<StreamPrint>,
+    ) -> Result<Self> {
+        let (names, shards, batch, start) = (
+            source.names.clone(),
+            source.shards,
+            source.batch,
+            source.next_step,
+        );
+        let source = Arc::new(Mutex::new(source));
+        let exec = Self::start(&source, &transform, &options, start)?;
         Ok(Loader {
             source,
             exec,
+            transform,
             options,
             names,
             shards,
+            batch,
+            spec,
+            mixture,
+            prints,
             next_undelivered: start,
             delivered_ahead: BTreeSet::new(),
+            pending: BTreeMap::new(),
             done: false,
+            closed: false,
             wait_ns: None,
             pid: std::process::id(),
+        })
+    }
+
+    /// Inline execution, or workers drawing from `low` on.
+    fn start(
+        source: &Arc<Mutex<Source>>,
+        transform: &Transform<T>,
+        options: &LoaderOptions,
+        low: u64,
+    ) -> Result<Exec<T>> {
+        Ok(if options.workers == 0 {
+            Exec::Inline
+        } else {
+            Exec::Threads(start_workers(
+                source.clone(),
+                transform.clone(),
+                options.workers,
+                options.prefetch,
+                options.ordered,
+                low,
+            )?)
         })
     }
 
@@ -350,8 +284,10 @@ impl<T: Send + 'static> Loader<T> {
         self.options
     }
 
-    /// The resume position: the first sampler step whose batch the consumer has not received. With 0
-    /// or 1 worker, every step before it was delivered, in order; seek a sampler here to resume.
+    /// The low-water step: the first global step whose batch the consumer has not received. In
+    /// ordered delivery (and with 0 or 1 worker) every step before it was delivered, in order; in
+    /// completion order some steps after it may have been delivered too, which
+    /// [`Loader::state_dict`] lists. Save and load that state to resume exactly.
     pub fn step(&self) -> u64 {
         self.next_undelivered
     }
@@ -367,8 +303,35 @@ impl<T: Send + 'static> Loader<T> {
             while self.delivered_ahead.remove(&self.next_undelivered) {
                 self.next_undelivered = self.next_undelivered.wrapping_add(1);
             }
+            if let Exec::Threads(w) = &self.exec {
+                w.shared.window.advance(self.next_undelivered);
+            }
         } else {
             self.delivered_ahead.insert(step);
+        }
+    }
+
+    /// The next message from the workers: in completion order the first to arrive, in ordered
+    /// delivery the one for `next_undelivered` (a loader bug's report, step `u64::MAX`, at once).
+    /// `None` once every worker exited.
+    fn receive(&mut self) -> Option<(u64, Result<T>)> {
+        let Exec::Threads(w) = &self.exec else {
+            return None;
+        };
+        loop {
+            if self.options.ordered {
+                let want = self.next_undelivered;
+                if let Some(res) = self.pending.remove(&want) {
+                    return Some((want, res));
+                }
+            }
+            // Polling takes a core: only while gathers leave one free.
+            let may_poll = !w.shared.pacing.fanned_out.load(Ordering::Relaxed);
+            let (step, res) = recv_spinning(&w.rx, &mut self.wait_ns, may_poll).ok()?;
+            if !self.options.ordered || step == self.next_undelivered || step == u64::MAX {
+                return Some((step, res));
+            }
+            self.pending.insert(step, res);
         }
     }
 
@@ -385,23 +348,18 @@ impl<T: Send + 'static> Loader<T> {
             }));
         }
         let (step, res) = match &self.exec {
-            Exec::Inline { transform } => {
+            Exec::Inline => {
                 let (step, drawn) = self.source.lock().produce();
                 (
                     step,
-                    drawn.and_then(|shards| run_transform(transform, shards)),
+                    drawn.and_then(|shards| run_transform(&self.transform, shards)),
                 )
             }
-            Exec::Threads(w) => match recv_spinning(
-                &w.rx,
-                &mut self.wait_ns,
-                // Polling takes a core: only while gathers leave one free.
-                !w.shared.pacing.fanned_out.load(Ordering::Relaxed),
-            ) {
-                Ok(msg) => msg,
-                Err(_) => {
+            Exec::Threads(_) => match self.receive() {
+                Some(msg) => msg,
+                None => {
                     // Every worker exited without an error (only after close): nothing more to give.
-                    self.close();
+                    self.stop();
                     return None;
                 }
             },
@@ -409,20 +367,18 @@ impl<T: Send + 'static> Loader<T> {
             Exec::Forked => return None,
         };
         if res.is_err() {
-            self.close();
+            self.stop();
         } else {
             self.mark_delivered(step);
         }
         Some(res)
     }
 
-    /// Stops and joins every worker and drops queued batches. Idempotent; also run by `Drop`. The
-    /// stores, views, allocators and the sampler stay open.
-    ///
-    /// In a `fork`ed child the workers do not exist: nothing is joined, and what the parent's
-    /// workers held is left alone (it belongs to the parent's copy).
-    pub fn close(&mut self) {
+    /// Stops and joins the workers and drops what they drew ahead; the loader delivers nothing
+    /// more until a state is loaded.
+    fn stop(&mut self) {
         self.done = true;
+        self.pending.clear();
         if std::process::id() != self.pid {
             if let Exec::Threads(w) = std::mem::replace(&mut self.exec, Exec::Forked) {
                 // Joining or signalling threads that exist only in the parent would hang.
@@ -435,25 +391,30 @@ impl<T: Send + 'static> Loader<T> {
         }
     }
 
+    /// Stops and joins every worker and drops queued batches. Idempotent; also run by `Drop`. The
+    /// stores, views, allocators and the sampler stay open.
+    ///
+    /// In a `fork`ed child the workers do not exist: nothing is joined, and what the parent's
+    /// workers held is left alone (it belongs to the parent's copy).
+    pub fn close(&mut self) {
+        self.closed = true;
+        self.stop();
+    }
+
     /// Closes the loader and hands back its sampler, positioned after the last draw (workers may
-    /// have drawn ahead of [`Loader::step`]; seek it to `step()` to resume).
+    /// have drawn ahead of [`Loader::step`]; seek it to `step()` to resume). A mixture loader has
+    /// no sampler: it hands back one that fails every draw.
     pub fn into_sampler(mut self) -> Box<dyn Sampler> {
         self.close();
         if std::process::id() != self.pid {
             // A forked child: a parent worker may have held the lock at the fork, forever here.
             return Box::new(Exhausted);
         }
-        let placeholder = Source {
-            views: Vec::new(),
-            names: self.names.clone(),
-            shards: 1,
-            batch: 0,
-            slice: 0..0,
-            sampler: Box::new(Exhausted),
-            next_step: 0,
-        };
         let mut src = self.source.lock();
-        std::mem::replace(&mut *src, placeholder).sampler
+        match std::mem::replace(&mut src.draw, Draw::Sampler(Box::new(Exhausted))) {
+            Draw::Sampler(s) => s,
+            Draw::Mixture(_) => Box::new(Exhausted),
+        }
     }
 }
 
@@ -483,7 +444,8 @@ impl Sampler for Exhausted {
 impl<T: Send + 'static> Iterator for Loader<T> {
     type Item = Result<T>;
 
-    /// The next transformed batch; an error is delivered once, then `None` forever.
+    /// The next transformed batch; an error is delivered once, then `None` until a state is
+    /// loaded.
     fn next(&mut self) -> Option<Result<T>> {
         self.next_item()
     }

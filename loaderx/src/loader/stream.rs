@@ -1,24 +1,19 @@
-//! The streams and the draw + gather step: what the loader reads and what its transform receives.
+//! What the loader reads and what its transform receives.
 //!
 //! * [`StreamView`]: one view of a stream (a Dense or Ragged store bound to a placement);
 //! * [`Batch`] and [`Shard`]: one gathered stream value, and the streams gathered at one shard
-//!   position, index-aligned;
-//! * [`Transform`]: the collate step, and `run_transform`, which turns its panic into an error;
-//! * `Source`: the draw + gather state. One step draws this process's slice of a global index
-//!   batch from the sampler, cuts it into per-shard slices and gathers every stream at every shard position.
+//!   position, index-aligned (from one mixture source, for a mixture);
+//! * [`Transform`]: the collate step, and `run_transform`, which turns its panic into an error.
 //!
-//! Nothing here knows about threads: the inline path and the worker loop both call
-//! `Source::produce` and `run_transform`.
+//! The draw + gather step that makes shards is `source.rs`.
 
 use std::fmt;
-use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use zrecord::{DenseBatch, DenseView, RaggedBatch, RaggedView};
 
 use crate::error::{Error, Result};
-use crate::sampler::Sampler;
 
 /// One view of a stream: a Dense or Ragged store bound to a placement.
 #[derive(Clone, Debug)]
@@ -102,11 +97,27 @@ impl Batch {
 /// The streams gathered at one shard position: one [`Batch`] per stream name, index-aligned (record
 /// `r` of every batch comes from the same global index).
 pub struct Shard {
-    names: Arc<[Arc<str>]>,
-    batches: Vec<Batch>,
+    pub(super) names: Arc<[Arc<str>]>,
+    pub(super) batches: Vec<Batch>,
+    /// The shard position (the view index in every stream's list).
+    pub(super) index: usize,
+    /// The mixture source every record came from; `None` without a mixture.
+    pub(super) source: Option<u32>,
 }
 
 impl Shard {
+    /// The shard position: the views of every stream at this index gathered it.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// For a mixture loader, the source every record of this shard came from (a step yields one
+    /// shard per shard position and source present in it); `None` for a loader without a
+    /// mixture.
+    pub fn source(&self) -> Option<u32> {
+        self.source
+    }
+
     /// The batch of stream `name`.
     pub fn get(&self, name: &str) -> Option<&Batch> {
         self.names
@@ -145,67 +156,6 @@ impl fmt::Debug for Shard {
 /// The collate step: the complete shard list in, any result out. Must be thread-safe when
 /// `workers > 1`.
 pub type Transform<T> = Arc<dyn Fn(Vec<Shard>) -> Result<T> + Send + Sync>;
-
-/// Draw + gather state, behind the shared lock in worker mode.
-pub(super) struct Source {
-    /// `views[stream][shard]`.
-    pub(super) views: Vec<Vec<StreamView>>,
-    pub(super) names: Arc<[Arc<str>]>,
-    pub(super) shards: usize,
-    /// The sampler's (global) batch size.
-    pub(super) batch: usize,
-    /// This process's positions of every global batch.
-    pub(super) slice: Range<usize>,
-    pub(super) sampler: Box<dyn Sampler>,
-    pub(super) next_step: u64,
-}
-
-impl Source {
-    /// The step drawn, and its shards.
-    pub(super) fn produce(&mut self) -> (u64, Result<Vec<Shard>>) {
-        let step = self.next_step;
-        self.next_step = self.next_step.wrapping_add(1);
-        let res = catch_unwind(AssertUnwindSafe(|| self.draw_and_gather()))
-            .unwrap_or_else(|p| Err(Error::from_panic(p, "sampler or gather")));
-        (step, res)
-    }
-
-    fn draw_and_gather(&mut self) -> Result<Vec<Shard>> {
-        let want = self.slice.len();
-        let idx = if want == self.batch {
-            self.sampler.next()?
-        } else {
-            self.sampler.next_range(self.slice.clone())?
-        };
-        if idx.len() != want {
-            let expected = if want == self.batch {
-                format!("its batch size {want}")
-            } else {
-                format!(
-                    "this process's slice of {want} (of its batch size {})",
-                    self.batch
-                )
-            };
-            return Err(Error::Sampler(format!(
-                "sampler drew {} indices, expected {expected}",
-                idx.len()
-            )));
-        }
-        let per = want / self.shards;
-        let mut out = Vec::with_capacity(self.shards);
-        for (j, slice) in idx.chunks_exact(per).enumerate() {
-            let mut batches = Vec::with_capacity(self.views.len());
-            for stream in &self.views {
-                batches.push(stream[j].gather(slice)?);
-            }
-            out.push(Shard {
-                names: self.names.clone(),
-                batches,
-            });
-        }
-        Ok(out)
-    }
-}
 
 /// Runs the transform on one step's shards; a panic becomes an error.
 pub(super) fn run_transform<T>(transform: &Transform<T>, shards: Vec<Shard>) -> Result<T> {

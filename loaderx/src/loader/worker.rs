@@ -2,7 +2,8 @@
 //! order a failure after every batch drawn before it, and stop promptly on close.
 //!
 //! `Shared` is the state every worker sees (the source, the transform, the stop flag, the first
-//! failed step, the steps in flight and the [`Pacing`]); `Workers` is what the loader owns of it.
+//! failed step, the steps in flight, the [`Pacing`] and the delivery [`Window`]); `Workers` is what
+//! the loader owns of it, started by [`start_workers`] and stopped by [`stop_workers`].
 
 use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -10,12 +11,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, select};
+use crossbeam_channel::{Receiver, Sender, bounded, select};
 use parking_lot::{Condvar, Mutex};
 
 use super::pacing::Pacing;
-use super::stream::{Source, Transform, run_transform};
+use super::source::Source;
+use super::stream::{Transform, run_transform};
 use super::threads::Threads;
+use super::window::Window;
 use crate::error::{Error, Result};
 
 /// State shared by the workers.
@@ -29,6 +32,8 @@ pub(super) struct Shared<T> {
     pub(super) inflight: Mutex<BTreeSet<u64>>,
     pub(super) inflight_cv: Condvar,
     pub(super) pacing: Pacing,
+    /// The steps a worker may draw (the consumer moves it).
+    pub(super) window: Window,
 }
 
 impl<T> Shared<T> {
@@ -92,6 +97,15 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
             {
                 return;
             }
+            let next = src.next_draw_step();
+            if !shared.window.admits(next) {
+                // The consumer is `bound` steps behind: wait for it without holding the lock.
+                drop(src);
+                if !shared.window.wait_admits(next, &shared.stop) {
+                    return;
+                }
+                continue;
+            }
             let started = Instant::now();
             let fan_outs = zrecord::gather_fan_outs();
             let (step, drawn) = src.produce();
@@ -146,14 +160,16 @@ fn worker_loop<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: 
 
 /// Runs one worker's loop. User code runs under `catch_unwind` already; a panic in the loader's own
 /// code (a bug) ends this worker with an error for the consumer instead of reaching the pool.
-pub(super) fn run_worker<T: Send>(
-    shared: Arc<Shared<T>>,
-    tx: Sender<Message<T>>,
-    cancel: Receiver<()>,
-) {
-    let report = tx.clone();
+fn run_worker<T: Send>(shared: Arc<Shared<T>>, tx: Sender<Message<T>>, cancel: Receiver<()>) {
+    let (report, stop) = (tx.clone(), cancel.clone());
     if let Err(p) = catch_unwind(AssertUnwindSafe(|| worker_loop(shared, tx, cancel))) {
-        let _ = report.try_send((u64::MAX, Err(Error::from_panic(p, "loader worker"))));
+        // Waits for room like a batch (the consumer drains the queue, also while it waits for a
+        // step in ordered delivery), so the report is never dropped; close cancels the wait.
+        let msg = (u64::MAX, Err(Error::from_panic(p, "loader worker")));
+        select! {
+            send(report, msg) -> _ => {},
+            recv(stop) -> _ => {},
+        }
     }
 }
 
@@ -166,10 +182,59 @@ pub(super) struct Workers<T> {
     pub(super) threads: Threads,
 }
 
+/// Starts `workers` worker loops drawing from `source` at `low` (the consumer's low-water step),
+/// with an output queue of `prefetch` and a window of `workers + prefetch` steps in ordered
+/// delivery, one more in completion order (see `window.rs`).
+pub(super) fn start_workers<T: Send + 'static>(
+    source: Arc<Mutex<Source>>,
+    transform: Transform<T>,
+    workers: usize,
+    prefetch: usize,
+    ordered: bool,
+    low: u64,
+) -> Result<Workers<T>> {
+    let bound = (workers + prefetch + usize::from(!ordered)) as u64;
+    let shared = Arc::new(Shared {
+        source,
+        transform,
+        stop: AtomicBool::new(false),
+        fail_step: AtomicU64::new(u64::MAX),
+        inflight: Mutex::new(BTreeSet::new()),
+        inflight_cv: Condvar::new(),
+        pacing: Pacing::new(workers),
+        window: Window::new(low, bound),
+    });
+    let (tx, rx) = bounded(prefetch);
+    let (cancel_tx, cancel_rx) = bounded::<()>(0);
+    let job = || -> Box<dyn FnOnce() + Send> {
+        let (shared, tx, cancel_rx) = (shared.clone(), tx.clone(), cancel_rx.clone());
+        Box::new(move || run_worker(shared, tx, cancel_rx))
+    };
+    match Threads::start(workers, job) {
+        Ok(threads) => Ok(Workers {
+            shared,
+            rx,
+            cancel: Some(cancel_tx),
+            threads,
+        }),
+        Err((threads, why)) => {
+            let mut partial = Workers {
+                shared,
+                rx,
+                cancel: Some(cancel_tx),
+                threads,
+            };
+            stop_workers(&mut partial);
+            Err(Error::invalid(why))
+        }
+    }
+}
+
 /// Stops every worker, joins the threads and drops the queued batches.
 pub(super) fn stop_workers<T>(w: &mut Workers<T>) {
     w.shared.stop.store(true, Ordering::Release);
     w.shared.pacing.wake_all();
+    w.shared.window.wake_all();
     w.cancel.take();
     w.shared.inflight_cv.notify_all();
     // Make room for a worker that is blocked on a full queue right now, and drop queued batches.

@@ -1,6 +1,8 @@
 //! Store fixtures shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod loader;
+
 use std::path::{Path, PathBuf};
 
 use zrecord::{Codec, DType, DenseWriter, RaggedWriter, WriterOptions};

@@ -10,6 +10,7 @@ from importlib.metadata import version as _dist_version
 
 from . import backend, distributed, dtypes, errors, sampler, zrecord
 from ._loaderx import DEFAULT_POOL_SIZE, Allocator, Loader
+from .sampler import MixtureSource
 from .errors import (
     AllocationError,
     AlreadyExistsError,
@@ -41,6 +42,7 @@ __all__ = [
     "Allocator",
     "DEFAULT_POOL_SIZE",
     "Loader",
+    "MixtureSource",
     "backend",
     "distributed",
     "dtypes",

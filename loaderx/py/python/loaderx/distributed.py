@@ -6,6 +6,16 @@ every global batch without talking, and process ``r`` of ``N`` receives the cont
 :func:`check_consistent` is the one collective: it verifies that agreement once, at start-up (or
 after a resume), so a wrong seed or store on one host fails loudly instead of training on
 overlapping data. See ``docs/distributed.md``.
+
+Checkpoint and resume: every rank saves ``loader.state_dict()`` with its checkpoint and loads it
+with ``loader.load_state_dict(state)`` into a loader built like the first. The sampler is
+stateless, so the position is one global step: with ordered delivery (``ordered=True``) or 0 or 1
+worker, every rank's state equals rank 0's but for ``process_index`` (which loading ignores), and
+**rank 0's state suffices** for every rank; it also loads into another process count with the same
+global batch (elastic resume: the new ranks' slices continue the same global batches). In
+completion order with several workers each rank delivers steps in its own order and lists the
+ones it received ahead, so **each rank saves and loads its own state**, on the same process count.
+Call :func:`check_consistent` again after loading.
 """
 
 from __future__ import annotations

@@ -1,13 +1,37 @@
-"""Stateless index samplers.
+"""Stateless index samplers, and the sources of a weighted mixture.
 
 ``Sampler(n, batch, Sampler.Mode.SEQUENTIAL | IID | CYCLIC, seed=0)``: ``next()`` returns a
 read-only ``uint64`` NumPy view of one reused buffer (valid until this sampler's next draw),
 ``seek(step)`` resumes in O(1). Any object whose ``next()`` returns a 1-D integer index array can
 replace it in a :class:`~loaderx.Loader`.
+
+``MixtureSource(streams, weight, mode, seed)``: one source of ``Loader.mixture``: its streams (as
+for ``Loader``), its weight, and the mode and seed of its own index stream over all its records.
 """
 
 from __future__ import annotations
 
-from ._loaderx import Sampler
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Sampler"]
+from ._loaderx import Mode, Sampler
+
+__all__ = ["MixtureSource", "Sampler"]
+
+
+@dataclass(frozen=True)
+class MixtureSource:
+    """One source of :meth:`loaderx.Loader.mixture`.
+
+    ``streams`` maps names to one view per shard position, as for :class:`~loaderx.Loader`; every
+    source of a mixture has the same stream names (in the same order), kinds and shard count,
+    Dense streams the same dtype and item shape, Ragged streams the same dtype and rank.
+    ``weight`` (finite, positive) is the source's weight from step 0; ``mode`` and ``seed`` key the
+    source's own index stream over all its records (a Cyclic source walks a fresh permutation of
+    all of them each epoch)."""
+
+    streams: Mapping[str, Sequence[Any]]
+    weight: float = 1.0
+    mode: Mode = Mode.CYCLIC
+    seed: int = 0

@@ -1,5 +1,5 @@
 //! `harness gap-probe`: where a store row's gap to a peer comes from, measured in one process with
-//! the arms interleaved (hidden subcommand; method notes in `docs/performance.md`).
+//! the arms interleaved (hidden subcommand; method notes in `docs/benchmarks.md`, "Probes and cells").
 //!
 //! A store table runs every backend in its own process, one after another, so two rows of one
 //! repeat are minutes apart and this machine's drift (neighbours, the balloon) lands between them.

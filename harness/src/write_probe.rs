@@ -1,5 +1,5 @@
 //! `harness write-probe`: the store tables' write column, measured in one process with the arms
-//! interleaved (hidden subcommand; method notes in `docs/performance.md`).
+//! interleaved (hidden subcommand; method notes in `docs/benchmarks.md`, "Probes and cells").
 //!
 //! Every round writes each arm once, in a rotated order, under the cell protocol
 //! ([`store_cell::WRITE_METHOD`]: flush, warm pages, then the timed write into a fresh directory)

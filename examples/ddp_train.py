@@ -114,6 +114,9 @@ def main() -> None:
     curve = train(workdir, args.steps, rank, world, ddp=True)
     if rank == 0:
         (workdir / "curve_ddp.json").write_text(json.dumps(curve))
+    # Leave together: a rank that tears gloo down while its peer still has the pair open can abort
+    # the peer ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -85,6 +85,7 @@ pub(crate) enum Stores {
 const FALLBACK_CHUNK: usize = 32 << 10;
 
 /// Copies `src` into `dst` (equal lengths) and returns `append(crc, dst)`.
+#[cfg(any(test, feature = "internals"))]
 #[inline]
 pub(crate) fn copy_append(crc: u32, dst: &mut [u8], src: &[u8]) -> u32 {
     copy_append_with(crc, dst, src, Stores::Cached)

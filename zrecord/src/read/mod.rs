@@ -33,6 +33,7 @@ pub use container::{ColdReads, OpenOptions, RecordExtent, container_files};
 #[cfg(feature = "mutations")]
 pub use engine::with_blocking_direct_reads;
 pub use fan_out::{gather_fan_outs, sequential_gathers};
+#[cfg(feature = "internals")]
 pub(crate) use plan::stores_for;
 pub use store::{DenseStore, RaggedStore};
 pub use view::{DenseView, RaggedView, ViewGather};

@@ -205,6 +205,29 @@ pub(crate) struct PyLoader {
 /// The `InternalError` message of a poisoned loader lock.
 const POISONED: &str = "loader lock poisoned";
 
+impl PyLoader {
+    /// Runs `f` on the open loader with the GIL released; `ClosedError` once it is closed.
+    fn with_open<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Loader<Item>) -> Result<T, CoreError> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            guard(|| {
+                let mut g = lock(&self.inner, POISONED)?;
+                match g.as_mut() {
+                    Some(l) => f(l),
+                    None => Err(CoreError::Py(
+                        ClosedError::new_err,
+                        "the loader is closed".into(),
+                    )),
+                }
+            })
+        })
+        .py_err(py)
+    }
+}
+
 #[pymethods]
 impl PyLoader {
     /// Refuses: a loader's worker threads and queued batches live in this process.
@@ -361,19 +384,9 @@ impl PyLoader {
     /// returns that step. The change is part of `state_dict()`.
     #[pyo3(signature = (weights, step=None))]
     fn set_weights(&self, py: Python<'_>, weights: Vec<f64>, step: Option<u64>) -> PyResult<u64> {
-        py.detach(|| {
-            guard(|| {
-                let mut g = lock(&self.inner, POISONED)?;
-                match g.as_mut() {
-                    Some(l) => l.set_weights(weights, step).map_err(CoreError::from),
-                    None => Err(CoreError::Py(
-                        ClosedError::new_err,
-                        "the loader is closed".into(),
-                    )),
-                }
-            })
+        self.with_open(py, |l| {
+            l.set_weights(weights, step).map_err(CoreError::from)
         })
-        .py_err(py)
     }
 
     /// Whether batches are delivered in step order.
@@ -395,15 +408,7 @@ impl PyLoader {
                  position cannot be restored by the loader (seek it yourself and save loader.step)",
             ));
         }
-        let json = py
-            .detach(|| {
-                guard(|| {
-                    let g = lock(&self.inner, POISONED)?;
-                    Ok::<_, CoreError>(g.as_ref().map(|l| l.state_dict().to_json()))
-                })
-            })
-            .py_err(py)?
-            .ok_or_else(|| ClosedError::new_err("the loader is closed"))?;
+        let json = self.with_open(py, |l| Ok(l.state_dict().to_json()))?;
         py.import("json")?.call_method1("loads", (json,))
     }
 
@@ -434,19 +439,7 @@ impl PyLoader {
                  sampler's position cannot be restored by the loader",
             ));
         }
-        py.detach(|| {
-            guard(|| {
-                let mut g = lock(&self.inner, POISONED)?;
-                match g.as_mut() {
-                    Some(l) => l.load_state_dict(&parsed).map_err(CoreError::from),
-                    None => Err(CoreError::Py(
-                        ClosedError::new_err,
-                        "the loader is closed".into(),
-                    )),
-                }
-            })
-        })
-        .py_err(py)
+        self.with_open(py, |l| l.load_state_dict(&parsed).map_err(CoreError::from))
     }
 
     /// This process's rank: it receives slice `process_index` of every global batch.

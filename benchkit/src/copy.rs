@@ -59,6 +59,39 @@ pub fn copy_records<'a, O, R>(
         .for_each(|(first, end, buf)| run(first, end, buf));
 }
 
+/// Copies `out.len()` bytes of `src` that start at `from` and run on contiguously, wrapping to
+/// `src`'s start at its end, into `out`: one stream of bytes rather than records, so no
+/// per-record work. With `pieces > 1` the output is split into that many equal runs copied in
+/// parallel on the current rayon pool. Copies nothing when `src` is empty.
+pub fn copy_span(out: &mut [u8], src: &[u8], from: usize, kernel: Kernel, pieces: usize) {
+    if src.is_empty() || out.is_empty() {
+        return;
+    }
+    let total = out.len();
+    let run = |at: usize, buf: &mut [u8]| {
+        let mut pos = (from + at) % src.len();
+        let mut done = 0;
+        while done < buf.len() {
+            let n = (buf.len() - done).min(src.len() - pos);
+            let (dst, part) = (&mut buf[done..done + n], &src[pos..pos + n]);
+            match kernel {
+                Kernel::Memcpy => dst.copy_from_slice(part),
+                Kernel::AsGather => zrecord::internals::copy_as_gather(dst, part, total),
+            }
+            done += n;
+            pos = 0;
+        }
+    };
+    if pieces <= 1 {
+        run(0, out);
+        return;
+    }
+    let chunk = total.div_ceil(pieces).max(1);
+    out.par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(k, buf)| run(k * chunk, buf));
+}
+
 /// [`copy_records`] of `idx.len()` records of `stride` bytes each, record `k` being
 /// `src[idx[k] * stride..][..stride]`.
 pub fn copy_strided(
@@ -108,6 +141,21 @@ mod tests {
                 let mut out = vec![0u8; want.len()];
                 copy_records(&mut out, idx.len(), &|k| offs[k], record, kernel, pieces);
                 assert_eq!(out, want, "{kernel:?}, {pieces} pieces");
+            }
+        }
+    }
+
+    #[test]
+    fn a_span_wraps_and_splits_like_one_copy() {
+        let src: Vec<u8> = (0..1000).map(|k| (k * 7 % 251) as u8).collect();
+        for (from, len) in [(0, 0), (0, 1000), (990, 25), (500, 2500), (999, 1)] {
+            let want: Vec<u8> = (0..len).map(|k| src[(from + k) % src.len()]).collect();
+            for kernel in [Kernel::Memcpy, Kernel::AsGather] {
+                for pieces in [0, 1, 3, 64] {
+                    let mut out = vec![0u8; len];
+                    copy_span(&mut out, &src, from, kernel, pieces);
+                    assert_eq!(out, want, "{from}+{len}, {kernel:?}, {pieces} pieces");
+                }
             }
         }
     }

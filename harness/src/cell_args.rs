@@ -377,50 +377,112 @@ impl Subcommand for WriteProbeArgs {
     }
 }
 
-/// The regression gate's command line (`gate`): two `results.json` files, and where to write
-/// the tables a rerun should confirm.
+/// The regression gate's command line (`gate`): the baseline, a `results.json`, where to write
+/// the tables a rerun should confirm, and whether the run holds only some tables (a confirmation
+/// run).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GateArgs {
     pub baseline: PathBuf,
     pub current: PathBuf,
     /// `--retry-file FILE`: the tables whose speed violations a rerun should confirm.
     pub retry_file: Option<PathBuf>,
+    /// `--partial`: a baseline table the run does not hold is not checked.
+    pub partial: bool,
 }
 
 impl Subcommand for GateArgs {
     const NAME: &'static str = "gate";
-    const USAGE: &'static str = "BASELINE.json CURRENT.json [--retry-file FILE]";
+    const USAGE: &'static str = "BASELINE.json CURRENT.json [--retry-file FILE] [--partial]";
 
     fn parse(args: &[String]) -> Result<GateArgs> {
-        let mut w = Words::of::<Self>(args, 2, 2)?;
+        let mut w = Words::of::<Self>(args, 2, 3)?;
         let (baseline, current) = (w.path()?, w.path()?);
-        let retry_file = if w.has_more() {
-            let flag = w.word()?;
-            if flag != "--retry-file" {
-                return Err(HarnessError::Argument {
-                    command: Self::NAME,
-                    name: "option",
-                    value: flag.to_string(),
-                    expected: "--retry-file",
-                });
+        let (mut retry_file, mut partial) = (None, false);
+        while w.has_more() {
+            match w.word()? {
+                "--retry-file" => retry_file = Some(w.path()?),
+                "--partial" => partial = true,
+                flag => {
+                    return Err(HarnessError::Argument {
+                        command: Self::NAME,
+                        name: "option",
+                        value: flag.to_string(),
+                        expected: "--retry-file or --partial",
+                    });
+                }
             }
-            Some(w.path()?)
-        } else {
-            None
-        };
+        }
         Ok(GateArgs {
             baseline,
             current,
             retry_file,
+            partial,
         })
     }
 
     fn to_args(&self) -> Vec<String> {
         let mut v = vec![word(&self.baseline), word(&self.current)];
         if let Some(f) = &self.retry_file {
-            v.extend(["--retry-file".to_string(), word(f)]);
+            v.push("--retry-file".into());
+            v.push(word(f));
+        }
+        if self.partial {
+            v.push("--partial".into());
         }
         v
+    }
+}
+
+/// `baseline OUT RUN...`: the gate's baseline from quick runs of one commit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BaselineArgs {
+    pub out: PathBuf,
+    pub runs: Vec<PathBuf>,
+}
+
+impl Subcommand for BaselineArgs {
+    const NAME: &'static str = "baseline";
+    const USAGE: &'static str =
+        "OUT.json RUN1/results.json RUN2/results.json RUN3/results.json [...]";
+
+    fn parse(args: &[String]) -> Result<BaselineArgs> {
+        let mut w = Words::of::<Self>(args, 4, 64)?;
+        let out = w.path()?;
+        let mut runs = Vec::new();
+        while w.has_more() {
+            runs.push(w.path()?);
+        }
+        Ok(BaselineArgs { out, runs })
+    }
+
+    fn to_args(&self) -> Vec<String> {
+        std::iter::once(word(&self.out))
+            .chain(self.runs.iter().map(|p| word(p)))
+            .collect()
+    }
+}
+
+/// `gate-bite BASELINE RUN`: the gate's measured bite on a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GateBiteArgs {
+    pub baseline: PathBuf,
+    pub run: PathBuf,
+}
+
+impl Subcommand for GateBiteArgs {
+    const NAME: &'static str = "gate-bite";
+    const USAGE: &'static str = "BASELINE.json RUN/results.json";
+
+    fn parse(args: &[String]) -> Result<GateBiteArgs> {
+        let mut w = Words::of::<Self>(args, 2, 0)?;
+        Ok(GateBiteArgs {
+            baseline: w.path()?,
+            run: w.path()?,
+        })
+    }
+
+    fn to_args(&self) -> Vec<String> {
+        vec![word(&self.baseline), word(&self.run)]
     }
 }
 
@@ -492,11 +554,25 @@ mod tests {
             baseline: "results/baseline-quick.json".into(),
             current: "/tmp/r/results.json".into(),
             retry_file: Some("/tmp/retry".into()),
+            partial: true,
+        });
+        round_trip(BaselineArgs {
+            out: "results/baseline-quick.json".into(),
+            runs: vec![
+                "a/results.json".into(),
+                "b/results.json".into(),
+                "c/results.json".into(),
+            ],
+        });
+        round_trip(GateBiteArgs {
+            baseline: "b.json".into(),
+            run: "r/results.json".into(),
         });
         round_trip(GateArgs {
             baseline: "b.json".into(),
             current: "c.json".into(),
             retry_file: None,
+            partial: false,
         });
         round_trip(WriteProbeArgs {
             table: Table::DenseTokens,

@@ -6,15 +6,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cell_args::{
-    ColdCellArgs, GapProbeArgs, GateArgs, LoaderCellArgs, SamplerCellArgs, StoreCellArgs,
-    Subcommand, WriteProbeArgs,
+    BaselineArgs, ColdCellArgs, GapProbeArgs, GateArgs, GateBiteArgs, LoaderCellArgs,
+    SamplerCellArgs, StoreCellArgs, Subcommand, WriteProbeArgs,
 };
 use crate::config::RunArgs;
 use crate::error::{HarnessError, Result};
 use crate::table::Table;
 use crate::{
-    cold_table, corpus, gap_probe, gate, loader_table, report, run, sampler_table, store_cell,
-    write_probe,
+    cold_table, corpus, gap_probe, gate, gate_baseline, loader_table, report, run, sampler_table,
+    store_cell, write_probe,
 };
 
 const USAGE: &str = "usage:
@@ -23,8 +23,13 @@ const USAGE: &str = "usage:
                 [--min-seconds S] [--vision-records N] [--token-records N]
                 [--cold | --cold-only]   (cold-<store table>: page cache dropped per batch; root)
   harness prepare [--download] [--pets DIR] [--text DIR] [--cache DIR] [--quick]
-  harness gate BASELINE.json CURRENT.json [--retry-file FILE]
-                (FILE: the tables whose speed violations a rerun should confirm)
+  harness gate BASELINE.json CURRENT.json [--retry-file FILE] [--partial]
+                (FILE: the tables whose speed violations a rerun should confirm;
+                 --partial: only the tables CURRENT holds, as in a confirmation run)
+  harness baseline OUT.json RUN1/results.json RUN2/results.json RUN3/results.json [...]
+                (the gate's baseline: quick runs of one clean commit on one machine kind)
+  harness gate-bite BASELINE.json RUN/results.json
+                (each gated row of RUN 25 % slower must fail; the chance of a false failure)
   harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json,
                                      cold.md from RESULTS_DIR/cold.json)
 tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader
@@ -163,7 +168,15 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
         }
         Some(GateArgs::NAME) => {
             let g = GateArgs::parse(&args[1..])?;
-            gate::main(&g.baseline, &g.current, g.retry_file.as_ref())
+            gate::main(&g.baseline, &g.current, g.retry_file.as_ref(), g.partial)
+        }
+        Some(BaselineArgs::NAME) => {
+            let b = BaselineArgs::parse(&args[1..])?;
+            gate_baseline::main_build(&b.out, &b.runs)
+        }
+        Some(GateBiteArgs::NAME) => {
+            let b = GateBiteArgs::parse(&args[1..])?;
+            gate_baseline::main_bite(&b.baseline, &b.run)
         }
         Some("prepare") => {
             let (a, download) = parse_run(&args[1..])?;

@@ -1,23 +1,27 @@
-//! Regression gate (`harness gate`): compares two `results.json` files.
+//! Regression gate (`harness gate BASELINE CURRENT`): a quick run (`results.json`) against the
+//! committed baseline (`results/baseline-quick.json`, built by `harness baseline` from at least
+//! three quick runs of one commit: [`crate::gate_baseline`]).
 //!
-//! Fails when (1) any cell of CURRENT is unverified or failed, (2) a zrecord row falls behind a
-//! peer of its kind (raw with raw, compressed with compressed) it beat in BASELINE (by more than
-//! a 20 % noise band, current < 0.8 x peer: quick-mode cells run once on a shared machine, and
-//! some pairs differ by only 5 % in the baseline), or (3) the
-//! `zrecord-raw` row's `x_memcpy` drops more than 25 % below BASELINE. Rule 3 holds for raw rows
-//! only: they are memory-bound like the memcpy-limit row they are divided by, while a compressed
-//! row is bound by decoding, so its `x_memcpy` moves with the memcpy row's noise, not with zrecord
-//! (compressed rows are still held to rule 2). (4) In the loader tables, the loaderx Python row
-//! falls behind a peer loader row it beat in BASELINE (samples/s, same 20 % band), rows matched by
-//! their `arm`. A peer row that was skipped or did not run (no samples/s) is not compared; a row
-//! whose batches differed from the source (`verified: false`) fails rule 1, and so does a loaderx
-//! loader row (bare gather, Rust or Python loader) that did not run or was not verified.
+//! The gate fails on:
+//! 1. **facts** (final, never retried): a row of CURRENT that is unverified (`verified: false`) or
+//!    failed; a loaderx loader row (the bare gather, the Rust and Python loaders) that did not run
+//!    or was not verified; a table or a gated figure of the baseline that CURRENT lacks;
+//! 2. **speed** (confirmed by a rerun): a gated figure below its band, `value < center x (1 -
+//!    band)`, where `center` is the figure's median over the baseline's runs and `band` comes from
+//!    the figure's own spread over those runs ([`crate::gate_baseline::band`]).
 //!
-//! Rules 2-4 are speed rules, and a quick cell runs once on a shared machine: one cell a neighbour
-//! slowed by a third reads like a regression. So a speed violation is confirmed before it fails
-//! CI: `--retry-file FILE` writes the tables with speed violations (and only when no rule-1
-//! violation was found) for `scripts/ci-gate.sh` to measure once more, and the gate of that second
-//! run decides. A real regression fails both runs; a verification failure is never retried.
+//! The gated figures ([`figures`]) are ratios to a limit measured in the same run, so that a
+//! machine of another speed moves the limit and the row alike: a `zrecord-raw` store row's
+//! `x_memcpy` (its MiB/s over the table's `memcpy-limit` row), and each loaderx loader row's
+//! samples/s over the loader table's `memcpy-limit` row (`x_limit`). A 25 % slower zrecord or
+//! loaderx therefore lowers its figure by 25 %, and every band is at most
+//! [`MAX_BAND`], below that.
+//!
+//! A quick cell runs once on a shared machine, and one cell a neighbour slowed reads like a
+//! regression. So a speed violation is confirmed before it fails CI: `--retry-file FILE` writes
+//! the tables with speed violations (only when no fact was found) for `scripts/ci-gate.sh` to
+//! measure once more, and the gate of that second run (`--partial`: it holds only those tables)
+//! decides. A real regression fails both runs.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,49 +30,114 @@ use serde_json::Value;
 
 use crate::error::{HarnessError, Result};
 use crate::model::{SCHEMA, Status};
+use serde::{Deserialize, Serialize};
 
-fn load(p: &PathBuf) -> Result<Value> {
+/// Reads a JSON document and checks its `schema`.
+pub fn load(p: &PathBuf, schema: &'static str) -> Result<Value> {
     let b = std::fs::read(p).map_err(HarnessError::io("read", p))?;
     let v: Value = serde_json::from_slice(&b).map_err(|source| HarnessError::Parse {
         path: p.clone(),
         source,
     })?;
-    let schema = v.get("schema").and_then(Value::as_str);
-    if schema != Some(SCHEMA) {
+    let found = v.get("schema").and_then(Value::as_str);
+    if found != Some(schema) {
         return Err(HarnessError::Schema {
             path: p.clone(),
-            expected: SCHEMA,
-            found: schema.map(str::to_string),
+            expected: schema,
+            found: found.map(str::to_string),
         });
     }
     Ok(v)
 }
 
-fn rows(t: &Value) -> Vec<&Value> {
+fn rows(t: &Value) -> &[Value] {
     t.get("rows")
         .and_then(Value::as_array)
-        .map(|v| v.iter().collect())
+        .map(Vec::as_slice)
         .unwrap_or_default()
 }
 
+fn tables(doc: &Value) -> &[Value] {
+    doc.get("tables")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+fn text<'a>(r: &'a Value, k: &str) -> &'a str {
+    r.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
 fn num(r: &Value, k: &str) -> Option<f64> {
-    r.get(k).and_then(Value::as_f64)
+    r.get(k).and_then(Value::as_f64).filter(|x| x.is_finite())
 }
 
-fn find<'a>(rs: &[&'a Value], b: &str) -> Option<&'a Value> {
-    rs.iter().find(|r| name(r) == b).copied()
+/// The loader-table arms that are loaderx itself (the bare gather, Rust and Python loaders).
+pub fn is_own_loader_arm(arm: &str) -> bool {
+    arm == "bare-gather" || arm.starts_with("loaderx-") || arm.starts_with("python-loaderx")
 }
 
-fn name(r: &Value) -> &str {
-    r.get("backend").and_then(Value::as_str).unwrap_or("")
+/// The store rows whose speed is gated: zrecord's raw reads, memory-bound like the limit row they
+/// are divided by. A compressed row is bound by decoding, so its ratio to a memory copy moves with
+/// the machine's balance of core and memory speed; it is held to the facts only.
+pub fn is_gated_store_row(backend: &str) -> bool {
+    backend == "zrecord-raw"
 }
 
-fn arm(r: &Value) -> &str {
-    r.get("arm").and_then(Value::as_str).unwrap_or("")
+/// One gated figure of a results document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    pub table: String,
+    pub row: String,
+    /// `x_memcpy` (store rows) or `x_limit` (loader rows).
+    pub metric: &'static str,
+    pub value: f64,
 }
 
-/// One gate violation: the table it is in, whether it is a speed rule (2-4, confirmed by a rerun)
-/// or a rule-1 fact (unverified or failed: never retried), and the sentence CI prints.
+/// The gated figures of a results document: each zrecord-raw store row's `x_memcpy`, and each
+/// loaderx loader row's samples/s over its table's `memcpy-limit` row (`x_limit`). A row that did
+/// not run has no figure.
+pub fn figures(doc: &Value) -> Vec<Figure> {
+    let mut out = Vec::new();
+    for t in tables(doc) {
+        let table = text(t, "name");
+        let limit = rows(t)
+            .iter()
+            .find(|r| text(r, "arm") == "memcpy-limit")
+            .and_then(|r| num(r, "samples/s"));
+        for r in rows(t) {
+            let (backend, arm) = (text(r, "backend"), text(r, "arm"));
+            let ok = r
+                .get("status")
+                .and_then(Value::as_str)
+                .is_none_or(|s| Status::from_name(s) == Some(Status::Ok) || s.is_empty());
+            if is_gated_store_row(backend) && ok {
+                if let Some(x) = num(r, "x_memcpy") {
+                    out.push(Figure {
+                        table: table.to_string(),
+                        row: backend.to_string(),
+                        metric: "x_memcpy",
+                        value: x,
+                    });
+                }
+            } else if is_own_loader_arm(arm)
+                && let (Some(s), Some(l)) = (num(r, "samples/s"), limit)
+                && l > 0.0
+            {
+                out.push(Figure {
+                    table: table.to_string(),
+                    row: arm.to_string(),
+                    metric: "x_limit",
+                    value: s / l,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// One gate violation: the table it is in, whether it is a speed rule (confirmed by a rerun) or
+/// a fact (never retried), and the sentence CI prints.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Violation {
     pub table: String,
@@ -82,16 +151,16 @@ impl std::fmt::Display for Violation {
     }
 }
 
-fn speed(table: &str, msg: String) -> Violation {
+fn fact(table: &str, msg: String) -> Violation {
     Violation {
         table: table.to_string(),
-        speed: true,
+        speed: false,
         msg,
     }
 }
 
 /// The tables a rerun should measure again: those with speed violations, or none at all when a
-/// rule-1 violation (a wrong or failed cell) makes the verdict final.
+/// fact (a wrong, failed or missing row) makes the verdict final.
 pub fn retry_tables(violations: &[Violation]) -> Vec<String> {
     if violations.iter().any(|v| !v.speed) {
         return Vec::new();
@@ -102,154 +171,107 @@ pub fn retry_tables(violations: &[Violation]) -> Vec<String> {
     t
 }
 
-/// Rule 4: the loaderx Python row against the peer rows of one loader table.
-fn loader_rule(tname: &str, base_rows: &[&Value], cur_rows: &[&Value], v: &mut Vec<Violation>) {
-    const LX: &str = "python-loaderx-w4";
-    let by_arm = |rs: &[&Value], a: &str| {
-        rs.iter()
-            .find(|r| arm(r) == a)
-            .and_then(|r| num(r, "samples/s"))
-    };
-    let (Some(lb), Some(lc)) = (by_arm(base_rows, LX), by_arm(cur_rows, LX)) else {
-        return;
-    };
-    for peer in base_rows.iter().filter(|r| {
-        let a = arm(r);
-        !a.is_empty() && !a.contains("loaderx") && a != "bare-gather" && a != "memcpy-limit"
-    }) {
-        let pname = arm(peer);
-        let (Some(pb), Some(pc)) = (num(peer, "samples/s"), by_arm(cur_rows, pname)) else {
-            continue;
-        };
-        if lb > pb && lc < 0.8 * pc {
-            v.push(speed(tname, format!("{tname}: loaderx Python ({lc:.0} samples/s) fell behind {pname} ({pc:.0} samples/s), which it beat in the baseline")));
+/// Rule 1 on one table of CURRENT: rows that are wrong, failed, or (loaderx's own loader rows)
+/// did not run verified.
+fn facts(t: &Value, v: &mut Vec<Violation>) {
+    let tname = text(t, "name");
+    for r in rows(t) {
+        let failed = r
+            .get("status")
+            .and_then(Value::as_str)
+            .and_then(Status::from_name)
+            == Some(Status::Failed);
+        let own_loader = is_own_loader_arm(text(r, "arm"));
+        let unverified = r.get("verified") == Some(&Value::Bool(false))
+            || (own_loader && r.get("verified") != Some(&Value::Bool(true)));
+        if failed || unverified {
+            let label = ["backend", "arm", "row", "loader"]
+                .iter()
+                .find_map(|k| r.get(*k).and_then(Value::as_str))
+                .unwrap_or("?");
+            v.push(fact(
+                tname,
+                format!("{tname}: {label} is unverified or failed"),
+            ));
         }
     }
 }
 
-/// The list of gate violations (empty = pass).
-pub fn check(base: &Value, cur: &Value) -> Vec<Violation> {
+/// The list of gate violations (empty = pass). With `partial`, a baseline table that CURRENT
+/// does not hold is not checked (a confirmation run measures only the tables in question).
+pub fn check(base: &Baseline, cur: &Value, partial: bool) -> Vec<Violation> {
     let mut v = Vec::new();
-    let empty = Vec::new();
-    let cur_tables = cur
-        .get("tables")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    let base_tables = base
-        .get("tables")
-        .and_then(Value::as_array)
-        .unwrap_or(&empty);
-    for t in cur_tables {
-        let tname = t.get("name").and_then(Value::as_str).unwrap_or("?");
-        for r in rows(t) {
-            let failed = r
-                .get("status")
-                .and_then(Value::as_str)
-                .and_then(Status::from_name)
-                == Some(Status::Failed);
-            // loaderx's own loader rows must have run and been verified: a crash leaves
-            // `verified` unset, which for a peer means "did not run" but for loaderx is a failure.
-            let own_loader = r
-                .get("arm")
-                .and_then(Value::as_str)
-                .is_some_and(is_own_loader_arm);
-            let unverified = r.get("verified") == Some(&Value::Bool(false))
-                || (own_loader && r.get("verified") != Some(&Value::Bool(true)));
-            if failed || unverified {
-                let label = r
-                    .get("backend")
-                    .or_else(|| r.get("row"))
-                    .or_else(|| r.get("loader"))
-                    .map(Value::to_string)
-                    .unwrap_or_default();
-                v.push(Violation {
-                    table: tname.to_string(),
-                    speed: false,
-                    msg: format!("{tname}: {label} is unverified or failed"),
-                });
-            }
-        }
-        let Some(bt) = base_tables.iter().find(|b| b.get("name") == t.get("name")) else {
-            continue;
-        };
-        let cur_rows = rows(t);
-        let base_rows = rows(bt);
-        loader_rule(tname, &base_rows, &cur_rows, &mut v);
-        for zr in cur_rows.iter().filter(|r| name(r).starts_with("zrecord-")) {
-            let zname = name(zr);
-            let Some(zb) = find(&base_rows, zname) else {
-                continue;
-            };
-            if let (true, Some(xc), Some(xb)) = (
-                zname == "zrecord-raw",
-                num(zr, "x_memcpy"),
-                num(zb, "x_memcpy"),
-            ) && xc < 0.75 * xb
-            {
-                v.push(speed(
-                    tname,
-                    format!(
-                        "{tname}: {zname} x_memcpy fell from {xb:.3} to {xc:.3} (more than 25 %)"
-                    ),
+    for t in tables(cur) {
+        facts(t, &mut v);
+    }
+    let have: Vec<&str> = tables(cur).iter().map(|t| text(t, "name")).collect();
+    let got = figures(cur);
+    let mut missing_tables: Vec<&str> = Vec::new();
+    for f in &base.figures {
+        if !have.contains(&f.table.as_str()) {
+            if !partial && !missing_tables.contains(&f.table.as_str()) {
+                missing_tables.push(&f.table);
+                v.push(fact(
+                    &f.table,
+                    format!("{}: the table is missing (the baseline gates it)", f.table),
                 ));
             }
-            for peer in base_rows.iter().filter(|r| {
-                !name(r).starts_with("zrecord-")
-                    && !name(r)
-                        .parse::<competitors::Backend>()
-                        .is_ok_and(|b| b.is_reference())
-                    && is_raw(name(r)) == is_raw(zname)
-            }) {
-                let pname = name(peer);
-                let (Some(zbg), Some(pbg)) = (num(zb, "gather_mib_s"), num(peer, "gather_mib_s"))
-                else {
-                    continue;
-                };
-                if zbg <= pbg {
-                    continue;
-                }
-                let Some(pc) = find(&cur_rows, pname) else {
-                    continue;
-                };
-                if let (Some(zc), Some(pcg)) = (num(zr, "gather_mib_s"), num(pc, "gather_mib_s"))
-                    && zc < 0.8 * pcg
-                {
-                    v.push(speed(tname, format!("{tname}: {zname} ({zc:.0} MiB/s) fell behind {pname} ({pcg:.0} MiB/s), which it beat in the baseline")));
-                }
-            }
+            continue;
+        }
+        let Some(c) = got
+            .iter()
+            .find(|g| g.table == f.table && g.row == f.row && g.metric == f.metric)
+        else {
+            v.push(fact(
+                &f.table,
+                format!(
+                    "{}: {} has no {} (the row is missing or did not run; the baseline gates it)",
+                    f.table, f.row, f.metric
+                ),
+            ));
+            continue;
+        };
+        let floor = f.floor();
+        if c.value < floor {
+            v.push(Violation {
+                table: f.table.clone(),
+                speed: true,
+                msg: format!(
+                    "{}: {} {} is {:.4}, below its floor {:.4} (baseline median {:.4} less its {:.0} % band)",
+                    f.table,
+                    f.row,
+                    f.metric,
+                    c.value,
+                    floor,
+                    f.center,
+                    f.band * 100.0
+                ),
+            });
         }
     }
     v
 }
 
-/// Whether a store row reads records as stored (`*-raw`): memory-bound, like the memcpy row. The
-/// others decode (zstd, gzip) and are bound by the CPU. Rule 2 pairs a zrecord row only with peers
-/// of its own kind: how a decoder compares with a memory-bound copy depends on the machine's
-/// balance of core speed and memory bandwidth (from the Xeon VM's baseline to quick runs on a Zen 4
-/// VM, HDF5's raw dense-token reads moved 2.7x and zrecord's zstd reads 1.5-1.9x), so such a pair
-/// measures the machine, not a regression.
-fn is_raw(backend: &str) -> bool {
-    backend.ends_with("-raw")
-}
-
-/// The loader-table arms that are loaderx itself (the bare gather, Rust and Python loaders).
-fn is_own_loader_arm(arm: &str) -> bool {
-    arm == "memcpy-limit"
-        || arm == "bare-gather"
-        || arm.starts_with("loaderx-")
-        || arm.starts_with("python-loaderx")
-}
-
-pub fn main(base: &PathBuf, cur: &PathBuf, retry_file: Option<&PathBuf>) -> Result<ExitCode> {
-    let b = load(base)?;
-    let c = load(cur)?;
-    let violations = check(&b, &c);
+pub fn main(
+    base: &PathBuf,
+    cur: &PathBuf,
+    retry_file: Option<&PathBuf>,
+    partial: bool,
+) -> Result<ExitCode> {
+    let b = Baseline::load(base)?;
+    let c = load(cur, SCHEMA)?;
+    let violations = check(&b, &c, partial);
     if let Some(f) = retry_file {
         let t = retry_tables(&violations).join(",");
         std::fs::write(f, &t).map_err(HarnessError::io("write", f))?;
     }
     if violations.is_empty() {
-        println!("gate: pass ({} vs {})", cur.display(), base.display());
+        println!(
+            "gate: pass ({} vs {}: {} figures within their bands)",
+            cur.display(),
+            base.display(),
+            b.figures.len()
+        );
         Ok(ExitCode::SUCCESS)
     } else {
         for x in &violations {
@@ -259,95 +281,268 @@ pub fn main(base: &PathBuf, cur: &PathBuf, retry_file: Option<&PathBuf>) -> Resu
     }
 }
 
+/// Scales every speed field of the rows `pick` selects by `factor` (a slower copy of a run: the
+/// gate's bite test and `harness gate-bite`).
+pub fn slowed(doc: &Value, factor: f64, pick: &dyn Fn(&str, &Value) -> bool) -> Value {
+    const SPEED: [&str; 6] = [
+        "gather_mib_s",
+        "krecords_s",
+        "x_memcpy",
+        "samples/s",
+        "batches/s",
+        "krecords/s",
+    ];
+    let mut d = doc.clone();
+    if let Some(ts) = d.get_mut("tables").and_then(Value::as_array_mut) {
+        for t in ts {
+            let name = text(t, "name").to_string();
+            if let Some(rs) = t.get_mut("rows").and_then(Value::as_array_mut) {
+                for r in rs.iter_mut().filter(|r| pick(&name, r)) {
+                    for k in SPEED {
+                        if let Some(x) = num(r, k) {
+                            r[k] = Value::from(x * factor);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    d
+}
+
+/// Whether a row is one the gate's speed rule covers (a zrecord-raw store row or a loaderx
+/// loader row).
+pub fn is_gated_row(r: &Value) -> bool {
+    is_gated_store_row(text(r, "backend")) || is_own_loader_arm(text(r, "arm"))
+}
+
+pub const BASELINE_SCHEMA: &str = "loaderx-gate-baseline/1";
+/// Runs a baseline needs at least (a spread from two values says little).
+pub const MIN_RUNS: usize = 3;
+/// A band is this many SDs of the figure's logarithm over the runs...
+pub const BAND_SDS: f64 = 3.0;
+/// ...and at least this wide (three runs can agree by chance)...
+pub const MIN_BAND: f64 = 0.08;
+/// ...and at most this wide, so a 25 % slower row always fails.
+pub const MAX_BAND: f64 = 0.18;
+
+/// One run a baseline was built from, as its `results.json` names itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunReceipt {
+    pub path: String,
+    pub git_commit: Option<String>,
+    pub git_dirty: Option<bool>,
+    pub cpu: Option<String>,
+    pub logical_cpus: Option<u64>,
+}
+
+/// One gated figure over the baseline's runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GatedFigure {
+    pub table: String,
+    pub row: String,
+    pub metric: String,
+    /// The figure in each run, in the order of the baseline's `runs`.
+    pub values: Vec<f64>,
+    pub center: f64,
+    pub sd_log: f64,
+    pub band: f64,
+}
+
+impl GatedFigure {
+    /// The lowest value that passes.
+    pub fn floor(&self) -> f64 {
+        self.center * (1.0 - self.band)
+    }
+}
+
+/// The committed baseline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub schema: String,
+    /// How the bands were set, in words (for a reader of the file).
+    pub rule: String,
+    pub runs: Vec<RunReceipt>,
+    pub figures: Vec<GatedFigure>,
+}
+
+/// Median, sample SD of the logarithms, and band of one figure's values.
+pub fn band(values: &[f64]) -> (f64, f64, f64) {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let center = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    let logs: Vec<f64> = values.iter().map(|x| x.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let sd = if n > 1 {
+        (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+    } else {
+        0.0
+    };
+    (center, sd, (BAND_SDS * sd).clamp(MIN_BAND, MAX_BAND))
+}
+
+impl Baseline {
+    /// The baseline of `runs` (results documents): every figure that all of them have.
+    pub fn from_runs(runs: &[Value], receipts: Vec<RunReceipt>) -> Result<Baseline> {
+        if runs.len() < MIN_RUNS {
+            return Err(HarnessError::other(format!(
+                "a baseline needs at least {MIN_RUNS} runs, got {}",
+                runs.len()
+            )));
+        }
+        let per_run: Vec<Vec<Figure>> = runs.iter().map(figures).collect();
+        let mut out = Vec::new();
+        for f in &per_run[0] {
+            let values: Option<Vec<f64>> = per_run
+                .iter()
+                .map(|fs| {
+                    fs.iter()
+                        .find(|g| g.table == f.table && g.row == f.row && g.metric == f.metric)
+                        .map(|g| g.value)
+                })
+                .collect();
+            let Some(values) = values else {
+                return Err(HarnessError::other(format!(
+                    "{}: {} {} is missing from a run: a baseline gates figures every run has",
+                    f.table, f.row, f.metric
+                )));
+            };
+            let (center, sd_log, band) = band(&values);
+            out.push(GatedFigure {
+                table: f.table.clone(),
+                row: f.row.clone(),
+                metric: f.metric.to_string(),
+                values,
+                center,
+                sd_log,
+                band,
+            });
+        }
+        Ok(Baseline {
+            schema: BASELINE_SCHEMA.to_string(),
+            rule: format!(
+                "floor = median over the runs x (1 - band); band = {BAND_SDS} x the sample SD of \
+                 ln(value) over the runs, within [{MIN_BAND}, {MAX_BAND}]; figures: zrecord-raw \
+                 x_memcpy (store tables), loaderx rows' samples/s over the memcpy-limit row \
+                 (x_limit, loader tables)"
+            ),
+            runs: receipts,
+            figures: out,
+        })
+    }
+
+    pub fn load(p: &PathBuf) -> Result<Baseline> {
+        let v = load(p, BASELINE_SCHEMA)?;
+        serde_json::from_value(v).map_err(|source| HarnessError::Parse {
+            path: p.clone(),
+            source,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn doc(zr: f64, peer: f64, x: f64, verified: bool) -> Value {
-        json!({"schema": SCHEMA, "tables": [{"name": "dense-vision", "rows": [
-            {"backend": "zrecord-raw", "gather_mib_s": zr, "x_memcpy": x, "verified": verified, "status": "ok"},
-            {"backend": "lmdb-raw", "gather_mib_s": peer, "x_memcpy": null, "verified": true, "status": "ok"},
-            {"backend": "memcpy-limit", "gather_mib_s": 10000.0, "x_memcpy": 1.0, "verified": true, "status": "ok"}
-        ]}]})
+    /// A quick run: one store table and one loader table.
+    fn run(zr: f64, lx: f64, bare: f64, limit: f64) -> Value {
+        json!({"schema": SCHEMA, "tables": [
+            {"name": "dense-vision", "rows": [
+                {"backend": "zrecord-raw", "gather_mib_s": zr, "x_memcpy": zr / 10000.0, "verified": true, "status": "ok"},
+                {"backend": "lmdb-raw", "gather_mib_s": 3000.0, "x_memcpy": 0.3, "verified": true, "status": "ok"},
+                {"backend": "memcpy-limit", "gather_mib_s": 10000.0, "x_memcpy": 1.0, "verified": null, "status": "ok"}
+            ]},
+            {"name": "loader-dense-vision", "rows": [
+                {"arm": "memcpy-limit", "samples/s": limit, "verified": null},
+                {"arm": "bare-gather", "samples/s": bare, "verified": true},
+                {"arm": "python-loaderx-w4", "samples/s": lx, "verified": true},
+                {"arm": "torch-dataloader-w4", "samples/s": 9000.0, "verified": true},
+                {"arm": "webdataset", "samples/s": null, "verified": null}
+            ]}
+        ]})
+    }
+
+    fn baseline() -> Baseline {
+        let runs = [
+            run(5000.0, 40_000.0, 30_000.0, 100_000.0),
+            run(5200.0, 41_000.0, 31_000.0, 101_000.0),
+            run(4900.0, 39_000.0, 29_500.0, 99_000.0),
+        ];
+        Baseline::from_runs(&runs, Vec::new()).expect("baseline")
     }
 
     #[test]
-    fn gate_rules() {
-        let base = doc(5000.0, 3000.0, 0.9, true);
-        assert!(check(&base, &doc(5100.0, 3000.0, 0.9, true)).is_empty());
+    fn noise_passes_and_a_quarter_slower_fails() {
+        let b = baseline();
+        assert_eq!(b.figures.len(), 3, "{:?}", b.figures);
+        let now = run(5050.0, 40_500.0, 30_200.0, 100_500.0);
+        assert!(check(&b, &now, false).is_empty());
+        // A few per cent down: within every band.
+        assert!(check(&b, &run(4800.0, 38_500.0, 29_000.0, 100_000.0), false).is_empty());
+        // Each gated row 25 % slower, one at a time and all at once: each one fails.
+        let gated = |_: &str, r: &Value| is_gated_row(r);
+        let v = check(&b, &slowed(&now, 0.75, &gated), false);
+        assert_eq!(v.len(), 3, "{v:?}");
+        assert!(v.iter().all(|x| x.speed));
         assert_eq!(
-            check(&base, &doc(5000.0, 3000.0, 0.9, false)).len(),
-            1,
-            "unverified cell"
+            retry_tables(&v),
+            vec![
+                "dense-vision".to_string(),
+                "loader-dense-vision".to_string()
+            ]
         );
-        assert_eq!(
-            check(&base, &doc(2000.0, 3000.0, 0.9, true)).len(),
-            1,
-            "fell behind a beaten peer"
-        );
-        assert_eq!(
-            check(&base, &doc(5000.0, 3000.0, 0.6, true)).len(),
-            1,
-            "x_memcpy dropped > 25 %"
-        );
-        // Within the noise band: not a regression.
-        assert!(check(&base, &doc(2900.0, 3000.0, 0.8, true)).is_empty());
-        // A compressed row's x_memcpy is not gated (decode-bound), its peers still are.
-        let zstd = |x: f64, g: f64| {
-            let mut d = doc(5000.0, 3000.0, 0.9, true);
-            d["tables"][0]["rows"][0]["backend"] = json!("zrecord-zstd");
-            d["tables"][0]["rows"][0]["x_memcpy"] = json!(x);
-            d["tables"][0]["rows"][0]["gather_mib_s"] = json!(g);
-            d
-        };
-        assert!(check(&zstd(0.2, 5000.0), &zstd(0.1, 5000.0)).is_empty());
-        // A compressed zrecord row is not paired with a raw peer (decode-bound vs memory-bound)...
-        assert!(check(&zstd(0.2, 5000.0), &zstd(0.2, 2000.0)).is_empty());
-        // ...but with a compressed one.
-        let zstd_peer = |g: f64| {
-            let mut d = zstd(0.2, g);
-            d["tables"][0]["rows"][1]["backend"] = json!("lmdb-zstd");
-            d
-        };
-        assert_eq!(check(&zstd_peer(5000.0), &zstd_peer(2000.0)).len(), 1);
-    }
-
-    fn loader_doc(lx: f64, torch: Option<f64>, torch_verified: Value) -> Value {
-        json!({"schema": SCHEMA, "tables": [{"name": "loader-dense-vision", "rows": [
-            {"loader": "view.gather loop (Rust, no loader)", "arm": "bare-gather", "samples/s": 1e6, "verified": true},
-            {"loader": "loaderx Python, workers=4, prefetch=4", "arm": "python-loaderx-w4", "samples/s": lx, "verified": true},
-            {"loader": "torch DataLoader, 4 workers", "arm": "torch-dataloader-w4", "samples/s": torch, "verified": torch_verified},
-            {"loader": "webdataset", "arm": "webdataset", "samples/s": null, "verified": null}
-        ]}]})
+        for row in ["zrecord-raw", "bare-gather", "python-loaderx-w4"] {
+            let one = |_: &str, r: &Value| text(r, "backend") == row || text(r, "arm") == row;
+            let v = check(&b, &slowed(&now, 0.75, &one), false);
+            assert_eq!(v.len(), 1, "{row}: {v:?}");
+            assert!(v[0].msg.contains(row), "{v:?}");
+        }
+        // A slower peer or a faster limit row is not loaderx's regression... unless the limit
+        // row gets faster by more than the band: then loaderx's share of it fell, and it fails.
+        let peer = |_: &str, r: &Value| text(r, "arm") == "torch-dataloader-w4";
+        assert!(check(&b, &slowed(&now, 0.5, &peer), false).is_empty());
     }
 
     #[test]
-    fn loader_rows() {
-        let base = loader_doc(50_000.0, Some(10_000.0), json!(true));
-        assert!(check(&base, &loader_doc(48_000.0, Some(11_000.0), json!(true))).is_empty());
-        // A peer that did not run (not installed): skipped, not a violation.
-        assert!(check(&base, &loader_doc(48_000.0, None, Value::Null)).is_empty());
-        // loaderx's own row that did not run (crashed: no samples, no verdict) fails rule 1.
-        let mut crashed = loader_doc(48_000.0, Some(11_000.0), json!(true));
-        crashed["tables"][0]["rows"][1]["verified"] = Value::Null;
-        crashed["tables"][0]["rows"][1]["samples/s"] = Value::Null;
-        let v = check(&base, &crashed);
+    fn wrong_failed_and_missing_rows_are_final() {
+        let b = baseline();
+        let now = run(5050.0, 40_500.0, 30_200.0, 100_500.0);
+        let mut wrong = now.clone();
+        wrong["tables"][0]["rows"][1]["verified"] = json!(false);
+        let v = check(&b, &wrong, false);
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].msg.contains("loaderx Python"), "{v:?}");
-        assert!(retry_tables(&v).is_empty(), "a rule-1 violation is final");
-        // A peer whose batches differed from the source is not a result: rule 1.
-        assert_eq!(
-            check(&base, &loader_doc(48_000.0, None, json!(false))).len(),
-            1
-        );
-        // loaderx fell behind the peer it beat.
-        let v = check(&base, &loader_doc(7_000.0, Some(10_000.0), json!(true)));
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].msg.contains("torch-dataloader-w4"), "{v:?}");
-        assert_eq!(retry_tables(&v), vec!["loader-dense-vision".to_string()]);
-        // A peer that won in the baseline is not gated.
-        let peer_won = loader_doc(5_000.0, Some(10_000.0), json!(true));
-        assert!(check(&peer_won, &loader_doc(4_000.0, Some(10_000.0), json!(true))).is_empty());
+        assert!(!v[0].speed && retry_tables(&v).is_empty());
+        // loaderx's own loader row that did not run: no samples, no verdict.
+        let mut crashed = now.clone();
+        crashed["tables"][1]["rows"][2]["verified"] = Value::Null;
+        crashed["tables"][1]["rows"][2]["samples/s"] = Value::Null;
+        let v = check(&b, &crashed, false);
+        assert_eq!(v.len(), 2, "unverified and its figure missing: {v:?}");
+        assert!(v.iter().all(|x| !x.speed));
+        // A row that is gone, and a table that is gone.
+        let mut gone = now.clone();
+        gone["tables"][1]["rows"]
+            .as_array_mut()
+            .expect("rows")
+            .remove(1);
+        let v = check(&b, &gone, false);
+        assert!(v.len() == 1 && v[0].msg.contains("bare-gather"), "{v:?}");
+        let mut no_table = now.clone();
+        no_table["tables"].as_array_mut().expect("tables").remove(1);
+        let v = check(&b, &no_table, false);
+        assert!(v.len() == 1 && v[0].msg.contains("missing"), "{v:?}");
+        // A confirmation run holds only the tables in question.
+        assert!(check(&b, &no_table, true).is_empty());
+        // A peer that did not run (not installed) is not a violation.
+        let mut skipped = now.clone();
+        skipped["tables"][1]["rows"][3]["samples/s"] = Value::Null;
+        skipped["tables"][1]["rows"][3]["verified"] = Value::Null;
+        assert!(check(&b, &skipped, false).is_empty());
     }
 }

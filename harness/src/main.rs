@@ -33,6 +33,7 @@ mod corpus;
 mod error;
 mod gap_probe;
 mod gate;
+mod gate_baseline;
 mod loader_arms;
 mod loader_limit;
 mod loader_match;

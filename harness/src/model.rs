@@ -485,16 +485,28 @@ mod tests {
         assert_eq!((c.write_mib_s, c.disk_bytes), (None, None));
     }
 
-    /// The committed CI baseline parses, table by table, into the typed model, and writes back
-    /// to the same document.
+    /// The quick runs the committed CI baseline was built from parse, table by table, into the
+    /// typed model, and write back to the same documents.
     #[test]
-    fn committed_baseline_parses_into_the_model() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../results/baseline-quick.json"
-        );
-        let bytes = std::fs::read(path).expect("read results/baseline-quick.json");
-        let j: Value = serde_json::from_slice(&bytes).expect("baseline is JSON");
+    fn the_baseline_runs_parse_into_the_model() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let bytes = std::fs::read(format!("{root}/results/baseline-quick.json"))
+            .expect("read results/baseline-quick.json");
+        let base: Value = serde_json::from_slice(&bytes).expect("baseline is JSON");
+        let runs = base["runs"]
+            .as_array()
+            .expect("the baseline names its runs");
+        assert!(runs.len() >= 3);
+        for run in runs {
+            let path = format!("{root}/{}", run["path"].as_str().expect("a run's path"));
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            let j: Value = serde_json::from_slice(&bytes).expect("a run is JSON");
+            a_quick_run_round_trips(&j);
+        }
+    }
+
+    fn a_quick_run_round_trips(j: &Value) {
+        let j = j.clone();
         assert_eq!(j["schema"], SCHEMA);
         let tables = j["tables"].as_array().expect("tables");
         assert_eq!(tables.len(), 7);

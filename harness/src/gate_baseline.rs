@@ -1,0 +1,245 @@
+//! The gate's baseline (`harness baseline OUT RUN...`) and its measured bite (`harness gate-bite
+//! BASELINE RUN`).
+//!
+//! A baseline holds, for every figure the gate checks ([`crate::gate::figures`]), its value in
+//! each of at least [`gate::MIN_RUNS`] quick runs of one commit on one machine kind, their median (the
+//! `center`), the spread of their logarithms (`sd_log`, the sample SD) and the figure's `band`:
+//! [`gate::BAND_SDS`] times that spread, kept within [`gate::MIN_BAND`] and [`gate::MAX_BAND`]. The gate fails a
+//! figure below `center x (1 - band)`. `MAX_BAND` is below a 25 % slowdown on purpose: a row 25 %
+//! slower than the baseline's median always fails, however noisy it was. A figure noisier than
+//! `MAX_BAND / BAND_SDS` is gated at `MAX_BAND` and fails more often on noise alone; the
+//! confirmation rerun (`scripts/ci-gate.sh`) makes such a false failure need two slow runs in a
+//! row. `gate-bite` reports, for each figure, whether a 25 % slower copy of a committed run fails
+//! and the chance that an unmodified rerun falls below the band, on the figure's own spread.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use crate::error::{HarnessError, Result};
+use crate::gate::{self, Baseline, RunReceipt, is_gated_row, slowed};
+use crate::model::SCHEMA;
+
+fn receipt(path: &Path, doc: &Value) -> RunReceipt {
+    let s = |k: &str, f: &str| doc.get(k).and_then(|o| o.get(f)).cloned();
+    RunReceipt {
+        path: path.display().to_string(),
+        git_commit: s("source", "git_commit").and_then(|v| v.as_str().map(str::to_string)),
+        git_dirty: s("source", "git_dirty").and_then(|v| v.as_bool()),
+        cpu: s("machine", "cpu").and_then(|v| v.as_str().map(str::to_string)),
+        logical_cpus: s("machine", "logical_cpus").and_then(|v| v.as_u64()),
+    }
+}
+
+/// `harness baseline OUT RUN...`: the runs must be of one commit, from a clean tree, on one
+/// machine kind (CPU model and core count).
+pub fn main_build(out: &Path, run_paths: &[PathBuf]) -> Result<ExitCode> {
+    let runs: Vec<Value> = run_paths
+        .iter()
+        .map(|p| gate::load(p, SCHEMA))
+        .collect::<Result<_>>()?;
+    let receipts: Vec<RunReceipt> = run_paths
+        .iter()
+        .zip(&runs)
+        .map(|(p, d)| receipt(p, d))
+        .collect();
+    for r in &receipts {
+        if r.git_dirty != Some(false) || r.git_commit.is_none() {
+            return Err(HarnessError::other(format!(
+                "{}: not from a clean tree at a known commit (git_dirty {:?}): a baseline is built \
+                 from publishable runs only",
+                r.path, r.git_dirty
+            )));
+        }
+        if (&r.git_commit, &r.cpu, r.logical_cpus)
+            != (
+                &receipts[0].git_commit,
+                &receipts[0].cpu,
+                receipts[0].logical_cpus,
+            )
+        {
+            return Err(HarnessError::other(format!(
+                "{}: commit, CPU or core count differ from {}'s: a baseline is one commit on one \
+                 machine kind",
+                r.path, receipts[0].path
+            )));
+        }
+    }
+    let b = Baseline::from_runs(&runs, receipts)?;
+    let text = serde_json::to_string_pretty(&b).map_err(HarnessError::BadOutput)? + "\n";
+    std::fs::write(out, text).map_err(HarnessError::io("write", out))?;
+    println!(
+        "baseline: {} figures from {} runs -> {}",
+        b.figures.len(),
+        run_paths.len(),
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The standard normal CDF (Abramowitz and Stegun 7.1.26, absolute error below 1.5e-7).
+fn normal_cdf(z: f64) -> f64 {
+    let x = z.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erfc = poly * (-x * x).exp();
+    if z >= 0.0 {
+        1.0 - erfc / 2.0
+    } else {
+        erfc / 2.0
+    }
+}
+
+/// What `gate-bite` measured.
+#[derive(Debug)]
+pub struct Bite {
+    /// Whether the unmodified run passes.
+    pub clean_passes: bool,
+    /// Per figure: (table, row, caught when 25 % slower alone, chance a rerun falls below the
+    /// band on noise).
+    pub rows: Vec<(String, String, bool, f64)>,
+    /// Whether every gated row 25 % slower at once fails.
+    pub all_caught: bool,
+    /// The chance an unmodified run passes: alone, and with the confirmation rerun.
+    pub pass_once: f64,
+    pub pass_confirmed: f64,
+}
+
+/// The gate's bite on `run`: each gated row 25 % slower, alone and all together; and the chance
+/// of a false failure on each figure's own spread (its log-normal noise, SD `sd_log`).
+pub fn bite(b: &Baseline, run: &Value) -> Bite {
+    let clean_passes = gate::check(b, run, false).is_empty();
+    let mut rows = Vec::new();
+    let mut per_table: Vec<(String, f64)> = Vec::new();
+    for f in &b.figures {
+        let one = |t: &str, r: &Value| {
+            let name = Value::from(f.row.as_str());
+            t == f.table && (r.get("backend") == Some(&name) || r.get("arm") == Some(&name))
+        };
+        let v = gate::check(b, &slowed(run, 0.75, &one), false);
+        let caught = v
+            .iter()
+            .any(|x| x.msg.contains(&f.row) && x.table == f.table);
+        let p = if f.sd_log > 0.0 {
+            normal_cdf((1.0 - f.band).ln() / f.sd_log)
+        } else {
+            0.0
+        };
+        rows.push((f.table.clone(), f.row.clone(), caught, p));
+        match per_table.iter_mut().find(|(t, _)| *t == f.table) {
+            Some((_, pass)) => *pass *= 1.0 - p,
+            None => per_table.push((f.table.clone(), 1.0 - p)),
+        }
+    }
+    let all = gate::check(b, &slowed(run, 0.75, &|_, r| is_gated_row(r)), false);
+    let all_caught = b.figures.iter().all(|f| {
+        all.iter()
+            .any(|x| x.table == f.table && x.msg.contains(&f.row))
+    });
+    let pass_once = per_table.iter().map(|(_, p)| p).product();
+    // A table that fails is measured again; CI fails only if it fails again.
+    let pass_confirmed = per_table
+        .iter()
+        .map(|(_, p)| 1.0 - (1.0 - p).powi(2))
+        .product();
+    Bite {
+        clean_passes,
+        rows,
+        all_caught,
+        pass_once,
+        pass_confirmed,
+    }
+}
+
+/// `harness gate-bite BASELINE RUN`: prints [`bite`] and fails unless the unmodified run passes
+/// and every 25 % slowdown is caught.
+pub fn main_bite(base: &PathBuf, run: &PathBuf) -> Result<ExitCode> {
+    let b = Baseline::load(base)?;
+    let r = gate::load(run, SCHEMA)?;
+    let x = bite(&b, &r);
+    println!("| table | row | 25 % slower: caught | P(unmodified rerun below band) |");
+    println!("|---|---|---|---|");
+    for (t, row, caught, p) in &x.rows {
+        println!(
+            "| {t} | {row} | {} | {:.4} |",
+            if *caught { "yes" } else { "NO" },
+            p
+        );
+    }
+    println!(
+        "unmodified run: {}; every gated row 25 % slower at once: {}; P(an unmodified run passes): {:.3} alone, {:.3} with the confirmation rerun",
+        if x.clean_passes { "passes" } else { "FAILS" },
+        if x.all_caught { "fails" } else { "NOT caught" },
+        x.pass_once,
+        x.pass_confirmed
+    );
+    let ok = x.clean_passes && x.all_caught && x.rows.iter().all(|r| r.2);
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{MAX_BAND, MIN_BAND, MIN_RUNS, band};
+
+    #[test]
+    fn bands_follow_the_spread_within_their_bounds() {
+        let (c, sd, b) = band(&[1.0, 1.0, 1.0]);
+        assert_eq!((c, sd, b), (1.0, 0.0, MIN_BAND));
+        let (c, _, b) = band(&[0.9, 1.0, 1.1]);
+        assert_eq!(c, 1.0);
+        assert!(b > MIN_BAND && b <= MAX_BAND, "{b}");
+        let (_, _, b) = band(&[0.5, 1.0, 2.0]);
+        assert_eq!(b, MAX_BAND);
+        let (c, _, _) = band(&[4.0, 1.0, 2.0, 3.0]);
+        assert_eq!(c, 2.5);
+        const { assert!(MAX_BAND < 0.25, "a 25 % slower row must always fail") };
+        assert!((normal_cdf(0.0) - 0.5).abs() < 1e-6);
+        assert!((normal_cdf(-1.959_964) - 0.025).abs() < 1e-5);
+        assert!((normal_cdf(1.644_854) - 0.95).abs() < 1e-5);
+    }
+
+    #[test]
+    fn too_few_runs_or_a_missing_figure_is_refused() {
+        let doc = |x: f64| {
+            serde_json::json!({"schema": SCHEMA, "tables": [{"name": "dense-vision", "rows": [
+                {"backend": "zrecord-raw", "x_memcpy": x, "status": "ok", "verified": true}]}]})
+        };
+        assert!(Baseline::from_runs(&[doc(0.5), doc(0.6)], Vec::new()).is_err());
+        let mut gone = doc(0.5);
+        gone["tables"][0]["rows"][0]["x_memcpy"] = Value::Null;
+        assert!(Baseline::from_runs(&[doc(0.5), doc(0.6), gone], Vec::new()).is_err());
+        let b = Baseline::from_runs(&[doc(0.5), doc(0.6), doc(0.55)], Vec::new()).expect("ok");
+        assert_eq!(b.figures.len(), 1);
+        assert_eq!(b.figures[0].values, vec![0.5, 0.6, 0.55]);
+        let x = bite(&b, &doc(0.55));
+        assert!(x.clean_passes && x.all_caught && x.rows[0].2, "{x:?}");
+        assert!(x.pass_confirmed >= x.pass_once);
+    }
+
+    /// The committed baseline bites on the newest run it was built from: each gated row 25 %
+    /// slower fails, the run itself passes.
+    #[test]
+    fn the_committed_baseline_bites() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let b = Baseline::load(&PathBuf::from(root).join("results/baseline-quick.json"))
+            .expect("committed baseline");
+        assert!(b.runs.len() >= MIN_RUNS);
+        assert!(b.figures.iter().any(|f| f.row == "python-loaderx-w4"));
+        assert!(b.figures.iter().any(|f| f.row == "zrecord-raw"));
+        let newest = b.runs.last().expect("a run");
+        let run = gate::load(&PathBuf::from(root).join(&newest.path), SCHEMA).expect("run");
+        let x = bite(&b, &run);
+        assert!(x.clean_passes, "{x:?}");
+        assert!(x.all_caught, "{x:?}");
+        assert!(x.rows.iter().all(|r| r.2), "{x:?}");
+    }
+}

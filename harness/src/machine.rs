@@ -54,6 +54,78 @@ pub fn receipts() -> Value {
     })
 }
 
+/// The machine in one line, read from the receipts: CPU model, logical CPUs and physical cores,
+/// and the last-level cache (README quotes each run's own).
+pub fn machine_line(machine: &Value) -> String {
+    let cpu = machine
+        .get("cpu")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown CPU");
+    let logical = machine.get("logical_cpus").and_then(Value::as_u64);
+    let cores = machine.get("physical_cores").and_then(Value::as_u64);
+    let llc = machine
+        .get("caches")
+        .and_then(Value::as_array)
+        .and_then(|c| {
+            c.iter()
+                .filter(|x| x.get("type").and_then(Value::as_str) != Some("Instruction"))
+                .max_by_key(|x| {
+                    x.get("level")
+                        .and_then(Value::as_str)
+                        .and_then(|l| l.parse::<u32>().ok())
+                })
+        })
+        .map(|c| {
+            format!(
+                "L{} {}",
+                c.get("level").and_then(Value::as_str).unwrap_or("?"),
+                c.get("size").and_then(Value::as_str).unwrap_or("?")
+            )
+        });
+    let mut line = cpu.to_string();
+    if let Some(l) = logical {
+        line.push_str(&format!(", {l} logical CPUs"));
+    }
+    if let Some(c) = cores {
+        line.push_str(&format!(" ({c} cores)"));
+    }
+    if let Some(l) = llc {
+        line.push_str(&format!(", {l}"));
+    }
+    line
+}
+
+/// Whether a run may be published: the tree was clean when it started and when it ended, at the
+/// same commit. Writes `publishable` (and `unpublishable_because` when not) into `end`, the
+/// receipt the run keeps.
+pub fn seal(start: &Value, end: &mut Value) {
+    let commit = |v: &Value| {
+        v.get("git_commit")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let dirty = |v: &Value| v.get("git_dirty").and_then(Value::as_bool);
+    let why = if commit(start).is_none() || commit(end).is_none() {
+        Some("no git commit could be read".to_string())
+    } else if commit(start) != commit(end) {
+        Some(format!(
+            "the commit changed during the run ({} -> {})",
+            commit(start).unwrap_or_default(),
+            commit(end).unwrap_or_default()
+        ))
+    } else if dirty(start) != Some(false) {
+        Some("the tree had uncommitted changes when the run started".to_string())
+    } else if dirty(end) != Some(false) {
+        Some("the tree had uncommitted changes when the run ended".to_string())
+    } else {
+        None
+    };
+    end["publishable"] = Value::Bool(why.is_none());
+    if let Some(w) = why {
+        end["unpublishable_because"] = Value::String(w);
+    }
+}
+
 fn python_versions() -> Value {
     let Some(py) = config::python() else {
         return json!(null);
@@ -67,6 +139,8 @@ fn python_versions() -> Value {
 pub fn source_info() -> Value {
     let r = config::workspace_root().display().to_string();
     let commit = cmd("git", &["-C", &r, "rev-parse", "HEAD"]);
+    // Untracked files count: a new source file changes what is built. `cache/` and `target/`
+    // are ignored by .gitignore, and a run writes its own output only after this is read.
     let dirty = cmd("git", &["-C", &r, "status", "--porcelain"]).map(|s| !s.is_empty());
     json!({
         "git_commit": commit,
@@ -116,4 +190,55 @@ fn locked_versions() -> Value {
         }
     }
     Value::Object(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_is_publishable_only_from_a_clean_tree_at_one_commit() {
+        let clean = json!({"git_commit": "abc", "git_dirty": false});
+        let mut end = clean.clone();
+        seal(&clean, &mut end);
+        assert_eq!(end["publishable"], json!(true));
+        assert!(end.get("unpublishable_because").is_none());
+        for (start, end) in [
+            (
+                json!({"git_commit": "abc", "git_dirty": true}),
+                clean.clone(),
+            ),
+            (
+                clean.clone(),
+                json!({"git_commit": "abc", "git_dirty": true}),
+            ),
+            (
+                clean.clone(),
+                json!({"git_commit": "def", "git_dirty": false}),
+            ),
+            (
+                json!({"git_commit": null, "git_dirty": null}),
+                clean.clone(),
+            ),
+        ] {
+            let mut e = end.clone();
+            seal(&start, &mut e);
+            assert_eq!(e["publishable"], json!(false), "{start} -> {end}");
+            assert!(e["unpublishable_because"].is_string());
+        }
+    }
+
+    #[test]
+    fn the_machine_line_names_cpu_cores_and_last_level_cache() {
+        let m = json!({"cpu": "AMD EPYC", "logical_cpus": 2, "physical_cores": 2, "caches": [
+            {"level": "1", "type": "Data", "size": "48K"},
+            {"level": "1", "type": "Instruction", "size": "32K"},
+            {"level": "3", "type": "Unified", "size": "32768K"},
+            {"level": "2", "type": "Unified", "size": "1024K"}]});
+        assert_eq!(
+            machine_line(&m),
+            "AMD EPYC, 2 logical CPUs (2 cores), L3 32768K"
+        );
+        assert_eq!(machine_line(&json!({})), "unknown CPU");
+    }
 }

@@ -66,6 +66,9 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
             if a.quick { "-quick" } else { "" }
         ))
     });
+    // The receipt is read before anything runs and again at the end: a run is publishable only
+    // from a clean tree at one commit (`machine::seal`).
+    let source_at_start = machine::source_info();
     std::fs::create_dir_all(&out).map_err(HarnessError::io("create", &out))?;
     let work = a.cache.join("work");
     std::fs::create_dir_all(&work).map_err(HarnessError::io("create", &work))?;
@@ -191,6 +194,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     }
     report.machine = machine::receipts();
     report.source = machine::source_info();
+    machine::seal(&source_at_start, &mut report.source);
     let failed = report::write(&report, &out)?;
     println!("{}", report::render_markdown(&report));
     println!("results: {}", out.display());

@@ -178,6 +178,13 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         let (md, failed) = crate::cold_table::run(&a, &corpora, &work, &out)?;
         println!("{md}");
         cold_failed = failed;
+        // cold.json holds the cells; the run's receipt (machine, source, publishable) beside it.
+        let mut source = machine::source_info();
+        machine::seal(&source_at_start, &mut source);
+        let receipt = serde_json::json!({"machine": machine::receipts(), "source": source});
+        let path = out.join("receipt.json");
+        let text = serde_json::to_string_pretty(&receipt).map_err(HarnessError::BadOutput)?;
+        std::fs::write(&path, text + "\n").map_err(HarnessError::io("write", &path))?;
     }
     if a.cold_only {
         if cold_failed > 0 {

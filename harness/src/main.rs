@@ -36,6 +36,7 @@ mod gate;
 mod loader_arms;
 mod loader_limit;
 mod loader_match;
+mod loader_store;
 mod loader_table;
 mod machine;
 mod model;

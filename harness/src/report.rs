@@ -21,13 +21,38 @@ pub fn aggregate(
     let mut records = 0;
     let mut logical = 0;
     for (backend, reps) in rows {
-        let ok: Vec<&CellResult> = reps.iter().filter(|r| r.status == Status::Ok).collect();
-        let status = if reps.iter().any(|r| r.status == Status::Failed) {
+        // One repeat that failed or differed fails the row: no figure from the other repeats.
+        let failed = reps
+            .iter()
+            .any(|r| r.status == Status::Failed || r.verified == Some(false));
+        let ok: Vec<&CellResult> = reps
+            .iter()
+            .filter(|r| !failed && r.status == Status::Ok)
+            .collect();
+        let status = if failed {
             Status::Failed
         } else {
             reps.first().map_or(Status::Failed, |r| r.status)
         };
-        let note = reps.iter().find_map(|r| r.note.clone());
+        let note = reps
+            .iter()
+            .filter(|r| !failed || r.status == Status::Failed || r.verified == Some(false))
+            .find_map(|r| r.note.clone());
+        let reference = backend
+            .parse::<competitors::Backend>()
+            .is_ok_and(|b| b.is_reference());
+        // True only when every repeat compared batches with the source and all matched; null
+        // for a row with nothing of its own to verify (not applicable, a reference).
+        let verified = if failed || reps.is_empty() {
+            Some(false)
+        } else if reference || status == Status::NotApplicable {
+            None
+        } else {
+            Some(
+                reps.iter()
+                    .all(|r| r.verified == Some(true) && r.verified_batches > 0),
+            )
+        };
         let col = |f: fn(&CellResult) -> f64| median(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
         if let Some(r) = reps.first() {
             records = records.max(r.records);
@@ -40,10 +65,7 @@ pub fn aggregate(
             .map(|r| r.p95_ms);
         out.push(StoreRow {
             backend,
-            verified: status != Status::Failed
-                && reps
-                    .iter()
-                    .all(|r| r.verified || r.status == Status::NotApplicable),
+            verified,
             status,
             note,
             write_mib_s: col(|r| or_nan(r.write_mib_s)),
@@ -126,7 +148,7 @@ pub fn write(rep: &Report, out: &Path) -> Result<usize> {
         failed += t
             .rows
             .iter()
-            .filter(|r| r.status == Status::Failed || !r.verified)
+            .filter(|r| r.status == Status::Failed || r.verified == Some(false))
             .count();
     }
     for t in rep.free_tables() {
@@ -276,10 +298,14 @@ pub fn render_markdown(rep: &Report) -> String {
             .filter(|r| r.status != Status::NotApplicable)
             .collect();
         for (r, c) in rows.iter().zip(cells) {
-            let v = match r.status {
-                Status::Failed => "**FAILED**".to_string(),
-                Status::Excluded => "excluded".to_string(),
-                Status::Ok | Status::NotApplicable => "yes".to_string(),
+            let v = match (r.status, r.verified) {
+                (Status::Failed, _) => "**FAILED**".to_string(),
+                (Status::Excluded, _) => "excluded".to_string(),
+                (_, Some(true)) => "yes".to_string(),
+                (_, Some(false)) => "**NO**".to_string(),
+                // A reference row: nothing of its own to verify (results written before
+                // `verified` could be null say `true` here, and render as they did).
+                (_, None) => "reference".to_string(),
             };
             s.push_str(&format!("| {} | {} | {v} |\n", r.backend, c.join(" | ")));
         }
@@ -392,7 +418,8 @@ mod tests {
         CellResult {
             write_mib_s: Some(write_mib_s),
             gather_mib_s: 1000.0,
-            verified: true,
+            verified: Some(true),
+            verified_batches: 1,
             write_limit_mib_s: limit,
             ..CellResult::new(Table::RaggedTokens, backend, Status::Ok)
         }

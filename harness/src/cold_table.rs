@@ -26,6 +26,7 @@ use crate::cold_limit::{self, DEPTHS, DiskStat, Extent};
 use crate::cold_loader;
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
+use crate::corrupt;
 use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, CellTable, Status, or_nan};
 use crate::progress::progress;
@@ -169,6 +170,8 @@ fn timed_cell(
     let mut reader = backend
         .open_larger_than_memory(stored)
         .map_err(HarnessError::backend(&r.backend, "open"))?;
+    // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
+    let mut counter = corrupt::Counter::from_env();
     for (k, idx) in draws.iter().enumerate() {
         cold_limit::unmap_pages_under(&stored.dir)?;
         cold_limit::drop_caches()?;
@@ -189,6 +192,11 @@ fn timed_cell(
         wall += elapsed;
         times.push(dt);
         r.gather_bytes += got.payload_bytes() as u64;
+        let got = if counter.hit() {
+            corrupt::corrupted(got)
+        } else {
+            got
+        };
         let want = source.gather_reference(idx)?;
         competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
             batch: format!("cold batch {k}"),

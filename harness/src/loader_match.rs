@@ -5,10 +5,12 @@
 //! loader with several workers delivers in completion order (as documented), so a batch is
 //! matched to the earliest pending step whose probe records equal the source's records.
 //!
-//! Below `loader_table`: it imports `loader_arms` (the batch size) and `loader_limit` (the copy).
+//! Below `loader_table`: it imports `loader_arms` (the batch size), `loader_limit` (the copy) and
+//! `corrupt` (the test-only switch).
 
 use competitors::Source;
 
+use crate::corrupt;
 use crate::error::Result;
 use crate::loader_arms::BATCH;
 use crate::loader_limit::Copied;
@@ -68,7 +70,7 @@ impl Delivered {
     }
 
     /// An owned copy of this batch with one byte of its values flipped (the test-only
-    /// `LOADERX_HARNESS_CORRUPT_BATCH`); `None` when it holds no value byte to flip.
+    /// [`corrupt::ENV`]); `None` when it holds no value byte to flip.
     pub fn corrupted(&self) -> Option<Delivered> {
         let (mut values, cu, shapes, dense_shape) = match self {
             Delivered::Loader(v) => match v.as_slice() {
@@ -94,8 +96,9 @@ impl Delivered {
             ),
             Delivered::Owned(_) => return None,
         };
-        let mid = values.len() / 2;
-        *values.get_mut(mid)? ^= 0xff;
+        if !corrupt::flip(&mut values) {
+            return None;
+        }
         Some(Delivered::Owned(match cu {
             None => competitors::Batch::Dense(Box::new(competitors::DenseOut {
                 bytes: values,

@@ -20,6 +20,7 @@ use zrecord::{Allocator, DenseStore, RaggedStore};
 use crate::cell_args::LoaderCellArgs;
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
+use crate::corrupt;
 use crate::error::{HarnessError, Result};
 use crate::loader_arms::{
     self, ARMS, Arm, BATCH, BLOCK, BUDGET_S, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
@@ -125,17 +126,6 @@ fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
     ))
 }
 
-/// The test-only corruption switch: `LOADERX_HARNESS_CORRUPT_BATCH=K` flips one byte of the
-/// `K`-th batch a cell receives (counted from 0 over warm-up, drained and timed batches) after
-/// delivery and before verification, so a test can see the row turn `verified: false`. Never set
-/// in a measured run.
-pub const CORRUPT_ENV: &str = "LOADERX_HARNESS_CORRUPT_BATCH";
-
-/// The batch [`CORRUPT_ENV`] names, if set.
-pub fn corrupt_batch() -> Option<usize> {
-    std::env::var(CORRUPT_ENV).ok()?.parse().ok()
-}
-
 /// `loader-cell KIND STORE CORPUS ARM BATCHES` → prints one JSON line. The draws are
 /// `IndexSampler(n, 256, Iid, seed 7)`'s, the ones `loader_arms::write_draws` writes for the
 /// Python arms, and the timing is theirs too (`harness/python/loaders/common.py`): warm-up
@@ -217,18 +207,14 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
             ))
         })
     };
-    let corrupt = corrupt_batch();
-    let mut received = 0usize;
+    // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
+    let mut corrupt = corrupt::Counter::from_env();
     let mut next = move || -> Result<Delivered> {
         let b = deliver()?;
-        let k = received;
-        received += 1;
-        Ok(
-            match (corrupt == Some(k)).then(|| b.corrupted()).flatten() {
-                Some(c) => c,
-                None => b,
-            },
-        )
+        Ok(match corrupt.hit().then(|| b.corrupted()).flatten() {
+            Some(c) => c,
+            None => b,
+        })
     };
     let mut verify = |got: &Delivered| -> Result<bool> {
         let Some(idx) = steps.take(got, &source, &mut draw)? else {

@@ -30,6 +30,7 @@ mod cold_loader;
 mod cold_table;
 mod config;
 mod corpus;
+mod corrupt;
 mod error;
 mod gap_probe;
 mod gate;

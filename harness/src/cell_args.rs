@@ -541,7 +541,8 @@ mod tests {
         let e = ColdCellArgs::parse(&words("cold-dense-vision b /c /w /o 20 7"))
             .expect_err("no such table");
         assert!(matches!(e, HarnessError::UnknownTable { .. }), "{e}");
-        let e = LoaderCellArgs::parse(&words("sampler /s loaderx-w4 10")).expect_err("no records");
+        let e =
+            LoaderCellArgs::parse(&words("sampler /s /c loaderx-w4 10")).expect_err("no records");
         assert!(
             matches!(e, HarnessError::Argument { name: "KIND", .. }),
             "{e}"

@@ -160,3 +160,21 @@ fn contract_crc(values: &[u8], cu_seqlens: &[i32], shapes: &[u64]) -> u32 {
     }
     crc
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_check_sees_offsets_and_shapes_as_well_as_values() {
+        let values = [1u8, 2, 3, 4, 5, 6, 7, 8];
+        let base = contract_crc(&values, &[0, 1, 2], &[1, 1]);
+        assert_eq!(base, contract_crc(&values, &[0, 1, 2], &[1, 1]));
+        // The same bytes split into other records, or with other shapes, do not match.
+        assert_ne!(base, contract_crc(&values, &[0, 0, 2], &[1, 1]));
+        assert_ne!(base, contract_crc(&values, &[0, 1, 2], &[2, 1]));
+        let mut flipped = values;
+        assert!(corrupt::flip(&mut flipped));
+        assert_ne!(base, contract_crc(&flipped, &[0, 1, 2], &[1, 1]));
+    }
+}

@@ -605,3 +605,61 @@ fn build_table(
         rows,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(per_batch_s: f64) -> Value {
+        json!({"per_batch_s": per_batch_s, "verified": true, "verified_batches": 8})
+    }
+
+    #[test]
+    fn a_failed_run_fails_the_loader_row_and_the_limit_row_is_a_reference() {
+        let names = ["bare-gather", "memcpy-limit", "python-loaderx-w4"];
+        let arms: Vec<Arm> = names
+            .iter()
+            .filter_map(|n| ARMS.into_iter().find(|a| a.name == *n))
+            .collect();
+        assert_eq!(arms.len(), names.len());
+        let mut results: Vec<ArmResult> = arms.iter().map(|_| ArmResult::default()).collect();
+        // bare-gather: two repeats pass, the third differs from the source.
+        record(&mut results[0], &ok(1e-3), 0, false);
+        record(&mut results[0], &ok(1e-3), 0, false);
+        let differs = json!({"per_batch_s": null, "verified": false, "mismatch": true,
+            "error": "bare-gather: timed batch 50 differs from every pending step's source records"});
+        record(&mut results[0], &differs, 0, false);
+        // memcpy-limit: compared and passed, but a reference.
+        record(&mut results[1], &ok(1e-4), 0, false);
+        // python-loaderx-w4: one repeat passes, the next errors.
+        record(&mut results[2], &ok(2e-3), 0, false);
+        let error = json!({"per_batch_s": null, "verified": false, "error": "RuntimeError: boom"});
+        record(&mut results[2], &error, 0, false);
+        let t = build_table(Table::LOADER[0], "dense-vision", 8, true, &arms, &results);
+        let row = |arm: &str| {
+            t.rows
+                .iter()
+                .find(|r| r["arm"] == arm)
+                .expect("row")
+                .clone()
+        };
+        for failed in ["bare-gather", "python-loaderx-w4"] {
+            let r = row(failed);
+            assert_eq!(r["verified"], json!(false), "{r}");
+            assert_eq!(r["samples/s"], Value::Null, "{r}");
+        }
+        let limit = row("memcpy-limit");
+        assert_eq!(limit["verified"], Value::Null, "{limit}");
+        assert!(limit["samples/s"].as_f64().is_some(), "{limit}");
+        assert_eq!(row("webdataset")["verified"], Value::Null);
+        // Rule 1 of the gate fails both failed rows.
+        let doc = json!({"tables": [serde_json::to_value(&t).expect("table JSON")]});
+        let v = crate::gate::check(&json!({}), &doc);
+        for label in ["view.gather", "loaderx Python"] {
+            assert!(
+                v.iter().any(|x| !x.speed && x.msg.contains(label)),
+                "{label}: {v:?}"
+            );
+        }
+    }
+}

@@ -502,4 +502,63 @@ mod tests {
             "{md}"
         );
     }
+
+    #[test]
+    fn a_failed_repeat_fails_the_row_and_reference_rows_are_unverified() {
+        let mut bad = cell("zrecord-raw", 500.0, None);
+        bad.status = Status::Failed;
+        bad.verified = Some(false);
+        bad.note = Some("timed batch 3 differs from the source".into());
+        let nothing = CellResult {
+            verified: None,
+            verified_batches: 0,
+            ..cell("lmdb-raw", 400.0, None)
+        };
+        let na = CellResult::new(Table::RaggedTokens, "npy-mmap-raw", Status::NotApplicable);
+        let rows = vec![
+            (
+                "zrecord-raw".to_string(),
+                vec![
+                    cell("zrecord-raw", 500.0, None),
+                    bad,
+                    cell("zrecord-raw", 500.0, None),
+                ],
+            ),
+            ("lmdb-raw".to_string(), vec![nothing]),
+            ("npy-mmap-raw".to_string(), vec![na]),
+            (
+                "memcpy-limit".to_string(),
+                vec![cell("memcpy-limit", 0.0, None)],
+            ),
+        ];
+        let t = aggregate(Table::RaggedTokens, false, rows);
+        let z = &t.rows[0];
+        assert_eq!((z.status, z.verified), (Status::Failed, Some(false)));
+        assert!(z.gather_mib_s.is_nan() && z.write_mib_s.is_nan());
+        assert_eq!(
+            z.note.as_deref(),
+            Some("timed batch 3 differs from the source")
+        );
+        // A row that compared no batch is not verified, whatever its cells said.
+        assert_eq!(t.rows[1].verified, Some(false));
+        assert_eq!(t.rows[2].verified, None);
+        assert_eq!(t.rows[3].verified, None);
+        let mut rep = Report::new(true, 1, vec![]);
+        rep.store_tables.push(t);
+        let md = render_markdown(&rep);
+        assert!(md.contains("| zrecord-raw | – MiB/s |"), "{md}");
+        assert!(md.contains(" | **FAILED** |\n"), "{md}");
+        assert!(md.contains(" | 1.00x | reference |\n"), "{md}");
+        // Through results.json: null stays null, and the gate fails the failed rows.
+        let j = rep.to_json();
+        assert_eq!(j["tables"][0]["rows"][3]["verified"], Value::Null);
+        let back = Report::from_json(&j);
+        assert_eq!(back.store_tables[0].rows[3].verified, None);
+        let v = crate::gate::check(&serde_json::json!({}), &j);
+        let msgs: Vec<&str> = v.iter().map(|x| x.msg.as_str()).collect();
+        assert!(msgs.iter().any(|m| m.contains("zrecord-raw")), "{msgs:?}");
+        assert!(msgs.iter().any(|m| m.contains("lmdb-raw")), "{msgs:?}");
+        assert!(!msgs.iter().any(|m| m.contains("memcpy-limit")), "{msgs:?}");
+        assert!(!msgs.iter().any(|m| m.contains("npy-mmap-raw")), "{msgs:?}");
+    }
 }

@@ -119,3 +119,65 @@ pub fn store_len(path: &Path, dense: bool) -> Result<u64> {
     };
     n.map_err(HarnessError::store(path))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zrecord::DType;
+
+    /// A dense corpus of `n` int32 records of 8 values each, every one distinct.
+    fn corpus(dir: &Path, n: usize) -> Vec<u8> {
+        let bytes: Vec<u8> = (0..(n * 8) as i32)
+            .flat_map(|v| (v * 3 + 1).to_le_bytes())
+            .collect();
+        std::fs::create_dir_all(dir).expect("corpus dir");
+        datasets::npy::write_npy(dir.join("dense.npy"), "<i4", &[n as u64, 8], &bytes)
+            .expect("write dense.npy");
+        bytes
+    }
+
+    fn store(path: &Path, bytes: &[u8]) {
+        let mut w = DenseWriter::create(
+            path,
+            DType::Int32,
+            &[8],
+            Codec::Raw,
+            WriterOptions::default(),
+        )
+        .expect("create");
+        w.append(bytes).expect("append");
+        w.close().expect("close");
+    }
+
+    #[test]
+    fn a_stale_store_is_written_again_from_the_source() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("c");
+        let mut bytes = corpus(&dir, 300);
+        let path = ensure_store(Table::DenseTokens, &dir, tmp.path()).expect("store");
+        let loaded = Loaded::open(Table::DenseTokens, &dir).expect("source");
+        assert!(store_matches(&path, &loaded.source()).expect("check"));
+        // One byte of one record differs: the store no longer matches, and is written again.
+        bytes[8 * 4 * 150 + 5] ^= 0x10;
+        std::fs::remove_dir_all(&path).expect("remove");
+        store(&path, &bytes);
+        assert!(!store_matches(&path, &loaded.source()).expect("check"));
+        assert_eq!(
+            ensure_store(Table::DenseTokens, &dir, tmp.path()).expect("store"),
+            path
+        );
+        assert!(store_matches(&path, &loaded.source()).expect("check"));
+        // A store with fewer records does not match either.
+        std::fs::remove_dir_all(&path).expect("remove");
+        store(&path, &bytes[..8 * 4 * 299]);
+        assert!(!store_matches(&path, &loaded.source()).expect("check"));
+        assert_eq!(
+            store_len(
+                &ensure_store(Table::DenseTokens, &dir, tmp.path()).expect("store"),
+                true
+            )
+            .expect("len"),
+            300
+        );
+    }
+}

@@ -262,6 +262,9 @@ pub struct LoaderCellArgs {
     pub kind: Table,
     /// The zrecord store.
     pub store: PathBuf,
+    /// The corpus directory the store was written from: every delivered batch is compared with
+    /// the batch its source arrays give.
+    pub corpus: PathBuf,
     pub arm: String,
     /// Timed batches.
     pub batches: usize,
@@ -269,10 +272,10 @@ pub struct LoaderCellArgs {
 
 impl Subcommand for LoaderCellArgs {
     const NAME: &'static str = "loader-cell";
-    const USAGE: &'static str = "KIND STORE ARM BATCHES";
+    const USAGE: &'static str = "KIND STORE CORPUS ARM BATCHES";
 
     fn parse(args: &[String]) -> Result<LoaderCellArgs> {
-        let mut w = Words::of::<Self>(args, 4, 0)?;
+        let mut w = Words::of::<Self>(args, 5, 0)?;
         let kind = w.table()?;
         if kind.layout().is_none() {
             return Err(HarnessError::Argument {
@@ -285,6 +288,7 @@ impl Subcommand for LoaderCellArgs {
         Ok(LoaderCellArgs {
             kind,
             store: w.path()?,
+            corpus: w.path()?,
             arm: w.string()?,
             batches: w.parsed("BATCHES", "an integer")?,
         })
@@ -294,6 +298,7 @@ impl Subcommand for LoaderCellArgs {
         vec![
             self.kind.name().to_string(),
             word(&self.store),
+            word(&self.corpus),
             self.arm.clone(),
             self.batches.to_string(),
         ]
@@ -539,6 +544,7 @@ mod tests {
         round_trip(LoaderCellArgs {
             kind: Table::RaggedTokens,
             store: "/w/loader-ragged-tokens-c.zr".into(),
+            corpus: "/c".into(),
             arm: "loaderx-w4".into(),
             batches: 1250,
         });
@@ -611,7 +617,8 @@ mod tests {
         let e = ColdCellArgs::parse(&words("cold-dense-vision b /c /w /o 20 7"))
             .expect_err("no such table");
         assert!(matches!(e, HarnessError::UnknownTable { .. }), "{e}");
-        let e = LoaderCellArgs::parse(&words("sampler /s loaderx-w4 10")).expect_err("no records");
+        let e =
+            LoaderCellArgs::parse(&words("sampler /s /c loaderx-w4 10")).expect_err("no records");
         assert!(
             matches!(e, HarnessError::Argument { name: "KIND", .. }),
             "{e}"

@@ -1,8 +1,9 @@
 //! The cold loader rows of the cold tables (`loaderx-w1-p1`, `loaderx-w4-p8`): a loaderx
 //! [`Loader`] over the zrecord raw store, started on a dropped page cache, with one or several
 //! batches in flight, so that the I/O latency of one batch hides behind the gathers of the
-//! others. Each batch the loader hands out is checked as it arrives (a CRC32C of its bytes
-//! against one of the source's records, computed before the page cache is dropped) and dropped.
+//! others. Each batch the loader hands out is checked as it arrives (a CRC32C of its values and,
+//! for a ragged batch, its `cu_seqlens` and shapes, for a dense one its shape, against the same
+//! CRC of the source's batch, computed before the page cache is dropped) and dropped.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,6 +12,7 @@ use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sample
 use zrecord::{Allocator, ColdReads, DenseStore, OpenOptions, RaggedStore};
 
 use crate::cold_limit::{self, DiskStat};
+use crate::corrupt;
 use crate::error::{HarnessError, Result};
 use crate::store_cell::BATCH;
 
@@ -74,13 +76,17 @@ pub fn run(
     for _ in 0..batches {
         let idx = reference.next()?.to_vec();
         let w = source.gather_reference(&idx)?;
-        let bytes = match (&w.as_dense(), &w.as_ragged()) {
-            (Some(d), _) => d.bytes(),
-            (None, Some(r)) => r.values(),
+        want.push(match (&w.as_dense(), &w.as_ragged()) {
+            (Some(d), _) => (contract_crc(d.bytes(), &[], d.shape()), d.bytes().len()),
+            (None, Some(r)) => (
+                contract_crc(r.values(), r.cu_seqlens(), r.shapes()),
+                r.values().len(),
+            ),
             (None, None) => return Err(HarnessError::other("reference batch of no layout")),
-        };
-        want.push((crc32c::crc32c(bytes), bytes.len()));
+        });
     }
+    // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
+    let mut counter = corrupt::Counter::from_env();
     cold_limit::drop_caches()?;
     let before = DiskStat::read(stat_file)?;
     let t = Instant::now();
@@ -106,15 +112,26 @@ pub fn run(
             expected: 1,
             found: 0,
         })?;
-        let got = match b {
-            loaderx::Batch::Dense(d) => d.bytes(),
-            loaderx::Batch::Ragged(r) => r.values(),
+        let (values, cu, shapes): (&[u8], &[i32], &[u64]) = match b {
+            loaderx::Batch::Dense(d) => (d.bytes(), &[], d.shape()),
+            loaderx::Batch::Ragged(r) => (r.values(), r.cu_seqlens(), r.shapes()),
         };
-        if got.len() != len || crc32c::crc32c(got) != crc {
+        let flipped;
+        let values = if counter.hit() {
+            flipped = {
+                let mut v = values.to_vec();
+                corrupt::flip(&mut v);
+                v
+            };
+            &flipped[..]
+        } else {
+            values
+        };
+        if values.len() != len || contract_crc(values, cu, shapes) != crc {
             return Err(HarnessError::LoaderBatch {
                 batch: k,
                 expected_bytes: len,
-                found_bytes: got.len(),
+                found_bytes: values.len(),
             });
         }
         bytes += len as u64;
@@ -128,4 +145,36 @@ pub fn run(
         bytes,
         dev,
     })
+}
+
+/// A CRC32C of a batch in the contract: its values (Dense bytes), then for a Ragged batch its
+/// int32 `cu_seqlens` and its shapes, for a Dense one its shape (little-endian words), so a batch
+/// with the right bytes under wrong offsets or shapes does not match.
+fn contract_crc(values: &[u8], cu_seqlens: &[i32], shapes: &[u64]) -> u32 {
+    let mut crc = crc32c::crc32c(values);
+    for c in cu_seqlens {
+        crc = crc32c::crc32c_append(crc, &c.to_le_bytes());
+    }
+    for d in shapes {
+        crc = crc32c::crc32c_append(crc, &d.to_le_bytes());
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_check_sees_offsets_and_shapes_as_well_as_values() {
+        let values = [1u8, 2, 3, 4, 5, 6, 7, 8];
+        let base = contract_crc(&values, &[0, 1, 2], &[1, 1]);
+        assert_eq!(base, contract_crc(&values, &[0, 1, 2], &[1, 1]));
+        // The same bytes split into other records, or with other shapes, do not match.
+        assert_ne!(base, contract_crc(&values, &[0, 0, 2], &[1, 1]));
+        assert_ne!(base, contract_crc(&values, &[0, 1, 2], &[2, 1]));
+        let mut flipped = values;
+        assert!(corrupt::flip(&mut flipped));
+        assert_ne!(base, contract_crc(&flipped, &[0, 1, 2], &[1, 1]));
+    }
 }

@@ -26,6 +26,7 @@ use crate::cold_limit::{self, DEPTHS, DiskStat, Extent};
 use crate::cold_loader;
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
+use crate::corrupt;
 use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, CellTable, Status, or_nan};
 use crate::progress::progress;
@@ -71,7 +72,7 @@ pub fn cell_main(args: &ColdCellArgs) -> Result<ExitCode> {
     let mut r = CellResult::cold(*table, backend);
     if let Err(e) = cell(*table, backend, corpus, work, *batches, *seed, &mut r) {
         r.status = Status::Failed;
-        r.verified = false;
+        r.verified = Some(false);
         r.note = Some(e.to_string());
     }
     let json = serde_json::to_vec_pretty(&r)?;
@@ -169,6 +170,8 @@ fn timed_cell(
     let mut reader = backend
         .open_larger_than_memory(stored)
         .map_err(HarnessError::backend(&r.backend, "open"))?;
+    // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
+    let mut counter = corrupt::Counter::from_env();
     for (k, idx) in draws.iter().enumerate() {
         cold_limit::unmap_pages_under(&stored.dir)?;
         cold_limit::drop_caches()?;
@@ -189,6 +192,11 @@ fn timed_cell(
         wall += elapsed;
         times.push(dt);
         r.gather_bytes += got.payload_bytes() as u64;
+        let got = if counter.hit() {
+            corrupt::corrupted(got)
+        } else {
+            got
+        };
         let want = source.gather_reference(idx)?;
         competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
             batch: format!("cold batch {k}"),
@@ -208,7 +216,7 @@ fn timed_cell(
     r.iops = Some(dev.reads as f64 / wall);
     r.queue_depth = Some(dev.read_ms as f64 / 1e3 / wall);
     r.device_mib_s = Some(dev.sectors as f64 * 512.0 / f64::from(1 << 20) / wall);
-    r.verified = true;
+    r.verified = Some(r.verified_batches > 0);
     r.status = Status::Ok;
     Ok(())
 }
@@ -239,7 +247,7 @@ fn loader_cell(
     r.note = Some(format!(
         "{workers} worker(s), prefetch {prefetch}; one drop, then {batches} batches (timer includes start and the consumer's CRC32C check of each batch)"
     ));
-    r.verified = true;
+    r.verified = Some(r.verified_batches > 0);
     r.status = Status::Ok;
     Ok(())
 }
@@ -323,8 +331,9 @@ fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut CellResult) -> Result<()> 
         best.bytes as f64 / f64::from(1 << 20) / barrier_s
     ));
     r.note = Some(note.join(", "));
-    // Nothing is gathered, so nothing to verify: the row is the device's, not a reader's.
-    r.verified = true;
+    // Nothing is gathered, so nothing to verify: the row is the device's, not a reader's (a
+    // reference: `verified` stays null).
+    r.verified = None;
     r.status = Status::Ok;
     Ok(())
 }
@@ -367,6 +376,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path, out: &Path) -> Result<(S
                 note: Some(format!(
                     "cell process ended with {status:?} and wrote no result"
                 )),
+                verified: Some(false),
                 ..CellResult::cold(table, backend)
             });
             if c.status == Status::Failed {
@@ -383,7 +393,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path, out: &Path) -> Result<(S
     pb.finish_and_clear();
     let failed = cells
         .iter()
-        .filter(|c| c.status == Status::Failed || (c.status == Status::Ok && !c.verified))
+        .filter(|c| c.status == Status::Failed || c.verified == Some(false))
         .count();
     let json_path = out.join("cold.json");
     std::fs::write(&json_path, serde_json::to_vec_pretty(&cells)?)
@@ -483,10 +493,10 @@ pub fn render(tables: &[Table], cells: &[CellResult], batches: u64) -> String {
                 num(or_nan(c.queue_depth), 1),
                 num(or_nan(c.device_mib_s), 1),
                 if ok {
-                    if c.verified {
-                        "yes".to_string()
-                    } else {
-                        "NO".into()
+                    match c.verified {
+                        Some(true) => "yes".to_string(),
+                        Some(false) => "NO".into(),
+                        None => "reference".into(),
                     }
                 } else {
                     c.status.name().to_string()
@@ -516,11 +526,11 @@ mod tests {
     fn render_puts_the_ratio_to_the_limit_beside_each_row() {
         let mut a = CellResult::cold(Table::DenseTokens, "zrecord-raw");
         a.status = Status::Ok;
-        a.verified = true;
+        a.verified = Some(true);
         a.krecords_s = 35.0;
         let mut l = CellResult::cold(Table::DenseTokens, LIMIT_ROW);
         l.status = Status::Ok;
-        l.verified = true;
+        l.verified = None;
         l.krecords_s = 50.0;
         let md = render(&[Table::DenseTokens], &[a, l], 3);
         assert!(md.contains("### cold-dense-tokens"), "{md}");

@@ -436,6 +436,17 @@ impl Baseline {
         })
     }
 
+    /// A baseline that gates no figure: only the facts apply (for tests of rule 1).
+    #[cfg(test)]
+    pub fn empty() -> Baseline {
+        Baseline {
+            schema: BASELINE_SCHEMA.to_string(),
+            rule: String::new(),
+            runs: Vec::new(),
+            figures: Vec::new(),
+        }
+    }
+
     pub fn load(p: &PathBuf) -> Result<Baseline> {
         let v = load(p, BASELINE_SCHEMA)?;
         serde_json::from_value(v).map_err(|source| HarnessError::Parse {

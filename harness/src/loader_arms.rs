@@ -256,6 +256,7 @@ impl Arm {
                     LoaderCellArgs {
                         kind: cell.kind,
                         store: cell.store.to_path_buf(),
+                        corpus: cell.npy_dir.to_path_buf(),
                         arm: self.name.to_string(),
                         batches: cell.batches,
                     }

@@ -1,21 +1,26 @@
 //! Which step a delivered loader batch belongs to, and whether it is that step's batch: the
-//! [`Delivered`] batch of a loader-table cell (a loader's, the bare gather's or the limit row's
-//! copy), its records by position, its comparison with a direct gather, and the [`Steps`] drawn
-//! but not yet received. A loader with several workers delivers in completion order (as
-//! documented), so a batch is matched to the earliest pending step whose probe records it holds.
+//! [`Delivered`] batch of a loader-table cell (a loader's, the bare gather's, the limit row's
+//! copy, or a test-corrupted copy), its records by position, its comparison with the batch the
+//! source arrays give for the step's indices, and the [`Steps`] drawn but not yet received. A
+//! loader with several workers delivers in completion order (as documented), so a batch is
+//! matched to the earliest pending step whose probe records equal the source's records.
 //!
-//! Below `loader_table`: it imports `loader_arms` (the batch size) and `loader_limit` (the copy).
+//! Below `loader_table`: it imports `loader_arms` (the batch size), `loader_limit` (the copy) and
+//! `corrupt` (the test-only switch).
 
-use loaderx::StreamView;
+use competitors::Source;
 
+use crate::corrupt;
 use crate::error::Result;
 use crate::loader_arms::BATCH;
 use crate::loader_limit::Copied;
 
-/// What one step delivered: a loader's (or the bare gather's) batches, or the limit row's copy.
+/// What one step delivered: a loader's (or the bare gather's) batches, the limit row's copy, or
+/// an owned copy of a delivered batch (what `LOADERX_HARNESS_CORRUPT_BATCH` turns one into).
 pub enum Delivered {
     Loader(Vec<loaderx::Batch>),
     Copy(Copied),
+    Owned(competitors::Batch),
 }
 
 impl Delivered {
@@ -30,28 +35,81 @@ impl Delivered {
                 let cu = (!c.cu_seqlens.is_empty()).then_some(c.cu_seqlens.as_slice());
                 packed_record(&c.values, BATCH, cu, j)
             }
+            Delivered::Owned(competitors::Batch::Dense(d)) => {
+                packed_record(d.bytes(), *d.shape().first()? as usize, None, j)
+            }
+            Delivered::Owned(competitors::Batch::Ragged(r)) => {
+                let cu = r.cu_seqlens();
+                packed_record(r.values(), cu.len().saturating_sub(1), Some(cu), j)
+            }
         }
     }
 
-    /// Whether this equals `want` (a direct gather of the step's indices) in the batch contract.
-    pub fn same(&self, want: &loaderx::Batch) -> bool {
+    /// Whether this equals `want`, the batch the source arrays give for the step's indices, in
+    /// the batch contract: Dense shape and bytes; Ragged values, `cu_seqlens` and shapes.
+    pub fn same(&self, want: &competitors::Batch) -> bool {
+        use competitors::Batch as W;
         match (self, want) {
             (Delivered::Loader(got), _) => match (got.as_slice(), want) {
-                ([loaderx::Batch::Dense(g)], loaderx::Batch::Dense(w)) => g.bytes() == w.bytes(),
-                ([loaderx::Batch::Ragged(g)], loaderx::Batch::Ragged(w)) => {
+                ([loaderx::Batch::Dense(g)], W::Dense(w)) => {
+                    g.shape() == w.shape() && g.bytes() == w.bytes()
+                }
+                ([loaderx::Batch::Ragged(g)], W::Ragged(w)) => {
                     g.values() == w.values()
                         && g.cu_seqlens() == w.cu_seqlens()
                         && g.shapes() == w.shapes()
                 }
                 _ => false,
             },
-            (Delivered::Copy(c), loaderx::Batch::Dense(w)) => {
-                c.cu_seqlens.is_empty() && c.values == w.bytes()
-            }
-            (Delivered::Copy(c), loaderx::Batch::Ragged(w)) => {
+            (Delivered::Copy(c), W::Dense(w)) => c.cu_seqlens.is_empty() && c.values == w.bytes(),
+            (Delivered::Copy(c), W::Ragged(w)) => {
                 c.values == w.values() && c.cu_seqlens == w.cu_seqlens() && c.shapes == w.shapes()
             }
+            (Delivered::Owned(got), _) => competitors::verify(got, want).is_ok(),
         }
+    }
+
+    /// An owned copy of this batch with one byte of its values flipped (the test-only
+    /// [`corrupt::ENV`]); `None` when it holds no value byte to flip.
+    pub fn corrupted(&self) -> Option<Delivered> {
+        let (mut values, cu, shapes, dense_shape) = match self {
+            Delivered::Loader(v) => match v.as_slice() {
+                [loaderx::Batch::Dense(d)] => {
+                    (d.bytes().to_vec(), None, vec![], d.shape().to_vec())
+                }
+                [loaderx::Batch::Ragged(r)] => (
+                    r.values().to_vec(),
+                    Some(r.cu_seqlens().to_vec()),
+                    r.shapes().to_vec(),
+                    vec![],
+                ),
+                _ => return None,
+            },
+            Delivered::Copy(c) if c.cu_seqlens.is_empty() => {
+                (c.values.clone(), None, vec![], vec![BATCH as u64])
+            }
+            Delivered::Copy(c) => (
+                c.values.clone(),
+                Some(c.cu_seqlens.clone()),
+                c.shapes.clone(),
+                vec![],
+            ),
+            Delivered::Owned(_) => return None,
+        };
+        if !corrupt::flip(&mut values) {
+            return None;
+        }
+        Some(Delivered::Owned(match cu {
+            None => competitors::Batch::Dense(Box::new(competitors::DenseOut {
+                bytes: values,
+                shape: dense_shape,
+            })),
+            Some(cu_seqlens) => competitors::Batch::Ragged(Box::new(competitors::RaggedOut {
+                values,
+                cu_seqlens,
+                shapes,
+            })),
+        }))
     }
 }
 
@@ -79,38 +137,35 @@ fn packed_record<'a>(values: &'a [u8], n: usize, cu: Option<&[i32]>, j: usize) -
     let total = *cu.last()? as usize;
     let isz = values.len().checked_div(total).unwrap_or(1);
     let (a, z) = (*cu.get(j)? as usize, *cu.get(j + 1)? as usize);
-    Some(&values[a * isz..z * isz])
+    values.get(a * isz..z * isz)
 }
 
-/// The steps drawn but not yet received, each with its indices and its probe records.
+/// The steps drawn but not yet received, by their indices.
 #[derive(Default)]
 pub struct Steps {
-    pending: Vec<(Vec<u64>, loaderx::Batch)>,
+    pending: Vec<Vec<u64>>,
 }
 
 impl Steps {
     const WINDOW: usize = 256;
 
-    /// The indices of the earliest pending step whose probe records `b` holds (removed), drawing
-    /// further steps from `draw` up to the window.
+    /// The indices of the earliest pending step whose probe records in `b` equal the source's
+    /// records at those indices (removed), drawing further steps from `draw` up to the window.
     pub fn take(
         &mut self,
         b: &Delivered,
-        view: &StreamView,
+        source: &Source<'_>,
         draw: &mut dyn FnMut() -> Result<Vec<u64>>,
     ) -> Result<Option<Vec<u64>>> {
         while self.pending.len() < Self::WINDOW {
-            let idx = draw()?;
-            let probe: Vec<u64> = PROBE.iter().map(|&j| idx[j]).collect();
-            let recs = view.gather(&probe)?;
-            self.pending.push((idx, recs));
+            self.pending.push(draw()?);
         }
-        let pos = self.pending.iter().position(|(_, recs)| {
-            PROBE.iter().enumerate().all(|(k, &j)| {
-                b.record(j)
-                    .is_some_and(|got| record_bytes(recs, k) == Some(got))
+        let pos = self.pending.iter().position(|idx| {
+            PROBE.iter().all(|&j| {
+                idx.get(j)
+                    .is_some_and(|&i| i < source.len() && b.record(j) == Some(source.record(i)))
             })
         });
-        Ok(pos.map(|p| self.pending.remove(p).0))
+        Ok(pos.map(|p| self.pending.remove(p)))
     }
 }

@@ -3,9 +3,10 @@
 //! for the Rust rows, `harness/python/loader_bench.py` for the Python ones), arms rotated per
 //! repeat, every timed batch verified after its timer; a separate sampled run per arm gives the
 //! process-tree PSS (peak RAM), and one more run of each process-based arm in a private 64 MiB
-//! `/dev/shm` gives the `/dev/shm` column. Owns the Rust cell and the two loader tables.
+//! `/dev/shm` gives the `/dev/shm` column. Owns the Rust cell and the two loader tables; the store
+//! the rows read is `loader_store`'s.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,19 +15,19 @@ use std::time::{Duration, Instant};
 use benchkit::stats::{median, sample_sd};
 use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
 use serde_json::{Value, json};
-use zrecord::{
-    Allocator, Codec, DenseStore, DenseWriter, RaggedStore, RaggedWriter, WriterOptions,
-};
+use zrecord::{Allocator, DenseStore, RaggedStore};
 
 use crate::cell_args::LoaderCellArgs;
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
+use crate::corrupt;
 use crate::error::{HarnessError, Result};
 use crate::loader_arms::{
     self, ARMS, Arm, BATCH, BLOCK, BUDGET_S, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
 };
 use crate::loader_limit::CopyLimit;
 use crate::loader_match::{Delivered, Steps};
+use crate::loader_store::{ensure_store, store_len};
 use crate::model::FreeTable;
 use crate::progress::progress;
 use crate::table::{Corpus, Layout, Table};
@@ -125,72 +126,18 @@ fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
     ))
 }
 
-/// Writes the zrecord raw store the loader rows read (untimed, once per corpus).
-fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf> {
-    let path = work.join(format!(
-        "loader-{table}-{}.zr",
-        corpus.file_name().and_then(|s| s.to_str()).unwrap_or("c")
-    ));
-    if path.exists() {
-        return Ok(path);
-    }
-    let loaded = Loaded::open(table, corpus)?;
-    match loaded.source() {
-        competitors::Source::Dense(d) => {
-            let mut w = DenseWriter::create(
-                &path,
-                d.dtype,
-                &d.item_shape,
-                Codec::Raw,
-                WriterOptions::default(),
-            )
-            .map_err(HarnessError::store(&path))?;
-            w.append(d.data).map_err(HarnessError::store(&path))?;
-            w.close().map_err(HarnessError::store(&path))?;
-        }
-        competitors::Source::Ragged(r) => {
-            let base = r.offsets[0];
-            let cu: Vec<i32> = r.offsets.iter().map(|&o| (o - base) as i32).collect();
-            let isz = r.dtype.itemsize();
-            let values =
-                &r.values[base as usize * isz..*r.offsets.last().unwrap_or(&0) as usize * isz];
-            let mut w = RaggedWriter::create(
-                &path,
-                r.dtype,
-                r.ndim as u32,
-                Codec::Raw,
-                WriterOptions::default(),
-            )
-            .map_err(HarnessError::store(&path))?;
-            w.append(values, &cu, r.shapes)
-                .map_err(HarnessError::store(&path))?;
-            w.close().map_err(HarnessError::store(&path))?;
-        }
-    }
-    Ok(path)
-}
-
-/// Records in the zrecord store the loader rows read.
-fn store_len(path: &Path, dense: bool) -> Result<u64> {
-    let n = if dense {
-        DenseStore::open(path).map(|s| s.len())
-    } else {
-        RaggedStore::open(path).map(|s| s.len())
-    };
-    n.map_err(HarnessError::store(path))
-}
-
-/// Whether a loader's shards hold exactly the records of `want` (a direct gather of the same
-/// indices): values, and for ragged batches offsets and shapes too.
-/// `loader-cell KIND STORE ARM BATCHES` → prints one JSON line. The draws are `IndexSampler(n,
-/// 256, Iid, seed 7)`'s, the ones `loader_arms::write_draws` writes for the Python arms, and the
-/// timing is theirs too (`harness/python/loaders/common.py`): warm-up batches each verified, then
-/// blocks of [`BLOCK`] timed batches held until the block's timer stops and then each compared
-/// with a direct `view.gather` of the same indices, every block after [`DRAIN`] untimed batches.
+/// `loader-cell KIND STORE CORPUS ARM BATCHES` → prints one JSON line. The draws are
+/// `IndexSampler(n, 256, Iid, seed 7)`'s, the ones `loader_arms::write_draws` writes for the
+/// Python arms, and the timing is theirs too (`harness/python/loaders/common.py`): warm-up
+/// batches, then blocks of [`BLOCK`] timed batches held until the block's timer stops, every
+/// block after [`DRAIN`] untimed batches; every batch (warm-up, drained, timed) is compared in
+/// full with the batch the corpus's source arrays give for its step's indices (never with a
+/// zrecord gather).
 pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
     let LoaderCellArgs {
         kind,
         store,
+        corpus,
         arm,
         batches,
     } = args;
@@ -198,6 +145,8 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
     let layout = kind.layout().ok_or_else(|| HarnessError::UnknownTable {
         name: kind.name().to_string(),
     })?;
+    let loaded = Loaded::open(*kind, corpus)?;
+    let source = loaded.source();
     let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
     let (view, n) = if layout == Layout::Dense {
         let s = DenseStore::open(store).map_err(HarnessError::store(store))?;
@@ -208,19 +157,26 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
         let v = s.bind(alloc.clone());
         (StreamView::Ragged(v), s.len())
     };
+    if n != source.len() {
+        return mismatch(format!(
+            "{arm}: the store {} holds {n} records, the source {}",
+            store.display(),
+            source.len()
+        ));
+    }
     let sampler = || {
         IndexSampler::new(n, BATCH, Mode::Iid, 7)
             .map(|s| Box::new(s) as Box<dyn Sampler>)
             .map_err(HarnessError::from)
     };
-    // The draws, for the reference gathers; a batch belongs to the earliest pending step whose
+    // The draws, for the source batches; a batch belongs to the earliest pending step whose
     // probe records it holds (several workers deliver in completion order, as documented).
     let mut reference = sampler()?;
     let mut steps = Steps::default();
     let mut draw = move || -> Result<Vec<u64>> { Ok(reference.next()?.to_vec()) };
     // The limit row's copy, for its note (`None` for every other arm).
     let mut limit_note = None;
-    let mut next: Box<dyn FnMut() -> Result<Delivered>> = if arm == "bare-gather" {
+    let mut deliver: Box<dyn FnMut() -> Result<Delivered>> = if arm == "bare-gather" {
         let mut s = sampler()?;
         let view = view.clone();
         Box::new(move || {
@@ -254,27 +210,31 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
             ))
         })
     };
-    let mut verify = |got: &Delivered, full: bool| -> Result<bool> {
+    // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
+    let mut corrupt = corrupt::Counter::from_env();
+    let mut next = move || -> Result<Delivered> {
+        let b = deliver()?;
+        Ok(match corrupt.hit().then(|| b.corrupted()).flatten() {
+            Some(c) => c,
+            None => b,
+        })
+    };
+    let mut verify = |got: &Delivered| -> Result<bool> {
         // The limit row is a reference: its bytes are a span of the store, not the batch's
         // records, so there is nothing to compare (its row says `verified: null`).
         if matches!(got, Delivered::Copy(_)) {
             return Ok(true);
         }
-        let Some(idx) = steps.take(got, &view, &mut draw)? else {
+        let Some(idx) = steps.take(got, &source, &mut draw)? else {
             return Ok(false);
         };
-        if !full {
-            return Ok(true);
-        }
-        let want = view.gather(&idx)?;
-        Ok(got.same(&want))
+        Ok(got.same(&source.gather_reference(&idx)?))
     };
     let mut step = 0usize;
     for _ in 0..WARMUP {
-        let b = next()?;
-        if !verify(&b, true)? {
+        if !verify(&next()?)? {
             return mismatch(format!(
-                "{arm}: warm-up batch {step} differs from every pending step's gather"
+                "{arm}: warm-up batch {step} differs from every pending step's source records"
             ));
         }
         step += 1;
@@ -289,9 +249,9 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
     let mut spent = Duration::ZERO;
     while verified < batches && (verified == 0 || spent.as_secs_f64() < BUDGET_S) {
         for _ in 0..drain {
-            if !verify(&next()?, false)? {
+            if !verify(&next()?)? {
                 return mismatch(format!(
-                    "{arm}: drained batch {step} holds no pending step's records"
+                    "{arm}: drained batch {step} differs from every pending step's source records"
                 ));
             }
             step += 1;
@@ -301,9 +261,9 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
         let held = (0..m).map(|_| next()).collect::<Result<Vec<_>, _>>()?;
         spent += t.elapsed();
         for b in &held {
-            if !verify(b, true)? {
+            if !verify(b)? {
                 return mismatch(format!(
-                    "{arm}: timed batch {step} differs from every pending step's gather"
+                    "{arm}: timed batch {step} differs from every pending step's source records"
                 ));
             }
             verified += 1;
@@ -348,8 +308,11 @@ struct ArmResult {
     per_batch: Vec<f64>,
     peaks: Vec<u64>,
     verified_batches: u64,
-    /// `Some(false)`: a batch differed from the source (or the arm said so).
+    /// A batch differed from the source (or the arm said so).
     mismatch: bool,
+    /// A run failed (an error, a crash, a batch that differed): the row is `verified: false`,
+    /// with no figure from the runs that passed.
+    failed: bool,
     config: Option<String>,
     note: Option<String>,
     small_shm: Option<String>,
@@ -374,6 +337,7 @@ fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
     }
     let ok = j.get("verified").and_then(Value::as_bool) == Some(true);
     if !ok {
+        r.failed = true;
         // A batch that differed from the source fails the row; a crash leaves it unmeasured.
         r.mismatch = j.get("mismatch").and_then(Value::as_bool) == Some(true);
         let err = j
@@ -524,7 +488,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                 ));
                 pb.inc(1);
                 // Skipped, or failed once: the row is not a result, nothing more to run.
-                if r.note.is_some() || r.mismatch || (memory_pass && r.per_batch.is_empty()) {
+                if r.note.is_some() || r.failed || (memory_pass && r.per_batch.is_empty()) {
                     continue;
                 }
                 match arm.command(&args(batches)) {
@@ -543,7 +507,10 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                         memory_pass,
                     ) {
                         Ok((j, peak)) => record(r, &j, peak, memory_pass),
-                        Err(e) => r.note = Some(format!("failed: {e}")),
+                        Err(e) => {
+                            r.failed = true;
+                            r.note = Some(format!("failed: {e}"));
+                        }
                     },
                 }
             }
@@ -585,7 +552,7 @@ fn build_table(
 ) -> FreeTable {
     let rate = |r: &ArmResult| {
         let p = median(&r.per_batch);
-        (p.is_finite() && !r.mismatch).then_some(BATCH as f64 / p)
+        (p.is_finite() && !r.failed).then_some(BATCH as f64 / p)
     };
     let reference = arms
         .iter()
@@ -610,8 +577,9 @@ fn build_table(
             "peak RAM MiB": sps.and(r.peaks.iter().max().map(|&b| b as f64 / (1 << 20) as f64)),
             "x loaderx": match (reference, sps) { (Some(l), Some(s)) => Some(l / s), _ => None },
             "verified batches": sps.map(|_| r.verified_batches),
-            // true only from compared values; false when a batch differed; null when not measured.
-            "verified": if arm.name == "memcpy-limit" { Value::Null } else if r.mismatch { json!(false) } else if sps.is_some() { json!(r.verified_batches > 0) } else { Value::Null },
+            // true only from batches compared with the source; false when a run failed or a
+            // batch differed; null when not run (skipped) and for the memcpy-limit reference.
+            "verified": if r.failed { json!(false) } else if sps.is_none() || arm.name == "memcpy-limit" { Value::Null } else { json!(r.verified_batches > 0) },
             "64 MiB /dev/shm": r.small_shm,
             "note": note,
         }));
@@ -646,5 +614,63 @@ fn build_table(
         .map(|s| s.to_string())
         .collect(),
         rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(per_batch_s: f64) -> Value {
+        json!({"per_batch_s": per_batch_s, "verified": true, "verified_batches": 8})
+    }
+
+    #[test]
+    fn a_failed_run_fails_the_loader_row_and_the_limit_row_is_a_reference() {
+        let names = ["bare-gather", "memcpy-limit", "python-loaderx-w4"];
+        let arms: Vec<Arm> = names
+            .iter()
+            .filter_map(|n| ARMS.into_iter().find(|a| a.name == *n))
+            .collect();
+        assert_eq!(arms.len(), names.len());
+        let mut results: Vec<ArmResult> = arms.iter().map(|_| ArmResult::default()).collect();
+        // bare-gather: two repeats pass, the third differs from the source.
+        record(&mut results[0], &ok(1e-3), 0, false);
+        record(&mut results[0], &ok(1e-3), 0, false);
+        let differs = json!({"per_batch_s": null, "verified": false, "mismatch": true,
+            "error": "bare-gather: timed batch 50 differs from every pending step's source records"});
+        record(&mut results[0], &differs, 0, false);
+        // memcpy-limit: compared and passed, but a reference.
+        record(&mut results[1], &ok(1e-4), 0, false);
+        // python-loaderx-w4: one repeat passes, the next errors.
+        record(&mut results[2], &ok(2e-3), 0, false);
+        let error = json!({"per_batch_s": null, "verified": false, "error": "RuntimeError: boom"});
+        record(&mut results[2], &error, 0, false);
+        let t = build_table(Table::LOADER[0], "dense-vision", 8, true, &arms, &results);
+        let row = |arm: &str| {
+            t.rows
+                .iter()
+                .find(|r| r["arm"] == arm)
+                .expect("row")
+                .clone()
+        };
+        for failed in ["bare-gather", "python-loaderx-w4"] {
+            let r = row(failed);
+            assert_eq!(r["verified"], json!(false), "{r}");
+            assert_eq!(r["samples/s"], Value::Null, "{r}");
+        }
+        let limit = row("memcpy-limit");
+        assert_eq!(limit["verified"], Value::Null, "{limit}");
+        assert!(limit["samples/s"].as_f64().is_some(), "{limit}");
+        assert_eq!(row("webdataset")["verified"], Value::Null);
+        // Rule 1 of the gate fails both failed rows.
+        let doc = json!({"tables": [serde_json::to_value(&t).expect("table JSON")]});
+        let v = crate::gate::check(&crate::gate::Baseline::empty(), &doc, false);
+        for label in ["bare-gather", "python-loaderx-w4"] {
+            assert!(
+                v.iter().any(|x| !x.speed && x.msg.contains(label)),
+                "{label}: {v:?}"
+            );
+        }
     }
 }

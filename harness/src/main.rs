@@ -19,9 +19,9 @@
 //! |---|---|
 //! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) |
 //! | run | `run` (corpora, every selected table, the report) |
-//! | tables | `store_cell` (and `gap_probe` and `write_probe`, its interleaved A/Bs of gathers and writes), `sampler_table`, `loader_table` (arms and cells) → `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
+//! | tables | `store_cell` (and `gap_probe` and `write_probe`, its interleaved A/Bs of gathers and writes), `sampler_table`, `loader_table` (arms and cells) → `loader_store` (the store the rows read, checked against the source), `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
 //! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`) → `plots`; `machine` (receipts) |
-//! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `progress` → `table` (`Table`: names, geometry, corpus); `cell_args` (the hidden subcommands' command lines: `cli` parses them, the code that spawns a cell renders them) → `table`; `error` (`HarnessError`, what every fallible call returns) |
+//! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `progress` → `table` (`Table`: names, geometry, corpus); `cell_args` (the hidden subcommands' command lines: `cli` parses them, the code that spawns a cell renders them) → `table`; `error` (`HarnessError`, what every fallible call returns); `corrupt` (the test-only `LOADERX_HARNESS_CORRUPT_BATCH` switch of every verifying cell) |
 
 mod cell_args;
 mod cli;
@@ -30,6 +30,7 @@ mod cold_loader;
 mod cold_table;
 mod config;
 mod corpus;
+mod corrupt;
 mod error;
 mod gap_probe;
 mod gate;
@@ -37,6 +38,7 @@ mod gate_baseline;
 mod loader_arms;
 mod loader_limit;
 mod loader_match;
+mod loader_store;
 mod loader_table;
 mod machine;
 mod model;

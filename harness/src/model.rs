@@ -231,7 +231,11 @@ pub struct CellResult {
     )]
     pub device_mib_s: Option<f64>,
     pub verified_batches: u64,
-    pub verified: bool,
+    /// `Some(true)`: every batch the cell compared with the source arrays matched (and it compared
+    /// at least one); `Some(false)`: one differed, or the cell failed; `None` (`null`): nothing was
+    /// compared (a backend with no layout for the table, a skipped cell, a row that gathers
+    /// nothing).
+    pub verified: Option<bool>,
     /// Seconds of every timed write (`write_s` is their median); absent in older results.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub write_repeats_s: Vec<f64>,
@@ -266,7 +270,7 @@ impl CellResult {
             queue_depth: None,
             device_mib_s: None,
             verified_batches: 0,
-            verified: false,
+            verified: None,
             write_repeats_s: Vec::new(),
             write_limit_mib_s: None,
         }
@@ -314,7 +318,10 @@ pub struct StoreRow {
     /// Write MiB/s relative to the table's write limit; absent in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub x_write_limit: Option<f64>,
-    pub verified: bool,
+    /// `Some(true)` only when every repeat compared batches with the source and all matched;
+    /// `Some(false)` when a repeat failed or differed; `None` (`null`) for a row that is no
+    /// result to verify: not applicable, or a reference (`memcpy-limit`, `npy-crc-limit`).
+    pub verified: Option<bool>,
     /// Sample SD of gather MiB/s over repeats.
     #[serde(deserialize_with = "f64_or_nan")]
     pub sd: f64,

@@ -21,13 +21,38 @@ pub fn aggregate(
     let mut records = 0;
     let mut logical = 0;
     for (backend, reps) in rows {
-        let ok: Vec<&CellResult> = reps.iter().filter(|r| r.status == Status::Ok).collect();
-        let status = if reps.iter().any(|r| r.status == Status::Failed) {
+        // One repeat that failed or differed fails the row: no figure from the other repeats.
+        let failed = reps
+            .iter()
+            .any(|r| r.status == Status::Failed || r.verified == Some(false));
+        let ok: Vec<&CellResult> = reps
+            .iter()
+            .filter(|r| !failed && r.status == Status::Ok)
+            .collect();
+        let status = if failed {
             Status::Failed
         } else {
             reps.first().map_or(Status::Failed, |r| r.status)
         };
-        let note = reps.iter().find_map(|r| r.note.clone());
+        let note = reps
+            .iter()
+            .filter(|r| !failed || r.status == Status::Failed || r.verified == Some(false))
+            .find_map(|r| r.note.clone());
+        let reference = backend
+            .parse::<competitors::Backend>()
+            .is_ok_and(|b| b.is_reference());
+        // True only when every repeat compared batches with the source and all matched; null
+        // for a row with nothing of its own to verify (not applicable, a reference).
+        let verified = if failed || reps.is_empty() {
+            Some(false)
+        } else if reference || status == Status::NotApplicable {
+            None
+        } else {
+            Some(
+                reps.iter()
+                    .all(|r| r.verified == Some(true) && r.verified_batches > 0),
+            )
+        };
         let col = |f: fn(&CellResult) -> f64| median(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
         if let Some(r) = reps.first() {
             records = records.max(r.records);
@@ -40,10 +65,7 @@ pub fn aggregate(
             .map(|r| r.p95_ms);
         out.push(StoreRow {
             backend,
-            verified: status != Status::Failed
-                && reps
-                    .iter()
-                    .all(|r| r.verified || r.status == Status::NotApplicable),
+            verified,
             status,
             note,
             write_mib_s: col(|r| or_nan(r.write_mib_s)),
@@ -126,7 +148,7 @@ pub fn write(rep: &Report, out: &Path) -> Result<usize> {
         failed += t
             .rows
             .iter()
-            .filter(|r| r.status == Status::Failed || !r.verified)
+            .filter(|r| r.status == Status::Failed || r.verified == Some(false))
             .count();
     }
     for t in rep.free_tables() {
@@ -301,10 +323,14 @@ pub fn render_markdown(rep: &Report) -> String {
             .filter(|r| r.status != Status::NotApplicable)
             .collect();
         for (r, c) in rows.iter().zip(cells) {
-            let v = match r.status {
-                Status::Failed => "**FAILED**".to_string(),
-                Status::Excluded => "excluded".to_string(),
-                Status::Ok | Status::NotApplicable => "yes".to_string(),
+            let v = match (r.status, r.verified) {
+                (Status::Failed, _) => "**FAILED**".to_string(),
+                (Status::Excluded, _) => "excluded".to_string(),
+                (_, Some(true)) => "yes".to_string(),
+                (_, Some(false)) => "**NO**".to_string(),
+                // A reference row: nothing of its own to verify (results written before
+                // `verified` could be null say `true` here, and render as they did).
+                (_, None) => "reference".to_string(),
             };
             s.push_str(&format!("| {} | {} | {v} |\n", r.backend, c.join(" | ")));
         }
@@ -417,7 +443,8 @@ mod tests {
         CellResult {
             write_mib_s: Some(write_mib_s),
             gather_mib_s: 1000.0,
-            verified: true,
+            verified: Some(true),
+            verified_batches: 1,
             write_limit_mib_s: limit,
             ..CellResult::new(Table::RaggedTokens, backend, Status::Ok)
         }
@@ -499,5 +526,64 @@ mod tests {
             md.contains("| npy-crc-limit | 800 MiB/s | –x | 950 ± 0 MiB/s |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_failed_repeat_fails_the_row_and_reference_rows_are_unverified() {
+        let mut bad = cell("zrecord-raw", 500.0, None);
+        bad.status = Status::Failed;
+        bad.verified = Some(false);
+        bad.note = Some("timed batch 3 differs from the source".into());
+        let nothing = CellResult {
+            verified: None,
+            verified_batches: 0,
+            ..cell("lmdb-raw", 400.0, None)
+        };
+        let na = CellResult::new(Table::RaggedTokens, "npy-mmap-raw", Status::NotApplicable);
+        let rows = vec![
+            (
+                "zrecord-raw".to_string(),
+                vec![
+                    cell("zrecord-raw", 500.0, None),
+                    bad,
+                    cell("zrecord-raw", 500.0, None),
+                ],
+            ),
+            ("lmdb-raw".to_string(), vec![nothing]),
+            ("npy-mmap-raw".to_string(), vec![na]),
+            (
+                "memcpy-limit".to_string(),
+                vec![cell("memcpy-limit", 0.0, None)],
+            ),
+        ];
+        let t = aggregate(Table::RaggedTokens, false, rows);
+        let z = &t.rows[0];
+        assert_eq!((z.status, z.verified), (Status::Failed, Some(false)));
+        assert!(z.gather_mib_s.is_nan() && z.write_mib_s.is_nan());
+        assert_eq!(
+            z.note.as_deref(),
+            Some("timed batch 3 differs from the source")
+        );
+        // A row that compared no batch is not verified, whatever its cells said.
+        assert_eq!(t.rows[1].verified, Some(false));
+        assert_eq!(t.rows[2].verified, None);
+        assert_eq!(t.rows[3].verified, None);
+        let mut rep = Report::new(true, 1, vec![]);
+        rep.store_tables.push(t);
+        let md = render_markdown(&rep);
+        assert!(md.contains("| zrecord-raw | – MiB/s |"), "{md}");
+        assert!(md.contains(" | **FAILED** |\n"), "{md}");
+        assert!(md.contains(" | 1.00x | reference |\n"), "{md}");
+        // Through results.json: null stays null, and the gate fails the failed rows.
+        let j = rep.to_json();
+        assert_eq!(j["tables"][0]["rows"][3]["verified"], Value::Null);
+        let back = Report::from_json(&j);
+        assert_eq!(back.store_tables[0].rows[3].verified, None);
+        let v = crate::gate::check(&crate::gate::Baseline::empty(), &j, false);
+        let msgs: Vec<&str> = v.iter().map(|x| x.msg.as_str()).collect();
+        assert!(msgs.iter().any(|m| m.contains("zrecord-raw")), "{msgs:?}");
+        assert!(msgs.iter().any(|m| m.contains("lmdb-raw")), "{msgs:?}");
+        assert!(!msgs.iter().any(|m| m.contains("memcpy-limit")), "{msgs:?}");
+        assert!(!msgs.iter().any(|m| m.contains("npy-mmap-raw")), "{msgs:?}");
     }
 }

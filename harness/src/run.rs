@@ -48,10 +48,12 @@ pub fn run_cell(args: &StoreCellArgs) -> CellResult {
         (_, Some(r)) => r,
         (Ok(s), None) => CellResult {
             note: Some(format!("cell process exited with {s} and wrote no result")),
+            verified: Some(false),
             ..CellResult::new(args.table, &args.backend, Status::Failed)
         },
         (Err(e), None) => CellResult {
             note: Some(format!("could not start the cell process: {e}")),
+            verified: Some(false),
             ..CellResult::new(args.table, &args.backend, Status::Failed)
         },
     }

@@ -238,7 +238,14 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
                         arms[entry].2.push(per);
                         arms[entry].3 &= ok;
                     }
-                    Err(e) => arms[entry].4 = Some(e.to_string()),
+                    Err(e) => {
+                        // A repeat that fails after others ran fails the row; an arm that never
+                        // ran (no venv) is a note, not a result.
+                        if !arms[entry].2.is_empty() {
+                            arms[entry].3 = false;
+                        }
+                        arms[entry].4 = Some(e.to_string());
+                    }
                 }
                 pb.inc(1);
             }
@@ -252,7 +259,8 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
         let rust_base = med("smallrng-uniform");
         let py_base = med("numpy-default_rng-integers");
         for (name, lang, vals, ok, note) in &arms {
-            let per = median(vals);
+            // A failed or unverified repeat leaves the row no figure from the others.
+            let per = if *ok { median(vals) } else { f64::NAN };
             let base = if *lang == "rust" { rust_base } else { py_base };
             let vs = if *lang == "rust" {
                 "SmallRng"
@@ -267,8 +275,10 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
                 "per batch µs": if per.is_finite() { json!(per * 1e6) } else { Value::Null },
                 "ns/index": if per.is_finite() { json!(per * 1e9 / batch as f64) } else { Value::Null },
                 "ratio": if per.is_finite() && base.is_finite() { json!(format!("{:.2}x vs {vs}", base / per)) } else { Value::Null },
-                "sd µs": sample_sd(&vals.iter().map(|v| v * 1e6).collect::<Vec<_>>()),
-                "verified": if vals.is_empty() { Value::Null } else { json!(*ok) },
+                "sd µs": if *ok { sample_sd(&vals.iter().map(|v| v * 1e6).collect::<Vec<_>>()) } else { f64::NAN },
+                // false: a repeat failed or an index was out of range or repeated; null: the
+                // arm never ran.
+                "verified": if !*ok { json!(false) } else if vals.is_empty() { Value::Null } else { json!(true) },
                 "note": note,
             }));
         }

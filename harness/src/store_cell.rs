@@ -14,6 +14,7 @@ use competitors::Source;
 
 use crate::cell_args::StoreCellArgs;
 use crate::corpus::Loaded;
+use crate::corrupt;
 use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, Status};
 use rand::rngs::SmallRng;
@@ -26,7 +27,7 @@ pub fn main(args: &StoreCellArgs) -> Result<ExitCode> {
     let outcome = run(args, &mut r);
     if let Err(e) = outcome {
         r.status = Status::Failed;
-        r.verified = false;
+        r.verified = Some(false);
         r.note = Some(e.to_string());
     }
     let json = serde_json::to_vec_pretty(&r)?;
@@ -248,6 +249,15 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         });
     }
     let mut rng = SmallRng::seed_from_u64(args.seed);
+    // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
+    let mut counter = corrupt::Counter::from_env();
+    let mut received = |b: competitors::Batch| {
+        if counter.hit() {
+            corrupt::corrupted(b)
+        } else {
+            b
+        }
+    };
     let draw =
         |rng: &mut SmallRng| -> Vec<u64> { (0..BATCH).map(|_| rng.random_range(0..n)).collect() };
 
@@ -261,6 +271,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         let dt = reader
             .last_gather_seconds()
             .unwrap_or(t.elapsed().as_secs_f64());
+        let b = received(b);
         competitors::verify(&b, &source.gather_reference(&idx)?).map_err(|source| {
             HarnessError::Differs {
                 batch: "the probe batch".into(),
@@ -273,7 +284,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
                 "one {BATCH}-record batch took {dt:.2} s (> {limit} s): excluded from this table, as the reference does"
             ));
             r.p95_ms = dt * 1e3;
-            r.verified = true;
+            r.verified = Some(true);
             r.verified_batches = 1;
             let _ = std::fs::remove_dir_all(&dir);
             return Ok(());
@@ -286,6 +297,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         let got = reader
             .gather(&idx)
             .map_err(HarnessError::backend(&args.backend, "gather"))?;
+        let got = received(got);
         let want = source.gather_reference(&idx)?;
         competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
             batch: format!("verification batch {k}"),
@@ -307,6 +319,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         total += dt;
         times.push(dt);
         r.gather_bytes += got.payload_bytes() as u64;
+        let got = received(got);
         let want = source.gather_reference(&idx)?;
         competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
             batch: format!("timed batch {}", times.len()),
@@ -326,7 +339,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
     times.sort_by(f64::total_cmp);
     r.p50_ms = percentile(&times, 0.5) * 1e3;
     r.p95_ms = percentile(&times, 0.95) * 1e3;
-    r.verified = true;
+    r.verified = Some(r.verified_batches > 0);
     r.status = Status::Ok;
     drop(reader);
     let _ = std::fs::remove_dir_all(&dir);

@@ -19,7 +19,8 @@ import numpy as np
 
 BATCH = 256
 # Timed batches are taken in blocks of BLOCK, held until the block's timer stops and then each
-# compared with the source; before every block DRAIN batches are pulled untimed and discarded, so
+# compared with the source; before every block DRAIN batches are pulled untimed, compared in full
+# with the source too and discarded, so
 # whatever a prefetching loader produced ahead while the previous block was being verified is not
 # counted as free (the Rust cell uses the same constants: loader_arms.rs).
 BLOCK = 8
@@ -34,6 +35,29 @@ BUDGET_S = float(os.environ.get("LOADERX_LOADER_BUDGET_S", "20"))
 # read the .npy files itself was charged their pages twice over (once for its own store, once for
 # the check), while the npy-reading arms got the check's pages for free.
 DIGESTS_ENV = "LOADERX_LOADER_DIGESTS"
+
+# Test only (never set in a measured run): with LOADERX_HARNESS_CORRUPT_BATCH=K the K-th batch a
+# run receives (counted from 0 over warm-up, drained and timed batches) gets one byte flipped
+# after delivery and before verification, so a test can see the row turn unverified. The Rust
+# cells read the same variable (harness/src/corrupt.rs).
+CORRUPT_ENV = "LOADERX_HARNESS_CORRUPT_BATCH"
+
+
+def corrupted(batch):
+    """A NumPy copy of ``batch`` (dense array, or (values, cu_seqlens, shapes)) with one byte of
+    its values flipped, a quarter in (none of the probe records ``Steps`` matches on, so only the
+    full comparison can catch it), as the Rust cells do."""
+    if isinstance(batch, (tuple, list)):
+        values, cu, shapes = (np.array(as_numpy(x)) for x in batch)
+        flat = values.reshape(-1).view(np.uint8)
+        if len(flat):
+            flat[len(flat) // 4] ^= 0xFF
+        return values, cu, shapes
+    out = np.array(as_numpy(batch))
+    flat = out.reshape(-1).view(np.uint8)
+    if len(flat):
+        flat[len(flat) // 4] ^= 0xFF
+    return out
 
 
 def steps_needed(warmup: int, batches: int) -> int:
@@ -240,9 +264,9 @@ class Steps:
 
 
 def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
-    """Warm-up (each batch verified), then blocks: DRAIN untimed batches, BLOCK timed ones held
-    until the block's timer stops, each then compared in full with the source records of its step
-    (``Steps``). Stops after ``job.batches`` timed batches or once they took BUDGET_S.
+    """Warm-up, then blocks: DRAIN untimed batches, BLOCK timed ones held until the block's timer
+    stops; every batch (warm-up, drained and timed) is compared in full with the source records of
+    its step (``Steps``). Stops after ``job.batches`` timed batches or once they took BUDGET_S.
     ``next_batch(k)`` returns the k-th delivered batch in the contract. With
     ``LOADERX_LOADER_MEMORY_PASS=1`` (the harness's sampled peak-RAM run) blocks are one batch,
     so no extra batches are held, and with ``LOADERX_LOADER_DIGESTS`` set each batch is checked
@@ -253,6 +277,13 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
     digests = os.environ.get(DIGESTS_ENV) if memory_pass else None
     steps = DigestSteps(np.load(digests)) if digests else Steps(src, draws)
     k = 0
+    corrupt = os.environ.get(CORRUPT_ENV)
+    if corrupt is not None:
+        corrupt_k, deliver = int(corrupt), next_batch
+
+        def next_batch(i):
+            b = deliver(i)
+            return corrupted(b) if i == corrupt_k else b
 
     def verify(b, what) -> str | None:
         s = steps.take(b)
@@ -272,8 +303,11 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
     verified = 0
     while verified < job.batches and (verified == 0 or spent < BUDGET_S):
         for _ in range(drain):
-            if steps.take(next_batch(k)) is None:
-                return {"per_batch_s": None, "verified": False, "mismatch": True, "error": f"drained batch {k}: holds no pending step's records"}
+            # Drained batches are compared in full too: an arm is never credited for a batch
+            # that was not the source's.
+            err = verify(next_batch(k), "drained batch")
+            if err:
+                return {"per_batch_s": None, "verified": False, "mismatch": True, "error": err}
             k += 1
         n = min(block, job.batches - verified)
         t0 = time.perf_counter()

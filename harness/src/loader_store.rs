@@ -1,0 +1,183 @@
+//! The zrecord raw store the loader tables' rows read ([`ensure_store`]): written once per
+//! corpus from the source arrays, and reused by a later run only after every record of it was
+//! compared with the source ([`store_matches`]), so a stale or damaged store is never a row's
+//! input.
+//!
+//! Below `loader_table`: it imports `corpus` (the source), `loader_match` (the comparison of a
+//! batch with the source's) and `loader_arms` (the batch size).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use loaderx::{PooledAllocator, StreamView};
+use zrecord::{
+    Allocator, Codec, DenseStore, DenseWriter, RaggedStore, RaggedWriter, WriterOptions,
+};
+
+use crate::corpus::Loaded;
+use crate::error::{HarnessError, Result};
+use crate::loader_arms::BATCH;
+use crate::loader_match::Delivered;
+use crate::table::Table;
+
+/// Writes the zrecord raw store the loader rows read (untimed, once per corpus).
+pub fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf> {
+    let path = work.join(format!(
+        "loader-{table}-{}.zr",
+        corpus.file_name().and_then(|s| s.to_str()).unwrap_or("c")
+    ));
+    let loaded = Loaded::open(table, corpus)?;
+    if path.exists() {
+        // A store left by an earlier run is reused only when it still holds the source's
+        // records, every one byte for byte (untimed); otherwise it is written again.
+        if store_matches(&path, &loaded.source())? {
+            return Ok(path);
+        }
+        eprintln!(
+            "harness: {} differs from the source {}: writing it again",
+            path.display(),
+            corpus.display()
+        );
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(HarnessError::io("remove", &path))?;
+    }
+    match loaded.source() {
+        competitors::Source::Dense(d) => {
+            let mut w = DenseWriter::create(
+                &path,
+                d.dtype,
+                &d.item_shape,
+                Codec::Raw,
+                WriterOptions::default(),
+            )
+            .map_err(HarnessError::store(&path))?;
+            w.append(d.data).map_err(HarnessError::store(&path))?;
+            w.close().map_err(HarnessError::store(&path))?;
+        }
+        competitors::Source::Ragged(r) => {
+            let base = r.offsets[0];
+            let cu: Vec<i32> = r.offsets.iter().map(|&o| (o - base) as i32).collect();
+            let isz = r.dtype.itemsize();
+            let values =
+                &r.values[base as usize * isz..*r.offsets.last().unwrap_or(&0) as usize * isz];
+            let mut w = RaggedWriter::create(
+                &path,
+                r.dtype,
+                r.ndim as u32,
+                Codec::Raw,
+                WriterOptions::default(),
+            )
+            .map_err(HarnessError::store(&path))?;
+            w.append(values, &cu, r.shapes)
+                .map_err(HarnessError::store(&path))?;
+            w.close().map_err(HarnessError::store(&path))?;
+        }
+    }
+    Ok(path)
+}
+
+/// Whether the zrecord store at `path` holds exactly the records of `source` (count, then every
+/// record in batches of [`BATCH`]: values, and for ragged records offsets and shapes); a store
+/// that does not open does not match.
+fn store_matches(path: &Path, source: &competitors::Source<'_>) -> Result<bool> {
+    let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
+    let view = match source {
+        competitors::Source::Dense(_) => DenseStore::open(path)
+            .ok()
+            .filter(|s| s.len() == source.len())
+            .map(|s| StreamView::Dense(s.bind(alloc))),
+        competitors::Source::Ragged(_) => RaggedStore::open(path)
+            .ok()
+            .filter(|s| s.len() == source.len())
+            .map(|s| StreamView::Ragged(s.bind(alloc))),
+    };
+    let Some(view) = view else {
+        return Ok(false);
+    };
+    let all: Vec<u64> = (0..source.len()).collect();
+    for idx in all.chunks(BATCH) {
+        let Ok(got) = view.gather(idx) else {
+            return Ok(false);
+        };
+        if !Delivered::Loader(vec![got]).same(&source.gather_reference(idx)?) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Records in the zrecord store the loader rows read.
+pub fn store_len(path: &Path, dense: bool) -> Result<u64> {
+    let n = if dense {
+        DenseStore::open(path).map(|s| s.len())
+    } else {
+        RaggedStore::open(path).map(|s| s.len())
+    };
+    n.map_err(HarnessError::store(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zrecord::DType;
+
+    /// A dense corpus of `n` int32 records of 8 values each, every one distinct.
+    fn corpus(dir: &Path, n: usize) -> Vec<u8> {
+        let bytes: Vec<u8> = (0..(n * 8) as i32)
+            .flat_map(|v| (v * 3 + 1).to_le_bytes())
+            .collect();
+        std::fs::create_dir_all(dir).expect("corpus dir");
+        datasets::npy::write_npy(dir.join("dense.npy"), "<i4", &[n as u64, 8], &bytes)
+            .expect("write dense.npy");
+        bytes
+    }
+
+    fn store(path: &Path, bytes: &[u8]) {
+        let mut w = DenseWriter::create(
+            path,
+            DType::Int32,
+            &[8],
+            Codec::Raw,
+            WriterOptions::default(),
+        )
+        .expect("create");
+        w.append(bytes).expect("append");
+        w.close().expect("close");
+    }
+
+    #[test]
+    fn a_stale_store_is_written_again_from_the_source() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("c");
+        let mut bytes = corpus(&dir, 300);
+        let path = ensure_store(Table::DenseTokens, &dir, tmp.path()).expect("store");
+        let loaded = Loaded::open(Table::DenseTokens, &dir).expect("source");
+        assert!(store_matches(&path, &loaded.source()).expect("check"));
+        // One byte of one record differs: the store no longer matches, and is written again.
+        bytes[8 * 4 * 150 + 5] ^= 0x10;
+        std::fs::remove_dir_all(&path).expect("remove");
+        store(&path, &bytes);
+        assert!(!store_matches(&path, &loaded.source()).expect("check"));
+        assert_eq!(
+            ensure_store(Table::DenseTokens, &dir, tmp.path()).expect("store"),
+            path
+        );
+        assert!(store_matches(&path, &loaded.source()).expect("check"));
+        // A store with fewer records does not match either.
+        std::fs::remove_dir_all(&path).expect("remove");
+        store(&path, &bytes[..8 * 4 * 299]);
+        assert!(!store_matches(&path, &loaded.source()).expect("check"));
+        assert_eq!(
+            store_len(
+                &ensure_store(Table::DenseTokens, &dir, tmp.path()).expect("store"),
+                true
+            )
+            .expect("len"),
+            300
+        );
+    }
+}

@@ -574,6 +574,8 @@ fn build_table(
             "batches/s": sps.map(|s| s / BATCH as f64),
             "samples/s": sps,
             "samples/s sd": sps.map(|_| sample_sd(&per_rep)),
+            // Every repeat's figure, in the order run (the median above is over these).
+            "samples/s repeats": if sps.is_some() { json!(per_rep) } else { Value::Null },
             "peak RAM MiB": sps.and(r.peaks.iter().max().map(|&b| b as f64 / (1 << 20) as f64)),
             "x loaderx": match (reference, sps) { (Some(l), Some(s)) => Some(l / s), _ => None },
             "verified batches": sps.map(|_| r.verified_batches),

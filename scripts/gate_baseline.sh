@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Rebuilds the CI gate's baseline: three quick runs of the checked-out commit (clean tree, one after
+# another, on an otherwise idle machine of CI's kind), committed under results/, then
+# `harness baseline` over them and `harness gate-bite` on the newest.
+#   usage: bash scripts/gate_baseline.sh [RUNS]   (RUNS >= 3, default 3)
+# The runs are written under cache/ (ignored by git) and copied into results/ only after the last
+# one: a run is publishable only from a clean tree, and results/ gaining a run would dirty it.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+runs=${1:-3}
+if [ -n "$(git status --porcelain)" ]; then
+  echo "gate_baseline: the tree is not clean; commit first (a baseline is built from clean runs)" >&2
+  exit 2
+fi
+commit=$(git rev-parse --short=7 HEAD)
+day=$(date -u +%Y-%m-%d)
+names=()
+for k in $(seq 1 "$runs"); do
+  name="$day-quick-$commit-$k"
+  echo "gate_baseline: quick run $k of $runs -> $name"
+  rm -rf "cache/baseline-runs/$name"
+  bash scripts/bench.sh --quick --out "cache/baseline-runs/$name"
+  names+=("$name")
+done
+inputs=()
+for name in "${names[@]}"; do
+  rm -rf "results/$name"
+  cp -r "cache/baseline-runs/$name" "results/$name"
+  inputs+=("results/$name/results.json")
+done
+cargo run --release -q -p harness -- baseline results/baseline-quick.json "${inputs[@]}"
+cargo run --release -q -p harness -- gate-bite results/baseline-quick.json "${inputs[-1]}"

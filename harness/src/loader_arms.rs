@@ -87,8 +87,11 @@ const fn arm(
     }
 }
 
-/// Every arm, in table order. The Python loaderx row is the reference of the `x loaderx` column.
-pub const ARMS: [Arm; 16] = [
+/// Every arm, in table order. The Python loaderx row at 4 workers (`python-loaderx-w4`) is the
+/// reference of the `x loaderx` column. Every worker-based loader has a row at 2 and at 4 workers
+/// (`-w2`, `-w4`) with the same batches ahead as loaderx's window (`workers + 4`), and every row
+/// delivers in step order except the two loaderx rows named `-completion`.
+pub const ARMS: [Arm; 25] = [
     arm(
         "memcpy-limit",
         "memcpy limit (records in memory, no loader)",
@@ -119,28 +122,56 @@ pub const ARMS: [Arm; 16] = [
     ),
     arm(
         "loaderx-w2",
-        "loaderx Rust, workers=2, prefetch=4",
+        "loaderx Rust, workers=2, prefetch=4, ordered",
         "zrecord-raw",
         Runner::Rust,
         false,
     ),
     arm(
         "loaderx-w4",
-        "loaderx Rust, workers=4, prefetch=4",
+        "loaderx Rust, workers=4, prefetch=4, ordered",
         "zrecord-raw",
         Runner::Rust,
         false,
     ),
     arm(
-        "python-loaderx-w4",
-        "loaderx Python, workers=4, prefetch=4",
+        "loaderx-w4-completion",
+        "loaderx Rust, workers=4, prefetch=4, completion order",
+        "zrecord-raw",
+        Runner::Rust,
+        false,
+    ),
+    arm(
+        "python-loaderx-w2",
+        "loaderx Python, workers=2, prefetch=4, ordered",
         "zrecord-raw",
         Runner::Python,
         false,
     ),
     arm(
+        "python-loaderx-w4",
+        "loaderx Python, workers=4, prefetch=4, ordered",
+        "zrecord-raw",
+        Runner::Python,
+        false,
+    ),
+    arm(
+        "python-loaderx-w4-completion",
+        "loaderx Python, workers=4, prefetch=4, completion order",
+        "zrecord-raw",
+        Runner::Python,
+        false,
+    ),
+    arm(
+        "torch-dataloader-w2",
+        "torch DataLoader, 2 workers, batched fetch",
+        "npy-mmap-raw",
+        Runner::Python,
+        true,
+    ),
+    arm(
         "torch-dataloader-w4",
-        "torch DataLoader, 4 workers",
+        "torch DataLoader, 4 workers, batched fetch",
         "npy-mmap-raw",
         Runner::Python,
         true,
@@ -156,16 +187,37 @@ pub const ARMS: [Arm; 16] = [
         )
     },
     arm(
-        "spdl-thread",
-        "SPDL thread pipeline",
+        "spdl-thread-w2",
+        "SPDL thread pipeline, concurrency 2",
         "npy-mmap-raw",
         Runner::Python,
         false,
     ),
     arm(
-        "spdl-process",
-        "SPDL subprocess pipeline, shared-memory arena",
+        "spdl-thread-w4",
+        "SPDL thread pipeline, concurrency 4",
         "npy-mmap-raw",
+        Runner::Python,
+        false,
+    ),
+    arm(
+        "spdl-process-w2",
+        "SPDL subprocess pipeline, concurrency 2, shared-memory arena",
+        "npy-mmap-raw",
+        Runner::Python,
+        true,
+    ),
+    arm(
+        "spdl-process-w4",
+        "SPDL subprocess pipeline, concurrency 4, shared-memory arena",
+        "npy-mmap-raw",
+        Runner::Python,
+        true,
+    ),
+    arm(
+        "grain-w2",
+        "Grain, 2 workers",
+        "arrayrecord-raw",
         Runner::Python,
         true,
     ),
@@ -178,24 +230,38 @@ pub const ARMS: [Arm; 16] = [
     ),
     arm(
         "lance-take",
-        "Lance take",
+        "Lance take (its own I/O threads)",
         "lance-raw",
         Runner::Python,
         false,
     ),
     arm(
-        "streaming",
-        "MosaicML Streaming, random access",
+        "streaming-w2",
+        "MosaicML Streaming in torch DataLoader, 2 workers",
         "mds-raw",
         Runner::StreamingVenv,
-        false,
+        true,
     ),
     arm(
-        "litdata",
-        "LitData, random access",
+        "streaming-w4",
+        "MosaicML Streaming in torch DataLoader, 4 workers",
+        "mds-raw",
+        Runner::StreamingVenv,
+        true,
+    ),
+    arm(
+        "litdata-w2",
+        "LitData in torch DataLoader, 2 workers",
         "litdata-raw",
         Runner::Python,
-        false,
+        true,
+    ),
+    arm(
+        "litdata-w4",
+        "LitData in torch DataLoader, 4 workers",
+        "litdata-raw",
+        Runner::Python,
+        true,
     ),
     arm(
         "webdataset",
@@ -206,15 +272,17 @@ pub const ARMS: [Arm; 16] = [
     ),
 ];
 
-/// The arms of a `--quick` run (the CI gate): loaderx against the torch `DataLoader` rows. The
-/// other peers need minutes of data-file writing and process start-up that CI's time bound
-/// cannot spare; full runs have them all.
-pub const QUICK_ARMS: [&str; 7] = [
+/// The arms of a `--quick` run (the CI gate): loaderx, in step and in completion order, against
+/// the torch `DataLoader` rows. The other peers need minutes of data-file writing and process
+/// start-up that CI's time bound cannot spare; full runs have them all.
+pub const QUICK_ARMS: [&str; 9] = [
     "memcpy-limit",
     "bare-gather",
     "loaderx-w0",
     "loaderx-w4",
+    "loaderx-w4-completion",
     "python-loaderx-w4",
+    "python-loaderx-w4-completion",
     "torch-dataloader-w4",
     "torch-files-w0",
 ];
@@ -244,7 +312,7 @@ impl Arm {
             // litdata writes its chunks under $TMPDIR; keep them in the peer cache. Only litdata:
             // multiprocessing puts its AF_UNIX sockets under $TMPDIR too, and a path past 107
             // bytes fails to bind in a worker (torch's DataLoader then times out).
-            if self.name == "litdata" {
+            if self.name.starts_with("litdata") {
                 c.env("TMPDIR", cell.peer_dir);
             }
             Ok(c)
@@ -409,6 +477,58 @@ mod tests {
                 .filter(|a| a.name != "torch-files-w0")
                 .all(|a| a.applies(true) && a.applies(false))
         );
+    }
+
+    #[test]
+    fn quick_arms_are_arms_and_worker_rows_come_in_pairs() {
+        for q in QUICK_ARMS {
+            assert!(ARMS.iter().any(|a| a.name == q), "quick arm {q} is not an arm");
+        }
+        // Every worker-based loader has a row at 2 and at 4 workers: the peers' `-w4` rows and
+        // loaderx's ordered rows each have a `-w2` twin.
+        for a in ARMS.iter().filter(|a| a.name.ends_with("-w4")) {
+            let twin = format!("{}-w2", a.name.trim_end_matches("-w4"));
+            assert!(
+                ARMS.iter().any(|b| b.name == twin),
+                "{} has no {twin}",
+                a.name
+            );
+        }
+        // The completion-order rows are labelled as such; the other loaderx rows with workers
+        // deliver in step order, as the peers do.
+        for a in ARMS.iter().filter(|a| a.name.contains("loaderx-w")) {
+            let completion = a.name.ends_with("-completion");
+            assert_eq!(
+                a.label.contains("completion order"),
+                completion,
+                "{}",
+                a.label
+            );
+            let workers = !a.name.contains("-w0") && !a.name.contains("-w1");
+            assert_eq!(
+                a.label.ends_with("ordered"),
+                workers && !completion,
+                "{}",
+                a.label
+            );
+        }
+    }
+
+    #[test]
+    fn python_arms_are_known_to_the_bench_script() {
+        let script = config::python_script("loader_bench.py");
+        let text = std::fs::read_to_string(&script).expect("loader_bench.py");
+        for a in ARMS
+            .iter()
+            .filter(|a| a.runner != Runner::Rust && a.name != "webdataset")
+        {
+            assert!(
+                text.contains(&format!("\"{}\":", a.name)),
+                "{} is not in {}",
+                a.name,
+                script.display()
+            );
+        }
     }
 
     #[test]

@@ -482,7 +482,10 @@ mod tests {
     #[test]
     fn quick_arms_are_arms_and_worker_rows_come_in_pairs() {
         for q in QUICK_ARMS {
-            assert!(ARMS.iter().any(|a| a.name == q), "quick arm {q} is not an arm");
+            assert!(
+                ARMS.iter().any(|a| a.name == q),
+                "quick arm {q} is not an arm"
+            );
         }
         // Every worker-based loader has a row at 2 and at 4 workers: the peers' `-w4` rows and
         // loaderx's ordered rows each have a `-w2` twin.

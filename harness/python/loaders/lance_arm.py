@@ -1,6 +1,9 @@
-"""Lance (pylance 14) arm: the corpus written once with ``lance.write_dataset`` as one
+"""Lance (pylance 14) arm, ``lance-take``, as Lance's docs read random rows (Lance docs, "Read and
+write data": random access with ``LanceDataset.take(indices)``, whose reads run on Lance's own I/O
+thread pool, ``LANCE_IO_THREADS``, 8 on local disks): the corpus written once with ``lance.write_dataset`` as one
 ``large_binary`` column (a record's raw bytes; ~2.5x faster to take than a FixedSizeList<uint8>
-column), read in-process by ``dataset.take(draws[k])`` (keeps order and duplicates). The
+column), read in-process, one process and one calling thread, by ``dataset.take(draws[k])`` (keeps order
+and duplicates: step order; no workers, so no prefetch: every batch is read when asked for). The
 conversion to the contract (one copy out of the Arrow buffers; for ragged batches the Arrow
 offsets become int32 cu_seqlens) is inside the timer."""
 
@@ -53,5 +56,10 @@ def run(job: Job) -> dict:
         return values, cu, np.diff(cu).astype(np.int64).reshape(-1, 1)
 
     out = timed(job, src, draws, next_batch)
-    out["config"] = f"pylance {lance.__version__}, one large_binary column, dataset.take(indices) in-process (lance's own I/O threads)"
+    threads = os.environ.get("LANCE_IO_THREADS", "default (8 local)")
+    out["config"] = (
+        f"Lance docs, Read and write data (random access: take): pylance {lance.__version__}, one large_binary column, "
+        f"dataset.take(indices) in-process on Lance's own I/O threads (LANCE_IO_THREADS={threads}), no workers and nothing "
+        f"read ahead, step order"
+    )
     return out

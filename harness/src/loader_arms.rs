@@ -300,6 +300,8 @@ impl Arm {
     pub fn command(&self, cell: &CellArgs<'_>) -> Result<Command> {
         let python = |py: Option<String>, what: &str| -> Result<Command> {
             let py = py.ok_or_else(|| HarnessError::missing(what))?;
+            // LitData's `optimize` writes scratch files under $TMPDIR: its arm points it at the
+            // peer cache for that call only (`harness/python/loaders/litdata_arm.py`).
             let mut c = Command::new(py);
             c.arg(config::python_script("loader_bench.py"))
                 .args([self.name, cell.kind.name()])
@@ -309,12 +311,6 @@ impl Arm {
                 .arg(cell.peer_dir)
                 .arg(cell.batches.to_string())
                 .arg(WARMUP.to_string());
-            // litdata writes its chunks under $TMPDIR; keep them in the peer cache. Only litdata:
-            // multiprocessing puts its AF_UNIX sockets under $TMPDIR too, and a path past 107
-            // bytes fails to bind in a worker (torch's DataLoader then times out).
-            if self.name.starts_with("litdata") {
-                c.env("TMPDIR", cell.peer_dir);
-            }
             Ok(c)
         };
         match self.runner {

@@ -5,8 +5,8 @@ usage: loader_bench.py ARM KIND ZRECORD_STORE NPY_DIR DRAWS_NPY PEER_DIR BATCHES
        loader_bench.py --digests KIND NPY_DIR DRAWS_NPY STEPS OUT_NPY
   ARM  = python-loaderx-w2 | python-loaderx-w4 | python-loaderx-w4-completion
        | torch-dataloader-w2 | torch-dataloader-w4 | torch-files-w0 | spdl-thread-w2 | spdl-thread-w4
-       | spdl-process-w2 | spdl-process-w4 | grain-w2 | grain-w4 | lance-take | streaming-w2
-       | streaming-w4 | litdata-w2 | litdata-w4
+       | spdl-process-w2 | spdl-process-w4 | grain-w2 | grain-w4 | lance-take | lance-torch-w2
+       | lance-torch-w4 | streaming-w2 | streaming-w4 | litdata-w2 | litdata-w4
   KIND = dense-vision | ragged-tokens
 
 The arms live in harness/python/loaders/ (importable: grain and litdata spawn workers that import
@@ -39,6 +39,8 @@ ARMS = {
     "grain-w2": ("grain_arms", "grain"),
     "grain-w4": ("grain_arms", "grain"),
     "lance-take": ("lance_arm", "lance"),
+    "lance-torch-w2": ("lance_arm", "lance"),
+    "lance-torch-w4": ("lance_arm", "lance"),
     "streaming-w2": ("streaming_arm", "streaming"),
     "streaming-w4": ("streaming_arm", "streaming"),
     "litdata-w2": ("litdata_arm", "litdata"),

@@ -91,7 +91,7 @@ const fn arm(
 /// reference of the `x loaderx` column. Every worker-based loader has a row at 2 and at 4 workers
 /// (`-w2`, `-w4`) with the same batches ahead as loaderx's window (`workers + 4`), and every row
 /// delivers in step order except the two loaderx rows named `-completion`.
-pub const ARMS: [Arm; 25] = [
+pub const ARMS: [Arm; 27] = [
     arm(
         "memcpy-limit",
         "memcpy limit (records in memory, no loader)",
@@ -234,6 +234,20 @@ pub const ARMS: [Arm; 25] = [
         "lance-raw",
         Runner::Python,
         false,
+    ),
+    arm(
+        "lance-torch-w2",
+        "Lance SafeLanceDataset in torch DataLoader, 2 workers",
+        "lance-raw",
+        Runner::Python,
+        true,
+    ),
+    arm(
+        "lance-torch-w4",
+        "Lance SafeLanceDataset in torch DataLoader, 4 workers",
+        "lance-raw",
+        Runner::Python,
+        true,
     ),
     arm(
         "streaming-w2",

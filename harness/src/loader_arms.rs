@@ -1,9 +1,11 @@
-//! The arms of the loader tables: which loaders run ([`ARMS`]), their labels and storage, how
-//! each one's fresh process is started ([`Arm::command`]: the `loader-cell` subcommand for the
-//! Rust rows, `harness/python/loader_bench.py` under the project venv, or under the MosaicML
-//! Streaming venv for that row), the shared index draws every arm reads ([`write_draws`]), and the
-//! private 64 MiB `/dev/shm` namespace the `/dev/shm` column runs the process-based arms in
-//! ([`in_small_shm`]).
+//! The arms of the loader tables: which loaders run ([`ARMS`]: each peer as its own docs run
+//! random-access batches, at 2 and at 4 workers where it has workers, as many batches ahead as
+//! loaderx's window and in step order, as are the loaderx rows but the `-completion` ones), their
+//! labels and storage, how each one's fresh process is started ([`Arm::command`]: the
+//! `loader-cell` subcommand for the Rust rows, `harness/python/loader_bench.py` under the project
+//! venv, or under the MosaicML Streaming venv for its rows), the shared index draws every arm reads
+//! ([`write_draws`]), and the private 64 MiB `/dev/shm` namespace the `/dev/shm` column runs the
+//! process-based arms in ([`in_small_shm`]).
 //!
 //! A leaf below `loader_table`: it imports only `config` and `table`.
 

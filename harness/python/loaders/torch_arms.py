@@ -169,7 +169,7 @@ def run(job: Job) -> dict:
             return {"skipped": "per-record .npy files are a ragged-tokens arm"}
         ds = RecordFiles(write_record_files(job, src), len(src))
         dl = DataLoader(ds, batch_sampler=Draws(draws), num_workers=0, collate_fn=packed_collate)
-        note = f"torch {torch.__version__}, num_workers=0 (in-process), one .npy file per record, packed collate"
+        note = f"torch docs, torch.utils.data: map-style Dataset (per-record __getitem__, single-process loading): torch {torch.__version__}, num_workers=0, one .npy file per record, packed collate, step order"
     else:
         return {"skipped": f"unknown torch arm {job.arm}"}
     it = iter(dl)

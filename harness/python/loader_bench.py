@@ -3,8 +3,10 @@
 
 usage: loader_bench.py ARM KIND ZRECORD_STORE NPY_DIR DRAWS_NPY PEER_DIR BATCHES WARMUP
        loader_bench.py --digests KIND NPY_DIR DRAWS_NPY STEPS OUT_NPY
-  ARM  = python-loaderx-w4 | torch-dataloader-w4 | torch-files-w0 | spdl-thread | spdl-process
-       | grain-w4 | lance-take | streaming | litdata
+  ARM  = python-loaderx-w2 | python-loaderx-w4 | python-loaderx-w4-completion
+       | torch-dataloader-w2 | torch-dataloader-w4 | torch-files-w0 | spdl-thread-w2 | spdl-thread-w4
+       | spdl-process-w2 | spdl-process-w4 | grain-w2 | grain-w4 | lance-take | lance-torch-w2
+       | lance-torch-w4 | streaming-w2 | streaming-w4 | litdata-w2 | litdata-w4
   KIND = dense-vision | ragged-tokens
 
 The arms live in harness/python/loaders/ (importable: grain and litdata spawn workers that import
@@ -21,17 +23,28 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from loaders.common import Job, emit, write_digests  # noqa: E402
 
-# arm -> (module, the package whose absence skips the row)
+# arm -> (module, the package whose absence skips the row). A worker-based loader has a row at 2
+# and at 4 workers; every row delivers in step order but the loaderx ``-completion`` one.
 ARMS = {
+    "python-loaderx-w2": ("loaderx_arm", "loaderx"),
     "python-loaderx-w4": ("loaderx_arm", "loaderx"),
+    "python-loaderx-w4-completion": ("loaderx_arm", "loaderx"),
+    "torch-dataloader-w2": ("torch_arms", "torch"),
     "torch-dataloader-w4": ("torch_arms", "torch"),
     "torch-files-w0": ("torch_arms", "torch"),
-    "spdl-thread": ("spdl_arms", "spdl"),
-    "spdl-process": ("spdl_arms", "spdl"),
+    "spdl-thread-w2": ("spdl_arms", "spdl"),
+    "spdl-thread-w4": ("spdl_arms", "spdl"),
+    "spdl-process-w2": ("spdl_arms", "spdl"),
+    "spdl-process-w4": ("spdl_arms", "spdl"),
+    "grain-w2": ("grain_arms", "grain"),
     "grain-w4": ("grain_arms", "grain"),
     "lance-take": ("lance_arm", "lance"),
-    "streaming": ("streaming_arm", "streaming"),
-    "litdata": ("litdata_arm", "litdata"),
+    "lance-torch-w2": ("lance_arm", "lance"),
+    "lance-torch-w4": ("lance_arm", "lance"),
+    "streaming-w2": ("streaming_arm", "streaming"),
+    "streaming-w4": ("streaming_arm", "streaming"),
+    "litdata-w2": ("litdata_arm", "litdata"),
+    "litdata-w4": ("litdata_arm", "litdata"),
 }
 
 

@@ -1,9 +1,11 @@
-//! The arms of the loader tables: which loaders run ([`ARMS`]), their labels and storage, how
-//! each one's fresh process is started ([`Arm::command`]: the `loader-cell` subcommand for the
-//! Rust rows, `harness/python/loader_bench.py` under the project venv, or under the MosaicML
-//! Streaming venv for that row), the shared index draws every arm reads ([`write_draws`]), and the
-//! private 64 MiB `/dev/shm` namespace the `/dev/shm` column runs the process-based arms in
-//! ([`in_small_shm`]).
+//! The arms of the loader tables: which loaders run ([`ARMS`]: each peer as its own docs run
+//! random-access batches, at 2 and at 4 workers where it has workers, as many batches ahead as
+//! loaderx's window and in step order, as are the loaderx rows but the `-completion` ones), their
+//! labels and storage, how each one's fresh process is started ([`Arm::command`]: the
+//! `loader-cell` subcommand for the Rust rows, `harness/python/loader_bench.py` under the project
+//! venv, or under the MosaicML Streaming venv for its rows), the shared index draws every arm reads
+//! ([`write_draws`]), and the private 64 MiB `/dev/shm` namespace the `/dev/shm` column runs the
+//! process-based arms in ([`in_small_shm`]).
 //!
 //! A leaf below `loader_table`: it imports only `config` and `table`.
 
@@ -87,8 +89,11 @@ const fn arm(
     }
 }
 
-/// Every arm, in table order. The Python loaderx row is the reference of the `x loaderx` column.
-pub const ARMS: [Arm; 16] = [
+/// Every arm, in table order. The Python loaderx row at 4 workers (`python-loaderx-w4`) is the
+/// reference of the `x loaderx` column. Every worker-based loader has a row at 2 and at 4 workers
+/// (`-w2`, `-w4`) with the same batches ahead as loaderx's window (`workers + 4`), and every row
+/// delivers in step order except the two loaderx rows named `-completion`.
+pub const ARMS: [Arm; 27] = [
     arm(
         "memcpy-limit",
         "memcpy limit (records in memory, no loader)",
@@ -119,28 +124,56 @@ pub const ARMS: [Arm; 16] = [
     ),
     arm(
         "loaderx-w2",
-        "loaderx Rust, workers=2, prefetch=4",
+        "loaderx Rust, workers=2, prefetch=4, ordered",
         "zrecord-raw",
         Runner::Rust,
         false,
     ),
     arm(
         "loaderx-w4",
-        "loaderx Rust, workers=4, prefetch=4",
+        "loaderx Rust, workers=4, prefetch=4, ordered",
         "zrecord-raw",
         Runner::Rust,
         false,
     ),
     arm(
-        "python-loaderx-w4",
-        "loaderx Python, workers=4, prefetch=4",
+        "loaderx-w4-completion",
+        "loaderx Rust, workers=4, prefetch=4, completion order",
+        "zrecord-raw",
+        Runner::Rust,
+        false,
+    ),
+    arm(
+        "python-loaderx-w2",
+        "loaderx Python, workers=2, prefetch=4, ordered",
         "zrecord-raw",
         Runner::Python,
         false,
     ),
     arm(
+        "python-loaderx-w4",
+        "loaderx Python, workers=4, prefetch=4, ordered",
+        "zrecord-raw",
+        Runner::Python,
+        false,
+    ),
+    arm(
+        "python-loaderx-w4-completion",
+        "loaderx Python, workers=4, prefetch=4, completion order",
+        "zrecord-raw",
+        Runner::Python,
+        false,
+    ),
+    arm(
+        "torch-dataloader-w2",
+        "torch DataLoader, 2 workers, batched fetch",
+        "npy-mmap-raw",
+        Runner::Python,
+        true,
+    ),
+    arm(
         "torch-dataloader-w4",
-        "torch DataLoader, 4 workers",
+        "torch DataLoader, 4 workers, batched fetch",
         "npy-mmap-raw",
         Runner::Python,
         true,
@@ -156,16 +189,37 @@ pub const ARMS: [Arm; 16] = [
         )
     },
     arm(
-        "spdl-thread",
-        "SPDL thread pipeline",
+        "spdl-thread-w2",
+        "SPDL thread pipeline, concurrency 2",
         "npy-mmap-raw",
         Runner::Python,
         false,
     ),
     arm(
-        "spdl-process",
-        "SPDL subprocess pipeline, shared-memory arena",
+        "spdl-thread-w4",
+        "SPDL thread pipeline, concurrency 4",
         "npy-mmap-raw",
+        Runner::Python,
+        false,
+    ),
+    arm(
+        "spdl-process-w2",
+        "SPDL subprocess pipeline, concurrency 2, shared-memory arena",
+        "npy-mmap-raw",
+        Runner::Python,
+        true,
+    ),
+    arm(
+        "spdl-process-w4",
+        "SPDL subprocess pipeline, concurrency 4, shared-memory arena",
+        "npy-mmap-raw",
+        Runner::Python,
+        true,
+    ),
+    arm(
+        "grain-w2",
+        "Grain, 2 workers",
+        "arrayrecord-raw",
         Runner::Python,
         true,
     ),
@@ -178,24 +232,52 @@ pub const ARMS: [Arm; 16] = [
     ),
     arm(
         "lance-take",
-        "Lance take",
+        "Lance take (its own I/O threads)",
         "lance-raw",
         Runner::Python,
         false,
     ),
     arm(
-        "streaming",
-        "MosaicML Streaming, random access",
-        "mds-raw",
-        Runner::StreamingVenv,
-        false,
+        "lance-torch-w2",
+        "Lance SafeLanceDataset in torch DataLoader, 2 workers",
+        "lance-raw",
+        Runner::Python,
+        true,
     ),
     arm(
-        "litdata",
-        "LitData, random access",
+        "lance-torch-w4",
+        "Lance SafeLanceDataset in torch DataLoader, 4 workers",
+        "lance-raw",
+        Runner::Python,
+        true,
+    ),
+    arm(
+        "streaming-w2",
+        "MosaicML Streaming in torch DataLoader, 2 workers",
+        "mds-raw",
+        Runner::StreamingVenv,
+        true,
+    ),
+    arm(
+        "streaming-w4",
+        "MosaicML Streaming in torch DataLoader, 4 workers",
+        "mds-raw",
+        Runner::StreamingVenv,
+        true,
+    ),
+    arm(
+        "litdata-w2",
+        "LitData in torch DataLoader, 2 workers",
         "litdata-raw",
         Runner::Python,
-        false,
+        true,
+    ),
+    arm(
+        "litdata-w4",
+        "LitData in torch DataLoader, 4 workers",
+        "litdata-raw",
+        Runner::Python,
+        true,
     ),
     arm(
         "webdataset",
@@ -206,15 +288,17 @@ pub const ARMS: [Arm; 16] = [
     ),
 ];
 
-/// The arms of a `--quick` run (the CI gate): loaderx against the torch `DataLoader` rows. The
-/// other peers need minutes of data-file writing and process start-up that CI's time bound
-/// cannot spare; full runs have them all.
-pub const QUICK_ARMS: [&str; 7] = [
+/// The arms of a `--quick` run (the CI gate): loaderx, in step and in completion order, against
+/// the torch `DataLoader` rows. The other peers need minutes of data-file writing and process
+/// start-up that CI's time bound cannot spare; full runs have them all.
+pub const QUICK_ARMS: [&str; 9] = [
     "memcpy-limit",
     "bare-gather",
     "loaderx-w0",
     "loaderx-w4",
+    "loaderx-w4-completion",
     "python-loaderx-w4",
+    "python-loaderx-w4-completion",
     "torch-dataloader-w4",
     "torch-files-w0",
 ];
@@ -232,6 +316,8 @@ impl Arm {
     pub fn command(&self, cell: &CellArgs<'_>) -> Result<Command> {
         let python = |py: Option<String>, what: &str| -> Result<Command> {
             let py = py.ok_or_else(|| HarnessError::missing(what))?;
+            // LitData's `optimize` writes scratch files under $TMPDIR: its arm points it at the
+            // peer cache for that call only (`harness/python/loaders/litdata_arm.py`).
             let mut c = Command::new(py);
             c.arg(config::python_script("loader_bench.py"))
                 .args([self.name, cell.kind.name()])
@@ -241,12 +327,6 @@ impl Arm {
                 .arg(cell.peer_dir)
                 .arg(cell.batches.to_string())
                 .arg(WARMUP.to_string());
-            // litdata writes its chunks under $TMPDIR; keep them in the peer cache. Only litdata:
-            // multiprocessing puts its AF_UNIX sockets under $TMPDIR too, and a path past 107
-            // bytes fails to bind in a worker (torch's DataLoader then times out).
-            if self.name == "litdata" {
-                c.env("TMPDIR", cell.peer_dir);
-            }
             Ok(c)
         };
         match self.runner {
@@ -410,6 +490,61 @@ mod tests {
                 .filter(|a| a.name != "torch-files-w0")
                 .all(|a| a.applies(true) && a.applies(false))
         );
+    }
+
+    #[test]
+    fn quick_arms_are_arms_and_worker_rows_come_in_pairs() {
+        for q in QUICK_ARMS {
+            assert!(
+                ARMS.iter().any(|a| a.name == q),
+                "quick arm {q} is not an arm"
+            );
+        }
+        // Every worker-based loader has a row at 2 and at 4 workers: the peers' `-w4` rows and
+        // loaderx's ordered rows each have a `-w2` twin.
+        for a in ARMS.iter().filter(|a| a.name.ends_with("-w4")) {
+            let twin = format!("{}-w2", a.name.trim_end_matches("-w4"));
+            assert!(
+                ARMS.iter().any(|b| b.name == twin),
+                "{} has no {twin}",
+                a.name
+            );
+        }
+        // The completion-order rows are labelled as such; the other loaderx rows with workers
+        // deliver in step order, as the peers do.
+        for a in ARMS.iter().filter(|a| a.name.contains("loaderx-w")) {
+            let completion = a.name.ends_with("-completion");
+            assert_eq!(
+                a.label.contains("completion order"),
+                completion,
+                "{}",
+                a.label
+            );
+            let workers = !a.name.contains("-w0") && !a.name.contains("-w1");
+            assert_eq!(
+                a.label.ends_with("ordered"),
+                workers && !completion,
+                "{}",
+                a.label
+            );
+        }
+    }
+
+    #[test]
+    fn python_arms_are_known_to_the_bench_script() {
+        let script = config::python_script("loader_bench.py");
+        let text = std::fs::read_to_string(&script).expect("loader_bench.py");
+        for a in ARMS
+            .iter()
+            .filter(|a| a.runner != Runner::Rust && a.name != "webdataset")
+        {
+            assert!(
+                text.contains(&format!("\"{}\":", a.name)),
+                "{} is not in {}",
+                a.name,
+                script.display()
+            );
+        }
     }
 
     #[test]

@@ -192,11 +192,17 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
             Ok(Delivered::Copy(limit.copy(idx)))
         })
     } else {
-        let workers: usize = arm
-            .trim_start_matches("loaderx-w")
-            .parse()
-            .map_err(|_| HarnessError::UnknownArm { name: arm.clone() })?;
-        let opts = LoaderOptions::new(workers, 4);
+        // `loaderx-w{n}` delivers in step order (as every peer row does); `loaderx-w{n}-completion`
+        // in completion order.
+        let (spec, ordered) = match arm.strip_suffix("-completion") {
+            Some(spec) => (spec, false),
+            None => (arm.as_str(), true),
+        };
+        let workers: usize = spec
+            .strip_prefix("loaderx-w")
+            .and_then(|w| w.parse().ok())
+            .ok_or_else(|| HarnessError::UnknownArm { name: arm.clone() })?;
+        let opts = LoaderOptions::new(workers, 4).ordered(ordered);
         let mut loader = Loader::new(vec![("data", vec![view.clone()])], sampler()?, opts)?;
         Box::new(move || {
             let shards = loader

@@ -1,9 +1,14 @@
-"""Grain 0.2.18 arm: ``ArrayRecordDataSource`` over an ArrayRecord file written with
+"""Grain 0.2.18 arms (``grain-w2``, ``grain-w4``), the Dataset API pipeline of Grain's docs (Grain
+docs, "Dataset basics" / ``MapDataset`` ... ``to_iter_dataset(ReadOptions)`` ... ``mp_prefetch(
+MultiprocessingOptions)``): ``ArrayRecordDataSource`` over an ArrayRecord file written with
 ``group_size:1,uncompressed`` (one record per chunk: random access), read by
-``MapDataset.range(steps).map(GatherBatch)`` whose element k is step k's batch
-(``source.__getitems__(draws[k])`` converted to the contract), run by ``mp_prefetch`` with 4
-worker processes. Grain spawns its workers, so ``GatherBatch`` lives here, importable, and opens
-its source lazily in the worker.
+``MapDataset.range(steps).map(GatherBatch)`` whose element k is step k's batch through
+ArrayRecord's batched ``source.__getitems__(draws[k])`` (converted to the contract), run by
+``mp_prefetch`` with 2 or 4 worker processes, each computing one batch at a time
+(``ReadOptions(num_threads=1, prefetch_buffer_size=1)``) with ``per_worker_buffer_size =
+ceil(4 / workers)``: ``workers`` batches in flight and 4 ahead, loaderx's window of ``workers +
+prefetch``. mp_prefetch hands the workers' elements out round-robin: step order. Grain spawns its
+workers, so ``GatherBatch`` lives here, importable, and opens its source lazily in the worker.
 """
 
 from __future__ import annotations
@@ -14,13 +19,13 @@ import numpy as np
 
 from .common import Job, Source, pack, timed
 
-WORKERS = 4
-BUFFER = 4  # per-worker output buffer of mp_prefetch
-# Grain's default ReadOptions read up to 500 elements ahead on 16 threads in every worker process:
-# with 38.5 MB dense-vision batches that is up to 19 GB per worker, and the kernel's OOM killer
-# ended the workers (exit -9) on a 24 GiB machine. Dense batches therefore read 2 elements ahead on
-# 2 threads per worker; ragged-token batches (~150 KB) keep the defaults.
-DENSE_READ = {"num_threads": 2, "prefetch_buffer_size": 2}
+LOADERX_PREFETCH = 4  # loaderx's window is workers + 4 batches: `workers` in flight, 4 ahead
+# Each worker computes one element (a whole batch) at a time: ReadOptions(1 thread, 1 ahead); the
+# batches ahead sit in the workers' output buffers, ceil(4 / workers) each. Grain's default
+# ReadOptions (500 ahead on 16 threads) counts records, not 256-record batches: with 38.5 MB
+# dense-vision batches it read up to 19 GB ahead per worker, and the kernel's OOM killer ended the
+# workers (exit -9) on a 24 GiB machine.
+READ = {"num_threads": 1, "prefetch_buffer_size": 1}
 OPTIONS = "group_size:1,uncompressed"
 
 
@@ -78,12 +83,19 @@ def run(job: Job) -> dict:
     else:
         shape, dtype = (), src.tokens.dtype.str
     fn = GatherBatch(path, job.draws_path, job.steps, job.dense, shape, dtype)
-    read = grain.ReadOptions(**DENSE_READ) if job.dense else None
+    read = grain.ReadOptions(**READ)
     ds = grain.MapDataset.range(job.steps).map(fn).to_iter_dataset(read)
-    opts = grain.MultiprocessingOptions(num_workers=WORKERS, per_worker_buffer_size=BUFFER)
+    workers = int(job.arm.rsplit("-w", 1)[1])
+    buffer = -(-LOADERX_PREFETCH // workers)
+    opts = grain.MultiprocessingOptions(num_workers=workers, per_worker_buffer_size=buffer)
     it = iter(ds.mp_prefetch(opts))
     out = timed(job, src, draws, lambda _k: next(it))
-    reads = f"ReadOptions({DENSE_READ['num_threads']} threads, {DENSE_READ['prefetch_buffer_size']} ahead)" if job.dense else "default ReadOptions"
-    out["config"] = f"grain 0.2.18, ArrayRecordDataSource ({OPTIONS}), MapDataset.range(steps).map(step -> __getitems__(draws[step]) + contract).to_iter_dataset({reads}), mp_prefetch(num_workers={WORKERS}, per_worker_buffer_size={BUFFER})"
+    reads = f"ReadOptions(num_threads={READ['num_threads']}, prefetch_buffer_size={READ['prefetch_buffer_size']}: one batch in flight per worker)"
+    out["config"] = (
+        f"Grain docs, Dataset basics (MapDataset ... mp_prefetch): grain 0.2.18, ArrayRecordDataSource ({OPTIONS}), "
+        f"MapDataset.range(steps).map(step -> __getitems__(draws[step]) + contract).to_iter_dataset({reads}), "
+        f"mp_prefetch(num_workers={workers}, per_worker_buffer_size={buffer}): {workers} batches in flight + "
+        f"{workers * buffer} ahead, as loaderx's window of workers + prefetch = {workers + LOADERX_PREFETCH}; step order"
+    )
     del it
     return out

@@ -1,8 +1,18 @@
-"""Lance (pylance 14) arm: the corpus written once with ``lance.write_dataset`` as one
+"""Lance (pylance 14) arm, ``lance-take``, as Lance's docs read random rows (Lance docs, "Read and
+write data": random access with ``LanceDataset.take(indices)``, whose reads run on Lance's own I/O
+thread pool, ``LANCE_IO_THREADS``, 8 on local disks): the corpus written once with ``lance.write_dataset`` as one
 ``large_binary`` column (a record's raw bytes; ~2.5x faster to take than a FixedSizeList<uint8>
-column), read in-process by ``dataset.take(draws[k])`` (keeps order and duplicates). The
+column), read in-process, one process and one calling thread, by ``dataset.take(draws[k])`` (keeps order
+and duplicates: step order; no workers, so no prefetch: every batch is read when asked for). The
 conversion to the contract (one copy out of the Arrow buffers; for ragged batches the Arrow
-offsets become int32 cu_seqlens) is inside the timer."""
+offsets become int32 cu_seqlens) is inside the timer.
+
+``lance-torch-w2`` / ``-w4``: Lance's own torch integration (Lance docs, PyTorch integration:
+``lance.torch.data.SafeLanceDataset``, whose ``__getitems__`` is one ``take`` per batch returning
+``to_pylist()`` rows, in ``get_safe_loader``: spawned, persistent workers) with the shared draws as
+batch sampler, 2 or 4 workers, ``prefetch_factor = ceil((workers + 4) / workers)`` as the torch
+rows; ``BytesCollate`` turns the rows' bytes into the contract in the worker, with the torch
+collates (one copy into a shared-memory batch)."""
 
 from __future__ import annotations
 
@@ -30,12 +40,63 @@ def write_lance(job: Job, src: Source) -> str:
     return uri
 
 
+class BytesCollate:
+    """SafeLanceDataset rows (``{"x": bytes}``) -> the batch contract, via the torch collates
+    (importable: the spawned workers unpickle it)."""
+
+    def __init__(self, dense: bool, item_shape, dtype: str):
+        self.dense, self.item_shape, self.dtype = dense, tuple(item_shape), dtype
+
+    def __call__(self, rows):
+        from .torch_arms import collate_for
+
+        recs = [np.frombuffer(r["x"], dtype=self.dtype).reshape(self.item_shape or (-1,)) for r in rows]
+        return collate_for(self.dense)(recs)
+
+
+def run_torch(job: Job, src: Source, draws: np.ndarray, uri: str) -> dict:
+    """``lance-torch-w{n}``: SafeLanceDataset in get_safe_loader's DataLoader."""
+    import lance
+    from lance.torch.data import SafeLanceDataset, get_safe_loader
+
+    from .torch_arms import Draws, TIMEOUT_S, prefetch_factor, workers_of
+
+    workers = workers_of(job.arm)
+    pf = prefetch_factor(workers)
+    if job.dense:
+        collate = BytesCollate(True, src.dense.shape[1:], src.dense.dtype.str)
+    else:
+        collate = BytesCollate(False, (), src.tokens.dtype.str)
+    dl = get_safe_loader(
+        SafeLanceDataset(uri),
+        batch_size=1,
+        batch_sampler=Draws(draws),
+        num_workers=workers,
+        prefetch_factor=pf,
+        collate_fn=collate,
+        timeout=TIMEOUT_S,
+    )
+    it = iter(dl)
+    out = timed(job, src, draws, lambda _k: next(it))
+    del it
+    out["config"] = (
+        f"Lance docs, PyTorch integration (SafeLanceDataset + get_safe_loader): pylance {lance.__version__}, "
+        f"one large_binary column, __getitems__ = take(indices).to_pylist(), num_workers={workers} (spawn, persistent), "
+        f"prefetch_factor={pf} ({workers * pf} batches in flight, loaderx's window is workers + prefetch = {workers + 4}), "
+        f"batch_sampler = the shared draws, rows' bytes collated into a shared-memory batch, step order"
+    )
+    return out
+
+
 def run(job: Job) -> dict:
     import lance
 
     src = job.source()
     draws = job.draws()
-    ds = lance.dataset(write_lance(job, src))
+    uri = write_lance(job, src)
+    if job.arm.startswith("lance-torch-w"):
+        return run_torch(job, src, draws, uri)
+    ds = lance.dataset(uri)
     if job.dense:
         shape, dtype = src.dense.shape[1:], src.dense.dtype
     else:
@@ -53,5 +114,10 @@ def run(job: Job) -> dict:
         return values, cu, np.diff(cu).astype(np.int64).reshape(-1, 1)
 
     out = timed(job, src, draws, next_batch)
-    out["config"] = f"pylance {lance.__version__}, one large_binary column, dataset.take(indices) in-process (lance's own I/O threads)"
+    threads = os.environ.get("LANCE_IO_THREADS", "default (8 local)")
+    out["config"] = (
+        f"Lance docs, Read and write data (random access: take): pylance {lance.__version__}, one large_binary column, "
+        f"dataset.take(indices) in-process on Lance's own I/O threads (LANCE_IO_THREADS={threads}), no workers and nothing "
+        f"read ahead, step order"
+    )
     return out

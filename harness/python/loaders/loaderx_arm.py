@@ -1,5 +1,7 @@
-"""The loaderx Python arm: ``loaderx.Loader`` with 4 workers and prefetch 4 over the zrecord raw
-store, drawing from ``loaderx.sampler.Sampler(n, 256, IID, seed=7)``, whose draws are the harness's
+"""The loaderx Python arms: ``loaderx.Loader`` with 2 or 4 workers and prefetch 4 over the zrecord
+raw store, in step order (``ordered=True``: the contract every peer row delivers;
+``python-loaderx-w4`` is the reference of the table's ``x loaderx`` column) or, for
+``python-loaderx-w4-completion``, in completion order (the loader's default), drawing from ``loaderx.sampler.Sampler(n, 256, IID, seed=7)``, whose draws are the harness's
 shared ones (the Rust rows draw from the same sampler; the check of every batch against the draws
 file would fail otherwise). No transform: the workers gather without ever taking the GIL, and the
 consumer hands each batch to torch through DLPack (NumPy when torch is missing), inside the timer.
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 from .common import Job, timed
 
-WORKERS = 4
 PREFETCH = 4
 SEED = 7  # the seed of the harness's draws (loader_arms::write_draws)
 
@@ -32,6 +33,8 @@ def run(job: Job) -> dict:
     except ImportError:
         to_tensor, via = np.from_dlpack, "numpy"
 
+    workers = int(job.arm.removesuffix("-completion").rsplit("-w", 1)[1])
+    ordered = not job.arm.endswith("-completion")
     dense = job.dense
     src = job.source()
     draws = job.draws()
@@ -48,13 +51,14 @@ def run(job: Job) -> dict:
         if len(view) != len(src):
             return {"per_batch_s": None, "verified": False, "error": f"store has {len(view)} records, source {len(src)}"}
         sampler = Sampler(len(view), draws.shape[1], Sampler.Mode.IID, seed=SEED)
-        loader = Loader({"data": [view]}, sampler, workers=WORKERS, prefetch=PREFETCH)
+        loader = Loader({"data": [view]}, sampler, workers=workers, prefetch=PREFETCH, ordered=ordered)
         try:
             out = timed(job, src, draws, lambda _k: convert(next(loader)))
         finally:
             loader.close()
     out["config"] = (
-        f"workers={WORKERS}, prefetch={PREFETCH}, Sampler(IID, seed={SEED}), no transform "
+        f"loaderx docs, docs/loaderx.md (Loader): workers={workers}, prefetch={PREFETCH} (a window of {workers + PREFETCH} batches), "
+        f"{'ordered=True (step order)' if ordered else 'ordered=False (completion order)'}, Sampler(IID, seed={SEED}), no transform "
         f"(DLPack to {via} on the consumer thread), zrecord raw store, Allocator('cpu') 256 MiB pool"
     )
     return out

@@ -1,7 +1,17 @@
-"""SPDL 0.8 arms over the ``.npy`` mmap: a thread pipeline (``PipelineBuilder``: source of steps,
-gather stage with concurrency 4, ordered output, sink buffer 4), and the same pipeline run in a
-subprocess by ``iterate_in_subprocess`` with a ``SharedMemorySegmentPool`` arena (SPDL needs at
-least 2 segments; 12 are used: the timed loop holds 8 batches at a time), whose batches come back as zero-copy views over shared memory.
+"""SPDL 0.8 arms over the ``.npy`` mmap, as SPDL's docs build a pipeline (SPDL docs, "Pipeline"
+guide and ``spdl.pipeline.PipelineBuilder``: ``add_source`` -> ``pipe(fn, concurrency=k,
+output_order="input")`` -> ``add_sink(buffer)`` -> ``build(num_threads=k)``; ``iterate_in_subprocess``
+with a ``SharedMemorySegmentPool`` arena for the subprocess form):
+
+* ``spdl-thread-w2`` / ``-w4``: a source of steps, a gather stage with concurrency 2 / 4 on as many
+  threads (one task per step: the step's records in one NumPy gather into the contract, rather
+  than the docs' per-record fetch + ``aggregate(256)``, whose 256 tasks a batch cost more than the
+  mmap reads themselves), step (input) order, sink buffer 4: ``workers`` batches in flight and 4
+  ahead, loaderx's window of ``workers + prefetch``.
+* ``spdl-process-w2`` / ``-w4``: the same pipeline run in a subprocess by ``iterate_in_subprocess``
+  with a ``SharedMemorySegmentPool`` arena (SPDL needs at least 2 segments; 12 are used: the timed
+  loop holds 8 batches at a time), whose batches come back as zero-copy views over shared memory;
+  its sink holds 3 batches and the subprocess queue 1, so again 4 ahead.
 """
 
 from __future__ import annotations
@@ -13,10 +23,9 @@ import numpy as np
 
 from .common import BATCH, Job, Source, pack, timed
 
-CONCURRENCY = 4
-SINK_BUFFER = 4
+SINK_BUFFER = 4  # batches ahead, as loaderx's prefetch
 ARENA_SEGMENTS = 12  # the consumer holds a block of 8 timed batches (common.BLOCK)
-SUBPROCESS_BUFFER = 3
+SUBPROCESS_BUFFER = 1  # the queue out of the subprocess; its sink holds SINK_BUFFER - 1
 
 
 def gather(src: Source, draws: np.ndarray, step: int):
@@ -27,7 +36,7 @@ def gather(src: Source, draws: np.ndarray, step: int):
     return pack([src.record(int(i)) for i in idx])
 
 
-def pipeline(kind: str, npy_dir: str, draws_path: str, steps: int):
+def pipeline(kind: str, npy_dir: str, draws_path: str, steps: int, workers: int, sink: int):
     """The thread pipeline, as an iterable of batches in step order."""
     from spdl.pipeline import PipelineBuilder
 
@@ -36,9 +45,9 @@ def pipeline(kind: str, npy_dir: str, draws_path: str, steps: int):
     pipe = (
         PipelineBuilder()
         .add_source(range(steps))
-        .pipe(functools.partial(gather, src, draws), concurrency=CONCURRENCY, output_order="input")
-        .add_sink(SINK_BUFFER)
-        .build(num_threads=CONCURRENCY)
+        .pipe(functools.partial(gather, src, draws), concurrency=workers, output_order="input")
+        .add_sink(sink)
+        .build(num_threads=workers)
     )
     with pipe.auto_stop():
         yield from pipe.get_iterator(timeout=120)
@@ -58,15 +67,25 @@ def run(job: Job) -> dict:
     src = job.source()
     draws = job.draws()
     steps = job.steps
-    make = functools.partial(pipeline, job.kind, job.npy_dir, job.draws_path, steps)
-    if job.arm == "spdl-thread":
-        it = iter(make())
-        config = f"spdl {version('spdl')} thread pipeline: gather stage concurrency={CONCURRENCY}, num_threads={CONCURRENCY}, output_order=input, sink buffer={SINK_BUFFER}"
-    elif job.arm == "spdl-process":
+    workers = int(job.arm.rsplit("-w", 1)[1])
+    stage = f"gather stage concurrency={workers}, num_threads={workers}, output_order=input"
+    if job.arm.startswith("spdl-thread-w"):
+        it = iter(pipeline(job.kind, job.npy_dir, job.draws_path, steps, workers, SINK_BUFFER))
+        config = (
+            f"SPDL docs, Pipeline guide (PipelineBuilder): spdl {version('spdl')} thread pipeline, {stage}, "
+            f"sink buffer={SINK_BUFFER} ({workers} batches in flight + {SINK_BUFFER} ahead = loaderx's window of workers + prefetch), step order"
+        )
+    elif job.arm.startswith("spdl-process-w"):
+        sink = SINK_BUFFER - SUBPROCESS_BUFFER
+        make = functools.partial(pipeline, job.kind, job.npy_dir, job.draws_path, steps, workers, sink)
         seg = segment_bytes(src)
         arena = sp.SharedMemorySegmentPool(seg, ARENA_SEGMENTS)
         it = iter(sp.iterate_in_subprocess(make, buffer_size=SUBPROCESS_BUFFER, arena=arena, timeout=120))
-        config = f"iterate_in_subprocess(thread pipeline as above, buffer_size={SUBPROCESS_BUFFER}, arena=SharedMemorySegmentPool({seg >> 20} MiB x {ARENA_SEGMENTS}))"
+        config = (
+            f"SPDL docs, iterate_in_subprocess with a SharedMemorySegmentPool arena: spdl {version('spdl')} thread pipeline "
+            f"in a subprocess, {stage}, sink buffer={sink} + subprocess buffer_size={SUBPROCESS_BUFFER} "
+            f"({workers} in flight + {SINK_BUFFER} ahead = loaderx's window), arena {seg >> 20} MiB x {ARENA_SEGMENTS}, step order"
+        )
     else:
         return {"skipped": f"unknown spdl arm {job.arm}"}
     out = timed(job, src, draws, lambda _k: next(it))

@@ -1,64 +1,75 @@
-"""torch ``DataLoader`` arms: a map-style Dataset over the ``.npy`` mmap with default collate
-(dense), and for ragged tokens the packed ``values + cu_seqlens + shapes`` collate, in-process over
-one ``.npy`` file per record, or with 4 workers over the tokens/offsets mmap.
+"""torch ``DataLoader`` arms, run the way torch's docs run random-access batches (torch docs,
+``torch.utils.data``: "Map-style datasets" with the optional ``__getitems__``, which the map
+fetcher calls once per batch with the batch sampler's list of indices; "Multi-process data
+loading"; "Memory Pinning" is left out: the batches stay on the CPU).
 
-The batch sampler yields the harness's draws, so every batch holds the same records as every
-other arm's batch of that step. Workers are forked (Linux default) with a 120 s ``timeout`` so a
-worker that dies (e.g. on a full ``/dev/shm``) fails the row instead of hanging it.
+* ``torch-dataloader-w2`` / ``-w4``: a map-style Dataset over the corpus ``.npy`` mmap whose
+  ``__getitems__`` returns the step's records as tensors viewing the mmap (no copy), collated by
+  ``default_collate`` (dense: one ``torch.stack`` into a shared-memory tensor, as torch does in a
+  worker) or by the packed collate (ragged: one ``torch.cat`` into shared memory), so each record is
+  copied once, into the batch the worker hands over.
+* ``torch-files-w0`` (ragged only): in-process over one ``.npy`` file per record, packed collate.
+
+The batch sampler yields the harness's draws, so every batch holds the same records as every other
+arm's batch of that step, delivered in step order. Workers are forked (Linux default) with a 120 s
+``timeout`` so a worker that dies (e.g. on a full ``/dev/shm``) fails the row instead of hanging it,
+and keep ``prefetch_factor = ceil((workers + 4) / workers)`` batches each in flight: as many batches
+ahead as loaderx's window of ``workers + prefetch`` (prefetch 4). The Streaming and LitData arms run
+in the same ``DataLoader`` (``data_loader``).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
 
-from .common import Job, Source, emit, timed
+from .common import Job, Source, timed
 
-WORKERS = 4
-PREFETCH = 2  # torch's default prefetch_factor with workers
+# The records are read-only mmap views; the batch is a fresh tensor, never written through them.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+LOADERX_PREFETCH = 4  # loaderx's prefetch in every loaderx row: its window is workers + 4 batches
 TIMEOUT_S = 120
 
 
-class MmapRecords(Dataset):
-    """Record ``i`` of the corpus arrays, opened lazily (after fork) as an mmap."""
-
-    def __init__(self, kind: str, npy_dir: str):
-        self.kind, self.npy_dir, self.src = kind, npy_dir, None
-
-    def _open(self) -> Source:
-        if self.src is None:
-            self.src = Source.open(self.kind, self.npy_dir)
-        return self.src
-
-    def __len__(self):
-        return len(self._open())
-
-    def __getitem__(self, i):
-        return torch.from_numpy(np.array(self._open().record(i)))
+def workers_of(arm: str) -> int:
+    """The worker count an arm's name ends with (``...-w4`` -> 4)."""
+    return int(arm.rsplit("-w", 1)[1])
 
 
-class RecordFiles(Dataset):
-    """Record ``i`` read from its own ``.npy`` file (the per-record layout)."""
+def prefetch_factor(workers: int) -> int:
+    """Batches each worker keeps in flight so that ``workers x factor`` covers loaderx's window."""
+    return -(-(workers + LOADERX_PREFETCH) // workers)
 
-    def __init__(self, files_dir: str, n: int):
-        self.dir, self.n = files_dir, n
 
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        return torch.from_numpy(np.load(os.path.join(self.dir, f"{i:08d}.npy")))
+def _out(like: torch.Tensor, numel: int) -> torch.Tensor:
+    """A 1-D tensor of ``numel`` elements, in shared memory inside a worker (the allocation
+    ``default_collate`` makes there, so handing it to the main process copies nothing)."""
+    if get_worker_info() is None:
+        return torch.empty(numel, dtype=like.dtype)
+    storage = like._typed_storage()._new_shared(numel, device=like.device)
+    return like.new(storage).resize_(numel)
 
 
 def packed_collate(items):
-    """Ragged contract without padding: concatenated values, int32 cu_seqlens, int64 shapes (n, 1)."""
+    """Ragged contract without padding: concatenated values, int32 cu_seqlens, int64 shapes (n, 1).
+    Takes tensors or NumPy arrays (records of the Streaming and LitData datasets)."""
+    items = [torch.as_tensor(t) for t in items]
     lens = torch.tensor([len(t) for t in items], dtype=torch.int64)
     cu = torch.zeros(len(items) + 1, dtype=torch.int32)
     cu[1:] = torch.cumsum(lens, 0)
-    return torch.cat(items), cu, lens.reshape(-1, 1)
+    values = _out(items[0], int(cu[-1]))
+    torch.cat(items, out=values)
+    return values, cu, lens.reshape(-1, 1)
+
+
+def collate_for(dense: bool):
+    """``default_collate`` (stacks into shared memory in a worker) or the packed collate."""
+    return default_collate if dense else packed_collate
 
 
 class Draws:
@@ -73,6 +84,63 @@ class Draws:
     def __iter__(self):
         for row in self.draws:
             yield row.tolist()
+
+
+def data_loader(ds, draws: np.ndarray, workers: int, dense: bool, context: str = "fork"):
+    """A ``DataLoader`` over ``ds`` with the draws as batch sampler; its settings, for the note."""
+    pf = prefetch_factor(workers)
+    dl = DataLoader(
+        ds,
+        batch_sampler=Draws(draws),
+        num_workers=workers,
+        collate_fn=collate_for(dense),
+        prefetch_factor=pf,
+        timeout=TIMEOUT_S,
+        multiprocessing_context=context,
+    )
+    note = (
+        f"torch {torch.__version__} DataLoader: num_workers={workers} ({context}), prefetch_factor={pf} "
+        f"(= ceil((workers + 4) / workers): {workers * pf} batches in flight, loaderx's window is "
+        f"workers + prefetch = {workers + LOADERX_PREFETCH}), batch_sampler = the shared draws, "
+        f"{'default_collate' if dense else 'packed collate'} into shared memory, step order, timeout={TIMEOUT_S} s"
+    )
+    return dl, note
+
+
+class MmapRecords(Dataset):
+    """Record ``i`` of the corpus arrays, opened lazily (after fork) as an mmap; ``__getitems__``
+    returns a step's records as tensors viewing the mmap."""
+
+    def __init__(self, kind: str, npy_dir: str):
+        self.kind, self.npy_dir, self.src = kind, npy_dir, None
+
+    def _open(self) -> Source:
+        if self.src is None:
+            self.src = Source.open(self.kind, self.npy_dir)
+        return self.src
+
+    def __len__(self):
+        return len(self._open())
+
+    def __getitem__(self, i):
+        return torch.from_numpy(self._open().record(i))
+
+    def __getitems__(self, idx):
+        src = self._open()
+        return [torch.from_numpy(src.record(i)) for i in idx]
+
+
+class RecordFiles(Dataset):
+    """Record ``i`` read from its own ``.npy`` file (the per-record layout)."""
+
+    def __init__(self, files_dir: str, n: int):
+        self.dir, self.n = files_dir, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.from_numpy(np.load(os.path.join(self.dir, f"{i:08d}.npy")))
 
 
 def write_record_files(job: Job, src: Source) -> str:
@@ -90,24 +158,21 @@ def write_record_files(job: Job, src: Source) -> str:
 def run(job: Job) -> dict:
     src = job.source()
     draws = job.draws()
-    if job.arm == "torch-dataloader-w4":
-        ds = MmapRecords(job.kind, job.npy_dir)
-        collate = None if job.dense else packed_collate
-        workers = WORKERS
-        note = f"torch {torch.__version__}, num_workers={WORKERS}, prefetch_factor={PREFETCH}, map-style Dataset over the npy mmap, {'default' if job.dense else 'packed'} collate, batch_sampler = the shared draws"
+    if job.arm in ("torch-dataloader-w2", "torch-dataloader-w4"):
+        dl, note = data_loader(MmapRecords(job.kind, job.npy_dir), draws, workers_of(job.arm), job.dense)
+        note = (
+            "torch docs, torch.utils.data: map-style Dataset with __getitems__ (records as tensors "
+            f"viewing the npy mmap, one copy into the batch); {note}"
+        )
     elif job.arm == "torch-files-w0":
         if job.dense:
             return {"skipped": "per-record .npy files are a ragged-tokens arm"}
         ds = RecordFiles(write_record_files(job, src), len(src))
-        collate = packed_collate
-        workers = 0
-        note = f"torch {torch.__version__}, num_workers=0 (in-process), one .npy file per record, packed collate"
+        dl = DataLoader(ds, batch_sampler=Draws(draws), num_workers=0, collate_fn=packed_collate)
+        note = f"torch docs, torch.utils.data: map-style Dataset (per-record __getitem__, single-process loading): torch {torch.__version__}, num_workers=0, one .npy file per record, packed collate, step order"
     else:
         return {"skipped": f"unknown torch arm {job.arm}"}
-    kw = dict(num_workers=workers, collate_fn=collate, batch_sampler=Draws(draws))
-    if workers:
-        kw.update(prefetch_factor=PREFETCH, timeout=TIMEOUT_S)
-    it = iter(DataLoader(ds, **kw))
+    it = iter(dl)
     out = timed(job, src, draws, lambda _k: next(it))
     out["config"] = note
     del it

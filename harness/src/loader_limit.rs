@@ -1,21 +1,25 @@
 //! The loader tables' limit row (`memcpy-limit`): every record of the store held in memory, and
 //! for each drawn batch the same number of bytes copied out of it as one contiguous span (from
-//! the batch's first record on, wrapping at the end) into a recycled buffer, with the fastest of
-//! four copies measured in this process before the timed loop: `memcpy` or the stores a zrecord
-//! gather of that size uses, on one thread or split over the process's threads. No loader, no
-//! file, no checksum, and no per-record work: every row of the table moves at least these bytes
-//! (once, from memory at least as warm as the store's pages), so none can be faster than this
-//! one except by noise. It is a reference, not a delivery: its bytes are not the batch's records
-//! (the cell does not compare them) and its row says `verified: null`. The ragged contract's
-//! `cu_seqlens` and shapes are still built from the drawn records, as a loader must.
+//! the batch's first record on, wrapping at the end) into a recycled buffer, by a pipeline shaped
+//! like a loader's: one copying thread per core, each copying whole batches, at most `ahead`
+//! batches done and waiting ([`CopyLimit::pipeline`]), handed to the consumer in completion
+//! order. Each thread uses the faster of `memcpy` and the stores a zrecord gather of that size
+//! uses, measured in this process before the timed loop. No loader, no file, no checksum, no
+//! per-record work and no order to keep: every row of the table moves at least these bytes with
+//! at least this work, so none is faster except by noise. It is a reference, not a delivery: its
+//! bytes are not the batch's records (the cell does not compare them) and its row says
+//! `verified: null`. The ragged contract's `cu_seqlens` and shapes are still built from the drawn
+//! records, as a loader must.
 //!
-//! A leaf below `loader_table`: it imports nothing of the harness.
+//! Below `loader_table`: it imports only `loader_arms` (the block size).
 
+use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use benchkit::buffers::{Recycler, copy_of};
-use benchkit::copy::{Kernel, copy_span, parallel_pieces};
-use loaderx::StreamView;
+use benchkit::copy::{Kernel, copy_span};
+use loaderx::{IndexSampler, Sampler, StreamView};
 
 use crate::error::Result;
 
@@ -29,9 +33,8 @@ pub struct CopyLimit {
     ndim: usize,
     itemsize: usize,
     ragged: bool,
-    /// The copy the calibration found fastest, and the pieces it splits into (1: one thread).
+    /// The copy the calibration kept (each copying thread copies whole batches).
     kernel: Kernel,
-    pieces: usize,
     /// Buffers handed back by dropped batches (as many as were ever live at once).
     free: Recycler,
 }
@@ -71,7 +74,6 @@ impl CopyLimit {
                     itemsize: 0,
                     ragged: false,
                     kernel: Kernel::Memcpy,
-                    pieces: 1,
                     free,
                 }
             }
@@ -87,57 +89,99 @@ impl CopyLimit {
                     itemsize,
                     ragged: true,
                     kernel: Kernel::Memcpy,
-                    pieces: 1,
                     free,
                 }
             }
         };
         limit.calibrate(batch);
+        limit.prefill(batch);
         Ok(limit)
     }
 
-    /// Times each copy on spans of one average batch and keeps the fastest: five rounds, each
-    /// timing every copy in turn (at least 20 ms or 16 copies each, the spans starting at
-    /// spread-out records), a copy's figure its best round, so a neighbour's burst on a shared
-    /// machine slows one round of every copy alike rather than all rounds of one.
+    /// Times both copies on spans of one average batch, on one thread (each copying thread of
+    /// the pipeline copies whole batches), and keeps the faster: five rounds, each timing both in
+    /// turn (at least 20 ms or 16 copies each, the spans starting at spread-out records), a
+    /// copy's figure its best round, so a neighbour's burst on a shared machine slows one round
+    /// of each alike rather than all rounds of one.
     fn calibrate(&mut self, batch: usize) {
         let n = self.starts.len().saturating_sub(1).max(1);
         let len = (self.bytes.len() / n * batch).min(self.bytes.len()).max(1);
         let mut out = self.free.take(len);
-        let copies = [
-            (Kernel::Memcpy, 1),
-            (Kernel::Memcpy, parallel_pieces()),
-            (Kernel::AsGather, 1),
-            (Kernel::AsGather, parallel_pieces()),
-        ];
-        let mut fastest = [Duration::MAX; 4];
+        let kernels = [Kernel::Memcpy, Kernel::AsGather];
+        let mut fastest = [Duration::MAX; 2];
         for round in 0..5 {
-            for (c, &(kernel, pieces)) in copies.iter().enumerate() {
+            for (c, &kernel) in kernels.iter().enumerate() {
                 let (mut done, t) = (0usize, Instant::now());
                 while done < 16 || t.elapsed() < Duration::from_millis(20) {
                     let from = self.starts[(done * 7919 + round * 104_729) % n];
-                    copy_span(&mut out, &self.bytes, from, kernel, pieces);
+                    copy_span(&mut out, &self.bytes, from, kernel, 1);
                     done += 1;
                 }
                 fastest[c] = fastest[c].min(t.elapsed() / done as u32);
             }
         }
         self.free.give(out);
-        let best = (0..4).min_by_key(|&c| fastest[c]).unwrap_or(0);
-        (self.kernel, self.pieces) = copies[best];
+        self.kernel = if fastest[1] < fastest[0] {
+            Kernel::AsGather
+        } else {
+            Kernel::Memcpy
+        };
+    }
+
+    /// Puts as many buffers as a timed block holds at once (and two more) on the free list,
+    /// faulted in, each with room for twice an average batch: a loader's pool regions are reused
+    /// the same way, and a short timed loop must not time the first touch of fresh buffers (on a
+    /// 50-batch dense run it was most of the row's time).
+    fn prefill(&mut self, batch: usize) {
+        let n = self.starts.len().saturating_sub(1).max(1);
+        let len = (self.bytes.len() / n * batch).max(1);
+        let room = if self.ragged { 2 * len } else { len };
+        let bufs: Vec<Vec<u8>> = (0..crate::loader_arms::BLOCK + 2)
+            .map(|_| self.free.take(room))
+            .collect();
+        for b in bufs {
+            self.free.give(b);
+        }
     }
 
     /// The copy the calibration kept, for the row's note.
-    pub fn describe(&self) -> String {
-        let how = match self.kernel {
+    pub fn describe(&self) -> &'static str {
+        match self.kernel {
             Kernel::Memcpy => "memcpy",
             Kernel::AsGather => "the stores a gather of that size uses",
-        };
-        if self.pieces > 1 {
-            format!("{how}, split into {} pieces over the threads", self.pieces)
-        } else {
-            format!("{how}, on one thread")
         }
+    }
+
+    /// The pipeline: `threads` copying threads draw steps from `sampler` in turn, copy each
+    /// step's batch ([`CopyLimit::copy`]) and hand it over through a channel that holds `ahead`
+    /// batches, in completion order. The threads end when the receiver is dropped (their next
+    /// hand-over fails) or the sampler fails.
+    pub fn pipeline(
+        self: Arc<Self>,
+        sampler: IndexSampler,
+        threads: usize,
+        ahead: usize,
+    ) -> Receiver<Copied> {
+        let (tx, rx) = sync_channel(ahead);
+        let sampler = Arc::new(Mutex::new(sampler));
+        for _ in 0..threads.max(1) {
+            let (tx, sampler, limit) = (tx.clone(), sampler.clone(), self.clone());
+            std::thread::spawn(move || {
+                loop {
+                    let idx = {
+                        let mut s = sampler.lock().unwrap_or_else(|e| e.into_inner());
+                        match s.next() {
+                            Ok(i) => i.to_vec(),
+                            Err(_) => return,
+                        }
+                    };
+                    if tx.send(limit.copy(&idx)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        rx
     }
 
     /// Copies as many bytes as records `idx` hold, as one span from record `idx[0]` on, into a
@@ -154,7 +198,7 @@ impl CopyLimit {
         let total = out_starts[idx.len()];
         let mut values = self.free.take(total);
         let from = idx.first().map_or(0, |&i| self.starts[i as usize]);
-        copy_span(&mut values, &self.bytes, from, self.kernel, self.pieces);
+        copy_span(&mut values, &self.bytes, from, self.kernel, 1);
         let (cu_seqlens, shapes) = if self.ragged {
             let isz = self.itemsize.max(1);
             let cu = out_starts.iter().map(|&s| (s / isz) as i32).collect();
@@ -211,11 +255,18 @@ mod tests {
             assert!(c.cu_seqlens.is_empty() && c.shapes.is_empty());
             c.values.as_ptr()
         };
-        let again = limit.copy(&idx);
-        assert_eq!(
-            again.values.as_ptr(),
-            first_ptr,
-            "the dropped buffer is reused"
+        // Batches taken and dropped one after another reuse the prefilled buffers: no new one.
+        let mut seen = vec![first_ptr];
+        for _ in 0..3 * crate::loader_arms::BLOCK {
+            let again = limit.copy(&idx);
+            if !seen.contains(&again.values.as_ptr()) {
+                seen.push(again.values.as_ptr());
+            }
+        }
+        assert!(
+            seen.len() <= crate::loader_arms::BLOCK + 2,
+            "{}",
+            seen.len()
         );
 
         // Ragged: the batch's byte count, and cu_seqlens and shapes as a gather gives them.

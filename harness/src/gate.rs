@@ -232,7 +232,7 @@ pub fn check(base: &Baseline, cur: &Value, partial: bool) -> Vec<Violation> {
             continue;
         };
         let floor = f.floor();
-        if c.value < floor {
+        if f.gated && c.value < floor {
             v.push(Violation {
                 table: f.table.clone(),
                 speed: true,
@@ -347,7 +347,20 @@ pub struct GatedFigure {
     pub center: f64,
     pub sd_log: f64,
     pub band: f64,
+    /// Whether the speed rule applies: a figure whose spread over the runs exceeds [`MAX_SD`]
+    /// cannot be held to a band that catches a 25 % slowdown and passes its own noise, so it is
+    /// only required to be present and verified (the facts).
+    #[serde(default = "yes")]
+    pub gated: bool,
 }
+
+fn yes() -> bool {
+    true
+}
+
+/// The largest spread (SD of the logarithm over the baseline's runs) a speed-gated figure may
+/// have: at twice this SD below the median the band ([`MAX_BAND`]) is reached.
+pub const MAX_SD: f64 = MAX_BAND / 2.0;
 
 impl GatedFigure {
     /// The lowest value that passes.
@@ -421,6 +434,7 @@ impl Baseline {
                 center,
                 sd_log,
                 band,
+                gated: sd_log <= MAX_SD,
             });
         }
         Ok(Baseline {

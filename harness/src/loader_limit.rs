@@ -44,7 +44,17 @@ pub struct CopyLimit {
 /// the free list on drop.
 pub struct Copied {
     pub values: Vec<u8>,
+    // Built as a loader must build them (part of the row's work) and held with the batch; a
+    // reference is never compared, so only the tests read them.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the ragged contract's work, never compared")
+    )]
     pub cu_seqlens: Vec<i32>,
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "the ragged contract's work, never compared")
+    )]
     pub shapes: Vec<u64>,
     free: Recycler,
 }
@@ -98,6 +108,12 @@ impl CopyLimit {
         Ok(limit)
     }
 
+    /// The bytes of `batch` records of the store's average size (at least 1).
+    fn average_batch_bytes(&self, batch: usize) -> usize {
+        let n = self.starts.len().saturating_sub(1).max(1);
+        (self.bytes.len() / n * batch).max(1)
+    }
+
     /// Times both copies on spans of one average batch, on one thread (each copying thread of
     /// the pipeline copies whole batches), and keeps the faster: five rounds, each timing both in
     /// turn (at least 20 ms or 16 copies each, the spans starting at spread-out records), a
@@ -105,7 +121,7 @@ impl CopyLimit {
     /// of each alike rather than all rounds of one.
     fn calibrate(&mut self, batch: usize) {
         let n = self.starts.len().saturating_sub(1).max(1);
-        let len = (self.bytes.len() / n * batch).min(self.bytes.len()).max(1);
+        let len = self.average_batch_bytes(batch).min(self.bytes.len());
         let mut out = self.free.take(len);
         let kernels = [Kernel::Memcpy, Kernel::AsGather];
         let mut fastest = [Duration::MAX; 2];
@@ -133,8 +149,7 @@ impl CopyLimit {
     /// the same way, and a short timed loop must not time the first touch of fresh buffers (on a
     /// 50-batch dense run it was most of the row's time).
     fn prefill(&mut self, batch: usize) {
-        let n = self.starts.len().saturating_sub(1).max(1);
-        let len = (self.bytes.len() / n * batch).max(1);
+        let len = self.average_batch_bytes(batch);
         let room = if self.ragged { 2 * len } else { len };
         let bufs: Vec<Vec<u8>> = (0..crate::loader_arms::BLOCK + 2)
             .map(|_| self.free.take(room))

@@ -421,9 +421,12 @@ fn small_shm_run(cmd: &Command) -> String {
 }
 
 pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>> {
-    // Quick runs time as many batches as full ones (they differ in repeats and arms): at 50
-    // dense batches a row timed well under a second, and one neighbour's burst moved it by 2x.
-    let base_batches = 200;
+    // Dense batches timed per row. Full runs read the 2,500-image corpus, where the slowest peers
+    // run ~800 samples/s, so 200 batches already take a minute a row. Quick runs (the CI gate) read
+    // a cache-sized corpus at ~150 k samples/s: 200 batches timed 0.4 s a row and three clean runs
+    // of one commit spread 10-18 % (sd of ln) on four loaderx figures, too wide to gate; 800 time
+    // ~1.5 s. At 50 batches one neighbour's burst moved a row by 2x.
+    let dense_batches = if a.quick { 800 } else { 200 };
     let exe =
         std::env::current_exe().map_err(HarnessError::io("locate", "the harness executable"))?;
     let mut tables = Vec::new();
@@ -437,12 +440,12 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             .ok_or_else(|| HarnessError::other("a loader table reads a store table"))?;
         let kind = source.name();
         let dense = source.layout() == Some(Layout::Dense);
-        // A token batch takes ~30 us, an image batch ~2.5 ms: time token tables 25x longer in
-        // batches so both runs last long enough to mean something.
+        // A token batch takes ~30 us, an image batch ~2.5 ms: token tables time 5,000 batches so
+        // both last long enough to mean something (their spread was 2-7 % in quick runs).
         let batches = if table.corpus() == Some(Corpus::Tokens) {
-            base_batches * 25
+            5_000
         } else {
-            base_batches
+            dense_batches
         };
         let store = ensure_store(source, &prepared.dir, work)?;
         let records = store_len(&store, dense)?;

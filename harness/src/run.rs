@@ -87,9 +87,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     if need_tokens {
         corpora.tokens = Some(corpus::tokens(&a)?);
     }
-    // Quick: at least 0.5 s of gathers per cell (a 130 MiB ragged-vision batch takes ~18 ms, so a
-    // memory-bound row times ~25 batches and one slow batch moves its figure by a few per cent).
-    let min_seconds = a.min_seconds.unwrap_or(if a.quick { 0.5 } else { 2.0 });
+    // Quick: at least 1.5 s of gathers per cell. At 0.5 s (a 130 MiB ragged-vision batch takes
+    // ~18 ms, so ~25 batches) three clean runs of one commit spread 14-25 % (sd of ln) on the
+    // dense and token zrecord-raw x memcpy figures, too wide for the CI gate to bite at 25 %.
+    let min_seconds = a.min_seconds.unwrap_or(if a.quick { 1.5 } else { 2.0 });
     let verify_batches = if a.quick { 10 } else { 100 };
 
     let mut report = Report::new(a.quick, a.repeats, corpora.describe());

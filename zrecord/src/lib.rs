@@ -48,6 +48,9 @@ mod dict;
 mod format;
 mod publish;
 mod read;
+#[cfg(feature = "remote")]
+pub mod remote;
+mod sigbus;
 mod write;
 
 pub use dict::{DEFAULT_DICT_BYTES, DictSample, train_dict, train_dict_from};
@@ -62,8 +65,8 @@ pub use publish::gc;
 pub use read::with_blocking_direct_reads;
 pub use read::{
     ColdReads, DenseBatch, DenseStore, DenseView, OUTPUT_ALIGN, OpenOptions, RaggedBatch,
-    RaggedStore, RaggedView, RecordExtent, ViewGather, container_files, gather_fan_outs,
-    sequential_gathers,
+    RaggedStore, RaggedView, RecordExtent, RemoteOptions, ViewGather, container_files,
+    gather_fan_outs, sequential_gathers,
 };
 pub use write::{
     DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER, WriterOptions,

@@ -46,6 +46,58 @@ pub trait ReadFile: Send + Sync {
     fn direct(&self) -> Option<&File> {
         None
     }
+    /// Whether [`ReadFile::bytes`] is the file's contents (a map, or a copy in memory). `false`
+    /// for a file opened with [`Vfs::open_read_unmapped`]: its `bytes` is empty and it is read
+    /// only with [`ReadFile::read_exact_at`].
+    fn mapped(&self) -> bool {
+        true
+    }
+    /// The file's length in bytes (as opened).
+    fn file_len(&self) -> u64 {
+        self.bytes().len() as u64
+    }
+    /// Reads `buf.len()` bytes at `offset`; fails with [`io::ErrorKind::UnexpectedEof`] where the
+    /// file ends first. The default copies from [`ReadFile::bytes`].
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        copy_at(self.bytes(), buf, offset)
+    }
+    /// Whether the file was found shorter than its map while it was read (a `SIGBUS` caught by
+    /// [`crate::sigbus`]): from then on the map's tail reads zeros, not the file, and every read
+    /// of the store fails. Never for a file that is not mapped.
+    fn faulted(&self) -> bool {
+        false
+    }
+}
+
+/// `buf.len()` bytes of `b` from `offset` into `buf`; [`io::ErrorKind::UnexpectedEof`] where `b`
+/// ends first.
+fn copy_at(b: &[u8], buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let src = usize::try_from(offset)
+        .ok()
+        .and_then(|o| b.get(o..)?.get(..buf.len()))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the file ends at byte {} before bytes {offset}..{}",
+                    b.len(),
+                    offset + buf.len() as u64
+                ),
+            )
+        })?;
+    buf.copy_from_slice(src);
+    Ok(())
+}
+
+/// The URL schemes a store path may have: a path `scheme://...` with one of them names a store on
+/// object storage (read with the `remote` feature).
+pub const URL_SCHEMES: [&str; 7] = ["s3", "gs", "az", "abfs", "abfss", "http", "https"];
+
+/// The URL `path` names, when it is one (`scheme://...` with a scheme of [`URL_SCHEMES`]).
+pub fn url_of(path: &Path) -> Option<&str> {
+    let s = path.to_str()?;
+    let (scheme, rest) = s.split_once("://")?;
+    (URL_SCHEMES.contains(&scheme) && !rest.is_empty()).then_some(s)
 }
 
 /// The alignment of offsets, lengths and buffers of a [`ReadFile::direct`] read: 4 KiB, a
@@ -76,6 +128,17 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn exists(&self, path: &Path) -> io::Result<bool>;
     /// Opens an existing file for reading.
     fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>>;
+    /// Opens an existing file for positional reads only ([`ReadFile::read_exact_at`]), without a
+    /// memory map. The default maps it ([`Vfs::open_read`]).
+    fn open_read_unmapped(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
+        self.open_read(path)
+    }
+    /// Whether `path` lies on a shared or network file system (NFS, SMB/CIFS, FUSE, Lustre,
+    /// Ceph, GPFS, 9P, AFS, GFS2, OCFS2), where another host may shrink a file under a map:
+    /// stores there are opened unmapped unless asked otherwise. The default: `false`.
+    fn shared_fs(&self, _path: &Path) -> bool {
+        false
+    }
     /// Names of the entries of a directory.
     fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>>;
     /// Creates `path` if needed and takes an exclusive advisory lock on it without blocking;
@@ -186,12 +249,20 @@ impl WriteFile for StdWriteFile {
 
 enum StdReadFile {
     Mapped {
+        /// Registers `map` with the `SIGBUS` guard; declared before `map`, so it is dropped (and
+        /// the map unregistered) before the map is unmapped. `None` when every slot was taken.
+        guard: Option<crate::sigbus::Guard>,
         map: memmap2::Mmap,
         /// The descriptor the map was made from, kept for direct reads.
         file: File,
         /// Whether `file` reads with `O_DIRECT`: switched on at the first direct read (`None`
         /// until then; `Some(false)` where the file system refuses the flag).
         direct: std::sync::OnceLock<bool>,
+    },
+    /// Opened for positional reads only.
+    Unmapped {
+        file: File,
+        len: u64,
     },
     Empty,
 }
@@ -200,7 +271,52 @@ impl ReadFile for StdReadFile {
     fn bytes(&self) -> &[u8] {
         match self {
             StdReadFile::Mapped { map, .. } => map,
-            StdReadFile::Empty => &[],
+            StdReadFile::Unmapped { .. } | StdReadFile::Empty => &[],
+        }
+    }
+
+    fn mapped(&self) -> bool {
+        !matches!(self, StdReadFile::Unmapped { .. })
+    }
+
+    fn file_len(&self) -> u64 {
+        match self {
+            StdReadFile::Mapped { map, .. } => map.len() as u64,
+            StdReadFile::Unmapped { len, .. } => *len,
+            StdReadFile::Empty => 0,
+        }
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let StdReadFile::Unmapped { file, .. } = self else {
+            return copy_at(self.bytes(), buf, offset);
+        };
+        use std::os::unix::fs::FileExt;
+        let mut got = 0;
+        while got < buf.len() {
+            match file.read_at(&mut buf[got..], offset + got as u64) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "the file ends at byte {} before bytes {offset}..{}",
+                            offset + got as u64,
+                            offset + buf.len() as u64
+                        ),
+                    ));
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn faulted(&self) -> bool {
+        match self {
+            StdReadFile::Mapped { guard: Some(g), .. } => g.faulted(),
+            _ => false,
         }
     }
 
@@ -223,6 +339,29 @@ impl ReadFile for StdReadFile {
         });
         on.then_some(file)
     }
+}
+
+/// Whether a `statfs` file-system type (`f_type`, as `linux/magic.h` numbers them) is a shared or
+/// network file system: NFS, SMB, CIFS, SMB2, FUSE, Ceph, Lustre, GPFS, 9P, AFS (both numbers),
+/// GFS2, OCFS2.
+pub fn is_shared_fs_magic(f_type: u64) -> bool {
+    const SHARED: [u64; 13] = [
+        0x6969,      // NFS_SUPER_MAGIC
+        0x517b,      // SMB_SUPER_MAGIC
+        0xff53_4d42, // CIFS_MAGIC_NUMBER
+        0xfe53_4d42, // SMB2_MAGIC_NUMBER
+        0x6573_5546, // FUSE_SUPER_MAGIC
+        0x00c3_6400, // CEPH_SUPER_MAGIC
+        0x0bd0_0bd0, // LUSTRE_SUPER_MAGIC
+        0x4750_4653, // GPFS_SUPER_MAGIC
+        0x0102_1997, // V9FS_MAGIC
+        0x5346_414f, // AFS_SUPER_MAGIC
+        0x6b41_4653, // AFS_FS_MAGIC
+        0x0116_1970, // GFS2_MAGIC
+        0x7461_636f, // OCFS2_SUPER_MAGIC
+    ];
+    // f_type is a signed word on some targets: compare its low 32 bits.
+    SHARED.contains(&(f_type & 0xffff_ffff))
 }
 
 struct StdLock(#[allow(dead_code)] File);
@@ -289,15 +428,37 @@ impl Vfs for StdFs {
         if len == 0 {
             return Ok(Arc::new(StdReadFile::Empty));
         }
-        // SAFETY: containers are immutable after publish; the map is read-only. A process that
-        // truncates a published container underneath a reader is outside the contract (documented in
-        // docs/format.md: such truncation raises SIGBUS, as with any mmap reader).
+        // SAFETY: containers are immutable after publish; the map is read-only. A file shrunk
+        // under the map (another process truncating it, a shared file system) would raise
+        // SIGBUS on a read past its new end: the guard registered here turns that into zeros
+        // and a fault mark that the read path reports as an error (`crate::sigbus`).
         let map = unsafe { memmap2::Mmap::map(&f)? };
         Ok(Arc::new(StdReadFile::Mapped {
+            guard: crate::sigbus::Guard::register(&map),
             map,
             file: f,
             direct: std::sync::OnceLock::new(),
         }))
+    }
+
+    fn open_read_unmapped(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        Ok(Arc::new(StdReadFile::Unmapped { file, len }))
+    }
+
+    fn shared_fs(&self, path: &Path) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+            return false;
+        };
+        // SAFETY: `statfs` is plain data, for which all-zero bytes are a valid value.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: statfs reads the NUL-terminated path and writes only the struct it is given.
+        if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+            return false;
+        }
+        is_shared_fs_magic(st.f_type as u64)
     }
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {

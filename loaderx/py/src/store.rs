@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
-use zrecord::{DenseStore, RaggedStore};
+use zrecord::{DenseStore, OpenOptions, RaggedStore};
 
 use crate::allocator::PyAllocator;
 use crate::dtypes::dtype_obj;
@@ -19,21 +19,32 @@ macro_rules! store_class {
         impl $py_store {
             $($extra)*
 
-            /// Opens a published container.
+            /// Opens a published container. `mmap`: None maps its files except on a shared or
+            /// network file system (NFS, SMB, FUSE, Lustre, ...), where they are read with
+            /// positional reads; True always maps, False never does.
             #[new]
-            fn py_new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-                let store = py.detach(|| guard(|| $store::open(&path))).py_err(py)?;
-                Ok($py_store { store })
+            #[pyo3(signature = (path, *, mmap = None))]
+            fn py_new(py: Python<'_>, path: PathBuf, mmap: Option<bool>) -> PyResult<Self> {
+                let opts = OpenOptions { mmap, ..OpenOptions::default() };
+                let store = py.detach(|| guard(|| $store::open_with(&path, opts))).py_err(py)?;
+                Ok($py_store { store, mmap })
             }
 
-            /// Pickles as its path: the receiving process reopens (and checks) the container.
-            fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduce<'py, (&'static str, PathBuf)>> {
+            /// Whether the store's files are memory-mapped (False: read with positional reads).
+            #[getter]
+            fn mapped(&self) -> bool {
+                self.store.is_mapped()
+            }
+
+            /// Pickles as its path and `mmap`: the receiving process reopens (and checks) the
+            /// container.
+            fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduce<'py, (&'static str, PathBuf, Option<bool>)>> {
                 if self.store.is_closed() {
                     return Err(ClosedError::new_err(format!(
                         "cannot pickle {} {}: it is closed", $pyname, self.store.path().display()
                     )));
                 }
-                Ok((rebuilder(py, "store")?, ($kind, self.store.path().to_path_buf())))
+                Ok((rebuilder(py, "store")?, ($kind, self.store.path().to_path_buf(), self.mmap)))
             }
 
             /// Binds the store to a placement; the view owns the index API.
@@ -46,6 +57,7 @@ macro_rules! store_class {
                 Ok($py_view {
                     view: self.store.bind(a),
                     path: self.store.path().to_path_buf(),
+                    mmap: self.mmap,
                     allocator: allocator.unbind(),
                 })
             }
@@ -131,12 +143,16 @@ macro_rules! store_class {
 #[pyclass(name = "DenseStore", module = "loaderx.zrecord", frozen)]
 pub(crate) struct PyDenseStore {
     store: DenseStore,
+    /// The `mmap` it was opened with: what pickling sends.
+    mmap: Option<bool>,
 }
 
 /// An opened Ragged container (not indexable: `bind` it).
 #[pyclass(name = "RaggedStore", module = "loaderx.zrecord", frozen)]
 pub(crate) struct PyRaggedStore {
     store: RaggedStore,
+    /// The `mmap` it was opened with: what pickling sends.
+    mmap: Option<bool>,
 }
 
 store_class!(

@@ -23,6 +23,8 @@ pub(crate) struct PyDenseView {
     pub view: DenseView,
     /// The container's path and the allocator the view is bound to: what pickling sends.
     pub path: PathBuf,
+    /// The store's `mmap` option, which the receiving process reopens it with.
+    pub mmap: Option<bool>,
     pub allocator: Py<PyAllocator>,
 }
 
@@ -32,6 +34,8 @@ pub(crate) struct PyRaggedView {
     pub view: RaggedView,
     /// The container's path and the allocator the view is bound to: what pickling sends.
     pub path: PathBuf,
+    /// The store's `mmap` option, which the receiving process reopens it with.
+    pub mmap: Option<bool>,
     pub allocator: Py<PyAllocator>,
 }
 
@@ -48,7 +52,7 @@ macro_rules! view_class {
             fn __reduce__<'py>(
                 &self,
                 py: Python<'py>,
-            ) -> PyResult<Reduce<'py, (&'static str, PathBuf, Py<PyAllocator>)>> {
+            ) -> PyResult<Reduce<'py, (&'static str, PathBuf, Py<PyAllocator>, Option<bool>)>> {
                 if self.view.is_closed() {
                     return Err(ClosedError::new_err(format!(
                         "cannot pickle a view of {}: its store is closed",
@@ -57,7 +61,7 @@ macro_rules! view_class {
                 }
                 Ok((
                     rebuilder(py, "view")?,
-                    ($kind_name, self.path.clone(), self.allocator.clone_ref(py)),
+                    ($kind_name, self.path.clone(), self.allocator.clone_ref(py), self.mmap),
                 ))
             }
 

@@ -32,6 +32,17 @@ pub(crate) fn shard_file_name(shard: u32) -> String {
     format!("shard-{shard:03}.zrd")
 }
 
+/// Whether `name` is the name of one of a container's files (manifest, index or a shard).
+#[cfg(feature = "remote")]
+pub(crate) fn is_container_file(name: &str) -> bool {
+    name == MANIFEST_FILE
+        || name == INDEX_FILE
+        || name
+            .strip_prefix("shard-")
+            .and_then(|n| n.strip_suffix(".zrd"))
+            .is_some_and(|n| n.len() >= 3 && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// The record codec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Codec {

@@ -15,6 +15,8 @@ mod seed;
 
 pub(crate) use header::{check_header, encode_index_header, encode_shard_header};
 pub(crate) use index::{Entry, decode_entry, encode_entry, entry_offset, index_file_len};
+#[cfg(feature = "remote")]
+pub(crate) use layout::is_container_file;
 pub use layout::{Codec, Kind};
 pub(crate) use layout::{
     FLAG_STORED_RAW, HEADER_LEN, INDEX_FILE, MANIFEST_FILE, MAX_RECORD_BYTES, PAGE_ENTRIES,

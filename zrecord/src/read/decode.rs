@@ -80,7 +80,16 @@ pub(super) fn decode_located(
 /// index declares, checked before anything is allocated or decoded for it (a hostile index
 /// could otherwise make `verify()` allocate up to the 2 GiB record limit per record).
 pub(super) fn check_frame_size(c: &Container, maps: &Maps<'_>, i: u64, raw_len: u64) -> Result<()> {
-    let (s, e, stored) = c.locate(maps, i);
+    check_frame_located(c, i, c.locate(maps, i), raw_len)
+}
+
+/// [`check_frame_size`] of record `i` located at `(shard, entry, stored bytes)` by any reader.
+pub(super) fn check_frame_located(
+    c: &Container,
+    i: u64,
+    (s, e, stored): (u32, Entry, &[u8]),
+    raw_len: u64,
+) -> Result<()> {
     if e.flags & FLAG_STORED_RAW != 0 {
         return Ok(());
     }

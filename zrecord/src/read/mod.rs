@@ -8,7 +8,8 @@
 //!   the choice of one per gather, made with the cold-read policy of [`cold`];
 //! * what the engines share, never importing one another: [`plan`] (the gather an engine is
 //!   handed, the engine interface, the output split), [`piece`] (pieces of a direct read),
-//!   [`decode`] (one record's check and decode), [`fan_out`] (whether a gather may spread over
+//!   [`decode`] (one record's check and decode), [`ranges`] (a gather as coalesced ranges of its
+//!   shards, for the engines that fetch instead of mapping), [`fan_out`] (whether a gather may spread over
 //!   threads) and [`hint`] (prefetch and page-cache hints);
 //! * [`batch`]: the batches a gather returns; [`verify`]: the full check behind `verify()`.
 //!
@@ -24,12 +25,13 @@ mod fan_out;
 mod hint;
 mod piece;
 mod plan;
+mod ranges;
 mod store;
 mod verify;
 mod view;
 
 pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
-pub use container::{ColdReads, OpenOptions, RecordExtent, container_files};
+pub use container::{ColdReads, OpenOptions, RecordExtent, RemoteOptions, container_files};
 #[cfg(feature = "mutations")]
 pub use engine::with_blocking_direct_reads;
 pub use fan_out::{gather_fan_outs, sequential_gathers};

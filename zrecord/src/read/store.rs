@@ -44,6 +44,12 @@ impl DenseStore {
         self.c.records()
     }
 
+    /// Whether the store's files are memory-mapped ([`OpenOptions::mmap`]; `false`: read with
+    /// positional reads).
+    pub fn is_mapped(&self) -> bool {
+        self.c.mapped()
+    }
+
     /// True when the store holds no records.
     pub fn is_empty(&self) -> bool {
         self.c.records() == 0
@@ -135,6 +141,12 @@ impl RaggedStore {
     /// Number of records.
     pub fn len(&self) -> u64 {
         self.c.records()
+    }
+
+    /// Whether the store's files are memory-mapped ([`OpenOptions::mmap`]; `false`: read with
+    /// positional reads).
+    pub fn is_mapped(&self) -> bool {
+        self.c.mapped()
     }
 
     /// True when the store holds no records.

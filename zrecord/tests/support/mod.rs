@@ -6,7 +6,8 @@
 //! * [`memfs`]: an in-memory [`zrecord::Vfs`] that logs every mutating operation;
 //! * [`crash`]: the crash model that turns that log into power-loss images;
 //! * [`fault`]: a [`zrecord::Vfs`] wrapper that injects I/O errors and audits fsyncs;
-//! * [`tally`]: the `RELIABILITY` lines the reliability suites print.
+//! * [`tally`]: the `RELIABILITY` lines the reliability suites print;
+//! * `seaweed` (feature `remote`): a real SeaweedFS server on loopback, and a test deadline.
 //!
 //! The golden containers of `compat.rs` keep their own generators: their formulas define
 //! committed bytes.
@@ -16,6 +17,8 @@ pub mod crash;
 pub mod fault;
 pub mod fixtures;
 pub mod memfs;
+#[cfg(feature = "remote")]
+pub mod seaweed;
 pub mod seeded;
 pub mod tally;
 

@@ -1,7 +1,7 @@
 """Rebuilders that ``pickle`` calls in the receiving process (``__reduce__`` of the native classes).
 
-What travels is what identifies an object, never its memory: a store is its path (it is reopened,
-and checked, where it lands), an allocator its placement and ``pool_size`` (the receiver gets a
+What travels is what identifies an object, never its memory: a store is its path and ``mmap`` option (it is
+reopened, and checked, where it lands), an allocator its placement and ``pool_size`` (the receiver gets a
 fresh, empty pool of that bound), a view its store and allocator. Objects pickled together keep
 their sharing: two views of one allocator land bound to one new allocator.
 """
@@ -17,12 +17,12 @@ def allocator(device: str, device_id: int, pool_size: int):
     return Allocator(device, device_id, pool_size=pool_size)
 
 
-def store(kind: str, path: str):
+def store(kind: str, path: str, mmap: bool | None = None):
     from . import zrecord
 
     cls = {"dense": zrecord.DenseStore, "ragged": zrecord.RaggedStore}[kind]
-    return cls(Path(path))
+    return cls(Path(path), mmap=mmap)
 
 
-def view(kind: str, path: str, alloc):
-    return store(kind, path).bind(alloc)
+def view(kind: str, path: str, alloc, mmap: bool | None = None):
+    return store(kind, path, mmap).bind(alloc)

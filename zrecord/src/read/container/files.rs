@@ -10,19 +10,55 @@ use crate::error::{Error, Location, Result};
 use crate::format::{self, Codec, INDEX_FILE, Kind, MANIFEST_FILE, Manifest};
 use crate::vfs::{ReadFile, Vfs};
 
+/// A file's bytes held in process memory.
+pub(super) struct InMemory(pub(super) Vec<u8>);
+
+impl ReadFile for InMemory {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Opens `path` whole: memory-mapped when `mapped`, else read into process memory with positional
+/// reads (an unmapped store's manifest and index).
+pub(super) fn open_whole(
+    vfs: &dyn Vfs,
+    path: &Path,
+    mapped: bool,
+) -> std::io::Result<Arc<dyn ReadFile>> {
+    if mapped {
+        return vfs.open_read(path);
+    }
+    let f = vfs.open_read_unmapped(path)?;
+    if f.mapped() {
+        return Ok(f);
+    }
+    let len = usize::try_from(f.file_len()).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, "file larger than memory")
+    })?;
+    let mut v = vec![0u8; len];
+    f.read_exact_at(&mut v, 0)?;
+    Ok(Arc::new(InMemory(v)))
+}
+
 /// Reads and decodes the manifest of the container at `path`, which must be of `kind`. Returns
 /// the manifest and its path.
-pub(super) fn open_manifest(vfs: &dyn Vfs, path: &Path, kind: Kind) -> Result<(Manifest, PathBuf)> {
+pub(super) fn open_manifest(
+    vfs: &dyn Vfs,
+    path: &Path,
+    kind: Kind,
+    mapped: bool,
+) -> Result<(Manifest, PathBuf)> {
     let mp = path.join(MANIFEST_FILE);
     let not_found = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
-    let mfile = match vfs.open_read(&mp) {
+    let mfile = match open_whole(vfs, &mp, mapped) {
         Ok(f) => f,
         Err(e) if not_found(&e) && !vfs.exists(path).unwrap_or(false) => {
             return Err(Error::io("open", path, e));
         }
         // The directory exists now; it may have been published (renamed into place, manifest
         // included) between the two calls, so look once more before calling it foreign.
-        Err(e) if not_found(&e) => vfs.open_read(&mp).map_err(|e| {
+        Err(e) if not_found(&e) => open_whole(vfs, &mp, mapped).map_err(|e| {
             if not_found(&e) {
                 Error::format(
                     path,
@@ -52,19 +88,27 @@ pub(super) fn open_manifest(vfs: &dyn Vfs, path: &Path, kind: Kind) -> Result<(M
 pub(super) type Shards = (Vec<Arc<dyn ReadFile>>, Vec<PathBuf>);
 
 /// The open data shards of the container at `path` and their paths, each checked for its
-/// length and header.
-pub(super) fn open_shards(vfs: &dyn Vfs, path: &Path, m: &Manifest) -> Result<Shards> {
+/// length and header; memory-mapped when `mapped`, else opened for positional reads.
+pub(super) fn open_shards(
+    vfs: &dyn Vfs,
+    path: &Path,
+    m: &Manifest,
+    mapped: bool,
+) -> Result<Shards> {
     let nshards = m.shard_count();
     let mut shards = Vec::with_capacity(nshards as usize);
     let mut shard_paths = Vec::with_capacity(nshards as usize);
     for s in 0..nshards {
         let p = path.join(format::shard_file_name(s));
-        let f = vfs
-            .open_read(&p)
-            .map_err(|e| missing_or_io(&p, Some(s), e))?;
-        let b = f.bytes();
+        let f = if mapped {
+            vfs.open_read(&p)
+        } else {
+            vfs.open_read_unmapped(&p)
+        }
+        .map_err(|e| missing_or_io(&p, Some(s), e))?;
+        let len = f.file_len();
         let want = m.shards[s as usize].len;
-        if b.len() as u64 != want {
+        if len != want {
             return Err(Error::corrupt(
                 Location {
                     path: p.clone(),
@@ -73,11 +117,15 @@ pub(super) fn open_shards(vfs: &dyn Vfs, path: &Path, m: &Manifest) -> Result<Sh
                 },
                 "shard file length",
                 want,
-                b.len(),
+                len,
             ));
         }
+        let mut head = [0u8; format::HEADER_LEN];
+        let head_len = (len as usize).min(format::HEADER_LEN);
+        f.read_exact_at(&mut head[..head_len], 0)
+            .map_err(|e| Error::io("read the header of", &p, e))?;
         format::check_header(
-            b,
+            &head[..head_len],
             &format::encode_shard_header(&m.uuid, s, nshards),
             &p,
             Some(s),

@@ -12,31 +12,23 @@ use crate::format::{
 };
 use crate::vfs::{ReadFile, Vfs};
 
-use super::files::missing_or_io;
+use super::files::{InMemory, missing_or_io, open_whole};
 
 /// Indexes up to this size (64 MiB: 4 Mi records of 16-byte entries) are copied into process
-/// memory at open; larger ones stay memory-mapped.
+/// memory at open; larger ones stay memory-mapped (an unmapped store holds its whole index in
+/// memory).
 pub(super) const INDEX_IN_MEMORY_BYTES: usize = 64 << 20;
 
-/// An index file's bytes held in process memory.
-struct InMemory(Vec<u8>);
-
-impl ReadFile for InMemory {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-/// Opens the index of the container described by `m` at `index_path` and checks its length,
-/// its header and every page checksum.
+/// Opens the index of the container described by `m` at `index_path` (memory-mapped when
+/// `mapped`, else read into memory) and checks its length, its header and every page checksum.
 pub(super) fn open_index(
     vfs: &dyn Vfs,
     m: &Manifest,
     index_path: &Path,
+    mapped: bool,
 ) -> Result<Arc<dyn ReadFile>> {
-    let index = vfs
-        .open_read(index_path)
-        .map_err(|e| missing_or_io(index_path, None, e))?;
+    let index =
+        open_whole(vfs, index_path, mapped).map_err(|e| missing_or_io(index_path, None, e))?;
     let ib = index.bytes();
     if ib.len() as u64 != m.index_len {
         return Err(Error::corrupt(

@@ -27,13 +27,13 @@ use crate::error::{Error, Location, Result};
 use crate::format::{
     self, Codec, Entry, FLAG_STORED_RAW, INDEX_FILE, Kind, MANIFEST_FILE, Manifest,
 };
-use crate::vfs::ReadFile;
+use crate::vfs::{ReadFile, Vfs};
 
 use super::hint::{PREFETCH_BYTES, prefetch};
 use fixed::Fixed;
 
 pub use files::container_files;
-pub use options::{ColdReads, OpenOptions};
+pub use options::{ColdReads, OpenOptions, RemoteOptions};
 
 /// Where one record's stored bytes lie on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,17 +83,50 @@ pub(in crate::read) struct Container {
     warm_gathers: AtomicU32,
     /// A raw Dense store's layout and checksum table ([`fixed`]); `None` for other stores.
     fixed: Option<Fixed>,
+    /// Whether the shards are memory-mapped ([`OpenOptions::mmap`]); an unmapped store is read
+    /// with positional reads only (`read::engine::positional`) and never through [`Maps`].
+    mapped: bool,
+    /// The object store a remote store is read from (`read::engine::remote`).
+    #[cfg(feature = "remote")]
+    remote: Option<Arc<crate::remote::Remote>>,
     closed: AtomicBool,
 }
 
 impl Container {
     /// Opens the container at `path`, which must hold a store of `kind`, and validates it.
     pub(in crate::read) fn open(path: &Path, kind: Kind, opts: &OpenOptions) -> Result<Container> {
-        let vfs = &*opts.vfs;
-        let (m, mp) = files::open_manifest(vfs, path, kind)?;
+        // A URL names a store on object storage: read through its own file system, unmapped.
+        #[cfg(feature = "remote")]
+        let remote = crate::vfs::url_of(path)
+            .map(|url| crate::remote::Remote::connect(url, &opts.remote))
+            .transpose()?;
+        #[cfg(feature = "remote")]
+        let remote_vfs = remote.clone().map(crate::remote::RemoteVfs);
+        #[cfg(feature = "remote")]
+        let vfs: &dyn Vfs = match &remote_vfs {
+            Some(v) => v,
+            None => &*opts.vfs,
+        };
+        #[cfg(not(feature = "remote"))]
+        let vfs: &dyn Vfs = match crate::vfs::url_of(path) {
+            Some(url) => {
+                return Err(Error::invalid(format!(
+                    "{url}: this build of zrecord reads local stores only (object storage needs \
+                     the `remote` feature, which the Python wheel has)"
+                )));
+            }
+            None => &*opts.vfs,
+        };
+        // A remote store is never mapped, whatever `mmap` says.
+        let mapped =
+            crate::vfs::url_of(path).is_none() && opts.mmap.unwrap_or_else(|| !vfs.shared_fs(path));
+        let (m, mp) = files::open_manifest(vfs, path, kind, mapped)?;
         let index_path = path.join(INDEX_FILE);
-        let index = index::open_index(vfs, &m, &index_path)?;
-        let (shards, shard_paths) = files::open_shards(vfs, path, &m)?;
+        let index = index::open_index(vfs, &m, &index_path, mapped)?;
+        let (shards, shard_paths) = files::open_shards(vfs, path, &m, mapped)?;
+        // A file system may map a file even when asked not to (`Vfs::open_read_unmapped`'s
+        // default): the store is unmapped only when no shard is.
+        let mapped = shards.iter().any(|f| f.mapped());
         let stride = match m.kind {
             Kind::Dense => m.dense_stride().unwrap_or(0),
             Kind::Ragged => 0,
@@ -111,7 +144,13 @@ impl Container {
             m,
             shard_paths,
             shards,
-            index: index::in_memory(index),
+            // An unmapped store's index is already a copy in memory.
+            index: if mapped {
+                index::in_memory(index)
+            } else {
+                index
+            },
+            mapped,
             index_path,
             entry,
             stride,
@@ -121,6 +160,8 @@ impl Container {
             outgrows_memory,
             warm_gathers: AtomicU32::new(0),
             fixed,
+            #[cfg(feature = "remote")]
+            remote,
             closed: AtomicBool::new(false),
         })
     }
@@ -210,6 +251,11 @@ impl Container {
         &self.shard_paths[s as usize]
     }
 
+    /// Shard `s`'s length in bytes, as the manifest records it (and the open found it).
+    pub(in crate::read) fn shard_len(&self, s: u32) -> u64 {
+        self.m.shards[s as usize].len
+    }
+
     /// Shard `s`'s whole-file checksum, as the manifest records it.
     pub(in crate::read) fn shard_crc(&self, s: u32) -> u32 {
         self.m.shards[s as usize].crc
@@ -224,6 +270,140 @@ impl Container {
     /// Whether every shard can be read past the page cache.
     pub(in crate::read) fn all_shards_direct(&self) -> bool {
         self.shards.iter().all(|f| f.direct().is_some())
+    }
+
+    /// The object store of a store opened from a URL.
+    #[cfg(feature = "remote")]
+    pub(in crate::read) fn remote(&self) -> Option<&crate::remote::Remote> {
+        self.remote.as_deref()
+    }
+
+    /// The file name of shard `s` (its object name in a remote store).
+    #[cfg(feature = "remote")]
+    pub(in crate::read) fn shard_name(&self, s: u32) -> String {
+        format::shard_file_name(s)
+    }
+
+    /// Whether the shards are memory-mapped. [`Container::maps`] and [`Container::locate`] are
+    /// for mapped stores only: an unmapped one is read with [`Container::read_range`].
+    #[inline]
+    pub(in crate::read) fn mapped(&self) -> bool {
+        self.mapped
+    }
+
+    /// Reads `buf.len()` stored bytes of shard `s` from byte `start` with a positional read. A
+    /// shard that ends first (shortened under the open store) is a [`Error::Corrupt`] naming the
+    /// shard, the byte range and the length the manifest gives it; another failure is an
+    /// [`Error::Io`] naming the file and the range.
+    pub(in crate::read) fn read_range(&self, s: u32, start: u64, buf: &mut [u8]) -> Result<()> {
+        let end = start + buf.len() as u64;
+        self.shards[s as usize]
+            .read_exact_at(buf, start)
+            .map_err(|e| self.range_error(s, start, end, e))
+    }
+
+    /// The error of a failed read of bytes `start..end` of shard `s`.
+    pub(in crate::read) fn range_error(
+        &self,
+        s: u32,
+        start: u64,
+        end: u64,
+        e: std::io::Error,
+    ) -> Error {
+        let path = &self.shard_paths[s as usize];
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            return Error::corrupt(
+                Location {
+                    path: path.clone(),
+                    shard: Some(s),
+                    offset: Some(start),
+                    ..Default::default()
+                },
+                format!("shard file length (bytes {start}..{end} read after open: {e})"),
+                self.m.shards[s as usize].len,
+                "shorter (the file changed under the open store)",
+            );
+        }
+        Error::io(
+            "read",
+            path,
+            std::io::Error::new(e.kind(), format!("bytes {start}..{end}: {e}")),
+        )
+    }
+
+    /// Fails when a read of the store's mapped files met a file shorter than its map since it was
+    /// opened (a shard truncated in place, a file rewritten by another host on a shared file
+    /// system): such a map's tail reads zeros, not records, so every read of the store fails from
+    /// then on. Every gather and `verify()` ends with this check.
+    pub(in crate::read) fn check_faults(&self) -> Result<()> {
+        self.check_faults_then(false)
+    }
+
+    /// What a read that found a damaged record reports: [`Container::check_faults`], then whether
+    /// a shard's file no longer has the length the manifest gives it (truncated or replaced since
+    /// the open: a record that straddles a truncated file's new end reads zeros from the end of
+    /// its last page without any fault), else `found` itself.
+    pub(in crate::read) fn explain(&self, found: Error) -> Error {
+        if !found.is_corruption() {
+            return found;
+        }
+        match self.check_faults_then(true) {
+            Err(e) => e,
+            Ok(()) => found,
+        }
+    }
+
+    /// [`Container::check_faults`], and with `lengths` each shard file's current length too.
+    fn check_faults_then(&self, lengths: bool) -> Result<()> {
+        let shrunk = |path: &Path, shard: Option<u32>, want: u64| {
+            let now = std::fs::metadata(path)
+                .map(|md| format!("{} bytes now", md.len()))
+                .unwrap_or_else(|e| format!("unreadable now ({e})"));
+            Error::corrupt(
+                Location {
+                    path: path.to_path_buf(),
+                    shard,
+                    ..Default::default()
+                },
+                "file length (the file shrank under the open store; its map read past the end)",
+                want,
+                now,
+            )
+        };
+        for (s, f) in (0u32..).zip(&self.shards) {
+            if f.faulted() {
+                return Err(shrunk(
+                    &self.shard_paths[s as usize],
+                    Some(s),
+                    self.m.shards[s as usize].len,
+                ));
+            }
+        }
+        if self.index.faulted() {
+            return Err(shrunk(&self.index_path, None, self.m.index_len));
+        }
+        if lengths {
+            for (s, p) in (0u32..).zip(&self.shard_paths) {
+                let want = self.m.shards[s as usize].len;
+                match std::fs::metadata(p) {
+                    Ok(md) if md.len() == want => {}
+                    Ok(md) => {
+                        return Err(Error::corrupt(
+                            Location {
+                                path: p.clone(),
+                                shard: Some(s),
+                                ..Default::default()
+                            },
+                            "shard file length (the file changed under the open store)",
+                            want,
+                            md.len(),
+                        ));
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The mapped index and shard bytes, fetched once for a run of records.
@@ -400,11 +580,13 @@ impl Container {
     /// Where records `idx` lie: shard file, offset and stored length of each.
     pub(in crate::read) fn record_extents(&self, idx: &[u64]) -> Result<Vec<RecordExtent>> {
         self.check_indices(idx)?;
-        let maps = self.maps();
+        // From the index, which every store (mapped or not) holds whole: for a raw Dense store
+        // with a checksum table the open checked that it matches the computed layout.
+        let index = self.index_bytes();
         Ok(idx
             .iter()
             .map(|&i| {
-                let (s, e, _) = self.locate(&maps, i);
+                let (s, e) = self.indexed_entry(index, i);
                 RecordExtent {
                     path: self.shard_paths[s as usize].clone(),
                     offset: e.offset,

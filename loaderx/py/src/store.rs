@@ -4,13 +4,14 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
-use zrecord::{DenseStore, OpenOptions, RaggedStore};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use zrecord::{DenseStore, OpenOptions, RaggedStore, RemoteOptions};
 
 use crate::allocator::PyAllocator;
 use crate::dtypes::dtype_obj;
 use crate::errors::{ClosedError, IntoPyResult, InvalidTypeError, guard};
 use crate::pickle::{Reduce, rebuilder};
+use crate::remote::{options_dict, remote_options};
 use crate::view::{PyDenseView, PyRaggedView};
 
 macro_rules! store_class {
@@ -19,15 +20,24 @@ macro_rules! store_class {
         impl $py_store {
             $($extra)*
 
-            /// Opens a published container. `mmap`: None maps its files except on a shared or
-            /// network file system (NFS, SMB, FUSE, Lustre, ...), where they are read with
-            /// positional reads; True always maps, False never does.
+            /// Opens a published container: a local path, or a URL (`s3://bucket/prefix`,
+            /// `gs://`, `az://`, `http(s)://`) with `storage_options` (object_store keys:
+            /// `endpoint`, `region`, `allow_http`, `access_key_id`, `secret_access_key`, ...;
+            /// credentials come from the environment by default). `mmap`: None maps local files
+            /// except on a shared or network file system (NFS, SMB, FUSE, Lustre, ...), where
+            /// they are read with positional reads; True always maps, False never does.
             #[new]
-            #[pyo3(signature = (path, *, mmap = None))]
-            fn py_new(py: Python<'_>, path: PathBuf, mmap: Option<bool>) -> PyResult<Self> {
-                let opts = OpenOptions { mmap, ..OpenOptions::default() };
+            #[pyo3(signature = (path, *, mmap = None, storage_options = None))]
+            fn py_new(
+                py: Python<'_>,
+                path: PathBuf,
+                mmap: Option<bool>,
+                storage_options: Option<&Bound<'_, PyDict>>,
+            ) -> PyResult<Self> {
+                let remote = remote_options(storage_options)?;
+                let opts = OpenOptions { mmap, remote: remote.clone(), ..OpenOptions::default() };
                 let store = py.detach(|| guard(|| $store::open_with(&path, opts))).py_err(py)?;
-                Ok($py_store { store, mmap })
+                Ok($py_store { store, mmap, remote })
             }
 
             /// Whether the store's files are memory-mapped (False: read with positional reads).
@@ -36,15 +46,23 @@ macro_rules! store_class {
                 self.store.is_mapped()
             }
 
-            /// Pickles as its path and `mmap`: the receiving process reopens (and checks) the
-            /// container.
-            fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduce<'py, (&'static str, PathBuf, Option<bool>)>> {
+            /// Pickles as its path, `mmap` and `storage_options` (credentials included: they
+            /// travel to the receiving process, which reopens and checks the container).
+            fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduce<'py, StoreArgs<'py>>> {
                 if self.store.is_closed() {
                     return Err(ClosedError::new_err(format!(
                         "cannot pickle {} {}: it is closed", $pyname, self.store.path().display()
                     )));
                 }
-                Ok((rebuilder(py, "store")?, ($kind, self.store.path().to_path_buf(), self.mmap)))
+                Ok((
+                    rebuilder(py, "store")?,
+                    (
+                        $kind,
+                        self.store.path().to_string_lossy().into_owned(),
+                        self.mmap,
+                        options_dict(py, &self.remote)?,
+                    ),
+                ))
             }
 
             /// Binds the store to a placement; the view owns the index API.
@@ -58,6 +76,7 @@ macro_rules! store_class {
                     view: self.store.bind(a),
                     path: self.store.path().to_path_buf(),
                     mmap: self.mmap,
+                    remote: self.remote.clone(),
                     allocator: allocator.unbind(),
                 })
             }
@@ -143,17 +162,22 @@ macro_rules! store_class {
 #[pyclass(name = "DenseStore", module = "loaderx.zrecord", frozen)]
 pub(crate) struct PyDenseStore {
     store: DenseStore,
-    /// The `mmap` it was opened with: what pickling sends.
+    /// The `mmap` and storage options it was opened with: what pickling sends.
     mmap: Option<bool>,
+    remote: RemoteOptions,
 }
 
 /// An opened Ragged container (not indexable: `bind` it).
 #[pyclass(name = "RaggedStore", module = "loaderx.zrecord", frozen)]
 pub(crate) struct PyRaggedStore {
     store: RaggedStore,
-    /// The `mmap` it was opened with: what pickling sends.
+    /// The `mmap` and storage options it was opened with: what pickling sends.
     mmap: Option<bool>,
+    remote: RemoteOptions,
 }
+
+/// What a pickled store carries: kind, path (a URL stays a string), `mmap`, storage options.
+type StoreArgs<'py> = (&'static str, String, Option<bool>, Option<Bound<'py, PyDict>>);
 
 store_class!(
     PyDenseStore,

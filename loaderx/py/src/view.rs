@@ -23,8 +23,9 @@ pub(crate) struct PyDenseView {
     pub view: DenseView,
     /// The container's path and the allocator the view is bound to: what pickling sends.
     pub path: PathBuf,
-    /// The store's `mmap` option, which the receiving process reopens it with.
+    /// The store's `mmap` and storage options, which the receiving process reopens it with.
     pub mmap: Option<bool>,
+    pub remote: zrecord::RemoteOptions,
     pub allocator: Py<PyAllocator>,
 }
 
@@ -34,10 +35,21 @@ pub(crate) struct PyRaggedView {
     pub view: RaggedView,
     /// The container's path and the allocator the view is bound to: what pickling sends.
     pub path: PathBuf,
-    /// The store's `mmap` option, which the receiving process reopens it with.
+    /// The store's `mmap` and storage options, which the receiving process reopens it with.
     pub mmap: Option<bool>,
+    pub remote: zrecord::RemoteOptions,
     pub allocator: Py<PyAllocator>,
 }
+
+/// What a pickled view carries: kind, store path (a URL stays a string), allocator, `mmap`,
+/// storage options.
+type ViewArgs<'py> = (
+    &'static str,
+    String,
+    Py<PyAllocator>,
+    Option<bool>,
+    Option<Bound<'py, pyo3::types::PyDict>>,
+);
 
 /// The `#[pymethods]` of a view class: `$extra` (the kind-specific methods, indexing included),
 /// then the accessors both kinds share. `$kind` is the view's `StreamView` variant.
@@ -52,7 +64,7 @@ macro_rules! view_class {
             fn __reduce__<'py>(
                 &self,
                 py: Python<'py>,
-            ) -> PyResult<Reduce<'py, (&'static str, PathBuf, Py<PyAllocator>, Option<bool>)>> {
+            ) -> PyResult<Reduce<'py, ViewArgs<'py>>> {
                 if self.view.is_closed() {
                     return Err(ClosedError::new_err(format!(
                         "cannot pickle a view of {}: its store is closed",
@@ -61,7 +73,13 @@ macro_rules! view_class {
                 }
                 Ok((
                     rebuilder(py, "view")?,
-                    ($kind_name, self.path.clone(), self.allocator.clone_ref(py), self.mmap),
+                    (
+                        $kind_name,
+                        self.path.to_string_lossy().into_owned(),
+                        self.allocator.clone_ref(py),
+                        self.mmap,
+                        crate::remote::options_dict(py, &self.remote)?,
+                    ),
                 ))
             }
 

@@ -24,6 +24,7 @@ fn writer_options(
     codec: &str,
     data_shards: u32,
     dict_bytes: Option<&Bound<'_, PyAny>>,
+    storage_options: Option<&Bound<'_, pyo3::types::PyDict>>,
 ) -> PyResult<(Codec, WriterOptions)> {
     let c = Codec::from_name(codec).ok_or_else(|| {
         InvalidInputError::new_err(format!(
@@ -47,6 +48,7 @@ fn writer_options(
         WriterOptions {
             data_shards,
             dict,
+            remote: crate::remote::remote_options(storage_options)?,
             ..WriterOptions::default()
         },
     ))
@@ -263,7 +265,7 @@ impl PyDenseWriter {
 
 writer_class!(PyDenseWriter, "DenseWriter", {
     #[new]
-    #[pyo3(signature = (path, dtype, item_shape, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None))]
+    #[pyo3(signature = (path, dtype, item_shape, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None, *, storage_options=None))]
     fn py_new(
         py: Python<'_>,
         path: PathBuf,
@@ -272,10 +274,11 @@ writer_class!(PyDenseWriter, "DenseWriter", {
         codec: &str,
         data_shards: u32,
         dict_bytes: Option<&Bound<'_, PyAny>>,
+        storage_options: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<Self> {
         let d = parse_dtype(dtype)?;
         let shape = shape_arg(item_shape, "item_shape")?;
-        let (c, opts) = writer_options(codec, data_shards, dict_bytes)?;
+        let (c, opts) = writer_options(codec, data_shards, dict_bytes, storage_options)?;
         let w = py
             .detach(|| guard(|| DenseWriter::create(&path, d, &shape, c, opts)))
             .py_err(py)?;
@@ -377,7 +380,7 @@ impl PyRaggedWriter {
 
 writer_class!(PyRaggedWriter, "RaggedWriter", {
     #[new]
-    #[pyo3(signature = (path, dtype, ndim, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None))]
+    #[pyo3(signature = (path, dtype, ndim, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None, *, storage_options=None))]
     fn py_new(
         py: Python<'_>,
         path: PathBuf,
@@ -386,9 +389,10 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
         codec: &str,
         data_shards: u32,
         dict_bytes: Option<&Bound<'_, PyAny>>,
+        storage_options: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<Self> {
         let d = parse_dtype(dtype)?;
-        let (c, opts) = writer_options(codec, data_shards, dict_bytes)?;
+        let (c, opts) = writer_options(codec, data_shards, dict_bytes, storage_options)?;
         let w = py
             .detach(|| guard(|| RaggedWriter::create(&path, d, ndim, c, opts)))
             .py_err(py)?;

@@ -42,6 +42,60 @@ pub(super) struct Core {
     index: Option<IndexWriter>,
     pub(super) records: u64,
     poisoned: bool,
+    /// Where a container created at a URL goes once published locally (feature `remote`).
+    #[cfg(feature = "remote")]
+    upload: Option<Upload>,
+}
+
+/// A container created at a URL: written to a local staging directory, then published to the URL
+/// by `close()`. Dropping it removes the staging directory.
+#[cfg(feature = "remote")]
+struct Upload {
+    url: String,
+    opts: crate::read::RemoteOptions,
+    dir: std::path::PathBuf,
+}
+
+#[cfg(feature = "remote")]
+impl Drop for Upload {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The local path a container created at `path` is written to, and the upload that follows when
+/// `path` is a URL.
+#[cfg(feature = "remote")]
+fn destination(path: &Path, opts: &WriterOptions) -> Result<(std::path::PathBuf, Option<Upload>)> {
+    let Some(url) = crate::vfs::url_of(path) else {
+        return Ok((path.to_path_buf(), None));
+    };
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("zrecord-upload-{}-{t}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+    let local = dir.join("container");
+    Ok((
+        local,
+        Some(Upload {
+            url: url.to_string(),
+            opts: opts.remote.clone(),
+            dir,
+        }),
+    ))
+}
+
+#[cfg(not(feature = "remote"))]
+fn destination(path: &Path, _: &WriterOptions) -> Result<(std::path::PathBuf, Option<()>)> {
+    match crate::vfs::url_of(path) {
+        Some(url) => Err(Error::invalid(format!(
+            "{url}: this build of zrecord writes local containers only (object storage needs the \
+             `remote` feature, which the Python wheel has)"
+        ))),
+        None => Ok((path.to_path_buf(), None)),
+    }
 }
 
 fn new_uuid() -> [u8; 16] {
@@ -79,6 +133,9 @@ impl Core {
         codec: Codec,
         opts: WriterOptions,
     ) -> Result<Core> {
+        #[cfg_attr(not(feature = "remote"), allow(unused_variables))]
+        let (local, upload) = destination(path, &opts)?;
+        let path = local.as_path();
         if opts.data_shards == 0 || opts.data_shards > 255 {
             return Err(Error::invalid(format!(
                 "data_shards must be in 1..=255, got {}",
@@ -140,6 +197,8 @@ impl Core {
             index: None,
             records: 0,
             poisoned: true,
+            #[cfg(feature = "remote")]
+            upload,
         };
         let nshards = opts.data_shards;
         for s in 0..nshards {
@@ -382,6 +441,10 @@ impl Core {
             .collect();
         self.stage
             .publish(&shards, (&ix.path, &*ix.file), (&mp, &*mfile))?;
+        #[cfg(feature = "remote")]
+        if let Some(u) = &self.upload {
+            crate::remote::publish_dir(self.stage.final_path(), &u.url, &u.opts)?;
+        }
         self.poisoned = false;
         Ok(())
     }

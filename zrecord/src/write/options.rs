@@ -26,6 +26,10 @@ pub struct WriterOptions {
     pub sync: bool,
     /// File system used for every operation (default: the real one).
     pub vfs: Arc<dyn Vfs>,
+    /// How a container created at a URL (`s3://`, ...; feature `remote`) is uploaded: it is
+    /// written to a local staging directory (under `TMPDIR`) and published to the URL by
+    /// `close()` (`zrecord::remote::publish_dir`: manifest last, conditional create).
+    pub remote: crate::read::RemoteOptions,
     /// Test-only protocol mutations for the crash-simulation suite.
     #[cfg(feature = "mutations")]
     pub mutation: Option<crate::publish::Mutation>,
@@ -39,6 +43,7 @@ impl Default for WriterOptions {
             zstd_level: DEFAULT_ZSTD_LEVEL,
             sync: true,
             vfs: Arc::new(StdFs),
+            remote: crate::read::RemoteOptions::default(),
             #[cfg(feature = "mutations")]
             mutation: None,
         }

@@ -128,7 +128,13 @@ class RaggedView:
 
 @final
 class DenseStore:
-    def __new__(cls, path: _Path, *, mmap: bool | None = None) -> DenseStore: ...
+    def __new__(
+        cls,
+        path: _Path,
+        *,
+        mmap: bool | None = None,
+        storage_options: Mapping[str, str | bool | int] | None = None,
+    ) -> DenseStore: ...
     def __len__(self) -> int: ...
     @property
     def mapped(self) -> bool: ...
@@ -155,7 +161,13 @@ class DenseStore:
 
 @final
 class RaggedStore:
-    def __new__(cls, path: _Path, *, mmap: bool | None = None) -> RaggedStore: ...
+    def __new__(
+        cls,
+        path: _Path,
+        *,
+        mmap: bool | None = None,
+        storage_options: Mapping[str, str | bool | int] | None = None,
+    ) -> RaggedStore: ...
     def __len__(self) -> int: ...
     @property
     def mapped(self) -> bool: ...
@@ -190,6 +202,8 @@ class DenseWriter:
         codec: _Codec,
         data_shards: int = ...,
         dict_bytes: bytes | None = None,
+        *,
+        storage_options: Mapping[str, str | bool | int] | None = None,
     ) -> DenseWriter: ...
     def append(self, batch: Any) -> None: ...
     def __len__(self) -> int: ...
@@ -214,6 +228,8 @@ class RaggedWriter:
         codec: _Codec,
         data_shards: int = ...,
         dict_bytes: bytes | None = None,
+        *,
+        storage_options: Mapping[str, str | bool | int] | None = None,
     ) -> RaggedWriter: ...
     def append(self, batch: RaggedBatch) -> None: ...
     def __len__(self) -> int: ...

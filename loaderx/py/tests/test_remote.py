@@ -1,0 +1,106 @@
+"""Stores on S3-compatible object storage, against a real SeaweedFS server on loopback: written
+with `DenseWriter("s3://...", storage_options=...)`, read with `DenseStore(url, storage_options=...)`,
+pickled into forked and spawned torch DataLoader workers (each makes its own client and runtime),
+a second publisher of a prefix refused, wrong credentials a `StorageIOError`."""
+
+import pickle
+
+import numpy as np
+import pytest
+from _remote_helpers import RemoteViewDataset, Seaweed
+
+import loaderx
+from loaderx import Allocator, dtypes
+from loaderx.zrecord import DenseStore, DenseWriter, RaggedBatch, RaggedStore, RaggedWriter
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    w = Seaweed()
+    w.bucket("zr")
+    yield w
+    w.stop()
+
+
+def _data(n=200):
+    return np.arange(n * 2 * 40, dtype=np.int32).reshape(n, 2, 40) * 7 % 1009
+
+
+def test_write_then_read_a_store_at_a_url(s3):
+    data = _data()
+    url = "s3://zr/dense-a"
+    with DenseWriter(url, np.int32, (2, 40), "zstd", data_shards=3, storage_options=s3.options()) as w:
+        w.append(data[:150])
+        w.append(data[150:])
+    with DenseStore(url, storage_options=s3.options()) as s, Allocator() as a:
+        assert len(s) == 200 and not s.mapped
+        v = s.bind(a)
+        idx = np.random.default_rng(3).integers(0, 200, size=300)
+        np.testing.assert_array_equal(dtypes.from_dlpack(v[idx]), data[idx])
+        s.verify()
+        # A pickled view reopens the remote store (options included) where it lands.
+        v2 = pickle.loads(pickle.dumps(v))
+        np.testing.assert_array_equal(dtypes.from_dlpack(v2[[5, 0, 5]]), data[[5, 0, 5]])
+
+    recs = [np.arange(1 + i % 9, dtype=np.int16) * (i + 1) for i in range(120)]
+    url = "s3://zr/ragged-a"
+    with RaggedWriter(url, np.int16, 1, "raw", storage_options=s3.options()) as w:
+        w.append(RaggedBatch.from_records(recs))
+    with RaggedStore(url, storage_options=s3.options()) as s, Allocator() as a:
+        b = s.bind(a)[[119, 3, 3, 60]]
+        vals, cu = dtypes.from_dlpack(b.values), dtypes.from_dlpack(b.cu_seqlens)
+        for k, i in enumerate([119, 3, 3, 60]):
+            np.testing.assert_array_equal(vals[cu[k] : cu[k + 1]], recs[i])
+
+
+def test_a_prefix_is_published_once(s3):
+    url = "s3://zr/once"
+    with DenseWriter(url, np.int32, (2, 40), "raw", storage_options=s3.options()) as w:
+        w.append(_data(10))
+    w = DenseWriter(url, np.int32, (2, 40), "raw", storage_options=s3.options())
+    w.append(_data(10))
+    with pytest.raises(loaderx.errors.AlreadyExistsError):
+        w.close()
+
+
+def test_wrong_credentials_raise_storage_io_error(s3):
+    with DenseWriter("s3://zr/creds", np.int32, (2, 40), "raw", storage_options=s3.options()) as w:
+        w.append(_data(4))
+    with pytest.raises(loaderx.errors.StorageIOError) as e:
+        DenseStore("s3://zr/creds", storage_options=s3.options(secret="wrong"))
+    assert "s3://zr/creds" in str(e.value)
+    with pytest.raises(loaderx.errors.InvalidInputError) as e:
+        DenseStore("s3://zr/creds", storage_options={"endpiont": "x"})
+    assert "endpiont" in str(e.value)
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_remote_view_in_torch_dataloader_workers(s3, context):
+    torch = pytest.importorskip("torch")
+    data = _data()
+    url = f"s3://zr/torch-{context}"
+    with DenseWriter(url, np.int32, (2, 40), "raw", data_shards=2, storage_options=s3.options()) as w:
+        w.append(data)
+    s = DenseStore(url, storage_options=s3.options())
+    a = Allocator()
+    v = s.bind(a)
+    v[[0, 1]]  # the parent has made its client and runtime before the workers start
+    batches = [np.random.default_rng(k).integers(0, 200, size=32) for k in range(6)]
+    dl = torch.utils.data.DataLoader(
+        RemoteViewDataset(v),
+        batch_size=None,
+        sampler=batches,
+        num_workers=2,
+        multiprocessing_context=context,
+        timeout=120,
+    )
+    seen = 0
+    for k, item in enumerate(dl):
+        np.testing.assert_array_equal(item["idx"].numpy(), batches[k])
+        np.testing.assert_array_equal(item["x"].numpy(), data[batches[k]])
+        seen += 1
+    assert seen == len(batches)
+    s.close()
+    a.close()

@@ -7,9 +7,10 @@
 //!   shards, duplicates and any order, `verify()`;
 //! * the publish is atomic: a second publisher of a prefix fails, two racing publishers never
 //!   both succeed, a failed publish leaves no manifest and `gc` removes what it left;
-//! * faults: wrong credentials, a missing shard object, an object shorter than the manifest says,
-//!   a corrupted byte (a CRC error naming the record and the URL), a volume server killed
-//!   mid-read (with two volume servers), an unknown storage option;
+//! * faults: 503s, resets and responses slower than the timeout (a loopback proxy in front of the
+//!   real server: retried when transient, a typed error when they last), wrong credentials, a
+//!   missing shard object, an object shorter than the manifest says,
+//!   a corrupted byte (a CRC error naming the record and the URL), an unknown storage option;
 //! * URLs of the other schemes parse and fail clearly without credentials.
 #![cfg(feature = "remote")]
 
@@ -22,7 +23,7 @@ use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use rand::Rng;
 use support::fixtures::{alloc, dense_fixture, ragged_fixture};
-use support::seaweed::{KEY, SECRET, Seaweed, deadline};
+use support::seaweed::{Fault, KEY, Proxy, SECRET, Seaweed, deadline};
 use support::seeded::rng;
 use zrecord::{Codec, DenseStore, Error, OpenOptions, RaggedStore, RemoteOptions};
 
@@ -258,41 +259,6 @@ fn damaged_objects_and_bad_credentials_give_typed_errors() {
 }
 
 #[test]
-fn a_volume_server_killed_mid_read_is_an_error_not_a_hang() {
-    deadline(300, || {
-        let mut w = Seaweed::start_with(2);
-        w.bucket("vol");
-        let dir = tempfile::tempdir().unwrap();
-        let local = dir.path().join("d");
-        let recs = dense_fixture(&local, Codec::Raw, 8, 256, &[8192]);
-        let url = "s3://vol/d";
-        zrecord::remote::publish_dir(&local, url, &remote(&w)).unwrap();
-        let s = DenseStore::open_with(url, opts(&w)).unwrap();
-        let v = s.bind(alloc());
-        let all: Vec<u64> = (0..256).collect();
-        let want: Vec<u8> = recs.concat();
-        assert_eq!(v.gather(&all).unwrap().bytes(), &want[..]);
-        w.kill_volume(0);
-        // Some objects lived on the killed server: reads of them fail after the bounded
-        // retries, with the URL named; none returns wrong bytes.
-        let mut failed = 0;
-        for _ in 0..3 {
-            match v.gather(&all) {
-                Ok(b) => assert_eq!(b.bytes(), &want[..]),
-                Err(e) => {
-                    failed += 1;
-                    assert!(e.to_string().contains("s3://vol/d"), "{e}");
-                }
-            }
-        }
-        assert!(
-            failed > 0,
-            "no read failed with half of the volume servers gone"
-        );
-    });
-}
-
-#[test]
 fn unknown_options_and_other_schemes_fail_clearly() {
     deadline(120, || {
         let bad = OpenOptions {
@@ -329,5 +295,63 @@ fn unknown_options_and_other_schemes_fail_clearly() {
         // A local build path that merely looks like a URL is not one.
         assert!(zrecord::vfs::url_of(std::path::Path::new("s3:/x")).is_none());
         assert!(zrecord::vfs::url_of(std::path::Path::new("ftp://x/y")).is_none());
+    });
+}
+
+/// Options that reach the server through `proxy`, with `retries` retries and a 2 s timeout.
+fn through(w: &Seaweed, proxy: &Proxy, retries: usize) -> OpenOptions {
+    let mut o = opts(w);
+    for (k, v) in &mut o.remote.storage_options {
+        if k == "endpoint" {
+            *v = proxy.endpoint();
+        }
+    }
+    o.remote
+        .storage_options
+        .push(("timeout".into(), "2s".into()));
+    o.remote.max_retries = retries;
+    o.remote.retry_timeout = std::time::Duration::from_secs(20);
+    o
+}
+
+#[test]
+fn transient_faults_are_retried_and_lasting_ones_are_typed_errors() {
+    deadline(300, || {
+        let w = Seaweed::start();
+        w.bucket("flt");
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("d");
+        let recs = dense_fixture(&local, Codec::Raw, 2, 64, &[512]);
+        zrecord::remote::publish_dir(&local, "s3://flt/d", &remote(&w)).unwrap();
+        let want: Vec<u8> = [5usize, 60, 1]
+            .iter()
+            .flat_map(|&i| recs[i].clone())
+            .collect();
+        for fault in [
+            Fault::Unavailable,
+            Fault::Reset,
+            Fault::Slow(std::time::Duration::from_secs(4)),
+        ] {
+            // Two faulty connections, three retries: every read succeeds with the right bytes.
+            let p = Proxy::start(w.s3, fault, 2);
+            let s = DenseStore::open_with("s3://flt/d", through(&w, &p, 3))
+                .unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+            let got = s.bind(alloc()).gather(&[5, 60, 1]).unwrap();
+            assert_eq!(got.bytes(), &want[..], "{fault:?}");
+            assert!(
+                p.accepted.load(std::sync::atomic::Ordering::SeqCst) >= 3,
+                "{fault:?}"
+            );
+            // Faults on every connection, one retry: a typed error naming the URL and the
+            // attempts, within the deadline.
+            let p = Proxy::start(w.s3, fault, usize::MAX);
+            let e = DenseStore::open_with("s3://flt/d", through(&w, &p, 1)).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(e, Error::Io { .. }), "{fault:?}: {msg}");
+            assert!(
+                msg.contains("s3://flt/d") && msg.contains("attempts"),
+                "{fault:?}: {msg}"
+            );
+        }
     });
 }

@@ -10,7 +10,9 @@ use crate::errors::InvalidTypeError;
 
 /// The options of `storage_options` (a dict of str keys; values str, bool or numbers), or the
 /// defaults. Booleans become `"true"` / `"false"`, as `object_store` spells them.
-pub(crate) fn remote_options(storage_options: Option<&Bound<'_, PyDict>>) -> PyResult<RemoteOptions> {
+pub(crate) fn remote_options(
+    storage_options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<RemoteOptions> {
     let mut o = RemoteOptions::default();
     let Some(d) = storage_options else {
         return Ok(o);
@@ -20,7 +22,11 @@ pub(crate) fn remote_options(storage_options: Option<&Bound<'_, PyDict>>) -> PyR
             .extract()
             .map_err(|_| InvalidTypeError::new_err("storage_options keys must be str"))?;
         let value = if let Ok(b) = v.cast::<PyBool>() {
-            if b.is_true() { "true".to_string() } else { "false".to_string() }
+            if b.is_true() {
+                "true".to_string()
+            } else {
+                "false".to_string()
+            }
         } else {
             v.str()?.to_string()
         };
@@ -30,7 +36,10 @@ pub(crate) fn remote_options(storage_options: Option<&Bound<'_, PyDict>>) -> PyR
 }
 
 /// `storage_options` back as the dict it came from (for pickling).
-pub(crate) fn options_dict<'py>(py: Python<'py>, o: &RemoteOptions) -> PyResult<Option<Bound<'py, PyDict>>> {
+pub(crate) fn options_dict<'py>(
+    py: Python<'py>,
+    o: &RemoteOptions,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
     if o.storage_options.is_empty() {
         return Ok(None);
     }

@@ -177,7 +177,12 @@ pub(crate) struct PyRaggedStore {
 }
 
 /// What a pickled store carries: kind, path (a URL stays a string), `mmap`, storage options.
-type StoreArgs<'py> = (&'static str, String, Option<bool>, Option<Bound<'py, PyDict>>);
+type StoreArgs<'py> = (
+    &'static str,
+    String,
+    Option<bool>,
+    Option<Bound<'py, PyDict>>,
+);
 
 store_class!(
     PyDenseStore,

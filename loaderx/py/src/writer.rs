@@ -265,6 +265,7 @@ impl PyDenseWriter {
 
 writer_class!(PyDenseWriter, "DenseWriter", {
     #[new]
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (path, dtype, item_shape, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None, *, storage_options=None))]
     fn py_new(
         py: Python<'_>,
@@ -380,6 +381,7 @@ impl PyRaggedWriter {
 
 writer_class!(PyRaggedWriter, "RaggedWriter", {
     #[new]
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (path, dtype, ndim, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None, *, storage_options=None))]
     fn py_new(
         py: Python<'_>,

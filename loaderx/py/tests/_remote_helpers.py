@@ -75,7 +75,10 @@ class Seaweed:
         raise RuntimeError(f"SeaweedFS did not become ready (log: {self.log.name})")
 
     def _filer(self, method: str, path: str, body: bytes = b"") -> int | None:
+        # No Content-Type: the filer reads a typed body as a form upload.
         req = urllib.request.Request(f"http://127.0.0.1:{self.filer}{path}", data=body, method=method)
+        req.remove_header("Content-type")
+        req.add_unredirected_header("Content-Type", "")
         try:
             with urllib.request.urlopen(req, timeout=5) as r:
                 return r.status

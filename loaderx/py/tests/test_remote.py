@@ -104,3 +104,35 @@ def test_remote_view_in_torch_dataloader_workers(s3, context):
     assert seen == len(batches)
     s.close()
     a.close()
+
+
+@pytest.mark.parametrize("process_count", [1, 2])
+def test_loader_over_a_remote_store(s3, process_count):
+    """loaderx's Loader with workers over a remote view, each process reading its slice of every
+    global batch: together the processes deliver exactly the sampler's batches."""
+    from loaderx import Loader
+    from loaderx.sampler import Sampler
+
+    data = _data()
+    url = f"s3://zr/loader-{process_count}"
+    with DenseWriter(url, np.int32, (2, 40), "zstd", data_shards=2, storage_options=s3.options()) as w:
+        w.append(data)
+    with DenseStore(url, storage_options=s3.options()) as s, Allocator() as a:
+        views = {"x": [s.bind(a)]}
+        got = [[] for _ in range(6)]
+        for rank in range(process_count):
+            with Loader(
+                views,
+                Sampler(200, 32, Sampler.Mode.IID, seed=4),
+                workers=2,
+                prefetch=2,
+                process_index=rank,
+                process_count=process_count,
+                ordered=True,
+            ) as loader:
+                for step in range(6):
+                    got[step].append(np.from_dlpack(loader.next()[0]["x"]).copy())
+        ref = Sampler(200, 32, Sampler.Mode.IID, seed=4)
+        for step in range(6):
+            want = data[ref.next().astype(np.int64)]
+            np.testing.assert_array_equal(np.concatenate(got[step]), want)

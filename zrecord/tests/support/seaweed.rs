@@ -196,12 +196,22 @@ impl Seaweed {
     }
 
     fn try_bucket(&self, name: &str) -> bool {
+        // mkdir, or (a filer that refuses it) a marker file, which makes the directory too.
         matches!(http(self.filer, "POST", &format!("/buckets/{name}/?op=mkdir")), Some(s) if s < 300)
+            || matches!(
+                http_body(self.filer, "PUT", &format!("/buckets/{name}/.bucket"), b"1"),
+                Some(s) if s < 300
+            )
     }
 
     /// Creates bucket `name` (through the filer).
     pub fn bucket(&self, name: &str) {
-        assert!(self.try_bucket(name), "cannot create bucket {name}");
+        // A filer of its own may answer before it can create directories: retry for 30 s.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.try_bucket(name) {
+            assert!(Instant::now() < deadline, "cannot create bucket {name}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     /// The S3 endpoint.
@@ -218,14 +228,6 @@ impl Seaweed {
             ("access_key_id".into(), KEY.into()),
             ("secret_access_key".into(), SECRET.into()),
         ]
-    }
-
-    /// Kills volume server `k` (SIGKILL).
-    pub fn kill_volume(&mut self, k: usize) {
-        // The volume servers follow the master in `children` when started separately.
-        let child = &mut self.children[1 + k];
-        let _ = child.kill();
-        let _ = child.wait();
     }
 }
 
@@ -273,5 +275,90 @@ pub fn deadline<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'st
         Ok(Ok(r)) => r,
         Ok(Err(p)) => std::panic::resume_unwind(p),
         Err(_) => panic!("did not finish within {secs} s: a hang"),
+    }
+}
+
+/// What the [`Proxy`] does to a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Answers `503 Service Unavailable` and closes.
+    Unavailable,
+    /// Closes the connection as soon as the request has arrived (a reset, to the client).
+    Reset,
+    /// Waits this long before forwarding (longer than the client's timeout: a slow server).
+    Slow(Duration),
+}
+
+/// A loopback TCP proxy in front of the S3 gateway that applies `fault` to the first `count`
+/// connections and forwards every later one untouched; the server behind it stays real.
+pub struct Proxy {
+    pub port: u16,
+    /// Connections accepted so far.
+    pub accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Proxy {
+    pub fn start(upstream: u16, fault: Fault, count: usize) -> Proxy {
+        use std::sync::atomic::Ordering;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = accepted.clone();
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                let Ok(mut client) = c else { continue };
+                let n = seen.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    if n < count {
+                        match fault {
+                            Fault::Unavailable => {
+                                read_head(&mut client);
+                                let _ = client.write_all(
+                                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                                );
+                                return;
+                            }
+                            Fault::Reset => {
+                                read_head(&mut client);
+                                let _ = client.shutdown(std::net::Shutdown::Both);
+                                return;
+                            }
+                            Fault::Slow(d) => std::thread::sleep(d),
+                        }
+                    }
+                    let Ok(up) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                        return;
+                    };
+                    let (mut c2, mut u2) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+                    let (mut c1, mut u1) = (client, up);
+                    let a = std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut c1, &mut u1);
+                        let _ = u1.shutdown(std::net::Shutdown::Write);
+                    });
+                    let _ = std::io::copy(&mut u2, &mut c2);
+                    let _ = c2.shutdown(std::net::Shutdown::Both);
+                    let _ = a.join();
+                });
+            }
+        });
+        Proxy { port, accepted }
+    }
+
+    /// The endpoint to give the client.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Reads a request's head (up to the blank line), so the client has sent it before the fault.
+fn read_head(s: &mut TcpStream) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut buf = Vec::new();
+    let mut b = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&b[..n]),
+        }
     }
 }

@@ -291,26 +291,9 @@ impl ReadFile for StdReadFile {
         let StdReadFile::Unmapped { file, .. } = self else {
             return copy_at(self.bytes(), buf, offset);
         };
-        use std::os::unix::fs::FileExt;
-        let mut got = 0;
-        while got < buf.len() {
-            match file.read_at(&mut buf[got..], offset + got as u64) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        format!(
-                            "the file ends at byte {} before bytes {offset}..{}",
-                            offset + got as u64,
-                            offset + buf.len() as u64
-                        ),
-                    ));
-                }
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        // std's loop: short reads continue, EINTR is retried, the file's end is UnexpectedEof
+        // (the container names the range and the manifest's length around it).
+        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
     }
 
     fn faulted(&self) -> bool {

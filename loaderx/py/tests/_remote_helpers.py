@@ -40,6 +40,14 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the test process dies, so a killed or hung test
+    leaves no server behind (PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+
+
 class Seaweed:
     """`weed server` (master, volume, filer, S3 gateway) on loopback in its own process group;
     `stop()` kills the group."""
@@ -62,7 +70,7 @@ class Seaweed:
         self.proc = subprocess.Popen(
             [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}",
              f"-volume.port={volume}", f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}", f"-s3.config={cfg}"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:

@@ -9,7 +9,8 @@
 //! * what the engines share, never importing one another: [`plan`] (the gather an engine is
 //!   handed, the engine interface, the output split), [`piece`] (pieces of a direct read),
 //!   [`decode`] (one record's check and decode), [`ranges`] (a gather as coalesced ranges of its
-//!   shards, for the engines that fetch instead of mapping), [`fan_out`] (whether a gather may spread over
+//!   shards, for the engines that fetch instead of mapping), [`readers`] (the blocking readers of
+//!   one gather), [`fan_out`] (whether a gather may spread over
 //!   threads) and [`hint`] (prefetch and page-cache hints);
 //! * [`batch`]: the batches a gather returns; [`verify`]: the full check behind `verify()`.
 //!
@@ -26,6 +27,7 @@ mod hint;
 mod piece;
 mod plan;
 mod ranges;
+mod readers;
 mod store;
 mod verify;
 mod view;

@@ -81,19 +81,6 @@ pub(super) fn coalesce<'o, F: Fn(usize) -> usize>(
     ranges
 }
 
-/// The stored bytes of records `idx` as ranges of their shards, record k's stored bytes going to
-/// `out[offsets(k)..offsets(k + 1)]` (sized by the index's stored lengths): [`coalesce`] by stored
-/// length, with no gap (only adjacent records share a range) and ranges of at most `max_span`.
-pub(super) fn coalesce_stored<'o, F: Fn(usize) -> usize>(
-    c: &Container,
-    idx: &[u64],
-    out: &'o mut [u8],
-    offsets: &F,
-    max_span: u64,
-) -> Vec<Range<'o>> {
-    coalesce(c, idx, out, offsets, 0, max_span)
-}
-
 /// Checks and decodes every record of `r` from `bytes` (the range's stored bytes, fetched) into
 /// its place in the output, as the store verifies; raw records are copied with `stores`.
 pub(super) fn decode_range(

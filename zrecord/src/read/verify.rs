@@ -10,7 +10,7 @@ use crate::error::{Error, Location, Result};
 
 use super::container::Container;
 use super::decode::{Decoder, check_frame_located, check_frame_size, decode_located, read_record};
-use super::ranges::coalesce_stored;
+use super::ranges::coalesce;
 
 /// Checks every byte of `c`: each shard's whole-file checksum (a damaged shard is narrowed down
 /// to its first bad record), then every record's checksum and decoded size. A map that met a file
@@ -68,11 +68,11 @@ fn check_run(c: &Container, run: &[u64]) -> Result<()> {
         total += e.stored_len as usize;
         offsets.push(total);
     }
-    // The stored bytes of every record, in run order (ranges merge only adjacent records).
+    // The stored bytes of every record, in run order (no gap: ranges merge only adjacent records).
     let mut stored = vec![0u8; total];
     let mut buf = Vec::new();
     let mut dec = Decoder::new(c);
-    for r in coalesce_stored(c, run, &mut stored, &|k| offsets[k], CHUNK as u64) {
+    for r in coalesce(c, run, &mut stored, &|k| offsets[k], 0, CHUNK as u64) {
         buf.resize(r.len(), 0);
         c.read_range(r.shard, r.start, &mut buf)?;
         for m in r.members {

@@ -66,13 +66,21 @@ fn free_ports(n: usize) -> Vec<u16> {
 
 fn spawn(args: &[String], log: &Path) -> Child {
     let out = std::fs::File::create(log).unwrap();
-    Command::new(weed())
-        .args(args)
+    let mut cmd = Command::new(weed());
+    cmd.args(args)
         .stdout(Stdio::from(out.try_clone().unwrap()))
         .stderr(Stdio::from(out))
-        .process_group(0)
-        .spawn()
-        .unwrap()
+        .process_group(0);
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets this child's own parent-death signal; it is
+    // async-signal-safe, as code between fork and exec must be. A test that hangs (its deadline
+    // thread never returns) still leaves no server behind once the test process exits.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap()
 }
 
 impl Seaweed {

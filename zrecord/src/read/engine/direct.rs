@@ -15,16 +15,16 @@
 //! gathers.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::crc::Stores;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::read::container::{Container, Maps};
 use crate::read::piece::{
     CHUNK, Piece, PieceSum, copy_piece, piece_extent, piece_read_error, piece_through_map,
     read_at_least, read_pieces,
 };
 use crate::read::plan::{Plan, ReadEngine};
+use crate::read::readers::drain;
 use crate::vfs::DIRECT_ALIGN;
 
 /// Reads in flight for one gather (one per reading thread, the caller included).
@@ -87,51 +87,23 @@ fn threaded_pieces(
     work: Vec<Piece<'_>>,
     stores: Stores,
 ) -> Result<Vec<PieceSum>> {
-    let count = work.len();
-    let readers = DEPTH.min(count);
-    let queue = Mutex::new(work.into_iter());
-    let failed = AtomicBool::new(false);
-    let error: Mutex<Option<Error>> = Mutex::new(None);
-    let sums: Mutex<Vec<PieceSum>> = Mutex::new(Vec::with_capacity(count));
-    let read = || {
-        let maps = c.maps();
-        let mut bounce = take_bounce();
-        let mut mine = Vec::new();
-        while !failed.load(Ordering::Relaxed) {
-            let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
-            let Some(piece) = next else { break };
+    let sums: Mutex<Vec<PieceSum>> = Mutex::new(Vec::with_capacity(work.len()));
+    drain(
+        DEPTH,
+        "zrecord-cold",
+        work,
+        || (c.maps(), take_bounce(), Vec::new()),
+        |(maps, bounce, mine), piece| {
             let (k, off, len) = (piece.k, piece.off, piece.dst.len());
-            match direct_piece(c, &maps, idx[k], piece, stores, aligned(&mut bounce)) {
-                Ok(crc) => mine.push((k, off, len, crc)),
-                Err(e) => {
-                    failed.store(true, Ordering::Relaxed);
-                    error
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get_or_insert(e);
-                    break;
-                }
-            }
-        }
-        keep_bounce(bounce);
-        sums.lock().unwrap_or_else(|p| p.into_inner()).extend(mine);
-    };
-    std::thread::scope(|s| {
-        for _ in 1..readers {
-            // A helper that cannot be started leaves its share to the others.
-            if std::thread::Builder::new()
-                .name("zrecord-cold".into())
-                .spawn_scoped(s, read)
-                .is_err()
-            {
-                break;
-            }
-        }
-        read();
-    });
-    if let Some(e) = error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
-    }
+            let crc = direct_piece(c, maps, idx[k], piece, stores, aligned(bounce))?;
+            mine.push((k, off, len, crc));
+            Ok(())
+        },
+        |(_, bounce, mine)| {
+            keep_bounce(bounce);
+            sums.lock().unwrap_or_else(|p| p.into_inner()).extend(mine);
+        },
+    )?;
     Ok(sums.into_inner().unwrap_or_else(|p| p.into_inner()))
 }
 

@@ -8,15 +8,13 @@
 //! in the output. Bound: at most `READERS` range buffers of up to `MAX_SPAN` bytes (or one record)
 //! at a time, freed when the gather ends.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 use crate::read::container::Container;
 use crate::read::decode::Decoder;
 use crate::read::plan::{Plan, ReadEngine};
 use crate::read::ranges::{Range, coalesce, decode_range};
+use crate::read::readers::drain;
 
 /// Records whose stored bytes lie at most this far apart are read together (64 KiB: on a network
 /// file system a request costs a round trip; skipping 64 KiB costs less).
@@ -39,47 +37,17 @@ impl ReadEngine for Positional {
         out: &mut [u8],
     ) -> Result<()> {
         let ranges = coalesce(c, plan.idx, out, plan.offsets, GAP, MAX_SPAN);
-        let readers = READERS.min(ranges.len());
-        let queue = Mutex::new(ranges.into_iter());
-        let failed = AtomicBool::new(false);
-        let error: Mutex<Option<Error>> = Mutex::new(None);
-        let read = || {
-            let mut dec = Decoder::new(c);
-            let mut buf = Vec::new();
-            while !failed.load(Ordering::Relaxed) {
-                let next: Option<Range<'_>> =
-                    queue.lock().unwrap_or_else(|p| p.into_inner()).next();
-                let Some(r) = next else { break };
+        drain(
+            READERS,
+            "zrecord-pread",
+            ranges,
+            || (Decoder::new(c), Vec::new()),
+            |(dec, buf), r: Range<'_>| {
                 buf.resize(r.len(), 0);
-                let done = c
-                    .read_range(r.shard, r.start, &mut buf)
-                    .and_then(|()| decode_range(c, r, &buf, &mut dec, plan.stores));
-                if let Err(e) = done {
-                    failed.store(true, Ordering::Relaxed);
-                    error
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get_or_insert(e);
-                    break;
-                }
-            }
-        };
-        std::thread::scope(|s| {
-            for _ in 1..readers {
-                // A helper that cannot be started leaves its share to the others.
-                if std::thread::Builder::new()
-                    .name("zrecord-pread".into())
-                    .spawn_scoped(s, read)
-                    .is_err()
-                {
-                    break;
-                }
-            }
-            read();
-        });
-        match error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+                c.read_range(r.shard, r.start, buf)?;
+                decode_range(c, r, buf, dec, plan.stores)
+            },
+            drop,
+        )
     }
 }

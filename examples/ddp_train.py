@@ -14,6 +14,7 @@ on that group. ``--workdir`` holds the store (written once) and the curves.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -76,6 +77,11 @@ def train(root: Path, steps: int, rank: int, world: int, ddp: bool) -> list[floa
             curve.append(float(global_loss))
     store.close()
     alloc.close()
+    # DDP's reducer holds the process group and sits in reference cycles, so without a collection
+    # here the group's last reference can die during interpreter shutdown, after
+    # destroy_process_group, where gloo's teardown may abort the process.
+    del model, opt
+    gc.collect()
     return curve
 
 
@@ -118,6 +124,12 @@ def main() -> None:
     # the peer ("terminate called without an active exception").
     dist.barrier()
     dist.destroy_process_group()
+    # Leave without running interpreter finalization: the run's outputs are written and the group
+    # is gone, and finalization order (gloo's threads against torch's atexit hooks) is what has
+    # aborted a rank here after a successful run ("terminate called without an active exception").
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

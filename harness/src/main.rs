@@ -36,6 +36,7 @@ mod gap_probe;
 mod gate;
 mod gate_baseline;
 mod loader_arms;
+mod loader_goals;
 mod loader_limit;
 mod loader_match;
 mod loader_store;

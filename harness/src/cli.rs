@@ -30,6 +30,9 @@ const USAGE: &str = "usage:
                 (the gate's baseline: quick runs of one clean commit on one machine kind)
   harness gate-bite BASELINE.json RUN/results.json
                 (each gated row of RUN 25 % slower must fail; the chance of a false failure)
+  harness remote [--quick] [--repeats N] [--out DIR] [--pets DIR] [--text DIR] [--cache DIR]
+                (feature `remote`: remote-dense-vision and remote-ragged-tokens against a
+                 SeaweedFS server on loopback: GET limit, no cache, cache cold, cached, local)
   harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json,
                                      cold.md from RESULTS_DIR/cold.json)
 tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader
@@ -186,6 +189,18 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
         Some("run") => {
             let (a, _) = parse_run(&args[1..])?;
             run::main(a)
+        }
+        Some("remote") => {
+            let (a, _) = parse_run(&args[1..])?;
+            #[cfg(feature = "remote")]
+            return crate::remote_table::main(a);
+            #[cfg(not(feature = "remote"))]
+            {
+                let _ = a;
+                Err(usage(
+                    "`harness remote` needs the `remote` feature: cargo run --release -p harness --features remote -- remote",
+                ))
+            }
         }
         _ => {
             let (a, _) = parse_run(args)?;

@@ -45,6 +45,8 @@ mod machine;
 mod model;
 mod plots;
 mod progress;
+#[cfg(feature = "remote")]
+mod remote_table;
 mod report;
 mod run;
 mod sampler_table;

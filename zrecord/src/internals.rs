@@ -95,3 +95,29 @@ mod tests {
         assert_eq!(crc32c_records(&src, 300), want);
     }
 }
+
+/// The benchmarks' GET limit: byte ranges of a remote store's objects fetched by the client a
+/// remote store uses, with its concurrency and retries, and dropped as they land (no checks, no
+/// copies).
+#[cfg(feature = "remote")]
+pub struct GetLimit(std::sync::Arc<crate::remote::Remote>);
+
+#[cfg(feature = "remote")]
+impl GetLimit {
+    /// A client of the store at `url` (nothing is requested yet).
+    pub fn connect(url: &str, opts: &crate::RemoteOptions) -> crate::Result<GetLimit> {
+        crate::remote::Remote::connect(url, opts).map(GetLimit)
+    }
+
+    /// Fetches `requests` (object name under the store's URL, byte range) with at most
+    /// `concurrency` in flight; the bytes received.
+    pub fn fetch(&self, requests: Vec<(String, std::ops::Range<u64>)>) -> crate::Result<u64> {
+        let mut n = 0u64;
+        let tagged = requests.into_iter().map(|(k, r)| (k, r, ())).collect();
+        self.0.fetch_ranges(tagged, |(), bytes| {
+            n += bytes.len() as u64;
+            Ok(())
+        })?;
+        Ok(n)
+    }
+}

@@ -355,3 +355,205 @@ fn transient_faults_are_retried_and_lasting_ones_are_typed_errors() {
         }
     });
 }
+
+/// Every `.blk` file under the cache directory `d`, with its length.
+fn cached_blocks(d: &std::path::Path) -> Vec<(std::path::PathBuf, u64)> {
+    let mut v = Vec::new();
+    for c in std::fs::read_dir(d).unwrap().flatten() {
+        for s in std::fs::read_dir(c.path()).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(s.path()).into_iter().flatten().flatten() {
+                if f.path().extension().is_some_and(|e| e == "blk") {
+                    v.push((f.path(), f.metadata().unwrap().len()));
+                }
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+#[test]
+fn the_node_local_cache_hits_refetches_damage_and_keeps_its_bound() {
+    deadline(300, || {
+        let w = Seaweed::start();
+        w.bucket("cache");
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("d");
+        let recs = dense_fixture(&local, Codec::Raw, 2, 400, &[3, 50]);
+        let url = "s3://cache/d";
+        zrecord::remote::publish_dir(&local, url, &remote(&w)).unwrap();
+        let cache = dir.path().join("cache");
+        let cached = |bytes: u64| OpenOptions {
+            remote: RemoteOptions {
+                cache_dir: Some(cache.clone()),
+                cache_bytes: bytes,
+                cache_block: 4096,
+                ..remote(&w)
+            },
+            ..OpenOptions::default()
+        };
+        let want = |idx: &[u64]| -> Vec<u8> {
+            idx.iter()
+                .flat_map(|&i| recs[i as usize].clone())
+                .collect()
+        };
+        let all: Vec<u64> = (0..400).collect();
+
+        // Cold: every block is fetched and filled.
+        let s = DenseStore::open_with(url, cached(1 << 30)).unwrap();
+        let v = s.bind(alloc());
+        assert_eq!(v.gather(&all).unwrap().bytes(), &want(&all)[..]);
+        let st = s.cache_stats().unwrap();
+        assert!(st.misses > 4 && st.hits == 0, "{st:?}");
+        assert_eq!((st.fills, st.corrupt, st.last_error), (st.misses, 0, None));
+        let blocks = cached_blocks(&cache);
+        assert_eq!(blocks.len() as u64, st.fills);
+
+        // A damaged block: dropped, fetched again, counted; the bytes are right.
+        let (victim, len) = blocks
+            .iter()
+            .find(|(p, _)| p.file_name().is_some_and(|n| n == "1.blk"))
+            .cloned()
+            .unwrap();
+        let mut b = std::fs::read(&victim).unwrap();
+        let at = b.len() - 1000;
+        b[at] ^= 0x10;
+        std::fs::write(&victim, &b).unwrap();
+        let s2 = DenseStore::open_with(url, cached(1 << 30)).unwrap();
+        let idx = random_idx(400, 300, 11);
+        assert_eq!(s2.bind(alloc()).gather(&all).unwrap().bytes(), &want(&all)[..]);
+        let st = s2.cache_stats().unwrap();
+        assert_eq!((st.corrupt, st.fills), (1, 1), "{st:?}");
+        assert_eq!(std::fs::metadata(&victim).unwrap().len(), len);
+
+        // Hits need no server: open, stop the server, then read from the cache alone.
+        let s3 = DenseStore::open_with(url, cached(1 << 30)).unwrap();
+        drop(w);
+        let v3 = s3.bind(alloc());
+        assert_eq!(v3.gather(&idx).unwrap().bytes(), &want(&idx)[..]);
+        let st = s3.cache_stats().unwrap();
+        assert!(st.hits > 0 && st.misses == 0, "{st:?}");
+    });
+}
+
+#[test]
+fn the_cache_keeps_its_bound_and_is_shared_by_concurrent_readers() {
+    deadline(300, || {
+        let w = Seaweed::start();
+        w.bucket("bound");
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("r");
+        let recs = Arc::new(ragged_fixture(&local, Codec::Raw, 3, 3000));
+        let url = "s3://bound/r";
+        zrecord::remote::publish_dir(&local, url, &remote(&w)).unwrap();
+        let cache = dir.path().join("cache");
+        // Room for about 12 blocks of 4 KiB.
+        let bound = 12 * (4096 + 20);
+        let o = OpenOptions {
+            remote: RemoteOptions {
+                cache_dir: Some(cache.clone()),
+                cache_bytes: bound,
+                cache_block: 4096,
+                ..remote(&w)
+            },
+            ..OpenOptions::default()
+        };
+        // Four readers (separate openings, as separate processes would be) at once.
+        let readers: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (o, recs) = (o.clone(), recs.clone());
+                std::thread::spawn(move || {
+                    let s = RaggedStore::open_with(url, o).unwrap();
+                    let v = s.bind(alloc());
+                    for round in 0..5 {
+                        let idx = random_idx(3000, 150, 100 * t + round);
+                        let b = v.gather(&idx).unwrap();
+                        for (j, &i) in idx.iter().enumerate() {
+                            assert_eq!(b.record(j), &recs[i as usize].0[..], "t{t} r{round}");
+                            assert_eq!(&b.shapes()[2 * j..2 * j + 2], &recs[i as usize].1[..]);
+                        }
+                    }
+                    s.cache_stats().unwrap()
+                })
+            })
+            .collect();
+        let stats: Vec<_> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+        assert!(stats.iter().map(|s| s.evicted).sum::<u64>() > 0, "{stats:?}");
+        assert!(stats.iter().all(|s| s.corrupt == 0 && s.last_error.is_none()), "{stats:?}");
+        // Every fill checks the bound under the lock, so at rest the blocks are within it.
+        let held: u64 = cached_blocks(&cache).iter().map(|b| b.1).sum();
+        assert!(held <= bound, "{held} > {bound}");
+        let count = std::fs::read(cache.join(".size")).unwrap();
+        // The shared count may only run ahead of the files (two fills of one block, a damaged
+        // block removed), never behind them.
+        assert!(u64::from_le_bytes(count[..8].try_into().unwrap()) >= held);
+    });
+}
+
+#[test]
+fn a_volume_server_killed_mid_gather() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    deadline(500, || {
+        // Two copies of every chunk: the gathers after the kill still return exact bytes. One
+        // copy: the chunks on the killed server are lost, and a gather of them fails with a
+        // typed error naming the object, in bounded time.
+        for (replication, survives) in [("001", true), ("000", false)] {
+            let mut w = Seaweed::start_with(2, replication);
+            w.bucket("vk");
+            let dir = tempfile::tempdir().unwrap();
+            let local = dir.path().join("d");
+            let recs = Arc::new(dense_fixture(&local, Codec::Raw, 4, 3000, &[16, 64]));
+            let url = "s3://vk/d";
+            zrecord::remote::publish_dir(&local, url, &remote(&w)).unwrap();
+            let s = DenseStore::open_with(url, opts(&w)).unwrap();
+            let v = s.bind(alloc());
+            let stop = Arc::new(AtomicBool::new(false));
+            let done = Arc::new(AtomicUsize::new(0));
+            let reader = {
+                let (stop, done, recs) = (stop.clone(), done.clone(), recs.clone());
+                std::thread::spawn(move || {
+                    let (mut ok, mut errors) = (0usize, Vec::new());
+                    let mut k = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        let idx = random_idx(3000, 256, 500 + k);
+                        match v.gather(&idx) {
+                            Ok(b) => {
+                                let want: Vec<u8> =
+                                    idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+                                assert_eq!(b.bytes(), &want[..], "gather {k}");
+                                ok += 1;
+                            }
+                            Err(e) => errors.push(e),
+                        }
+                        done.fetch_add(1, Ordering::SeqCst);
+                        k += 1;
+                    }
+                    (ok, errors)
+                })
+            };
+            // Kill between gathers of the running stream, then let it run five more.
+            while done.load(Ordering::SeqCst) < 2 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            w.kill_volume();
+            let after = done.load(Ordering::SeqCst);
+            while done.load(Ordering::SeqCst) < after + 5 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            stop.store(true, Ordering::SeqCst);
+            let (ok, errors) = reader.join().unwrap();
+            if survives {
+                assert!(errors.is_empty(), "{replication}: {errors:?}");
+            } else {
+                for e in &errors {
+                    let msg = e.to_string();
+                    assert!(
+                        matches!(e, Error::Io { .. }) && msg.contains("s3://vk/d/"),
+                        "{replication}: {msg}"
+                    );
+                }
+            }
+            assert!(ok >= 2, "{replication}: {ok} exact gathers");
+        }
+    });
+}

@@ -40,6 +40,11 @@ fn _loaderx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::PyMode>()?;
     m.add_class::<loader::PyLoader>()?;
     m.add_function(wrap_pyfunction!(view::train_dict, m)?)?;
+    #[cfg(feature = "remote")]
+    {
+        m.add_function(wrap_pyfunction!(remote::publish, m)?)?;
+        m.add_function(wrap_pyfunction!(remote::gc, m)?)?;
+    }
     #[cfg(feature = "bench-hooks")]
     m.add_function(wrap_pyfunction!(bench::_bench_gather, m)?)?;
     m.add("DEFAULT_DICT_BYTES", zrecord::DEFAULT_DICT_BYTES)?;

@@ -11,7 +11,7 @@ use crate::allocator::PyAllocator;
 use crate::dtypes::dtype_obj;
 use crate::errors::{ClosedError, IntoPyResult, InvalidTypeError, guard};
 use crate::pickle::{Reduce, rebuilder};
-use crate::remote::{options_dict, remote_options};
+use crate::remote::{cache_dict, options_dict, remote_options, stats_dict, with_cache};
 use crate::view::{PyDenseView, PyRaggedView};
 
 macro_rules! store_class {
@@ -26,15 +26,22 @@ macro_rules! store_class {
             /// credentials come from the environment by default). `mmap`: None maps local files
             /// except on a shared or network file system (NFS, SMB, FUSE, Lustre, ...), where
             /// they are read with positional reads; True always maps, False never does.
+            /// `cache_dir` (a URL's store only): a node-local cache of the store's blocks there,
+            /// shared by the node's processes, holding at most `cache_bytes` (default 10 GiB) in
+            /// blocks of `cache_block` bytes (default 256 KiB).
             #[new]
-            #[pyo3(signature = (path, *, mmap = None, storage_options = None))]
+            #[pyo3(signature = (path, *, mmap = None, storage_options = None, cache_dir = None, cache_bytes = None, cache_block = None))]
+            #[allow(clippy::too_many_arguments)]
             fn py_new(
                 py: Python<'_>,
                 path: PathBuf,
                 mmap: Option<bool>,
                 storage_options: Option<&Bound<'_, PyDict>>,
+                cache_dir: Option<PathBuf>,
+                cache_bytes: Option<u64>,
+                cache_block: Option<u64>,
             ) -> PyResult<Self> {
-                let remote = remote_options(storage_options)?;
+                let remote = with_cache(remote_options(storage_options)?, cache_dir, cache_bytes, cache_block)?;
                 let opts = OpenOptions { mmap, remote: remote.clone(), ..OpenOptions::default() };
                 let store = py.detach(|| guard(|| $store::open_with(&path, opts))).py_err(py)?;
                 Ok($py_store { store, mmap, remote })
@@ -44,6 +51,13 @@ macro_rules! store_class {
             #[getter]
             fn mapped(&self) -> bool {
                 self.store.is_mapped()
+            }
+
+            /// What the node-local cache did for this store in this process (`hits`, `misses`,
+            /// `fills`, `corrupt` and `evicted` blocks, `last_error`), or None without a cache.
+            #[getter]
+            fn cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+                stats_dict(py, self.store.cache_stats())
             }
 
             /// Pickles as its path, `mmap` and `storage_options` (credentials included: they
@@ -61,6 +75,7 @@ macro_rules! store_class {
                         self.store.path().to_string_lossy().into_owned(),
                         self.mmap,
                         options_dict(py, &self.remote)?,
+                        cache_dict(py, &self.remote)?,
                     ),
                 ))
             }
@@ -176,11 +191,13 @@ pub(crate) struct PyRaggedStore {
     remote: RemoteOptions,
 }
 
-/// What a pickled store carries: kind, path (a URL stays a string), `mmap`, storage options.
+/// What a pickled store carries: kind, path (a URL stays a string), `mmap`, storage options, the
+/// cache keywords.
 type StoreArgs<'py> = (
     &'static str,
     String,
     Option<bool>,
+    Option<Bound<'py, PyDict>>,
     Option<Bound<'py, PyDict>>,
 );
 

@@ -49,6 +49,7 @@ type ViewArgs<'py> = (
     Py<PyAllocator>,
     Option<bool>,
     Option<Bound<'py, pyo3::types::PyDict>>,
+    Option<Bound<'py, pyo3::types::PyDict>>,
 );
 
 /// The `#[pymethods]` of a view class: `$extra` (the kind-specific methods, indexing included),
@@ -79,6 +80,7 @@ macro_rules! view_class {
                         self.allocator.clone_ref(py),
                         self.mmap,
                         crate::remote::options_dict(py, &self.remote)?,
+                        crate::remote::cache_dict(py, &self.remote)?,
                     ),
                 ))
             }

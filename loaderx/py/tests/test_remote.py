@@ -136,3 +136,80 @@ def test_loader_over_a_remote_store(s3, process_count):
         for step in range(6):
             want = data[ref.next().astype(np.int64)]
             np.testing.assert_array_equal(np.concatenate(got[step]), want)
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_a_node_local_cache_is_shared_by_dataloader_workers(s3, tmp_path, context):
+    """DataLoader workers (forked, or spawned from a pickled view that carries the cache keywords)
+    fill one cache directory; the parent then reads every record from it without a request."""
+    torch = pytest.importorskip("torch")
+    data = _data()
+    url = f"s3://zr/cached-{context}"
+    with DenseWriter(url, np.int32, (2, 40), "raw", data_shards=2, storage_options=s3.options()) as w:
+        w.append(data)
+    with pytest.raises(loaderx.errors.InvalidInputError, match="cache_dir"):
+        DenseStore(url, storage_options=s3.options(), cache_bytes=1 << 20)
+    cache = tmp_path / "cache"
+    s = DenseStore(url, storage_options=s3.options(), cache_dir=cache, cache_bytes=1 << 26, cache_block=8192)
+    a = Allocator()
+    v = s.bind(a)
+    order = np.random.default_rng(8).permutation(200)
+    batches = [order[k : k + 25] for k in range(0, 200, 25)]
+    dl = torch.utils.data.DataLoader(
+        RemoteViewDataset(v),
+        batch_size=None,
+        sampler=batches,
+        num_workers=2,
+        multiprocessing_context=context,
+        timeout=120,
+    )
+    for k, item in enumerate(dl):
+        np.testing.assert_array_equal(item["x"].numpy(), data[batches[k]])
+    assert s.cache_stats["hits"] == 0 and s.cache_stats["misses"] == 0
+    np.testing.assert_array_equal(dtypes.from_dlpack(v[np.arange(200)]), data)
+    st = s.cache_stats
+    assert st["hits"] > 0 and st["misses"] == 0 and st["corrupt"] == 0, st
+    assert st["last_error"] is None
+    s.close()
+    a.close()
+
+
+def test_convert_a_dataset_to_a_url_then_gc(s3, tmp_path):
+    """The converter writes every column locally, checks them, then publishes each to the URL;
+    a second conversion to the same URL is refused before anything is written. `gc` lists
+    nothing at a published prefix and what a killed publish left at an unpublished one."""
+    datasets = pytest.importorskip("datasets")
+    from loaderx.converter import convert
+    from loaderx.zrecord import gc, publish
+
+    n = 40
+    ds = datasets.Dataset.from_dict(
+        {"label": list(range(n)), "tokens": [list(range(i % 5 + 1)) for i in range(n)]},
+        features=datasets.Features(
+            {"label": datasets.Value("int32"), "tokens": datasets.Sequence(datasets.Value("int16"))}
+        ),
+    )
+    url = "s3://zr/converted"
+    assert convert(ds, url, "zstd", data_shards=2, storage_options=s3.options()) == {
+        "label": "dense",
+        "tokens": "ragged",
+    }
+    with DenseStore(f"{url}/label", storage_options=s3.options()) as s, Allocator() as a:
+        np.testing.assert_array_equal(dtypes.from_dlpack(s.bind(a)[np.arange(n)]), np.arange(n, dtype=np.int32))
+    with RaggedStore(f"{url}/tokens", storage_options=s3.options()) as s, Allocator() as a:
+        b = s.bind(a)[[0, 7, 39]]
+        vals, cu = dtypes.from_dlpack(b.values), dtypes.from_dlpack(b.cu_seqlens)
+        for k, i in enumerate([0, 7, 39]):
+            np.testing.assert_array_equal(vals[cu[k] : cu[k + 1]], np.arange(i % 5 + 1, dtype=np.int16))
+    with pytest.raises(loaderx.errors.AlreadyExistsError, match="label"):
+        convert(ds, url, storage_options=s3.options())
+    assert gc(f"{url}/label", storage_options=s3.options()) == {"orphans": [], "published": True}
+    # A local store published by hand; a second publish of the prefix is refused.
+    local = tmp_path / "hand"
+    with DenseWriter(local, np.int32, (2, 40), "raw") as w:
+        w.append(_data(12))
+    publish(local, f"{url}-hand", storage_options=s3.options())
+    with DenseStore(f"{url}-hand", storage_options=s3.options()) as s, Allocator() as a:
+        np.testing.assert_array_equal(dtypes.from_dlpack(s.bind(a)[np.arange(12)]), _data(12))
+    with pytest.raises(loaderx.errors.AlreadyExistsError):
+        publish(local, f"{url}-hand", storage_options=s3.options())

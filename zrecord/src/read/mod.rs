@@ -33,7 +33,9 @@ mod verify;
 mod view;
 
 pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
-pub use container::{ColdReads, OpenOptions, RecordExtent, RemoteOptions, container_files};
+pub use container::{
+    CacheStats, ColdReads, OpenOptions, RecordExtent, RemoteOptions, container_files,
+};
 #[cfg(feature = "mutations")]
 pub use engine::with_blocking_direct_reads;
 pub use fan_out::{gather_fan_outs, sequential_gathers};

@@ -50,6 +50,21 @@ impl DenseStore {
         self.c.mapped()
     }
 
+    /// What the node-local cache (`RemoteOptions::cache_dir`) has done for this store's opening
+    /// in this process: blocks hit, missed, filled, found damaged and evicted; `None` without a
+    /// cache.
+    pub fn cache_stats(&self) -> Option<crate::CacheStats> {
+        self.c.cache_stats()
+    }
+
+    /// The object names and byte ranges a gather of `idx` requests from this remote store
+    /// without a cache (the benchmarks' GET limit fetches exactly these); empty for a local one.
+    #[cfg(all(feature = "remote", feature = "internals"))]
+    #[doc(hidden)]
+    pub fn remote_requests(&self, idx: &[u64]) -> Result<Vec<(String, std::ops::Range<u64>)>> {
+        super::engine::remote_requests(&self.c, idx)
+    }
+
     /// True when the store holds no records.
     pub fn is_empty(&self) -> bool {
         self.c.records() == 0
@@ -147,6 +162,21 @@ impl RaggedStore {
     /// positional reads).
     pub fn is_mapped(&self) -> bool {
         self.c.mapped()
+    }
+
+    /// What the node-local cache (`RemoteOptions::cache_dir`) has done for this store's opening
+    /// in this process: blocks hit, missed, filled, found damaged and evicted; `None` without a
+    /// cache.
+    pub fn cache_stats(&self) -> Option<crate::CacheStats> {
+        self.c.cache_stats()
+    }
+
+    /// The object names and byte ranges a gather of `idx` requests from this remote store
+    /// without a cache (the benchmarks' GET limit fetches exactly these); empty for a local one.
+    #[cfg(all(feature = "remote", feature = "internals"))]
+    #[doc(hidden)]
+    pub fn remote_requests(&self, idx: &[u64]) -> Result<Vec<(String, std::ops::Range<u64>)>> {
+        super::engine::remote_requests(&self.c, idx)
     }
 
     /// True when the store holds no records.

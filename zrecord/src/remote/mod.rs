@@ -19,6 +19,7 @@
 //! ([`crate::RemoteOptions::retry_timeout`]); then the error names the URL, the byte range and
 //! the attempts.
 
+mod cache;
 mod runtime;
 
 use std::fmt;
@@ -36,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::read::RemoteOptions;
 use crate::vfs::{LockGuard, ReadFile, Vfs, WriteFile};
 
+pub(crate) use cache::BlockCache;
 pub(crate) use runtime::block_on;
 
 /// One remote store's connection.
@@ -47,6 +49,8 @@ pub struct Remote {
     opts: RemoteOptions,
     /// The client of the process that made it (`(pid, client)`), remade after a fork.
     client: Mutex<Option<(u32, Arc<dyn ObjectStore>)>>,
+    /// The node-local cache, when `cache_dir` is set.
+    cache: Option<BlockCache>,
 }
 
 impl fmt::Debug for Remote {
@@ -61,11 +65,24 @@ impl Remote {
     pub fn connect(url: &str, opts: &RemoteOptions) -> Result<Arc<Remote>> {
         let url = url.trim_end_matches('/').to_string();
         let (_, prefix) = build(&url, opts)?;
+        let cache = match &opts.cache_dir {
+            None => None,
+            Some(dir) => Some(
+                BlockCache::open(dir, opts.cache_bytes, opts.cache_block).map_err(|e| {
+                    if e.kind() == io::ErrorKind::InvalidInput {
+                        Error::invalid(format!("{url}: {e}"))
+                    } else {
+                        Error::io("open the cache directory", dir.clone(), e)
+                    }
+                })?,
+            ),
+        };
         let r = Remote {
             url,
             prefix,
             opts: opts.clone(),
             client: Mutex::new(None),
+            cache,
         };
         r.client()?;
         Ok(Arc::new(r))
@@ -79,6 +96,11 @@ impl Remote {
     /// The options the store was opened with.
     pub fn options(&self) -> &RemoteOptions {
         &self.opts
+    }
+
+    /// The node-local cache, when the store was opened with one.
+    pub(crate) fn cache(&self) -> Option<&BlockCache> {
+        self.cache.as_ref()
     }
 
     /// This process's client, made on first use in each process.

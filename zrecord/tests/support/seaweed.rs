@@ -86,12 +86,14 @@ fn spawn(args: &[String], log: &Path) -> Child {
 impl Seaweed {
     /// One `weed server` (master, one volume server, filer, S3), ready to serve.
     pub fn start() -> Seaweed {
-        Self::start_with(1)
+        Self::start_with(1, "000")
     }
 
-    /// A master, `volumes` volume servers, a filer and an S3 gateway as separate processes (one
-    /// `weed server` when `volumes` is 1), ready to serve.
-    pub fn start_with(volumes: usize) -> Seaweed {
+    /// One `weed server` (master, a volume server, filer, S3) and `volumes - 1` more volume
+    /// servers joined to its master, each a process of its own, ready to serve; new volumes are
+    /// placed with SeaweedFS replication `replication` ("000": one copy; "001": two copies on
+    /// two servers of one rack).
+    pub fn start_with(volumes: usize, replication: &str) -> Seaweed {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let config = d.join("s3.json");
@@ -109,55 +111,28 @@ impl Seaweed {
             "-ip.bind=127.0.0.1".to_string(),
         ];
         let mut children = Vec::new();
-        let mut vports = Vec::new();
-        if volumes == 1 {
-            let v = ports[3];
-            vports.push(v);
-            let data = d.join("data");
-            std::fs::create_dir(&data).unwrap();
-            let mut a = vec!["server".to_string(), format!("-dir={}", data.display())];
+        let vports: Vec<u16> = ports[3..].to_vec();
+        let data = d.join("data");
+        std::fs::create_dir(&data).unwrap();
+        let mut a = vec!["server".to_string(), format!("-dir={}", data.display())];
+        a.extend(ip.iter().cloned());
+        a.extend([
+            format!("-master.port={master}"),
+            format!("-master.defaultReplication={replication}"),
+            format!("-volume.port={}", vports[0]),
+            format!("-filer.port={filer}"),
+            "-s3".into(),
+            format!("-s3.port={s3}"),
+            format!("-s3.config={}", config.display()),
+        ]);
+        children.push(spawn(&a, &d.join("server.log")));
+        for (k, &v) in vports.iter().enumerate().skip(1) {
+            let vd = d.join(format!("vol{k}"));
+            std::fs::create_dir(&vd).unwrap();
+            let mut a = vec!["volume".to_string(), format!("-dir={}", vd.display())];
             a.extend(ip.iter().cloned());
-            a.extend([
-                format!("-master.port={master}"),
-                format!("-volume.port={v}"),
-                format!("-filer.port={filer}"),
-                "-s3".into(),
-                format!("-s3.port={s3}"),
-                format!("-s3.config={}", config.display()),
-            ]);
-            children.push(spawn(&a, &d.join("server.log")));
-        } else {
-            let mdir = d.join("master");
-            std::fs::create_dir(&mdir).unwrap();
-            let mut a = vec!["master".to_string(), format!("-mdir={}", mdir.display())];
-            a.extend(ip.iter().cloned());
-            a.push(format!("-port={master}"));
-            children.push(spawn(&a, &d.join("master.log")));
-            for k in 0..volumes {
-                let v = ports[3 + k];
-                vports.push(v);
-                let vd = d.join(format!("vol{k}"));
-                std::fs::create_dir(&vd).unwrap();
-                let mut a = vec!["volume".to_string(), format!("-dir={}", vd.display())];
-                a.extend(ip.iter().cloned());
-                a.extend([format!("-port={v}"), format!("-mserver=127.0.0.1:{master}")]);
-                children.push(spawn(&a, &d.join(format!("volume{k}.log"))));
-            }
-            let mut a = vec!["filer".to_string()];
-            a.extend(ip.iter().cloned());
-            a.extend([
-                format!("-port={filer}"),
-                format!("-master=127.0.0.1:{master}"),
-            ]);
-            children.push(spawn(&a, &d.join("filer.log")));
-            let mut a = vec!["s3".to_string()];
-            a.extend(ip.iter().cloned());
-            a.extend([
-                format!("-port={s3}"),
-                format!("-filer=127.0.0.1:{filer}"),
-                format!("-config={}", config.display()),
-            ]);
-            children.push(spawn(&a, &d.join("s3.log")));
+            a.extend([format!("-port={v}"), format!("-mserver=127.0.0.1:{master}")]);
+            children.push(spawn(&a, &d.join(format!("volume{k}.log"))));
         }
         let w = Seaweed {
             children,
@@ -220,6 +195,16 @@ impl Seaweed {
             assert!(Instant::now() < deadline, "cannot create bucket {name}");
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// Kills the last extra volume server (not the `weed server`) at once.
+    pub fn kill_volume(&mut self) {
+        assert!(self.children.len() > 1, "no extra volume server to kill");
+        // Out of `children`: once reaped, its pid may be reused, and `drop` must not signal it.
+        let mut c = self.children.pop().unwrap();
+        // SAFETY: kill(2) with a negative pid signals the process group this test started.
+        unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+        let _ = c.wait();
     }
 
     /// The S3 endpoint.

@@ -17,14 +17,16 @@ def allocator(device: str, device_id: int, pool_size: int):
     return Allocator(device, device_id, pool_size=pool_size)
 
 
-def store(kind: str, path: str, mmap: bool | None = None, storage_options: dict | None = None):
+def store(kind: str, path: str, mmap: bool | None = None, storage_options: dict | None = None,
+          cache: dict | None = None):
     from . import zrecord
 
     cls = {"dense": zrecord.DenseStore, "ragged": zrecord.RaggedStore}[kind]
     # A URL (s3://...) stays a string: pathlib would fold its "//".
     where = path if "://" in path else Path(path)
-    return cls(where, mmap=mmap, storage_options=storage_options)
+    return cls(where, mmap=mmap, storage_options=storage_options, **(cache or {}))
 
 
-def view(kind: str, path: str, alloc, mmap: bool | None = None, storage_options: dict | None = None):
-    return store(kind, path, mmap, storage_options).bind(alloc)
+def view(kind: str, path: str, alloc, mmap: bool | None = None, storage_options: dict | None = None,
+         cache: dict | None = None):
+    return store(kind, path, mmap, storage_options, cache).bind(alloc)

@@ -9,7 +9,10 @@ Zrecord stores (one per column).
   Audio, ...) fails with :class:`~loaderx.errors.UnsupportedColumnError` before anything is written.
 
 The root is published (renamed into place) only after every column has been written and all record
-counts agree; on any failure nothing appears at ``path``. Requires ``pip install 'loaderx[converter]'``.
+counts agree; on any failure nothing appears at ``path``. A URL ``path`` (``s3://bucket/prefix``, with
+``storage_options``) is written the same way in a local temporary directory, then each column is
+published to ``path/<column>`` (atomically per column: uploaded, manifest last); a failure during
+the uploads names the columns already published. Requires ``pip install 'loaderx[converter]'``.
 """
 
 from __future__ import annotations
@@ -162,11 +165,63 @@ def _append(plan: _Plan, w, chunk, row0: int) -> None:
         w.append(RaggedBatch(values, cu, shapes))
 
 
-def convert(dataset: Any, path: str | os.PathLike, codec: str = "zstd", *, data_shards: int = 4,
-            dict_bytes: bytes | None = None) -> dict[str, str]:
-    """Writes every column of ``dataset`` to ``path/<column>`` and publishes the root atomically.
+def _write_columns(table, plans, tmp: str, codec: str, data_shards: int, dict_bytes) -> None:
+    """Writes every column into ``tmp/<column>`` and checks that the record counts agree."""
+    for plan in plans:
+        dest = os.path.join(tmp, plan.name)
+        if plan.kind == "dense":
+            w = DenseWriter(dest, plan.dtype, plan.item_shape, codec, data_shards, dict_bytes)
+        else:
+            w = RaggedWriter(dest, plan.dtype, plan.ndim, codec, data_shards, dict_bytes)
+        with w:
+            row0 = 0
+            for chunk in table.column(plan.name).chunks:
+                _append(plan, w, chunk, row0)
+                row0 += len(chunk)
+    counts = {}
+    for plan in plans:
+        cls = DenseStore if plan.kind == "dense" else RaggedStore
+        with cls(os.path.join(tmp, plan.name)) as s:
+            counts[plan.name] = len(s)
+    if set(counts.values()) != {table.num_rows}:
+        raise InvalidInputError(f"record counts disagree: {counts} (dataset has {table.num_rows} rows)")
 
-    Returns ``{column: "dense" | "ragged"}``. ``path`` must not exist."""
+
+def _convert_to_url(table, plans, url: str, codec: str, data_shards: int, dict_bytes, storage_options):
+    from .zrecord import publish
+
+    if publish is None:  # pragma: no cover
+        raise InvalidInputError(f"{url}: this build of loaderx has no object-storage support")
+    for plan in plans:
+        cls = DenseStore if plan.kind == "dense" else RaggedStore
+        try:
+            cls(f"{url}/{plan.name}", storage_options=storage_options).close()
+        except FileNotFoundError:
+            continue
+        raise AlreadyExistsError(f"destination {url}/{plan.name} already holds a container")
+    tmp = tempfile.mkdtemp(prefix=".loaderx-convert-")
+    try:
+        _write_columns(table, plans, tmp, codec, data_shards, dict_bytes)
+        done: list[str] = []
+        for plan in plans:
+            try:
+                publish(os.path.join(tmp, plan.name), f"{url}/{plan.name}", storage_options=storage_options)
+            except BaseException as e:
+                if done:
+                    e.add_note(f"columns already published at {url}: {', '.join(done)}")
+                raise
+            done.append(plan.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {p.name: ("dense" if p.kind == "dense" else "ragged") for p in plans}
+
+
+def convert(dataset: Any, path: str | os.PathLike, codec: str = "zstd", *, data_shards: int = 4,
+            dict_bytes: bytes | None = None, storage_options: dict | None = None) -> dict[str, str]:
+    """Writes every column of ``dataset`` to ``path/<column>`` and publishes the root atomically
+    (at a URL: each column, once all are written and checked).
+
+    Returns ``{column: "dense" | "ragged"}``. ``path`` must not exist (at a URL: hold no column)."""
     pa = _pa()
     try:
         from datasets import Dataset
@@ -182,36 +237,22 @@ def convert(dataset: Any, path: str | os.PathLike, codec: str = "zstd", *, data_
     table = dataset.data.table
     if not isinstance(table, pa.Table):  # pragma: no cover
         table = pa.table(table)
-    root = os.path.abspath(os.fspath(path))
-    if os.path.lexists(root):
+    url = os.fspath(path) if "://" in os.fspath(path) else None
+    root = os.path.abspath(os.fspath(path)) if url is None else ""
+    if url is None and os.path.lexists(root):
         raise AlreadyExistsError(f"destination {root} already exists")
     if table.num_columns == 0:
         raise InvalidInputError("the dataset has no columns")
     if table.num_rows == 0:
         raise InvalidInputError("the dataset has no rows; an empty dataset cannot be converted")
     plans = [_plan(f.name, f.type) for f in table.schema]
+    if url is not None:
+        return _convert_to_url(table, plans, url.rstrip("/"), codec, data_shards, dict_bytes, storage_options)
     parent = os.path.dirname(root)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(root)}.convert-", dir=parent)
     try:
-        for plan in plans:
-            dest = os.path.join(tmp, plan.name)
-            if plan.kind == "dense":
-                w = DenseWriter(dest, plan.dtype, plan.item_shape, codec, data_shards, dict_bytes)
-            else:
-                w = RaggedWriter(dest, plan.dtype, plan.ndim, codec, data_shards, dict_bytes)
-            with w:
-                row0 = 0
-                for chunk in table.column(plan.name).chunks:
-                    _append(plan, w, chunk, row0)
-                    row0 += len(chunk)
-        counts = {}
-        for plan in plans:
-            cls = DenseStore if plan.kind == "dense" else RaggedStore
-            with cls(os.path.join(tmp, plan.name)) as s:
-                counts[plan.name] = len(s)
-        if set(counts.values()) != {table.num_rows}:
-            raise InvalidInputError(f"record counts disagree: {counts} (dataset has {table.num_rows} rows)")
+        _write_columns(table, plans, tmp, codec, data_shards, dict_bytes)
         if os.path.lexists(root):
             raise AlreadyExistsError(f"destination {root} already exists")
         dfd = os.open(tmp, os.O_RDONLY)

@@ -20,6 +20,12 @@ from ._loaderx import (
     RaggedWriter,
     train_dict,
 )
+from . import _loaderx as _native
+
+# Object storage (wheels built with the `remote` feature, as published): publish a local container
+# to a URL, and clean up after a failed publish.
+publish = getattr(_native, "publish", None)
+gc = getattr(_native, "gc", None)
 
 __all__ = [
     "DEFAULT_DATA_SHARDS",
@@ -32,5 +38,7 @@ __all__ = [
     "RaggedStore",
     "RaggedView",
     "RaggedWriter",
+    "gc",
+    "publish",
     "train_dict",
 ]

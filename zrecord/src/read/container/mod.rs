@@ -33,7 +33,7 @@ use super::hint::{PREFETCH_BYTES, prefetch};
 use fixed::Fixed;
 
 pub use files::container_files;
-pub use options::{ColdReads, OpenOptions, RemoteOptions};
+pub use options::{CacheStats, ColdReads, OpenOptions, RemoteOptions};
 
 /// Where one record's stored bytes lie on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -276,6 +276,21 @@ impl Container {
     #[cfg(feature = "remote")]
     pub(in crate::read) fn remote(&self) -> Option<&crate::remote::Remote> {
         self.remote.as_deref()
+    }
+
+    /// The container's uuid (a remote store's cache key).
+    #[cfg(feature = "remote")]
+    pub(in crate::read) fn uuid(&self) -> [u8; 16] {
+        self.m.uuid
+    }
+
+    /// What the node-local cache of a remote store has done in this process; `None` for a store
+    /// without one.
+    pub(in crate::read) fn cache_stats(&self) -> Option<super::CacheStats> {
+        #[cfg(feature = "remote")]
+        return self.remote.as_ref()?.cache().map(|c| c.stats());
+        #[cfg(not(feature = "remote"))]
+        None
     }
 
     /// The file name of shard `s` (its object name in a remote store).

@@ -87,6 +87,15 @@ pub struct RemoteOptions {
     pub max_retries: usize,
     /// No retry starts later than this after the first attempt (default 30 s).
     pub retry_timeout: std::time::Duration,
+    /// A node-local cache of the store's shard blocks on this directory (default none), shared
+    /// by every process and thread of the node that opens stores with it (`remote::cache`).
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// The cache's bound in bytes of block files (default 10 GiB); least recently used blocks
+    /// are evicted past it.
+    pub cache_bytes: u64,
+    /// The cache's block: the unit it fetches, keeps and evicts, a multiple of 4 KiB (default
+    /// 256 KiB, the gap at which neighbouring records already share a request).
+    pub cache_block: u64,
 }
 
 impl Default for RemoteOptions {
@@ -98,6 +107,9 @@ impl Default for RemoteOptions {
             max_span: 8 << 20,
             max_retries: 5,
             retry_timeout: std::time::Duration::from_secs(30),
+            cache_dir: None,
+            cache_bytes: 10 << 30,
+            cache_block: 256 << 10,
         }
     }
 }
@@ -117,6 +129,28 @@ impl fmt::Debug for RemoteOptions {
             .field("max_span", &self.max_span)
             .field("max_retries", &self.max_retries)
             .field("retry_timeout", &self.retry_timeout)
+            .field("cache_dir", &self.cache_dir)
+            .field("cache_bytes", &self.cache_bytes)
+            .field("cache_block", &self.cache_block)
             .finish()
     }
 }
+
+/// What a remote store's node-local cache (`RemoteOptions::cache_dir`) has done for one opening
+/// of the store in this process, in blocks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Blocks read from the cache.
+    pub hits: u64,
+    /// Blocks the cache did not hold (fetched from the object store).
+    pub misses: u64,
+    /// Blocks written into the cache.
+    pub fills: u64,
+    /// Cached blocks that failed their check, were removed and fetched again.
+    pub corrupt: u64,
+    /// Blocks this process removed to keep the bound.
+    pub evicted: u64,
+    /// The first error the cache met in this process (it then acted as a miss), if any.
+    pub last_error: Option<String>,
+}
+

@@ -24,6 +24,8 @@ mod direct;
 mod positional;
 #[cfg(feature = "remote")]
 mod remote;
+#[cfg(all(feature = "remote", feature = "internals"))]
+pub(in crate::read) use remote::requests as remote_requests;
 #[cfg(target_os = "linux")]
 mod uring;
 mod warm;

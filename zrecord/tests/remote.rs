@@ -393,9 +393,7 @@ fn the_node_local_cache_hits_refetches_damage_and_keeps_its_bound() {
             ..OpenOptions::default()
         };
         let want = |idx: &[u64]| -> Vec<u8> {
-            idx.iter()
-                .flat_map(|&i| recs[i as usize].clone())
-                .collect()
+            idx.iter().flat_map(|&i| recs[i as usize].clone()).collect()
         };
         let all: Vec<u64> = (0..400).collect();
 
@@ -421,7 +419,10 @@ fn the_node_local_cache_hits_refetches_damage_and_keeps_its_bound() {
         std::fs::write(&victim, &b).unwrap();
         let s2 = DenseStore::open_with(url, cached(1 << 30)).unwrap();
         let idx = random_idx(400, 300, 11);
-        assert_eq!(s2.bind(alloc()).gather(&all).unwrap().bytes(), &want(&all)[..]);
+        assert_eq!(
+            s2.bind(alloc()).gather(&all).unwrap().bytes(),
+            &want(&all)[..]
+        );
         let st = s2.cache_stats().unwrap();
         assert_eq!((st.corrupt, st.fills), (1, 1), "{st:?}");
         assert_eq!(std::fs::metadata(&victim).unwrap().len(), len);
@@ -478,8 +479,16 @@ fn the_cache_keeps_its_bound_and_is_shared_by_concurrent_readers() {
             })
             .collect();
         let stats: Vec<_> = readers.into_iter().map(|r| r.join().unwrap()).collect();
-        assert!(stats.iter().map(|s| s.evicted).sum::<u64>() > 0, "{stats:?}");
-        assert!(stats.iter().all(|s| s.corrupt == 0 && s.last_error.is_none()), "{stats:?}");
+        assert!(
+            stats.iter().map(|s| s.evicted).sum::<u64>() > 0,
+            "{stats:?}"
+        );
+        assert!(
+            stats
+                .iter()
+                .all(|s| s.corrupt == 0 && s.last_error.is_none()),
+            "{stats:?}"
+        );
         // Every fill checks the bound under the lock, so at rest the blocks are within it.
         let held: u64 = cached_blocks(&cache).iter().map(|b| b.1).sum();
         assert!(held <= bound, "{held} > {bound}");

@@ -83,7 +83,7 @@ impl BlockCache {
     /// The cache at `dir` (created if missing) holding at most `bound` bytes of blocks of `block`
     /// bytes (a multiple of 4 KiB, at least one page).
     pub(crate) fn open(dir: &Path, bound: u64, block: u64) -> io::Result<BlockCache> {
-        if block == 0 || block % PAGE as u64 != 0 {
+        if block == 0 || !block.is_multiple_of(PAGE as u64) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("cache_block {block} is not a positive multiple of {PAGE}"),
@@ -211,7 +211,8 @@ impl BlockCache {
                 Err(e)
             };
         }
-        let word = |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+        let word =
+            |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
         if &head[..4] != MAGIC
             || word(4) != VERSION
             || word(8) as usize != len
@@ -381,7 +382,13 @@ mod tests {
         (0..n).map(|i| (i * 31 + salt as usize) as u8).collect()
     }
 
-    fn read_all(c: &BlockCache, shard: u32, b: u64, len: usize, r: std::ops::Range<usize>) -> Option<Vec<u8>> {
+    fn read_all(
+        c: &BlockCache,
+        shard: u32,
+        b: u64,
+        len: usize,
+        r: std::ops::Range<usize>,
+    ) -> Option<Vec<u8>> {
         let mut dst = vec![0u8; r.len()];
         c.read(&UUID, shard, b, len, r, &mut dst).then_some(dst)
     }
@@ -393,8 +400,17 @@ mod tests {
         let data = bytes(16 * 4096 - 100, 1);
         assert_eq!(read_all(&c, 0, 3, data.len(), 0..10), None);
         c.fill(&UUID, 0, 3, &data);
-        for r in [0..1, 4095..4097, 5000..60000, 0..data.len(), data.len() - 1..data.len()] {
-            assert_eq!(read_all(&c, 0, 3, data.len(), r.clone()).as_deref(), Some(&data[r]));
+        for r in [
+            0..1,
+            4095..4097,
+            5000..60000,
+            0..data.len(),
+            data.len() - 1..data.len(),
+        ] {
+            assert_eq!(
+                read_all(&c, 0, 3, data.len(), r.clone()).as_deref(),
+                Some(&data[r])
+            );
         }
         // Another shard, block or length is another key (or a failed check).
         assert_eq!(read_all(&c, 1, 3, data.len(), 0..10), None);
@@ -412,8 +428,11 @@ mod tests {
         let path = c.path(&UUID, 2, 0);
         let f = OpenOptions::new().write(true).open(&path).unwrap();
         // One byte of the third page.
-        f.write_all_at(&[data[2 * 4096 + 5] ^ 1], (header_len(data.len()) + 2 * 4096 + 5) as u64)
-            .unwrap();
+        f.write_all_at(
+            &[data[2 * 4096 + 5] ^ 1],
+            (header_len(data.len()) + 2 * 4096 + 5) as u64,
+        )
+        .unwrap();
         // Pages 0-1 still check; page 2 does not.
         assert!(read_all(&c, 2, 0, data.len(), 0..8192).is_some());
         assert_eq!(read_all(&c, 2, 0, data.len(), 8192..8200), None);

@@ -153,4 +153,3 @@ pub struct CacheStats {
     /// The first error the cache met in this process (it then acted as a miss), if any.
     pub last_error: Option<String>,
 }
-

@@ -121,7 +121,10 @@ fn through_cache<F: Fn(usize) -> usize + Sync>(
 /// The object names and byte ranges a gather of `idx` requests from a remote store without a
 /// cache (its coalesced ranges, in shard and offset order); empty for a local store.
 #[cfg(feature = "internals")]
-pub(in crate::read) fn requests(c: &Container, idx: &[u64]) -> Result<Vec<(String, std::ops::Range<u64>)>> {
+pub(in crate::read) fn requests(
+    c: &Container,
+    idx: &[u64],
+) -> Result<Vec<(String, std::ops::Range<u64>)>> {
     c.check_indices(idx)?;
     let Some(remote) = c.remote() else {
         return Ok(Vec::new());

@@ -27,6 +27,8 @@ __all__ = [
     "DEFAULT_POOL_SIZE",
     "DEFAULT_DATA_SHARDS",
     "_DTYPES",
+    "gc",
+    "publish",
 ]
 
 DEFAULT_DICT_BYTES: int

@@ -75,6 +75,15 @@ fn block_seed(uuid: &[u8; 16], shard: u32, b: u64) -> u32 {
     crc32c::crc32c(&id)
 }
 
+/// Fills `buf` from byte `at` of `f`: `Ok(false)` when the file ends first (a torn block).
+fn read_whole(f: &File, buf: &mut [u8], at: u64) -> io::Result<bool> {
+    match f.read_exact_at(buf, at) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 fn hex(uuid: &[u8; 16]) -> String {
     uuid.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -204,12 +213,8 @@ impl BlockCache {
     ) -> io::Result<bool> {
         let hl = header_len(len);
         let mut head = vec![0u8; hl];
-        if let Err(e) = f.read_exact_at(&mut head, 0) {
-            return if e.kind() == io::ErrorKind::UnexpectedEof {
-                Ok(false)
-            } else {
-                Err(e)
-            };
+        if !read_whole(f, &mut head, 0)? {
+            return Ok(false);
         }
         let word =
             |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
@@ -223,12 +228,8 @@ impl BlockCache {
         let (p0, p1) = (within.start / PAGE, within.end.div_ceil(PAGE));
         let (a, z) = (p0 * PAGE, (p1 * PAGE).min(len));
         let mut pages = vec![0u8; z - a];
-        if let Err(e) = f.read_exact_at(&mut pages, (hl + a) as u64) {
-            return if e.kind() == io::ErrorKind::UnexpectedEof {
-                Ok(false)
-            } else {
-                Err(e)
-            };
+        if !read_whole(f, &mut pages, (hl + a) as u64)? {
+            return Ok(false);
         }
         let seed = block_seed(uuid, shard, b);
         for (k, page) in pages.chunks(PAGE).enumerate() {

@@ -76,11 +76,17 @@ impl Corpora {
 }
 
 /// Vision records: `--vision-records`, else enough that the Dense table (147 KiB a record)
-/// holds [`working_set::LLC_MARGIN`] x the last-level cache, and at least 256 (quick) or 2,500.
+/// holds [`working_set::DENSE_VISION_MARGIN`] x the last-level cache, and at least 256 (quick) or
+/// 2,500.
 pub fn vision_records(a: &RunArgs) -> usize {
     a.vision_records.unwrap_or_else(|| {
         let at_least = if a.quick { 256 } else { 2500 };
-        working_set::records_for(3 * 224 * 224, working_set::llc_or_fallback(), at_least)
+        working_set::records_for_margin(
+            3 * 224 * 224,
+            working_set::llc_or_fallback(),
+            working_set::DENSE_VISION_MARGIN,
+            at_least,
+        )
     })
 }
 

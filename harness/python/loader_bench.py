@@ -7,6 +7,7 @@ usage: loader_bench.py ARM KIND ZRECORD_STORE NPY_DIR DRAWS_NPY PEER_DIR BATCHES
        | torch-dataloader-w2 | torch-dataloader-w4 | torch-files-w0 | spdl-thread-w2 | spdl-thread-w4
        | spdl-process-w2 | spdl-process-w4 | grain-w2 | grain-w4 | lance-take | lance-torch-w2
        | lance-torch-w4 | streaming-w2 | streaming-w4 | litdata-w2 | litdata-w4
+       | litdata-s3-w4 | streaming-s3-w4 | lance-s3-take (the remote tables: LOADERX_REMOTE_*)
   KIND = dense-vision | ragged-tokens
 
 The arms live in harness/python/loaders/ (importable: grain and litdata spawn workers that import
@@ -45,6 +46,10 @@ ARMS = {
     "streaming-w4": ("streaming_arm", "streaming"),
     "litdata-w2": ("litdata_arm", "litdata"),
     "litdata-w4": ("litdata_arm", "litdata"),
+    # The object-storage tables' peers (``harness remote``), reading from the harness's SeaweedFS.
+    "litdata-s3-w4": ("remote_arms", "litdata"),
+    "streaming-s3-w4": ("remote_arms", "streaming"),
+    "lance-s3-take": ("remote_arms", "lance"),
 }
 
 

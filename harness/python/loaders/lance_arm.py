@@ -88,16 +88,10 @@ def run_torch(job: Job, src: Source, draws: np.ndarray, uri: str) -> dict:
     return out
 
 
-def run(job: Job) -> dict:
-    import lance
-
-    src = job.source()
-    draws = job.draws()
-    uri = write_lance(job, src)
-    if job.arm.startswith("lance-torch-w"):
-        return run_torch(job, src, draws, uri)
-    ds = lance.dataset(uri)
-    if job.dense:
+def taker(ds, src: Source, draws: np.ndarray, dense: bool):
+    """``next_batch(k)``: step ``k``'s records by one ``ds.take`` converted to the contract (one
+    copy out of the Arrow buffers; ragged offsets become int32 cu_seqlens)."""
+    if dense:
         shape, dtype = src.dense.shape[1:], src.dense.dtype
     else:
         dtype = src.tokens.dtype
@@ -107,12 +101,24 @@ def run(job: Job) -> dict:
         _, offs_buf, data_buf = col.buffers()
         offs = np.frombuffer(offs_buf, dtype=np.int64, count=len(col) + 1, offset=col.offset * 8)
         data = np.frombuffer(data_buf, dtype=np.uint8)[offs[0] : offs[-1]]
-        if job.dense:
+        if dense:
             return data.view(dtype).reshape(len(col), *shape).copy()
         values = data.view(dtype).copy()
         cu = ((offs - offs[0]) // dtype.itemsize).astype(np.int32)
         return values, cu, np.diff(cu).astype(np.int64).reshape(-1, 1)
 
+    return next_batch
+
+
+def run(job: Job) -> dict:
+    import lance
+
+    src = job.source()
+    draws = job.draws()
+    uri = write_lance(job, src)
+    if job.arm.startswith("lance-torch-w"):
+        return run_torch(job, src, draws, uri)
+    next_batch = taker(lance.dataset(uri), src, draws, job.dense)
     out = timed(job, src, draws, next_batch)
     threads = os.environ.get("LANCE_IO_THREADS", "default (8 local)")
     out["config"] = (

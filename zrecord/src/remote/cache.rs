@@ -225,19 +225,44 @@ impl BlockCache {
         {
             return Ok(false);
         }
-        let (p0, p1) = (within.start / PAGE, within.end.div_ceil(PAGE));
-        let (a, z) = (p0 * PAGE, (p1 * PAGE).min(len));
-        let mut pages = vec![0u8; z - a];
-        if !read_whole(f, &mut pages, (hl + a) as u64)? {
-            return Ok(false);
-        }
+        // Whole pages are read straight into `dst` and checked there; a page `within` covers only
+        // in part (at most one at each end) goes through a page-sized scratch buffer.
         let seed = block_seed(uuid, shard, b);
-        for (k, page) in pages.chunks(PAGE).enumerate() {
-            if crc32c::crc32c_append(seed, page) != word(FIXED + 4 * (p0 + k)) {
-                return Ok(false);
+        let page_ok =
+            |k: usize, bytes: &[u8]| crc32c::crc32c_append(seed, bytes) == word(FIXED + 4 * k);
+        let mut pos = within.start;
+        while pos < within.end {
+            let page = pos / PAGE;
+            let (pa, pz) = (page * PAGE, ((page + 1) * PAGE).min(len));
+            if pos == pa && pz <= within.end {
+                // The run of whole pages from here: to the last page boundary before the end, or
+                // to the block's end (its last page may be short).
+                let run_end = if within.end == len {
+                    len
+                } else {
+                    within.end / PAGE * PAGE
+                };
+                let d = &mut dst[pos - within.start..run_end - within.start];
+                if !read_whole(f, d, (hl + pos) as u64)? {
+                    return Ok(false);
+                }
+                for (k, bytes) in d.chunks(PAGE).enumerate() {
+                    if !page_ok(page + k, bytes) {
+                        return Ok(false);
+                    }
+                }
+                pos = run_end;
+            } else {
+                let mut scratch = [0u8; PAGE];
+                let sc = &mut scratch[..pz - pa];
+                if !read_whole(f, sc, (hl + pa) as u64)? || !page_ok(page, sc) {
+                    return Ok(false);
+                }
+                let hi = pz.min(within.end);
+                dst[pos - within.start..hi - within.start].copy_from_slice(&sc[pos - pa..hi - pa]);
+                pos = hi;
             }
         }
-        dst.copy_from_slice(&pages[within.start - a..within.end - a]);
         Ok(true)
     }
 

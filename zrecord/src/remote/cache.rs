@@ -6,9 +6,12 @@
 //!   bytes `b * block .. (b + 1) * block` (the last block shorter). A published container never
 //!   changes and a republished prefix has a new uuid, so a block is never stale.
 //! * **File**: a header (magic `ZRCB`, version, the block's byte length, the page size, one
-//!   CRC32C per 4 KiB page, each seeded with the block's identity), then the bytes. A hit reads
-//!   and checks only the pages that hold the bytes asked for, so a small record costs at most two
-//!   pages of reading, not a block.
+//!   CRC32C per 4 KiB page, each seeded with the block's identity), then the bytes. A hit checks
+//!   only the pages that hold the bytes asked for, so a small record costs at most two pages of
+//!   checking, not a block.
+//! * **Hits**: an open store keeps the block files it hits mapped (at most [`MAPPED`], under the
+//!   process's `SIGBUS` guard), so a hit is a page check and a copy, with no system call; a block
+//!   that cannot be mapped is read with `pread`.
 //! * **Fill**: a block is written to a temporary file in its directory and renamed into place, so
 //!   a reader sees a whole block or none; two processes filling one block write the same bytes.
 //! * **Damage**: a block whose header or page fails its check (a torn disk, a stray write) is
@@ -16,7 +19,8 @@
 //!   counts them.
 //! * **Bound**: a shared byte count (`cache_dir/.size`, read and written under an exclusive lock
 //!   on `cache_dir/.lock`) grows with every fill; a fill that takes it past `cache_bytes` evicts
-//!   the least recently used blocks (a hit refreshes its file's modification time) until the
+//!   the least recently used blocks (a hit refreshes its file's modification time when it is
+//!   over a minute old: the order is kept to the minute) until the
 //!   blocks hold at most 90 % of it, recounting from the directory so that counts lost by killed
 //!   processes do not accumulate. Between evictions the files may exceed the bound by the blocks
 //!   filled concurrently (at most the gathers in flight on the node).
@@ -25,12 +29,13 @@
 //! miss (the first such error of a process is kept in [`CacheStats::last_error`]), and the
 //! records are checked against their own CRC32C after the cache as after the network.
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::read::CacheStats;
@@ -43,6 +48,9 @@ const VERSION: u32 = 1;
 pub(crate) const PAGE: usize = 4096;
 /// The fixed part of the header: magic, version, block length, page size.
 const FIXED: usize = 16;
+/// A hit refreshes its block's modification time (its place in the eviction order) only when
+/// that time is older than this.
+const TOUCH_AFTER: Duration = Duration::from_secs(60);
 /// Temporary files older than this are a killed filler's and are removed by an eviction scan.
 const STALE_TMP: Duration = Duration::from_secs(3600);
 
@@ -58,6 +66,55 @@ pub(crate) struct BlockCache {
     corrupt: AtomicU64,
     evicted: AtomicU64,
     error: Mutex<Option<String>>,
+    /// The block files this store keeps mapped for hits (at most [`MAPPED`]).
+    mapped: Mutex<HashMap<Key, Arc<Mapped>>>,
+}
+
+/// A block's identity: container uuid, shard, block number.
+type Key = ([u8; 16], u32, u64);
+
+/// Block files one open store keeps mapped, at most: 128 MiB of address space at the default
+/// 256 KiB blocks. Each holds one of the process's `SIGBUS` guard slots (`crate::sigbus::SLOTS`)
+/// and its file's inode: a block another process evicts meanwhile stays readable (its bytes never
+/// change) and takes its disk space until it is dropped from here. Past the bound, half the maps
+/// are dropped.
+const MAPPED: usize = 512;
+
+/// A block file mapped for hits, its header checked.
+struct Mapped {
+    /// Registers `map` with the `SIGBUS` guard; declared before `map`, so it is unregistered
+    /// before the map is unmapped.
+    guard: crate::sigbus::Guard,
+    map: memmap2::Mmap,
+    /// The file, for refreshing its modification time.
+    file: File,
+    /// When this process last refreshed that time (seconds since the epoch).
+    touched: AtomicU64,
+}
+
+impl std::fmt::Debug for Mapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapped")
+            .field("len", &self.map.len())
+            .finish()
+    }
+}
+
+/// What looking a block file up for a hit found.
+enum Found {
+    Mapped(Arc<Mapped>),
+    /// The file is not there.
+    Missing,
+    /// The file is there but fails its header or length check.
+    Damaged,
+    /// The file could not be mapped (no guard slot left, or an error): read it with `pread`.
+    Unmapped,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The header's length for a block of `len` bytes.
@@ -82,6 +139,58 @@ fn read_whole(f: &File, buf: &mut [u8], at: u64) -> io::Result<bool> {
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// Bytes `within` of a block file's body (block length `len`, header `head`, checked) read with
+/// `pread` into `dst`, checking every page they lie in: `Ok(false)` when a page fails. Whole pages
+/// are read straight into `dst` and checked there; a page `within` covers only in part (at most
+/// one at each end) goes through a page-sized scratch buffer.
+fn read_pages(
+    f: &File,
+    head: &[u8],
+    seed: u32,
+    len: usize,
+    within: std::ops::Range<usize>,
+    dst: &mut [u8],
+) -> io::Result<bool> {
+    let hl = header_len(len);
+    let word = |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    let page_ok =
+        |k: usize, bytes: &[u8]| crc32c::crc32c_append(seed, bytes) == word(FIXED + 4 * k);
+    let mut pos = within.start;
+    while pos < within.end {
+        let page = pos / PAGE;
+        let (pa, pz) = (page * PAGE, ((page + 1) * PAGE).min(len));
+        if pos == pa && pz <= within.end {
+            // The run of whole pages from here: to the last page boundary before the end, or
+            // to the block's end (its last page may be short).
+            let run_end = if within.end == len {
+                len
+            } else {
+                within.end / PAGE * PAGE
+            };
+            let d = &mut dst[pos - within.start..run_end - within.start];
+            if !read_whole(f, d, (hl + pos) as u64)? {
+                return Ok(false);
+            }
+            for (k, bytes) in d.chunks(PAGE).enumerate() {
+                if !page_ok(page + k, bytes) {
+                    return Ok(false);
+                }
+            }
+            pos = run_end;
+        } else {
+            let mut scratch = [0u8; PAGE];
+            let sc = &mut scratch[..pz - pa];
+            if !read_whole(f, sc, (hl + pa) as u64)? || !page_ok(page, sc) {
+                return Ok(false);
+            }
+            let hi = pz.min(within.end);
+            dst[pos - within.start..hi - within.start].copy_from_slice(&sc[pos - pa..hi - pa]);
+            pos = hi;
+        }
+    }
+    Ok(true)
 }
 
 fn hex(uuid: &[u8; 16]) -> String {
@@ -118,6 +227,7 @@ impl BlockCache {
             corrupt: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             error: Mutex::new(None),
+            mapped: Mutex::new(HashMap::new()),
         })
     }
 
@@ -155,8 +265,145 @@ impl BlockCache {
 
     /// Reads bytes `within` of block `b` (of `len` bytes) of shard `shard` into `dst`
     /// (`within.len()` bytes), checking the pages they lie in: `true` on a hit. A missing block is
-    /// a miss; a damaged one is removed, counted and a miss.
+    /// a miss; a damaged one is removed, counted and a miss. The block file is mapped at its first
+    /// hit and kept mapped (see [`MAPPED`]), so a hit costs no system call: the pages are checked
+    /// and copied from the map.
     pub(crate) fn read(
+        &self,
+        uuid: &[u8; 16],
+        shard: u32,
+        b: u64,
+        len: usize,
+        within: std::ops::Range<usize>,
+        dst: &mut [u8],
+    ) -> bool {
+        let key = (*uuid, shard, b);
+        let m = match self.find(&key, len) {
+            Found::Mapped(m) => m,
+            Found::Missing => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            Found::Damaged => return self.damaged(&key),
+            Found::Unmapped => return self.read_unmapped(uuid, shard, b, len, within, dst),
+        };
+        let hl = header_len(len);
+        let seed = block_seed(uuid, shard, b);
+        let body = &m.map[hl..];
+        let word = |at: usize| {
+            u32::from_le_bytes([m.map[at], m.map[at + 1], m.map[at + 2], m.map[at + 3]])
+        };
+        for page in within.start / PAGE..within.end.div_ceil(PAGE) {
+            let bytes = &body[page * PAGE..((page + 1) * PAGE).min(len)];
+            if crc32c::crc32c_append(seed, bytes) != word(FIXED + 4 * page) {
+                return self.damaged(&key);
+            }
+        }
+        dst.copy_from_slice(&body[within]);
+        if m.guard.faulted() {
+            // The file shrank under the map: what was copied may be the guard's zeros.
+            return self.damaged(&key);
+        }
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        // Least recently used goes first: a hit makes the block recent, to within
+        // `TOUCH_AFTER` (a metadata write per hit would order nothing more).
+        let now = now_secs();
+        if now.saturating_sub(m.touched.load(Ordering::Relaxed)) >= TOUCH_AFTER.as_secs() {
+            m.touched.store(now, Ordering::Relaxed);
+            let _ = m.file.set_modified(SystemTime::now());
+        }
+        true
+    }
+
+    /// Block `key`'s map: the one this store holds, or the file mapped now (its length and
+    /// header checked, its time refreshed when that is over [`TOUCH_AFTER`] old).
+    fn find(&self, key: &Key, len: usize) -> Found {
+        if let Some(m) = self.maps().get(key) {
+            return Found::Mapped(m.clone());
+        }
+        let path = self.path(&key.0, key.1, key.2);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                if e.kind() != io::ErrorKind::NotFound {
+                    self.note("open", &path, &e);
+                }
+                return Found::Missing;
+            }
+        };
+        let meta = match file.metadata() {
+            Ok(m) => m,
+            Err(e) => {
+                self.note("stat", &path, &e);
+                return Found::Unmapped;
+            }
+        };
+        if meta.len() != (header_len(len) + len) as u64 {
+            return Found::Damaged;
+        }
+        // SAFETY: a block file is never written after it is renamed into place (fills go through
+        // a temporary file), and the map is read-only. A file shrunk under it anyway (a stray
+        // truncation) raises SIGBUS on a read past its new end; the guard registered here turns
+        // that into zeros and a fault mark, which `read` checks after each copy. Without a free
+        // guard slot the block is not mapped.
+        let map = match unsafe { memmap2::Mmap::map(&file) } {
+            Ok(m) => m,
+            Err(e) => {
+                self.note("map", &path, &e);
+                return Found::Unmapped;
+            }
+        };
+        let Some(guard) = crate::sigbus::Guard::register(&map) else {
+            return Found::Unmapped;
+        };
+        let word = |at: usize| u32::from_le_bytes([map[at], map[at + 1], map[at + 2], map[at + 3]]);
+        if &map[..4] != MAGIC
+            || word(4) != VERSION
+            || word(8) as usize != len
+            || word(12) as usize != PAGE
+        {
+            return Found::Damaged;
+        }
+        let recent = meta
+            .modified()
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < TOUCH_AFTER));
+        if !recent {
+            let _ = file.set_modified(SystemTime::now());
+        }
+        let m = Arc::new(Mapped {
+            guard,
+            map,
+            file,
+            touched: AtomicU64::new(now_secs()),
+        });
+        let mut maps = self.maps();
+        if maps.len() >= MAPPED {
+            let mut k = 0;
+            maps.retain(|_, _| {
+                k += 1;
+                k % 2 == 0
+            });
+        }
+        maps.insert(*key, m.clone());
+        Found::Mapped(m)
+    }
+
+    fn maps(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<Mapped>>> {
+        self.mapped.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A block that failed a check: unmapped, its file removed (whoever removes it first wins;
+    /// the refetch fills it again), counted; a miss.
+    fn damaged(&self, key: &Key) -> bool {
+        self.maps().remove(key);
+        self.corrupt.fetch_add(1, Ordering::Relaxed);
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let _ = fs::remove_file(self.path(&key.0, key.1, key.2));
+        false
+    }
+
+    /// [`BlockCache::read`] without a map: the header and the pages read with `pread`.
+    fn read_unmapped(
         &self,
         uuid: &[u8; 16],
         shard: u32,
@@ -179,18 +426,16 @@ impl BlockCache {
         match self.check_read(&f, uuid, shard, b, len, within, dst) {
             Ok(true) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                // Least recently used goes first: a hit makes the block recent. A failure only
-                // ages it.
-                let _ = f.set_modified(SystemTime::now());
+                let recent = f
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < TOUCH_AFTER));
+                if !recent {
+                    let _ = f.set_modified(SystemTime::now());
+                }
                 true
             }
-            Ok(false) => {
-                self.corrupt.fetch_add(1, Ordering::Relaxed);
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                // Whoever removes it first wins; the refetch fills it again.
-                let _ = fs::remove_file(&path);
-                false
-            }
+            Ok(false) => self.damaged(&(*uuid, shard, b)),
             Err(e) => {
                 self.note("read", &path, &e);
                 self.misses.fetch_add(1, Ordering::Relaxed);
@@ -225,45 +470,7 @@ impl BlockCache {
         {
             return Ok(false);
         }
-        // Whole pages are read straight into `dst` and checked there; a page `within` covers only
-        // in part (at most one at each end) goes through a page-sized scratch buffer.
-        let seed = block_seed(uuid, shard, b);
-        let page_ok =
-            |k: usize, bytes: &[u8]| crc32c::crc32c_append(seed, bytes) == word(FIXED + 4 * k);
-        let mut pos = within.start;
-        while pos < within.end {
-            let page = pos / PAGE;
-            let (pa, pz) = (page * PAGE, ((page + 1) * PAGE).min(len));
-            if pos == pa && pz <= within.end {
-                // The run of whole pages from here: to the last page boundary before the end, or
-                // to the block's end (its last page may be short).
-                let run_end = if within.end == len {
-                    len
-                } else {
-                    within.end / PAGE * PAGE
-                };
-                let d = &mut dst[pos - within.start..run_end - within.start];
-                if !read_whole(f, d, (hl + pos) as u64)? {
-                    return Ok(false);
-                }
-                for (k, bytes) in d.chunks(PAGE).enumerate() {
-                    if !page_ok(page + k, bytes) {
-                        return Ok(false);
-                    }
-                }
-                pos = run_end;
-            } else {
-                let mut scratch = [0u8; PAGE];
-                let sc = &mut scratch[..pz - pa];
-                if !read_whole(f, sc, (hl + pa) as u64)? || !page_ok(page, sc) {
-                    return Ok(false);
-                }
-                let hi = pz.min(within.end);
-                dst[pos - within.start..hi - within.start].copy_from_slice(&sc[pos - pa..hi - pa]);
-                pos = hi;
-            }
-        }
-        Ok(true)
+        read_pages(f, &head, block_seed(uuid, shard, b), len, within, dst)
     }
 
     /// Writes block `b` of shard `shard` (its whole `bytes`) into the cache, unless it is there,
@@ -488,8 +695,23 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(c.stats().evicted, 0);
-        // A hit on block 0 makes it the most recent.
+        // A hit on block 0 makes it the most recent; a second one, moments later, leaves that time.
         assert!(read_all(&c, 0, 0, data.len(), 0..1).is_some());
+        let mtime = |b: u64| {
+            fs::metadata(c.path(&UUID, 0, b))
+                .unwrap()
+                .modified()
+                .unwrap()
+        };
+        let touched = mtime(0);
+        assert!(touched > t0 + Duration::from_secs(100));
+        let pinned = SystemTime::now() - Duration::from_secs(5);
+        File::open(c.path(&UUID, 0, 0))
+            .unwrap()
+            .set_modified(pinned)
+            .unwrap();
+        assert!(read_all(&c, 0, 0, data.len(), 0..1).is_some());
+        assert_eq!(mtime(0), pinned);
         c.fill(&UUID, 0, 10, &data);
         // 11 blocks > 10: down to 9 (90 %), the two oldest unread ones gone.
         assert_eq!(c.stats().evicted, 2);

@@ -123,6 +123,10 @@ impl Seaweed {
             format!("-filer.port={filer}"),
             "-s3".into(),
             format!("-s3.port={s3}"),
+            // Its Iceberg catalog and Lance namespace would listen on 8181 and 9101 whatever the
+            // other ports: two servers on one host (a harness run beside the tests) would collide.
+            "-s3.port.iceberg=0".into(),
+            "-s3.port.lance=0".into(),
             format!("-s3.config={}", config.display()),
         ]);
         children.push(spawn(&a, &d.join("server.log")));

@@ -19,7 +19,7 @@ use crate::read::plan::{Plan, ReadEngine, split_output};
 use crate::threads::{cores, process_pool};
 
 /// Batches smaller than this are gathered on the calling thread; larger ones are split over rayon.
-const PARALLEL_BYTES: usize = 1 << 20;
+pub(super) const PARALLEL_BYTES: usize = 1 << 20;
 
 /// A verified gather of raw records copies them a group at a time, up to this many output bytes,
 /// then checksums each record of the group from the output, where it is still in L1/L2. Copying

@@ -191,6 +191,11 @@ impl Server {
                 format!("-filer.port={}", ports[2]),
                 "-s3".into(),
                 format!("-s3.port={}", ports[3]),
+                // Its Iceberg catalog and Lance namespace would listen on 8181 and 9101 whatever
+                // the other ports (off: nothing here uses them, and a second server on the host
+                // would collide there).
+                "-s3.port.iceberg=0".into(),
+                "-s3.port.lance=0".into(),
                 format!("-s3.config={}", config.display()),
             ])
             .stdout(Stdio::from(log))

@@ -159,8 +159,13 @@ def check(src: Source, idx: np.ndarray, batch) -> str | None:
         want_shape = (len(idx), *src.dense.shape[1:])
         if got.shape != want_shape or got.dtype != src.dense.dtype:
             return f"dense batch is {got.dtype}{tuple(got.shape)}, expected {src.dense.dtype}{want_shape}"
-        if not np.array_equal(got, src.dense[np.asarray(idx)]):
-            return "dense batch values differ from the source records"
+        want = src.dense[np.asarray(idx)]
+        if not np.array_equal(got, want):
+            bad = np.flatnonzero((got != want).reshape(len(idx), -1).any(axis=1))
+            return (
+                f"dense batch values differ from the source records: {len(bad)} of {len(idx)} rows, "
+                f"first row {bad[0]} (record {int(idx[bad[0]])})"
+            )
         return None
     values, cu, shapes = (as_numpy(x) for x in batch)
     if cu.dtype != np.int32:

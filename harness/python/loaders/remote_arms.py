@@ -59,6 +59,38 @@ def empty_cache(job: Job, name: str) -> str:
     return tempfile.mkdtemp(prefix=f"{name}-cache-", dir=job.peer_dir)
 
 
+def compare_dirs(written: str, local: str) -> str:
+    """What a reader's local copy holds against the files that were uploaded: the files that differ
+    (by SHA-256) or are missing, so a mismatch says whether the download or the read went wrong."""
+    import hashlib
+
+    def sha(path: str) -> str:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+    differ, missing, same = [], [], 0
+    for root, _, files in os.walk(written):
+        for f in sorted(files):
+            if f == ".complete":
+                continue
+            rel = os.path.relpath(os.path.join(root, f), written)
+            there = os.path.join(local, rel)
+            if not os.path.exists(there):
+                missing.append(rel)
+            elif sha(there) != sha(os.path.join(root, f)):
+                differ.append(f"{rel} ({os.path.getsize(there)} of {os.path.getsize(os.path.join(root, f))} bytes)")
+            else:
+                same += 1
+    extra = sorted(set(os.listdir(local)) - set(os.listdir(written)))
+    return (
+        f"local copy after the run: {same} files equal to the uploaded ones, differ: {differ or 'none'}, "
+        f"not downloaded: {missing or 'none'}, other files: {extra or 'none'}"
+    )
+
+
 def run_streaming(job: Job, src: Source, draws: np.ndarray) -> dict:
     from importlib.metadata import version
 
@@ -68,17 +100,19 @@ def run_streaming(job: Job, src: Source, draws: np.ndarray) -> dict:
     from .torch_arms import data_loader, workers_of
 
     prefix = f"mds-{job.kind}-{len(src)}"
-    upload_dir(write_mds(job, src), prefix)
     # Streaming's S3 downloader reads the endpoint from this variable (base/storage/download.py).
     os.environ["S3_ENDPOINT_URL"] = endpoint()
     workers = workers_of(job.arm)
-    ds = StreamingDataset(
-        remote=f"s3://{bucket()}/{prefix}", local=empty_cache(job, "streaming"), batch_size=256, shuffle=False
-    )
+    written = write_mds(job, src)
+    upload_dir(written, prefix)
+    local = empty_cache(job, "streaming")
+    ds = StreamingDataset(remote=f"s3://{bucket()}/{prefix}", local=local, batch_size=256, shuffle=False)
     dl, note = data_loader(MdsBatches(ds), draws, workers, job.dense)
     it = iter(dl)
     out = timed(job, src, draws, lambda _k: next(it))
     del it
+    if out.get("mismatch"):
+        out["error"] += "; " + compare_dirs(written, local)
     out["config"] = (
         f"Streaming docs, Quick start with a remote (StreamingDataset(remote='s3://...', local=dir) in a torch DataLoader "
         f"with workers; S3_ENDPOINT_URL names the server): mosaicml-streaming {version('mosaicml-streaming')}, MDS "

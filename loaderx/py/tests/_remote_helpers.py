@@ -69,7 +69,10 @@ class Seaweed:
         self.log = open(os.path.join(self.dir, "weed.log"), "w")
         self.proc = subprocess.Popen(
             [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}",
-             f"-volume.port={volume}", f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}", f"-s3.config={cfg}"],
+             f"-volume.port={volume}", f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}",
+             # Its Iceberg catalog and Lance namespace take ports 8181 and 9101 whatever the others: off,
+             # so that two servers can share a host.
+             "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={cfg}"],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + 90

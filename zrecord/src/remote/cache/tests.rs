@@ -1,0 +1,123 @@
+//! Unit tests of the node-local cache: fills read back, damage is a counted miss, the bound evicts
+//! the least recently used blocks, bad block sizes are refused.
+
+use super::*;
+
+const UUID: [u8; 16] = [7; 16];
+
+fn bytes(n: usize, salt: u8) -> Vec<u8> {
+    (0..n).map(|i| (i * 31 + salt as usize) as u8).collect()
+}
+
+fn read_all(
+    c: &BlockCache,
+    shard: u32,
+    b: u64,
+    len: usize,
+    r: std::ops::Range<usize>,
+) -> Option<Vec<u8>> {
+    let mut dst = vec![0u8; r.len()];
+    c.read(&UUID, shard, b, len, r, &mut dst).then_some(dst)
+}
+
+#[test]
+fn a_filled_block_reads_back_any_range() {
+    let d = tempfile::tempdir().unwrap();
+    let c = BlockCache::open(d.path(), 1 << 30, 16 * 4096).unwrap();
+    let data = bytes(16 * 4096 - 100, 1);
+    assert_eq!(read_all(&c, 0, 3, data.len(), 0..10), None);
+    c.fill(&UUID, 0, 3, &data);
+    for r in [
+        0..1,
+        4095..4097,
+        5000..60000,
+        0..data.len(),
+        data.len() - 1..data.len(),
+    ] {
+        assert_eq!(
+            read_all(&c, 0, 3, data.len(), r.clone()).as_deref(),
+            Some(&data[r])
+        );
+    }
+    // Another shard, block or length is another key (or a failed check).
+    assert_eq!(read_all(&c, 1, 3, data.len(), 0..10), None);
+    assert_eq!(read_all(&c, 0, 4, data.len(), 0..10), None);
+    let s = c.stats();
+    assert_eq!((s.fills, s.corrupt, s.last_error), (1, 0, None));
+}
+
+#[test]
+fn a_damaged_page_is_a_miss_counted_and_removed() {
+    let d = tempfile::tempdir().unwrap();
+    let c = BlockCache::open(d.path(), 1 << 30, 4 * 4096).unwrap();
+    let data = bytes(4 * 4096, 2);
+    c.fill(&UUID, 2, 0, &data);
+    let path = c.path(&UUID, 2, 0);
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    // One byte of the third page.
+    f.write_all_at(
+        &[data[2 * 4096 + 5] ^ 1],
+        (header_len(data.len()) + 2 * 4096 + 5) as u64,
+    )
+    .unwrap();
+    // Pages 0-1 still check; page 2 does not.
+    assert!(read_all(&c, 2, 0, data.len(), 0..8192).is_some());
+    assert_eq!(read_all(&c, 2, 0, data.len(), 8192..8200), None);
+    assert!(!path.exists());
+    assert_eq!(c.stats().corrupt, 1);
+    // A block renamed to another key fails too.
+    c.fill(&UUID, 2, 0, &data);
+    fs::rename(&path, c.path(&UUID, 2, 1)).unwrap();
+    assert_eq!(read_all(&c, 2, 1, data.len(), 0..10), None);
+    assert_eq!(c.stats().corrupt, 2);
+}
+
+#[test]
+fn fills_past_the_bound_evict_the_least_recently_used() {
+    let d = tempfile::tempdir().unwrap();
+    let block = 4096u64;
+    let one = block + header_len(block as usize) as u64;
+    let c = BlockCache::open(d.path(), 10 * one, block).unwrap();
+    let data = bytes(block as usize, 3);
+    let t0 = SystemTime::now() - Duration::from_secs(1000);
+    for b in 0..10u64 {
+        c.fill(&UUID, 0, b, &data);
+        // Distinct ages, oldest first, without sleeping.
+        File::open(c.path(&UUID, 0, b))
+            .unwrap()
+            .set_modified(t0 + Duration::from_secs(b))
+            .unwrap();
+    }
+    assert_eq!(c.stats().evicted, 0);
+    // A hit on block 0 makes it the most recent; a second one, moments later, leaves that time.
+    assert!(read_all(&c, 0, 0, data.len(), 0..1).is_some());
+    let mtime = |b: u64| {
+        fs::metadata(c.path(&UUID, 0, b))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let touched = mtime(0);
+    assert!(touched > t0 + Duration::from_secs(100));
+    let pinned = SystemTime::now() - Duration::from_secs(5);
+    File::open(c.path(&UUID, 0, 0))
+        .unwrap()
+        .set_modified(pinned)
+        .unwrap();
+    assert!(read_all(&c, 0, 0, data.len(), 0..1).is_some());
+    assert_eq!(mtime(0), pinned);
+    c.fill(&UUID, 0, 10, &data);
+    // 11 blocks > 10: down to 9 (90 %), the two oldest unread ones gone.
+    assert_eq!(c.stats().evicted, 2);
+    assert!(c.path(&UUID, 0, 0).exists());
+    assert!(!c.path(&UUID, 0, 1).exists() && !c.path(&UUID, 0, 2).exists());
+    let count = fs::read(d.path().join(".size")).unwrap();
+    assert_eq!(u64::from_le_bytes(count[..8].try_into().unwrap()), 9 * one);
+}
+
+#[test]
+fn a_block_size_off_the_page_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    assert!(BlockCache::open(d.path(), 1 << 20, 1000).is_err());
+    assert!(BlockCache::open(d.path(), 1 << 20, 0).is_err());
+}

@@ -107,8 +107,9 @@ enum Found {
     Missing,
     /// The file is there but fails its header or length check.
     Damaged,
-    /// The file could not be mapped (no guard slot left, or an error): read it with `pread`.
-    Unmapped,
+    /// The file, open, could not be mapped (no guard slot left, or an error): read it with
+    /// `pread`.
+    Unmapped(File),
 }
 
 fn now_secs() -> u64 {
@@ -141,6 +142,33 @@ fn read_whole(f: &File, buf: &mut [u8], at: u64) -> io::Result<bool> {
     }
 }
 
+/// The little-endian word at byte `at` of `bytes`.
+fn word(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+/// Whether `head` (at least [`FIXED`] bytes) is the header of a block of `len` bytes: magic,
+/// version, length and page size.
+fn header_ok(head: &[u8], len: usize) -> bool {
+    &head[..4] == MAGIC
+        && word(head, 4) == VERSION
+        && word(head, 8) as usize == len
+        && word(head, 12) as usize == PAGE
+}
+
+/// Whether page `k` of a block (its `bytes`) matches its checksum in the block's header `head`.
+fn page_ok(head: &[u8], seed: u32, k: usize, bytes: &[u8]) -> bool {
+    crc32c::crc32c_append(seed, bytes) == word(head, FIXED + 4 * k)
+}
+
+/// Refreshes `f`'s modification time (its place in the eviction order) unless `modified`, the
+/// time it has, is younger than [`TOUCH_AFTER`].
+fn refresh(f: &File, modified: io::Result<SystemTime>) {
+    if !modified.is_ok_and(|t| t.elapsed().is_ok_and(|age| age < TOUCH_AFTER)) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+}
+
 /// Bytes `within` of a block file's body (block length `len`, header `head`, checked) read with
 /// `pread` into `dst`, checking every page they lie in: `Ok(false)` when a page fails. Whole pages
 /// are read straight into `dst` and checked there; a page `within` covers only in part (at most
@@ -154,9 +182,6 @@ fn read_pages(
     dst: &mut [u8],
 ) -> io::Result<bool> {
     let hl = header_len(len);
-    let word = |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
-    let page_ok =
-        |k: usize, bytes: &[u8]| crc32c::crc32c_append(seed, bytes) == word(FIXED + 4 * k);
     let mut pos = within.start;
     while pos < within.end {
         let page = pos / PAGE;
@@ -174,7 +199,7 @@ fn read_pages(
                 return Ok(false);
             }
             for (k, bytes) in d.chunks(PAGE).enumerate() {
-                if !page_ok(page + k, bytes) {
+                if !page_ok(head, seed, page + k, bytes) {
                     return Ok(false);
                 }
             }
@@ -182,7 +207,7 @@ fn read_pages(
         } else {
             let mut scratch = [0u8; PAGE];
             let sc = &mut scratch[..pz - pa];
-            if !read_whole(f, sc, (hl + pa) as u64)? || !page_ok(page, sc) {
+            if !read_whole(f, sc, (hl + pa) as u64)? || !page_ok(head, seed, page, sc) {
                 return Ok(false);
             }
             let hi = pz.min(within.end);
@@ -285,17 +310,14 @@ impl BlockCache {
                 return false;
             }
             Found::Damaged => return self.damaged(&key),
-            Found::Unmapped => return self.read_unmapped(uuid, shard, b, len, within, dst),
+            Found::Unmapped(f) => return self.read_unmapped(&f, uuid, shard, b, len, within, dst),
         };
         let hl = header_len(len);
         let seed = block_seed(uuid, shard, b);
-        let body = &m.map[hl..];
-        let word = |at: usize| {
-            u32::from_le_bytes([m.map[at], m.map[at + 1], m.map[at + 2], m.map[at + 3]])
-        };
+        let (head, body) = m.map.split_at(hl);
         for page in within.start / PAGE..within.end.div_ceil(PAGE) {
             let bytes = &body[page * PAGE..((page + 1) * PAGE).min(len)];
-            if crc32c::crc32c_append(seed, bytes) != word(FIXED + 4 * page) {
+            if !page_ok(head, seed, page, bytes) {
                 return self.damaged(&key);
             }
         }
@@ -335,7 +357,7 @@ impl BlockCache {
             Ok(m) => m,
             Err(e) => {
                 self.note("stat", &path, &e);
-                return Found::Unmapped;
+                return Found::Unmapped(file);
             }
         };
         if meta.len() != (header_len(len) + len) as u64 {
@@ -350,26 +372,16 @@ impl BlockCache {
             Ok(m) => m,
             Err(e) => {
                 self.note("map", &path, &e);
-                return Found::Unmapped;
+                return Found::Unmapped(file);
             }
         };
         let Some(guard) = crate::sigbus::Guard::register(&map) else {
-            return Found::Unmapped;
+            return Found::Unmapped(file);
         };
-        let word = |at: usize| u32::from_le_bytes([map[at], map[at + 1], map[at + 2], map[at + 3]]);
-        if &map[..4] != MAGIC
-            || word(4) != VERSION
-            || word(8) as usize != len
-            || word(12) as usize != PAGE
-        {
+        if !header_ok(&map, len) {
             return Found::Damaged;
         }
-        let recent = meta
-            .modified()
-            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < TOUCH_AFTER));
-        if !recent {
-            let _ = file.set_modified(SystemTime::now());
-        }
+        refresh(&file, meta.modified());
         let m = Arc::new(Mapped {
             guard,
             map,
@@ -402,9 +414,11 @@ impl BlockCache {
         false
     }
 
-    /// [`BlockCache::read`] without a map: the header and the pages read with `pread`.
+    /// [`BlockCache::read`] without a map: the header and the pages read from `f` with `pread`.
+    #[allow(clippy::too_many_arguments)]
     fn read_unmapped(
         &self,
+        f: &File,
         uuid: &[u8; 16],
         shard: u32,
         b: u64,
@@ -412,32 +426,15 @@ impl BlockCache {
         within: std::ops::Range<usize>,
         dst: &mut [u8],
     ) -> bool {
-        let path = self.path(uuid, shard, b);
-        let f = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) => {
-                if e.kind() != io::ErrorKind::NotFound {
-                    self.note("open", &path, &e);
-                }
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                return false;
-            }
-        };
-        match self.check_read(&f, uuid, shard, b, len, within, dst) {
+        match self.check_read(f, uuid, shard, b, len, within, dst) {
             Ok(true) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                let recent = f
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < TOUCH_AFTER));
-                if !recent {
-                    let _ = f.set_modified(SystemTime::now());
-                }
+                refresh(f, f.metadata().and_then(|m| m.modified()));
                 true
             }
             Ok(false) => self.damaged(&(*uuid, shard, b)),
             Err(e) => {
-                self.note("read", &path, &e);
+                self.note("read", &self.path(uuid, shard, b), &e);
                 self.misses.fetch_add(1, Ordering::Relaxed);
                 false
             }
@@ -461,13 +458,7 @@ impl BlockCache {
         if !read_whole(f, &mut head, 0)? {
             return Ok(false);
         }
-        let word =
-            |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
-        if &head[..4] != MAGIC
-            || word(4) != VERSION
-            || word(8) as usize != len
-            || word(12) as usize != PAGE
-        {
+        if !header_ok(&head, len) {
             return Ok(false);
         }
         read_pages(f, &head, block_seed(uuid, shard, b), len, within, dst)

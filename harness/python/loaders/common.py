@@ -328,6 +328,16 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
     return {"per_batch_s": spent / verified, "verified": True, "verified_batches": verified}
 
 
+def timed_loader(job: Job, src: Source, draws: np.ndarray, loader) -> dict:
+    """``timed`` over the batches ``loader`` yields in turn (a torch ``DataLoader``), its iterator,
+    and with it the loader's worker processes, released before returning."""
+    it = iter(loader)
+    try:
+        return timed(job, src, draws, lambda _k: next(it))
+    finally:
+        del it
+
+
 def emit(obj: dict) -> None:
     """Prints the arm's one JSON line, with the process's own peak RSS (a floor for the harness's
     sampled process-tree PSS, which covers worker processes). Children are left out on purpose:

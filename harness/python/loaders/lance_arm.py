@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from .common import Job, Source, timed
+from .common import Job, Source, timed, timed_loader
 
 
 def write_lance(job: Job, src: Source) -> str:
@@ -76,9 +76,7 @@ def run_torch(job: Job, src: Source, draws: np.ndarray, uri: str) -> dict:
         collate_fn=collate,
         timeout=TIMEOUT_S,
     )
-    it = iter(dl)
-    out = timed(job, src, draws, lambda _k: next(it))
-    del it
+    out = timed_loader(job, src, draws, dl)
     out["config"] = (
         f"Lance docs, PyTorch integration (SafeLanceDataset + get_safe_loader): pylance {lance.__version__}, "
         f"one large_binary column, __getitems__ = take(indices).to_pylist(), num_workers={workers} (spawn, persistent), "

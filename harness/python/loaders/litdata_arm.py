@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-from .common import Job, Source, timed
+from .common import Job, Source, timed_loader
 
 _SRC = {}
 
@@ -101,9 +101,7 @@ def run(job: Job) -> dict:
     draws = job.draws()
     ds = StreamingDataset(write_litdata(job, src), batch_decode=False)
     dl, note = data_loader(LitBatches(ds), draws, workers_of(job.arm), job.dense)
-    it = iter(dl)
-    out = timed(job, src, draws, lambda _k: next(it))
-    del it
+    out = timed_loader(job, src, draws, dl)
     out["config"] = (
         f"LitData README, Stream data (StreamingDataset in a DataLoader with workers): litdata {version('litdata')}, "
         f"optimize(keep_data_ordered=True, chunk_bytes=64MB), StreamingDataset(dir, batch_decode=False); a map-style "

@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 
-from .common import Job, Source, timed
+from .common import Job, Source, timed, timed_loader
 
 DONE = ".uploaded"
 
@@ -108,9 +108,7 @@ def run_streaming(job: Job, src: Source, draws: np.ndarray) -> dict:
     local = empty_cache(job, "streaming")
     ds = StreamingDataset(remote=f"s3://{bucket()}/{prefix}", local=local, batch_size=256, shuffle=False)
     dl, note = data_loader(MdsBatches(ds), draws, workers, job.dense)
-    it = iter(dl)
-    out = timed(job, src, draws, lambda _k: next(it))
-    del it
+    out = timed_loader(job, src, draws, dl)
     if out.get("mismatch"):
         out["error"] += "; " + compare_dirs(written, local)
     out["config"] = (
@@ -147,9 +145,7 @@ def run_litdata(job: Job, src: Source, draws: np.ndarray) -> dict:
         batch_decode=False,
     )
     dl, note = data_loader(LitBatches(ds), draws, workers, job.dense)
-    it = iter(dl)
-    out = timed(job, src, draws, lambda _k: next(it))
-    del it
+    out = timed_loader(job, src, draws, dl)
     out["config"] = (
         f"LitData README, Stream data from cloud storage (StreamingDataset('s3://...', storage_options=boto3 kwargs, "
         f"cache_dir=dir) in a DataLoader with workers): litdata {version('litdata')}, optimize(chunk_bytes=64MB, "

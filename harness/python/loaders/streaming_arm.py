@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from .common import Job, Source, timed
+from .common import Job, Source, timed_loader
 
 
 def write_mds(job: Job, src: Source) -> str:
@@ -61,9 +61,7 @@ def run(job: Job) -> dict:
     draws = job.draws()
     ds = StreamingDataset(local=write_mds(job, src), batch_size=256, shuffle=False)
     dl, note = data_loader(MdsBatches(ds), draws, workers_of(job.arm), job.dense)
-    it = iter(dl)
-    out = timed(job, src, draws, lambda _k: next(it))
-    del it
+    out = timed_loader(job, src, draws, dl)
     out["config"] = (
         f"Streaming docs, Quick start (StreamingDataset in a torch DataLoader with workers): mosaicml-streaming "
         f"{version('mosaicml-streaming')}, MDS ndarray column, uncompressed, StreamingDataset(local=dir); a map-style view whose "

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
 
-from .common import Job, Source, timed
+from .common import Job, Source, timed_loader
 
 # The records are read-only mmap views; the batch is a fresh tensor, never written through them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -172,10 +172,8 @@ def run(job: Job) -> dict:
         note = f"torch docs, torch.utils.data: map-style Dataset (per-record __getitem__, single-process loading): torch {torch.__version__}, num_workers=0, one .npy file per record, packed collate, step order"
     else:
         return {"skipped": f"unknown torch arm {job.arm}"}
-    it = iter(dl)
-    out = timed(job, src, draws, lambda _k: next(it))
+    out = timed_loader(job, src, draws, dl)
     out["config"] = note
-    del it
     return out
 
 

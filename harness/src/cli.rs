@@ -30,7 +30,7 @@ const USAGE: &str = "usage:
                 (the gate's baseline: quick runs of one clean commit on one machine kind)
   harness gate-bite BASELINE.json RUN/results.json
                 (each gated row of RUN 25 % slower must fail; the chance of a false failure)
-  harness remote [--quick] [--repeats N] [--out DIR] [--pets DIR] [--text DIR] [--cache DIR]
+  harness remote [--quick] [--repeats N] [--only TABLE[,..]] [--out DIR] [--pets DIR] [--text DIR] [--cache DIR]
                 (feature `remote`: remote-dense-vision and remote-ragged-tokens against a
                  SeaweedFS server on loopback: GET limit, no cache, cache cold, cached, local)
   harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json,

@@ -45,6 +45,7 @@ mod machine;
 mod model;
 mod plots;
 mod progress;
+mod remote_report;
 #[cfg(feature = "remote")]
 mod remote_table;
 mod report;

@@ -397,10 +397,32 @@ pub fn rerender(dir: &Path) -> Result<()> {
     let bytes = std::fs::read(&path).map_err(HarnessError::io("read", &path))?;
     let j: Value =
         serde_json::from_slice(&bytes).map_err(|source| HarnessError::Parse { path, source })?;
-    let rep = Report::from_json(&j);
     let md_path = dir.join("tables.md");
-    std::fs::write(&md_path, render_markdown(&rep)).map_err(HarnessError::io("write", &md_path))?;
-    crate::plots::render_all(&rep, &dir.join("plots"))
+    std::fs::write(&md_path, render_results(&j)).map_err(HarnessError::io("write", &md_path))?;
+    if is_remote(&j) {
+        return Ok(());
+    }
+    crate::plots::render_all(&Report::from_json(&j), &dir.join("plots"))
+}
+
+/// Whether a `results.json` is the object-storage run's (`harness remote`): its tables are named
+/// `remote-…` (no other run's are).
+fn is_remote(j: &Value) -> bool {
+    j["tables"]
+        .as_array()
+        .and_then(|t| t.first())
+        .and_then(|t| t["name"].as_str())
+        .is_some_and(|n| n.starts_with("remote-"))
+}
+
+/// `tables.md` of any run's `results.json`: the remote renderer for a `harness remote` run, the
+/// warm tables' renderer for the others.
+pub fn render_results(j: &Value) -> String {
+    if is_remote(j) {
+        crate::remote_report::render(j)
+    } else {
+        render_markdown(&Report::from_json(j))
+    }
 }
 
 #[cfg(test)]
@@ -429,13 +451,14 @@ mod tests {
             };
             let j: Value = serde_json::from_slice(&json).unwrap_or_else(|e| panic!("{run}: {e}"));
             let want = std::fs::read_to_string(dir.join("tables.md")).expect("read tables.md");
-            assert_eq!(render_markdown(&Report::from_json(&j)), want, "{run}");
+            assert_eq!(render_results(&j), want, "{run}");
             checked.push(run);
         }
         assert!(
             checked
                 .iter()
-                .any(|r| r == "2026-12-03-xeon-tokens-9500673"),
+                .any(|r| r == "2026-12-03-xeon-tokens-9500673")
+                && checked.iter().any(|r| r == "2026-12-04-remote-0bda08d"),
             "{checked:?}"
         );
     }

@@ -76,6 +76,31 @@ pub(super) fn decode_located(
     Ok(())
 }
 
+/// Record `i` stored raw in two pieces (`head`, then `tail`: the ends of two blocks of a cache),
+/// checked and copied into `dst` (exactly its size) as [`decode_located`] does with `verify`, the
+/// checksum carried from one piece to the next: `Ok(false)` when the record is not stored raw
+/// (the caller decodes it from contiguous bytes).
+#[cfg(feature = "remote")]
+pub(super) fn decode_split(
+    c: &Container,
+    i: u64,
+    (s, e, head, tail): (u32, Entry, &[u8], &[u8]),
+    dst: &mut [u8],
+    stores: Stores,
+) -> Result<bool> {
+    if e.flags & FLAG_STORED_RAW == 0 {
+        return Ok(false);
+    }
+    let (d1, d2) = dst.split_at_mut(head.len().min(dst.len()));
+    let seed = format::record_seed_after(c.uuid_crc(), i);
+    let crc = crate::crc::copy_append_with(seed, d1, head, stores);
+    let got = crate::crc::copy_append_with(crc, d2, tail, stores);
+    if got != e.crc {
+        return Err(c.crc_error(i, s, e.offset, e.crc, got));
+    }
+    Ok(true)
+}
+
 /// For a compressed record: the size its zstd frame header declares must be the size the
 /// index declares, checked before anything is allocated or decoded for it (a hostile index
 /// could otherwise make `verify()` allocate up to the 2 GiB record limit per record).

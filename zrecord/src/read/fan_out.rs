@@ -1,7 +1,12 @@
-//! Whether a gather may spread over threads: the per-thread switch that keeps a caller's gathers
-//! on its own thread ([`sequential_gathers`]) and the count of gathers that did spread
-//! ([`gather_fan_outs`]). An engine that splits a gather over the rayon pool asks [`sequential`]
-//! first and calls [`count_fan_out`] when it splits.
+//! Whether a gather may spread over threads: the size from which the engines split one
+//! ([`PARALLEL_BYTES`]), the per-thread switch that keeps a caller's gathers on its own thread
+//! ([`sequential_gathers`]) and the count of gathers that did spread ([`gather_fan_outs`]). An
+//! engine that splits a gather over the rayon pool asks [`sequential`] first and calls
+//! [`count_fan_out`] when it splits.
+
+/// Gathers of fewer output bytes than this (of raw records) stay on the calling thread; larger
+/// ones, and any of compressed records, are split over the rayon pool.
+pub(super) const PARALLEL_BYTES: usize = 1 << 20;
 
 thread_local! {
     static SEQUENTIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

@@ -46,6 +46,17 @@ pub(super) fn coalesce<'o, F: Fn(usize) -> usize>(
     gap: u64,
     max_span: u64,
 ) -> Vec<Range<'o>> {
+    merge(locate(c, idx, out, offsets), gap, max_span)
+}
+
+/// The records `idx`, each with its shard and its place in the output (record k into
+/// `out[offsets(k)..offsets(k + 1)]`), in the order of `idx`.
+pub(super) fn locate<'o, F: Fn(usize) -> usize>(
+    c: &Container,
+    idx: &[u64],
+    out: &'o mut [u8],
+    offsets: &F,
+) -> Vec<(u32, Member<'o>)> {
     let index = c.index_bytes();
     let mut located: Vec<(u32, Member<'o>)> = Vec::with_capacity(idx.len());
     let mut rest = out;
@@ -55,8 +66,17 @@ pub(super) fn coalesce<'o, F: Fn(usize) -> usize>(
         let (shard, entry) = c.indexed_entry(index, i);
         located.push((shard, Member { i, entry, dst }));
     }
+    located
+}
+
+/// Located records merged into ranges as [`coalesce`] merges them.
+pub(super) fn merge(
+    mut located: Vec<(u32, Member<'_>)>,
+    gap: u64,
+    max_span: u64,
+) -> Vec<Range<'_>> {
     located.sort_unstable_by_key(|(s, m)| (*s, m.entry.offset));
-    let mut ranges: Vec<Range<'o>> = Vec::new();
+    let mut ranges: Vec<Range<'_>> = Vec::new();
     for (shard, m) in located {
         let (a, b) = (
             m.entry.offset,
@@ -85,12 +105,12 @@ pub(super) fn coalesce<'o, F: Fn(usize) -> usize>(
 /// its place in the output, as the store verifies; raw records are copied with `stores`.
 pub(super) fn decode_range(
     c: &Container,
-    r: Range<'_>,
+    r: &mut Range<'_>,
     bytes: &[u8],
     dec: &mut Decoder<'_>,
     stores: Stores,
 ) -> Result<()> {
-    for m in r.members {
+    for m in &mut r.members {
         let at = (m.entry.offset - r.start) as usize;
         let stored = &bytes[at..at + m.entry.stored_len as usize];
         decode_located(

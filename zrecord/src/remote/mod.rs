@@ -37,7 +37,7 @@ use crate::error::{Error, Result};
 use crate::read::RemoteOptions;
 use crate::vfs::{LockGuard, ReadFile, Vfs, WriteFile};
 
-pub(crate) use cache::BlockCache;
+pub(crate) use cache::{BlockCache, Held, Lookup, now_secs};
 pub(crate) use runtime::block_on;
 
 /// One remote store's connection.
@@ -585,13 +585,6 @@ fn upload(remote: &Remote, c: &Arc<dyn ObjectStore>, f: &Path, name: &str) -> Re
     })
     .map_err(|e| Error::io("publish", remote.url.clone(), e))?;
     r.map_err(|e| remote.error("PUT (multipart)", name, None, e))
-}
-
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// What [`gc`] found under a prefix.

@@ -42,10 +42,10 @@ impl ReadEngine for Positional {
             "zrecord-pread",
             ranges,
             || (Decoder::new(c), Vec::new()),
-            |(dec, buf), r: Range<'_>| {
+            |(dec, buf), mut r: Range<'_>| {
                 buf.resize(r.len(), 0);
                 c.read_range(r.shard, r.start, buf)?;
-                decode_range(c, r, buf, dec, plan.stores)
+                decode_range(c, &mut r, buf, dec, plan.stores)
             },
             drop,
         )

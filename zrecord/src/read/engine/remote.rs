@@ -6,30 +6,33 @@
 //! each range's records are checked (CRC32C, frame and size) and decoded into their places in the
 //! output on the calling thread as the range lands. Bound: `concurrency` ranges' bytes in flight.
 //!
-//! With a node-local cache (`RemoteOptions::cache_dir`, `crate::remote::cache`), records are
-//! merged into ranges only where their bytes touch (no gap: a gap would be read from the cache for
-//! nothing), and each range is first looked up block by block (only the pages it lies in are read and checked); a range the
-//! cache holds whole is checked and decoded at once from one reused buffer per task, and a gather
-//! as large as the warm engine splits spreads these over the pool as the warm engine does. The
-//! blocks the other ranges lack are fetched whole (neighbouring missing blocks by one request, up
-//! to `max_span`), written into the cache and copied into their ranges, which are then checked
-//! and decoded as without a cache. Bound: one range per task, plus the ranges with a missing
-//! block (their stored bytes and merged gaps) and `concurrency` requests of missing blocks.
+//! With a node-local cache (`RemoteOptions::cache_dir`, `crate::remote::cache`), each record
+//! the cache holds mapped is decoded at once, straight from the map, in the gather's order
+//! (`hits`), its own CRC32C standing in for the cache's page checks, which run only when a record
+//! fails, or always when the store does not check records. The other records are merged into
+//! ranges only where their bytes touch (no gap: a gap would be read from the cache for nothing)
+//! and read block by block through one reused buffer per task (`from_cache`). A gather as large
+//! as the warm engine splits spreads both over the pool as the warm engine does. The blocks the
+//! remaining ranges lack are fetched whole (neighbouring missing blocks by one request, up to
+//! `max_span`), written into the cache and copied into their ranges, which are then checked and
+//! decoded as without a cache. Bound: one range per task, plus the ranges with a missing block
+//! (their stored bytes and merged gaps) and `concurrency` requests of missing blocks.
 
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
-use super::warm::PARALLEL_BYTES;
 use crate::crc::Stores;
 use crate::error::{Error, Result};
 use crate::format::Codec;
 use crate::read::container::Container;
 use crate::read::decode::Decoder;
-use crate::read::fan_out::{count_fan_out, sequential};
+use crate::read::decode::{decode_located, decode_split};
+use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
+use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
 use crate::read::plan::{Plan, ReadEngine};
-use crate::read::ranges::{Range, coalesce, decode_range};
-use crate::remote::{BlockCache, Remote};
+use crate::read::ranges::{Member, Range, coalesce, decode_range, locate, merge};
+use crate::remote::{BlockCache, Held, Lookup, Remote, now_secs};
 use crate::threads::{cores, process_pool};
 
 /// Reads a gather's records from the store's object store.
@@ -53,8 +56,7 @@ impl ReadEngine for RemoteEngine {
             // No gap merging in front of the cache: a gap there would be read and checked from
             // the cache for nothing (the blocks it lacks are fetched whole, and neighbouring
             // ones share a request, so the network side merges anyway).
-            let ranges = coalesce(c, plan.idx, out, plan.offsets, 0, o.max_span);
-            return through_cache(c, remote, cache, ranges, plan);
+            return through_cache(c, remote, cache, plan, out);
         }
         let ranges = coalesce(c, plan.idx, out, plan.offsets, o.gap, o.max_span);
         let requests = ranges
@@ -62,8 +64,8 @@ impl ReadEngine for RemoteEngine {
             .map(|r| (c.shard_name(r.shard), r.start..r.end, r))
             .collect();
         let mut dec = Decoder::new(c);
-        remote.fetch_ranges(requests, |r, bytes| {
-            decode_range(c, r, bytes, &mut dec, plan.stores)
+        remote.fetch_ranges(requests, |mut r, bytes| {
+            decode_range(c, &mut r, bytes, &mut dec, plan.stores)
         })
     }
 }
@@ -75,17 +77,122 @@ struct Pending<'o> {
     missing: Vec<u64>,
 }
 
+/// Records decoded by [`hits`] per task of a split gather.
+const RUN: usize = 64;
+
+/// The records of `run` whose blocks the cache holds mapped, checked and decoded straight from
+/// the maps (a raw record over a block boundary from both blocks, its checksum carried over),
+/// their first bytes prefetched [`PREFETCH_AHEAD`] records ahead (as the warm engine reads a
+/// store's map); the records' own CRC32C stand in for the cache's page checks (for a store that
+/// checks records: the caller's condition). Returns the records it did not decode: longer than a
+/// block, compressed over a boundary, in a block not in the cache or not mapped, or failing (then
+/// [`from_cache`] reads them with the pages checked, which tells a damaged block from a record
+/// stored damaged).
+fn hits<'o>(
+    c: &Container,
+    cache: &BlockCache,
+    run: Vec<(u32, Member<'o>)>,
+    dec: &mut Decoder<'_>,
+    stores: Stores,
+) -> Vec<(u32, Member<'o>)> {
+    let bs = cache.block();
+    let uuid = c.uuid();
+    // The blocks the run's records lie in, held (neighbouring records in one block look it up
+    // once), and for each record the blocks it lies in: one, or two for a record over a block
+    // boundary (no longer than a block); a record in a block the cache lacks: none.
+    let mut blocks: Vec<Held> = Vec::new();
+    let mut last: Option<(u32, u64)> = None;
+    let mut held = |s: u32, b: u64| -> Option<usize> {
+        if last == Some((s, b)) {
+            return Some(blocks.len() - 1);
+        }
+        let len = ((b + 1) * bs).min(c.shard_len(s)) - b * bs;
+        match cache.lookup(&uuid, s, b, len as usize) {
+            Lookup::Held(h) => {
+                blocks.push(h);
+                last = Some((s, b));
+                Some(blocks.len() - 1)
+            }
+            Lookup::Missing | Lookup::Unmapped => {
+                last = None;
+                None
+            }
+        }
+    };
+    let mut at: Vec<Option<(usize, Option<usize>)>> = Vec::with_capacity(run.len());
+    for (s, m) in &run {
+        let b = m.entry.offset / bs;
+        let end = m.entry.offset + u64::from(m.entry.stored_len);
+        at.push(match end.div_ceil(bs).saturating_sub(b) {
+            1 => held(*s, b).map(|j| (j, None)),
+            2 => held(*s, b).and_then(|j| Some((j, Some(held(*s, b + 1)?)))),
+            _ => None,
+        });
+    }
+    // Each record's stored bytes in its blocks: one piece, or two.
+    let stored: Vec<Option<(&[u8], &[u8])>> = run
+        .iter()
+        .zip(&at)
+        .map(|((_, m), a)| {
+            let (j, next) = (*a)?;
+            let place = (m.entry.offset % bs) as usize;
+            let n = m.entry.stored_len as usize;
+            let first = &blocks[j].bytes()[place..];
+            Some(match next {
+                None => (&first[..n], &[][..]),
+                Some(k) => (first, &blocks[k].bytes()[..n - first.len()]),
+            })
+        })
+        .collect();
+    let lead = |k: usize| {
+        if let Some(Some((bytes, _))) = stored.get(k) {
+            prefetch(&bytes[..bytes.len().min(PREFETCH_BYTES)]);
+        }
+    };
+    (0..PREFETCH_AHEAD).for_each(lead);
+    let (mut taken, mut rest) = (0, Vec::new());
+    for (k, (s, m)) in run.into_iter().enumerate() {
+        lead(k + PREFETCH_AHEAD);
+        let (Some((head, tail)), Some((j, next))) = (stored[k], at[k]) else {
+            rest.push((s, m));
+            continue;
+        };
+        let decoded = match next {
+            None => decode_located(c, m.i, (s, m.entry, head), m.dst, dec, true, stores).is_ok(),
+            Some(_) => matches!(
+                decode_split(c, m.i, (s, m.entry, head, tail), m.dst, stores),
+                Ok(true)
+            ),
+        };
+        let intact = blocks[j].intact() && next.is_none_or(|k| blocks[k].intact());
+        if decoded && intact {
+            taken += 1;
+        } else {
+            rest.push((s, m));
+        }
+    }
+    cache.hits(taken);
+    let now = now_secs();
+    for h in &blocks {
+        cache.touch(h, now);
+    }
+    rest
+}
+
 /// Reads range `r` from the cache into `buf` (grown to the range's length, never shrunk, so one
-/// buffer serves a task's ranges): when every block of it hits, its records are checked and decoded
-/// from there at once, while its bytes are still in the core's cache; otherwise it comes back
-/// pending, with what the cache held and the blocks it lacks.
+/// buffer serves a task's ranges), the pages it lies in checked when `check`, and decodes its
+/// records from there: `None` when all were, else the range pending, with what the cache held and
+/// the blocks it lacks. A record that fails from unchecked pages is read again checked: a damaged
+/// block is removed (then fetched again), and a record that fails from checked pages failed as
+/// stored (its error stands).
 fn from_cache<'o>(
     c: &Container,
     cache: &BlockCache,
-    r: Range<'o>,
+    mut r: Range<'o>,
     buf: &mut Vec<u8>,
     dec: &mut Decoder<'_>,
     stores: Stores,
+    mut check: bool,
 ) -> Result<Option<Pending<'o>>> {
     let (bs, n) = (cache.block(), r.len());
     if buf.len() < n {
@@ -93,25 +200,30 @@ fn from_cache<'o>(
     }
     let uuid = c.uuid();
     let shard_len = c.shard_len(r.shard);
-    let mut missing = Vec::new();
-    for b in r.start / bs..r.end.div_ceil(bs) {
-        let (b0, b1) = (b * bs, ((b + 1) * bs).min(shard_len));
-        let (lo, hi) = (r.start.max(b0), r.end.min(b1));
-        let dst = &mut buf[(lo - r.start) as usize..(hi - r.start) as usize];
-        let within = (lo - b0) as usize..(hi - b0) as usize;
-        if !cache.read(&uuid, r.shard, b, (b1 - b0) as usize, within, dst) {
-            missing.push(b);
+    loop {
+        let mut missing = Vec::new();
+        for b in r.start / bs..r.end.div_ceil(bs) {
+            let (b0, b1) = (b * bs, ((b + 1) * bs).min(shard_len));
+            let (lo, hi) = (r.start.max(b0), r.end.min(b1));
+            let dst = &mut buf[(lo - r.start) as usize..(hi - r.start) as usize];
+            let within = (lo - b0) as usize..(hi - b0) as usize;
+            if !cache.read(&uuid, r.shard, b, (b1 - b0) as usize, within, dst, check) {
+                missing.push(b);
+            }
+        }
+        if !missing.is_empty() {
+            return Ok(Some(Pending {
+                bytes: buf[..n].to_vec(),
+                r,
+                missing,
+            }));
+        }
+        match decode_range(c, &mut r, &buf[..n], dec, stores) {
+            Ok(()) => return Ok(None),
+            Err(e) if check => return Err(e),
+            Err(_) => check = true,
         }
     }
-    if missing.is_empty() {
-        decode_range(c, r, &buf[..n], dec, stores)?;
-        return Ok(None);
-    }
-    Ok(Some(Pending {
-        r,
-        bytes: buf[..n].to_vec(),
-        missing,
-    }))
 }
 
 /// The gather through the node-local cache (see the module's notes).
@@ -119,17 +231,17 @@ fn through_cache<F: Fn(usize) -> usize + Sync>(
     c: &Container,
     remote: &Remote,
     cache: &BlockCache,
-    ranges: Vec<Range<'_>>,
     plan: &Plan<'_, F>,
+    out: &mut [u8],
 ) -> Result<()> {
     let bs = cache.block();
     let uuid = c.uuid();
     let stores = plan.stores;
-    // Hits: every range is read from the cache and, when it is there whole, decoded at once. A
-    // gather as large as the warm engine splits (`PARALLEL_BYTES`, or compressed records) spreads
-    // its ranges over the pool the way the warm engine does (a loader's pool, else this process's
-    // own), one reused buffer per task.
-    let total: usize = ranges.iter().map(Range::len).sum();
+    let trusted = c.verifies();
+    // A gather as large as the warm engine splits (`PARALLEL_BYTES`, or compressed records)
+    // spreads over the pool the way the warm engine does (a loader's pool, else this process's
+    // own).
+    let total = out.len();
     let in_pool = rayon::current_thread_index().is_some();
     let pool_threads = if in_pool {
         rayon::current_num_threads()
@@ -137,25 +249,58 @@ fn through_cache<F: Fn(usize) -> usize + Sync>(
         cores()
     };
     let split = total >= PARALLEL_BYTES || c.codec() != Codec::Raw;
-    let split = split && ranges.len() > 1 && pool_threads > 1 && !sequential();
+    let split = split && plan.idx.len() > 1 && pool_threads > 1 && !sequential();
     let own_pool = if split && !in_pool {
         process_pool()
     } else {
         None
     };
-    let mut pending: Vec<Pending<'_>> = if split && (in_pool || own_pool.is_some()) {
+    let split = split && (in_pool || own_pool.is_some());
+    let located = locate(c, plan.idx, out, plan.offsets);
+    // Hits in one block, straight from the maps, in the gather's order (a checked store only).
+    let rest = if !trusted {
+        located
+    } else if split {
         count_fan_out();
+        let run = || {
+            located
+                .into_par_iter()
+                .chunks(RUN)
+                .map_init(
+                    || Decoder::new(c),
+                    |dec, run| hits(c, cache, run, dec, stores),
+                )
+                .flatten()
+                .collect::<Vec<_>>()
+        };
+        match &own_pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        }
+    } else {
+        hits(c, cache, located, &mut Decoder::new(c), stores)
+    };
+    if rest.is_empty() {
+        return Ok(());
+    }
+    // The rest, merged where their bytes touch (no gap: a gap would be read from the cache for
+    // nothing; the blocks the cache lacks are fetched whole, and neighbouring ones share a
+    // request, so the network side merges anyway): read from the cache through a buffer, one
+    // reused per task.
+    let ranges = merge(rest, 0, remote.options().max_span);
+    let check = !trusted;
+    let mut pending: Vec<Pending<'_>> = if split && ranges.len() > 1 {
         let run = || {
             ranges
                 .into_par_iter()
                 .map_init(
                     || (Vec::new(), Decoder::new(c)),
-                    |(buf, dec), r| from_cache(c, cache, r, buf, dec, stores),
+                    |(buf, dec), r| from_cache(c, cache, r, buf, dec, stores, check),
                 )
                 .filter_map(Result::transpose)
                 .collect::<Result<Vec<_>>>()
         };
-        match own_pool {
+        match &own_pool {
             Some(pool) => pool.install(run)?,
             None => run()?,
         }
@@ -163,7 +308,7 @@ fn through_cache<F: Fn(usize) -> usize + Sync>(
         let (mut buf, mut dec) = (Vec::new(), Decoder::new(c));
         let mut pending = Vec::new();
         for r in ranges {
-            if let Some(p) = from_cache(c, cache, r, &mut buf, &mut dec, stores)? {
+            if let Some(p) = from_cache(c, cache, r, &mut buf, &mut dec, stores, check)? {
                 pending.push(p);
             }
         }
@@ -211,8 +356,8 @@ fn through_cache<F: Fn(usize) -> usize + Sync>(
         Ok(())
     })?;
     let mut dec = Decoder::new(c);
-    for p in pending {
-        decode_range(c, p.r, &p.bytes, &mut dec, stores)?;
+    for mut p in pending {
+        decode_range(c, &mut p.r, &p.bytes, &mut dec, stores)?;
     }
     Ok(())
 }

@@ -13,13 +13,10 @@ use crate::error::Result;
 use crate::format::{self, Codec, Entry};
 use crate::read::container::{Container, Maps};
 use crate::read::decode::{Decoder, read_record};
-use crate::read::fan_out::{count_fan_out, sequential};
+use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
 use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
 use crate::read::plan::{Plan, ReadEngine, split_output};
 use crate::threads::{cores, process_pool};
-
-/// Batches smaller than this are gathered on the calling thread; larger ones are split over rayon.
-pub(super) const PARALLEL_BYTES: usize = 1 << 20;
 
 /// A verified gather of raw records copies them a group at a time, up to this many output bytes,
 /// then checksums each record of the group from the output, where it is still in L1/L2. Copying

@@ -6,12 +6,14 @@
 //!   bytes `b * block .. (b + 1) * block` (the last block shorter). A published container never
 //!   changes and a republished prefix has a new uuid, so a block is never stale.
 //! * **File**: a header (magic `ZRCB`, version, the block's byte length, the page size, one
-//!   CRC32C per 4 KiB page, each seeded with the block's identity), then the bytes. A hit checks
-//!   only the pages that hold the bytes asked for, so a small record costs at most two pages of
-//!   checking, not a block.
+//!   CRC32C per 4 KiB page, each seeded with the block's identity), then the bytes.
 //! * **Hits**: an open store keeps the block files it hits mapped (at most [`MAPPED`], under the
-//!   process's `SIGBUS` guard), so a hit is a page check and a copy, with no system call; a block
-//!   that cannot be mapped is read with `pread`.
+//!   process's `SIGBUS` guard), so a hit makes no system call; a block that cannot be mapped is
+//!   read with `pread`. A checked hit ([`BlockCache::read`] with `check`) checks the pages that
+//!   hold the bytes asked for (a small record: at most two pages, not a block). A store that
+//!   checks every record against its own CRC32C reads unchecked ([`BlockCache::lookup`]: records
+//!   are decoded straight from the map) and reads checked only when a record fails, which tells
+//!   a damaged block (removed and fetched again) from a record stored damaged.
 //! * **Fill**: a block is written to a temporary file in its directory and renamed into place, so
 //!   a reader sees a whole block or none; two processes filling one block write the same bytes.
 //! * **Damage**: a block whose header or page fails its check (a torn disk, a stray write) is
@@ -29,7 +31,6 @@
 //! miss (the first such error of a process is kept in [`CacheStats::last_error`]), and the
 //! records are checked against their own CRC32C after the cache as after the network.
 
-use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -67,11 +68,11 @@ pub(crate) struct BlockCache {
     evicted: AtomicU64,
     error: Mutex<Option<String>>,
     /// The block files this store keeps mapped for hits (at most [`MAPPED`]).
-    mapped: Mutex<HashMap<Key, Arc<Mapped>>>,
+    mapped: Mutex<Maps<Arc<Mapped>>>,
 }
 
-/// A block's identity: container uuid, shard, block number.
-type Key = ([u8; 16], u32, u64);
+mod key;
+use key::{Key, Maps};
 
 /// Block files one open store keeps mapped, at most: 128 MiB of address space at the default
 /// 256 KiB blocks. Each holds one of the process's `SIGBUS` guard slots (`crate::sigbus::SLOTS`)
@@ -100,6 +101,33 @@ impl std::fmt::Debug for Mapped {
     }
 }
 
+/// A mapped block lent out by [`BlockCache::lookup`]: the map and its header's length.
+#[derive(Clone)]
+pub(crate) struct Held(Arc<Mapped>, usize);
+
+impl Held {
+    /// The block's bytes, as mapped (its pages not checked).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0.map[self.1..]
+    }
+
+    /// Whether every read of the map so far read the file (false: the file shrank under the map
+    /// and a read past its end got the `SIGBUS` guard's zeros).
+    pub(crate) fn intact(&self) -> bool {
+        !self.0.guard.faulted()
+    }
+}
+
+/// What [`BlockCache::lookup`] found.
+pub(crate) enum Lookup {
+    Held(Held),
+    /// Not in the cache (or damaged, and removed).
+    Missing,
+    /// In the cache but not mapped (no guard slot left, or an error): read it with
+    /// [`BlockCache::read`].
+    Unmapped,
+}
+
 /// What looking a block file up for a hit found.
 enum Found {
     Mapped(Arc<Mapped>),
@@ -112,7 +140,8 @@ enum Found {
     Unmapped(File),
 }
 
-fn now_secs() -> u64 {
+/// Seconds since the epoch (the clock [`BlockCache::touch`] takes).
+pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -252,7 +281,7 @@ impl BlockCache {
             corrupt: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             error: Mutex::new(None),
-            mapped: Mutex::new(HashMap::new()),
+            mapped: Mutex::new(Maps::default()),
         })
     }
 
@@ -293,6 +322,11 @@ impl BlockCache {
     /// a miss; a damaged one is removed, counted and a miss. The block file is mapped at its first
     /// hit and kept mapped (see [`MAPPED`]), so a hit costs no system call: the pages are checked
     /// and copied from the map.
+    ///
+    /// With `check` off the pages of a mapped block are not checked: for a caller that checks
+    /// every record it takes from `dst` against the record's own checksum, and on a failure reads
+    /// again with `check` on (which finds and removes a damaged block).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn read(
         &self,
         uuid: &[u8; 16],
@@ -301,6 +335,7 @@ impl BlockCache {
         len: usize,
         within: std::ops::Range<usize>,
         dst: &mut [u8],
+        check: bool,
     ) -> bool {
         let key = (*uuid, shard, b);
         let m = match self.find(&key, len) {
@@ -317,7 +352,7 @@ impl BlockCache {
         let (head, body) = m.map.split_at(hl);
         for page in within.start / PAGE..within.end.div_ceil(PAGE) {
             let bytes = &body[page * PAGE..((page + 1) * PAGE).min(len)];
-            if !page_ok(head, seed, page, bytes) {
+            if check && !page_ok(head, seed, page, bytes) {
                 return self.damaged(&key);
             }
         }
@@ -326,15 +361,43 @@ impl BlockCache {
             // The file shrank under the map: what was copied may be the guard's zeros.
             return self.damaged(&key);
         }
-        self.hits.fetch_add(1, Ordering::Relaxed);
-        // Least recently used goes first: a hit makes the block recent, to within
-        // `TOUCH_AFTER` (a metadata write per hit would order nothing more).
-        let now = now_secs();
+        self.hits(1);
+        self.touch(&Held(m, hl), now_secs());
+        true
+    }
+
+    /// Block `b` (of `len` bytes) of shard `shard`, mapped, its header checked but not its pages:
+    /// for a caller that decodes records straight from [`Held::bytes`], checks each against its
+    /// own checksum and then [`Held::intact`], and counts what passed with [`BlockCache::hits`]
+    /// (what failed, or was not held, goes through [`BlockCache::read`], which counts it). A
+    /// damaged block is removed, counted as damage, and missing.
+    pub(crate) fn lookup(&self, uuid: &[u8; 16], shard: u32, b: u64, len: usize) -> Lookup {
+        let key = (*uuid, shard, b);
+        match self.find(&key, len) {
+            Found::Mapped(m) => Lookup::Held(Held(m, header_len(len))),
+            Found::Missing => Lookup::Missing,
+            Found::Damaged => {
+                self.drop_damaged(&key);
+                Lookup::Missing
+            }
+            Found::Unmapped(_) => Lookup::Unmapped,
+        }
+    }
+
+    /// Counts `n` hits taken through [`BlockCache::lookup`].
+    pub(crate) fn hits(&self, n: u64) {
+        self.hits.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Makes `h`'s block recent at `now` (seconds since the epoch): least recently used goes
+    /// first, and a hit refreshes the file's time when it is over [`TOUCH_AFTER`] old (a metadata
+    /// write per hit would order nothing more).
+    pub(crate) fn touch(&self, h: &Held, now: u64) {
+        let m = &h.0;
         if now.saturating_sub(m.touched.load(Ordering::Relaxed)) >= TOUCH_AFTER.as_secs() {
             m.touched.store(now, Ordering::Relaxed);
             let _ = m.file.set_modified(SystemTime::now());
         }
-        true
     }
 
     /// Block `key`'s map: the one this store holds, or the file mapped now (its length and
@@ -400,18 +463,23 @@ impl BlockCache {
         Found::Mapped(m)
     }
 
-    fn maps(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<Mapped>>> {
+    fn maps(&self) -> std::sync::MutexGuard<'_, Maps<Arc<Mapped>>> {
         self.mapped.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A block that failed a check: unmapped, its file removed (whoever removes it first wins;
     /// the refetch fills it again), counted; a miss.
     fn damaged(&self, key: &Key) -> bool {
+        self.drop_damaged(key);
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
+    /// [`BlockCache::damaged`] but for the miss, which the caller counts.
+    fn drop_damaged(&self, key: &Key) {
         self.maps().remove(key);
         self.corrupt.fetch_add(1, Ordering::Relaxed);
-        self.misses.fetch_add(1, Ordering::Relaxed);
         let _ = fs::remove_file(self.path(&key.0, key.1, key.2));
-        false
     }
 
     /// [`BlockCache::read`] without a map: the header and the pages read from `f` with `pread`.

@@ -1,5 +1,5 @@
-//! Unit tests of the node-local cache: fills read back, damage is a counted miss, the bound evicts
-//! the least recently used blocks, bad block sizes are refused.
+//! Unit tests of the node-local cache: fills read back, damage is a counted miss (when pages are
+//! checked), the bound evicts the least recently used blocks, bad block sizes are refused.
 
 use super::*;
 
@@ -17,7 +17,8 @@ fn read_all(
     r: std::ops::Range<usize>,
 ) -> Option<Vec<u8>> {
     let mut dst = vec![0u8; r.len()];
-    c.read(&UUID, shard, b, len, r, &mut dst).then_some(dst)
+    c.read(&UUID, shard, b, len, r, &mut dst, true)
+        .then_some(dst)
 }
 
 #[test]
@@ -70,6 +71,41 @@ fn a_damaged_page_is_a_miss_counted_and_removed() {
     fs::rename(&path, c.path(&UUID, 2, 1)).unwrap();
     assert_eq!(read_all(&c, 2, 1, data.len(), 0..10), None);
     assert_eq!(c.stats().corrupt, 2);
+}
+
+#[test]
+fn unchecked_hits_leave_the_pages_to_the_caller_until_it_asks_for_a_check() {
+    let d = tempfile::tempdir().unwrap();
+    let c = BlockCache::open(d.path(), 1 << 30, 4 * 4096).unwrap();
+    let data = bytes(3 * 4096 + 7, 4);
+    // A lookup counts nothing: its caller counts the hits it took, and what it did not take
+    // goes through `read`, which counts.
+    assert!(matches!(c.lookup(&UUID, 0, 0, data.len()), Lookup::Missing));
+    assert_eq!(c.stats().misses, 0);
+    c.fill(&UUID, 0, 0, &data);
+    let Lookup::Held(h) = c.lookup(&UUID, 0, 0, data.len()) else {
+        panic!("a filled block is not held");
+    };
+    assert_eq!(h.bytes(), &data[..]);
+    assert!(h.intact());
+    c.hits(1);
+    c.touch(&h, now_secs());
+    assert_eq!(c.stats().hits, 1);
+    // A stray write into page 1: the map shows it; an unchecked read passes it on (the caller's
+    // record checksums catch it), a checked one removes the block.
+    let path = c.path(&UUID, 0, 0);
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&[data[4100] ^ 1], (header_len(data.len()) + 4100) as u64)
+        .unwrap();
+    assert_ne!(h.bytes()[4100], data[4100]);
+    let mut dst = vec![0u8; 10];
+    assert!(c.read(&UUID, 0, 0, data.len(), 4096..4106, &mut dst, false));
+    assert_ne!(dst, data[4096..4106]);
+    assert!(!c.read(&UUID, 0, 0, data.len(), 4096..4106, &mut dst, true));
+    assert!(!path.exists());
+    let s = c.stats();
+    assert_eq!((s.hits, s.corrupt), (2, 1));
+    assert!(matches!(c.lookup(&UUID, 0, 0, data.len()), Lookup::Missing));
 }
 
 #[test]

@@ -27,7 +27,9 @@ use crate::error::{Error, Result};
 use crate::format::Codec;
 use crate::read::container::Container;
 use crate::read::decode::Decoder;
-use crate::read::decode::{decode_located, decode_split};
+use crate::read::decode::{
+    GROUP_BYTES, GROUP_RECORDS, check_copied, decode_located, decode_split, stored_raw,
+};
 use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
 use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
 use crate::read::plan::{Plan, ReadEngine};
@@ -81,9 +83,10 @@ struct Pending<'o> {
 const RUN: usize = 64;
 
 /// The records of `run` whose blocks the cache holds mapped, checked and decoded straight from
-/// the maps (a raw record over a block boundary from both blocks, its checksum carried over),
-/// their first bytes prefetched [`PREFETCH_AHEAD`] records ahead (as the warm engine reads a
-/// store's map); the records' own CRC32C stand in for the cache's page checks (for a store that
+/// the maps as the warm engine reads a store's map: first bytes prefetched [`PREFETCH_AHEAD`]
+/// records ahead, small raw records copied a group at a time and then checked from the output
+/// ([`GROUP_BYTES`]), a raw record over a block boundary copied from both blocks with its checksum
+/// carried over; the records' own CRC32C stand in for the cache's page checks (for a store that
 /// checks records: the caller's condition). Returns the records it did not decode: longer than a
 /// block, compressed over a boundary, in a block not in the cache or not mapped, or failing (then
 /// [`from_cache`] reads them with the pages checked, which tells a damaged block from a record
@@ -91,7 +94,7 @@ const RUN: usize = 64;
 fn hits<'o>(
     c: &Container,
     cache: &BlockCache,
-    run: Vec<(u32, Member<'o>)>,
+    mut run: Vec<(u32, Member<'o>)>,
     dec: &mut Decoder<'_>,
     stores: Stores,
 ) -> Vec<(u32, Member<'o>)> {
@@ -150,25 +153,64 @@ fn hits<'o>(
         }
     };
     (0..PREFETCH_AHEAD).for_each(lead);
+    // Raw records in one piece are copied a group at a time and then checked from their places
+    // in the output, as the warm engine gathers (`GROUP_BYTES`); the others are decoded one by
+    // one.
+    let grouped: Vec<bool> = run
+        .iter()
+        .zip(&stored)
+        .map(|((_, m), st)| {
+            stores == Stores::Cached
+                && stored_raw(&m.entry)
+                && st.is_some_and(|(_, tail)| tail.is_empty())
+        })
+        .collect();
+    let mut ok = vec![false; run.len()];
+    let mut g = 0;
+    while g < run.len() {
+        let (mut j, mut bytes) = (g, 0);
+        while j < run.len() && j - g < GROUP_RECORDS && bytes + run[j].1.dst.len() <= GROUP_BYTES {
+            bytes += run[j].1.dst.len();
+            j += 1;
+        }
+        // A record of GROUP_BYTES or more: one pass.
+        let one = j <= g + 1;
+        let j = j.max(g + 1);
+        for k in g..j {
+            lead(k + PREFETCH_AHEAD);
+            let (s, m) = &mut run[k];
+            let (Some((head, tail)), Some((_, next))) = (stored[k], at[k]) else {
+                continue;
+            };
+            ok[k] = if grouped[k] && !one {
+                m.dst.copy_from_slice(head);
+                true
+            } else if next.is_none() {
+                decode_located(c, m.i, (*s, m.entry, head), m.dst, dec, true, stores).is_ok()
+            } else {
+                matches!(
+                    decode_split(c, m.i, (*s, m.entry, head, tail), m.dst, stores),
+                    Ok(true)
+                )
+            };
+        }
+        for k in g..j {
+            let (s, m) = &run[k];
+            if ok[k] && grouped[k] && !one {
+                ok[k] = check_copied(c, m.i, *s, m.entry, m.dst).is_ok();
+            }
+            if let Some((b, next)) = at[k] {
+                ok[k] = ok[k] && blocks[b].intact() && next.is_none_or(|n| blocks[n].intact());
+            }
+        }
+        g = j;
+    }
     let (mut taken, mut rest) = (0, Vec::new());
-    for (k, (s, m)) in run.into_iter().enumerate() {
-        lead(k + PREFETCH_AHEAD);
-        let (Some((head, tail)), Some((j, next))) = (stored[k], at[k]) else {
-            rest.push((s, m));
-            continue;
-        };
-        let decoded = match next {
-            None => decode_located(c, m.i, (s, m.entry, head), m.dst, dec, true, stores).is_ok(),
-            Some(_) => matches!(
-                decode_split(c, m.i, (s, m.entry, head, tail), m.dst, stores),
-                Ok(true)
-            ),
-        };
-        let intact = blocks[j].intact() && next.is_none_or(|k| blocks[k].intact());
-        if decoded && intact {
+    for (record, ok) in run.into_iter().zip(ok) {
+        if ok {
             taken += 1;
         } else {
-            rest.push((s, m));
+            rest.push(record);
         }
     }
     cache.hits(taken);

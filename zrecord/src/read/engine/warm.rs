@@ -12,21 +12,11 @@ use crate::crc::Stores;
 use crate::error::Result;
 use crate::format::{self, Codec, Entry};
 use crate::read::container::{Container, Maps};
-use crate::read::decode::{Decoder, read_record};
+use crate::read::decode::{Decoder, GROUP_BYTES, GROUP_RECORDS, read_record};
 use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
 use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
 use crate::read::plan::{Plan, ReadEngine, split_output};
 use crate::threads::{cores, process_pool};
-
-/// A verified gather of raw records copies them a group at a time, up to this many output bytes,
-/// then checksums each record of the group from the output, where it is still in L1/L2. Copying
-/// and checksumming in one pass (`crc::copy_append`) makes every fold wait for its load from
-/// memory, and the folds waiting fill the reorder window before the next records' loads can
-/// issue: on 2 KiB records from DRAM the one-pass gather ran at 0.62x `npy-mmap-raw`, the grouped
-/// one at 1.0x (16 KiB to 1 MiB groups alike; docs/performance.md).
-const GROUP_BYTES: usize = 64 << 10;
-/// The most records in one such group.
-const GROUP_RECORDS: usize = 64;
 
 /// Copies records out of the memory-mapped shards.
 #[derive(Debug, Clone, Copy)]

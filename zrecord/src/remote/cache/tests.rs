@@ -108,6 +108,65 @@ fn unchecked_hits_leave_the_pages_to_the_caller_until_it_asks_for_a_check() {
     assert!(matches!(c.lookup(&UUID, 0, 0, data.len()), Lookup::Missing));
 }
 
+/// The `pread` path a block takes when it cannot be mapped (no `SIGBUS` guard slot left, or a
+/// failed map): any range of whole and partial pages reads back, a damaged page or header or a
+/// short file is a counted miss and removes the block.
+#[test]
+fn a_block_read_without_a_map_checks_what_it_reads() {
+    let d = tempfile::tempdir().unwrap();
+    let c = BlockCache::open(d.path(), 1 << 30, 4 * 4096).unwrap();
+    let data = bytes(3 * 4096 + 700, 5);
+    let unmapped = |b: u64, r: std::ops::Range<usize>| {
+        let f = File::open(c.path(&UUID, 0, b)).ok()?;
+        let mut dst = vec![0u8; r.len()];
+        c.read_unmapped(&f, &UUID, 0, b, data.len(), r, &mut dst)
+            .then_some(dst)
+    };
+    for b in 0..4 {
+        c.fill(&UUID, 0, b, &data);
+    }
+    for r in [
+        0..1,
+        100..4096,
+        4000..4200,
+        4096..3 * 4096,
+        5000..data.len(),
+        0..data.len(),
+    ] {
+        assert_eq!(unmapped(0, r.clone()).as_deref(), Some(&data[r]));
+    }
+    assert_eq!(c.stats().hits, 6);
+    let hl = header_len(data.len());
+    let flip = |b: u64, at: usize| {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(c.path(&UUID, 0, b))
+            .unwrap();
+        let mut x = [0u8; 1];
+        f.read_exact_at(&mut x, at as u64).unwrap();
+        f.write_all_at(&[x[0] ^ 1], at as u64).unwrap();
+    };
+    // A byte of page 1: ranges clear of it still read; one that touches it fails.
+    flip(1, hl + 4096 + 9);
+    assert_eq!(unmapped(1, 0..4096).as_deref(), Some(&data[..4096]));
+    assert_eq!(unmapped(1, 4000..4100), None);
+    assert!(!c.path(&UUID, 0, 1).exists());
+    // A byte of the header's magic.
+    flip(2, 1);
+    assert_eq!(unmapped(2, 0..10), None);
+    // A file cut short: its last page is gone.
+    let f = OpenOptions::new()
+        .write(true)
+        .open(c.path(&UUID, 0, 3))
+        .unwrap();
+    f.set_len((hl + 3 * 4096) as u64).unwrap();
+    assert_eq!(unmapped(3, 3 * 4096..data.len()), None);
+    let s = c.stats();
+    assert_eq!((s.hits, s.corrupt, s.misses), (7, 3, 3), "{s:?}");
+    assert_eq!(s.last_error, None);
+}
+
 #[test]
 fn fills_past_the_bound_evict_the_least_recently_used() {
     let d = tempfile::tempdir().unwrap();

@@ -82,8 +82,8 @@ fn own_peak_rss() -> u64 {
         * 1024
 }
 
-/// Runs a command, sampling its tree PSS every 20 ms when `sample` is set; returns (stdout, peak
-/// PSS bytes, 0 when not sampled).
+/// Runs a command for at most the peer limit (`crate::child::limit`), sampling its tree PSS every
+/// 20 ms when `sample` is set; returns (stdout, peak PSS bytes, 0 when not sampled).
 fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
     let child = cmd
         .stdout(std::process::Stdio::piped())
@@ -105,19 +105,20 @@ fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
             }
         })
     };
-    let out = child
-        .wait_with_output()
-        .map_err(|source| HarnessError::Spawn {
-            program: cmd.get_program().to_string_lossy().into_owned(),
-            source,
+    let (out, killed) =
+        crate::child::output_within(child, crate::child::limit()).map_err(|source| {
+            HarnessError::Spawn {
+                program: cmd.get_program().to_string_lossy().into_owned(),
+                source,
+            }
         })?;
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.join();
-    if !out.status.success() {
+    if killed || !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(HarnessError::Cell {
             code: out.status.code(),
-            last_line: last_line(&err).to_string(),
+            last_line: crate::child::why(killed, last_line(&err)),
         });
     }
     Ok((

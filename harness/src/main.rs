@@ -24,6 +24,7 @@
 //! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `progress` → `table` (`Table`: names, geometry, corpus); `cell_args` (the hidden subcommands' command lines: `cli` parses them, the code that spawns a cell renders them) → `table`; `error` (`HarnessError`, what every fallible call returns); `corrupt` (the test-only `LOADERX_HARNESS_CORRUPT_BATCH` switch of every verifying cell) |
 
 mod cell_args;
+mod child;
 mod cli;
 mod cold_limit;
 mod cold_loader;

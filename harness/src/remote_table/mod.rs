@@ -206,15 +206,25 @@ fn time_peer(arm: &str, server: &Server, p: &PeerArgs<'_>) -> Timed {
         .arg(loader_arms::WARMUP.to_string())
         .envs(peer_env(server))
         .stdin(Stdio::null())
-        .output();
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
     let fail = |note: String| Timed {
         note: Some(note),
         failed: true,
         ..Timed::default()
     };
-    let out = match out {
-        Ok(o) => o,
-        Err(e) => return fail(format!("{arm}: could not start Python: {e}")),
+    let out = match out.and_then(|c| crate::child::output_within(c, crate::child::limit())) {
+        Ok((o, true)) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let last = err.lines().rev().find(|l| !l.trim().is_empty());
+            return fail(format!(
+                "{arm}: {}",
+                crate::child::why(true, last.unwrap_or(""))
+            ));
+        }
+        Ok((o, false)) => o,
+        Err(e) => return fail(format!("{arm}: could not run Python: {e}")),
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let j: Value = match serde_json::from_str(stdout.lines().last().unwrap_or("")) {

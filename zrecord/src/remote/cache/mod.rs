@@ -348,12 +348,14 @@ impl BlockCache {
             Found::Unmapped(f) => return self.read_unmapped(&f, uuid, shard, b, len, within, dst),
         };
         let hl = header_len(len);
-        let seed = block_seed(uuid, shard, b);
         let (head, body) = m.map.split_at(hl);
-        for page in within.start / PAGE..within.end.div_ceil(PAGE) {
-            let bytes = &body[page * PAGE..((page + 1) * PAGE).min(len)];
-            if check && !page_ok(head, seed, page, bytes) {
-                return self.damaged(&key);
+        if check {
+            let seed = block_seed(uuid, shard, b);
+            for page in within.start / PAGE..within.end.div_ceil(PAGE) {
+                let bytes = &body[page * PAGE..((page + 1) * PAGE).min(len)];
+                if !page_ok(head, seed, page, bytes) {
+                    return self.damaged(&key);
+                }
             }
         }
         dst.copy_from_slice(&body[within]);
@@ -494,7 +496,15 @@ impl BlockCache {
         within: std::ops::Range<usize>,
         dst: &mut [u8],
     ) -> bool {
-        match self.check_read(f, uuid, shard, b, len, within, dst) {
+        // The header, then the pages: `Ok(false)` when one fails its check.
+        let checked = || -> io::Result<bool> {
+            let mut head = vec![0u8; header_len(len)];
+            if !read_whole(f, &mut head, 0)? || !header_ok(&head, len) {
+                return Ok(false);
+            }
+            read_pages(f, &head, block_seed(uuid, shard, b), len, within, dst)
+        };
+        match checked() {
             Ok(true) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 refresh(f, f.metadata().and_then(|m| m.modified()));
@@ -507,29 +517,6 @@ impl BlockCache {
                 false
             }
         }
-    }
-
-    /// The read of [`BlockCache::read`]: `Ok(false)` when the header or a page fails its check.
-    #[allow(clippy::too_many_arguments)]
-    fn check_read(
-        &self,
-        f: &File,
-        uuid: &[u8; 16],
-        shard: u32,
-        b: u64,
-        len: usize,
-        within: std::ops::Range<usize>,
-        dst: &mut [u8],
-    ) -> io::Result<bool> {
-        let hl = header_len(len);
-        let mut head = vec![0u8; hl];
-        if !read_whole(f, &mut head, 0)? {
-            return Ok(false);
-        }
-        if !header_ok(&head, len) {
-            return Ok(false);
-        }
-        read_pages(f, &head, block_seed(uuid, shard, b), len, within, dst)
     }
 
     /// Writes block `b` of shard `shard` (its whole `bytes`) into the cache, unless it is there,

@@ -118,10 +118,12 @@ class Source:
         if kind == "dense-vision":
             return Source(kind, dense=np.load(os.path.join(npy_dir, "dense.npy"), mmap_mode="r"))
         if kind == "ragged-tokens":
+            # Plain ndarray views of the maps: indexing an np.memmap runs its Python-level
+            # __getitem__ and __array_finalize__, which took most of a ragged row's checking time.
             return Source(
                 kind,
-                tokens=np.load(os.path.join(npy_dir, "tokens.npy"), mmap_mode="r"),
-                offsets=np.load(os.path.join(npy_dir, "offsets.npy"), mmap_mode="r"),
+                tokens=np.asarray(np.load(os.path.join(npy_dir, "tokens.npy"), mmap_mode="r")),
+                offsets=np.asarray(np.load(os.path.join(npy_dir, "offsets.npy"), mmap_mode="r")),
             )
         raise ValueError(f"unknown table kind {kind!r} (expected dense-vision or ragged-tokens)")
 
@@ -133,6 +135,17 @@ class Source:
         if self.dense is not None:
             return self.dense[i]
         return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+    def ragged(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Records ``idx`` of a ragged source packed end to end, and their lengths (int64): one
+        vectorised gather of their token positions, not a Python loop over the records."""
+        idx = np.asarray(idx, dtype=np.int64)
+        starts = self.offsets[idx].astype(np.int64)
+        lens = self.offsets[idx + 1].astype(np.int64) - starts
+        ends = np.cumsum(lens)
+        # Position p of the packed output reads token starts[r] + (p - first[r]) of its record r.
+        shift = np.repeat(starts - (ends - lens), lens)
+        return self.tokens[np.arange(int(ends[-1]) if len(ends) else 0) + shift], lens
 
 
 def pack(records) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -170,12 +183,11 @@ def check(src: Source, idx: np.ndarray, batch) -> str | None:
     values, cu, shapes = (as_numpy(x) for x in batch)
     if cu.dtype != np.int32:
         return f"cu_seqlens is {cu.dtype}, expected int32"
-    lens = src.offsets[np.asarray(idx) + 1] - src.offsets[np.asarray(idx)]
+    want, lens = src.ragged(idx)
     if len(cu) != len(idx) + 1 or cu[0] != 0 or not np.array_equal(np.diff(cu.astype(np.int64)), lens):
         return "cu_seqlens differ from the source record lengths"
     if not np.array_equal(np.asarray(shapes).reshape(-1), lens):
         return "shapes differ from the source record lengths"
-    want = np.concatenate([src.record(int(i)) for i in idx])
     if values.dtype != want.dtype or not np.array_equal(values, want):
         return "packed values differ from the source records"
     return None
@@ -201,7 +213,10 @@ def source_batch(src: "Source", idx: np.ndarray):
     """The batch the contract says step ``idx`` delivers, built from the source arrays."""
     if src.dense is not None:
         return src.dense[np.asarray(idx)]
-    return pack([src.record(int(i)) for i in idx])
+    values, lens = src.ragged(idx)
+    cu = np.zeros(len(lens) + 1, dtype=np.int32)
+    np.cumsum(lens, out=cu[1:])
+    return values, cu, lens.reshape(-1, 1)
 
 
 def write_digests(kind: str, npy_dir: str, draws_path: str, steps: int, out: str) -> None:

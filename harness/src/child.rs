@@ -3,8 +3,12 @@
 //! instead of stalling the whole run.
 
 use std::io::Read;
-use std::process::{Child, Output};
+use std::process::{Child, Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::error::{HarnessError, Result};
 
 /// The most a peer process may run: `LOADERX_PEER_LIMIT_S` seconds, default 1800. The slowest
 /// peer rows of a full-size run take a few minutes (and each batch is already bounded by the
@@ -67,6 +71,94 @@ pub fn output_within(mut child: Child, limit: Duration) -> std::io::Result<(Outp
         stderr: err.join().unwrap_or_default(),
     };
     Ok((output, killed))
+}
+
+/// Process-tree PSS in bytes (the process and all its descendants).
+fn tree_pss(root: u32) -> u64 {
+    let mut children: Vec<(u32, u32)> = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                && let Some(rest) = stat.rsplit(')').next()
+                && let Some(ppid) = rest
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|s| s.parse::<u32>().ok())
+            {
+                children.push((pid, ppid));
+            }
+        }
+    }
+    let mut tree = vec![root];
+    let mut k = 0;
+    while k < tree.len() {
+        let p = tree[k];
+        tree.extend(children.iter().filter(|c| c.1 == p).map(|c| c.0));
+        k += 1;
+    }
+    tree.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Pss:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .sum::<u64>()
+        * 1024
+}
+
+/// Runs a command for at most the peer limit ([`limit`]), sampling its tree PSS every
+/// 20 ms when `sample` is set; returns (stdout, peak PSS bytes, 0 when not sampled).
+pub fn run_sampled(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|source| HarnessError::Spawn {
+            program: cmd.get_program().to_string_lossy().into_owned(),
+            source,
+        })?;
+    let pid = child.id();
+    let peak = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, stop) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while sample && !stop.load(Ordering::Relaxed) {
+                peak.fetch_max(tree_pss(pid), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let (out, killed) = output_within(child, limit()).map_err(|source| HarnessError::Spawn {
+        program: cmd.get_program().to_string_lossy().into_owned(),
+        source,
+    })?;
+    stop.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+    if killed || !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(HarnessError::Cell {
+            code: out.status.code(),
+            last_line: why(killed, last_line(&err)),
+        });
+    }
+    Ok((
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        peak.load(Ordering::Relaxed),
+    ))
+}
+
+/// The last non-empty line of an error (a Python traceback ends with the exception).
+pub fn last_line(e: &str) -> &str {
+    e.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(e)
+        .trim()
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@
 use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use benchkit::stats::{median, sample_sd};
@@ -22,6 +21,7 @@ use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
 use crate::corrupt;
 use crate::error::{HarnessError, Result};
+use crate::gate::is_own_loader_arm;
 use crate::loader_arms::{
     self, ARMS, Arm, BATCH, BLOCK, BUDGET_S, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
 };
@@ -31,43 +31,6 @@ use crate::loader_store::{ensure_store, store_len};
 use crate::model::FreeTable;
 use crate::progress::progress;
 use crate::table::{Corpus, Layout, Table};
-
-/// Process-tree PSS in bytes (the process and all its descendants).
-pub fn tree_pss(root: u32) -> u64 {
-    let mut children: Vec<(u32, u32)> = Vec::new();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                && let Some(rest) = stat.rsplit(')').next()
-                && let Some(ppid) = rest
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|s| s.parse::<u32>().ok())
-            {
-                children.push((pid, ppid));
-            }
-        }
-    }
-    let mut tree = vec![root];
-    let mut k = 0;
-    while k < tree.len() {
-        let p = tree[k];
-        tree.extend(children.iter().filter(|c| c.1 == p).map(|c| c.0));
-        k += 1;
-    }
-    tree.iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Pss:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .sum::<u64>()
-        * 1024
-}
 
 /// This process's peak resident set (`VmHWM`), a floor for runs too short for the PSS sampler.
 fn own_peak_rss() -> u64 {
@@ -80,51 +43,6 @@ fn own_peak_rss() -> u64 {
         })
         .unwrap_or(0)
         * 1024
-}
-
-/// Runs a command for at most the peer limit (`crate::child::limit`), sampling its tree PSS every
-/// 20 ms when `sample` is set; returns (stdout, peak PSS bytes, 0 when not sampled).
-fn run_cell(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|source| HarnessError::Spawn {
-            program: cmd.get_program().to_string_lossy().into_owned(),
-            source,
-        })?;
-    let pid = child.id();
-    let peak = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (peak, stop) = (peak.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while sample && !stop.load(Ordering::Relaxed) {
-                peak.fetch_max(tree_pss(pid), Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-    };
-    let (out, killed) =
-        crate::child::output_within(child, crate::child::limit()).map_err(|source| {
-            HarnessError::Spawn {
-                program: cmd.get_program().to_string_lossy().into_owned(),
-                source,
-            }
-        })?;
-    stop.store(true, Ordering::Relaxed);
-    let _ = sampler.join();
-    if killed || !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Err(HarnessError::Cell {
-            code: out.status.code(),
-            last_line: crate::child::why(killed, last_line(&err)),
-        });
-    }
-    Ok((
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        peak.load(Ordering::Relaxed),
-    ))
 }
 
 /// `loader-cell KIND STORE CORPUS ARM BATCHES` → prints one JSON line. The draws are
@@ -337,7 +255,7 @@ struct ArmResult {
 
 /// Runs one cell and reads its JSON line.
 fn run_json(cmd: Command, sample: bool) -> Result<(Value, u64)> {
-    let (out, peak) = run_cell(cmd, sample)?;
+    let (out, peak) = crate::child::run_sampled(cmd, sample)?;
     let j: Value =
         serde_json::from_str(out.lines().last().unwrap_or("")).map_err(HarnessError::BadOutput)?;
     Ok((j, peak))
@@ -368,7 +286,7 @@ fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
             } else {
                 "failed"
             },
-            last_line(err)
+            crate::child::last_line(err)
         ));
         return;
     }
@@ -387,15 +305,6 @@ fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
             r.per_batch.push(p);
         }
     }
-}
-
-/// The last non-empty line of an error (a Python traceback ends with the exception).
-fn last_line(e: &str) -> &str {
-    e.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or(e)
-        .trim()
 }
 
 /// The `/dev/shm` column: whether the arm completes a short run in a private 64 MiB `/dev/shm`.
@@ -463,6 +372,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             .into_iter()
             .filter(|arm| arm.applies(dense) && arm.name != "webdataset")
             .filter(|arm| !a.quick || loader_arms::QUICK_ARMS.contains(&arm.name))
+            .filter(|arm| !a.gated || arm.name == "memcpy-limit" || is_own_loader_arm(arm.name))
             .collect();
         let args = |b: usize| CellArgs {
             exe: &exe,
@@ -510,7 +420,8 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                 ));
                 pb.inc(1);
                 // Skipped, or failed once: the row is not a result, nothing more to run.
-                if r.note.is_some() || r.failed || (memory_pass && r.per_batch.is_empty()) {
+                let unsampled = memory_pass && (r.per_batch.is_empty() || a.gated);
+                if r.note.is_some() || r.failed || unsampled {
                     continue;
                 }
                 match arm.command(&args(batches)) {

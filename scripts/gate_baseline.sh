@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Rebuilds the CI gate's baseline: three quick runs of the checked-out commit (clean tree, one after
-# another, on an otherwise idle machine of CI's kind), committed under results/, then
-# `harness baseline` over them and `harness gate-bite` on the newest.
+# Rebuilds the CI gate's baseline for this machine's kind (CPU model and core count): three quick
+# runs of the checked-out commit (clean tree, one after another, on an otherwise idle machine),
+# committed under results/, then `harness baseline` over them into results/gate/<kind>.json and
+# `harness gate-bite` on the newest. results/gate/ holds one baseline per machine kind CI runs on.
 #   usage: bash scripts/gate_baseline.sh [RUNS]   (RUNS >= 3, default 3)
 # The runs are written under cache/ (ignored by git) and copied into results/ only after the last
 # one: a run is publishable only from a clean tree, and results/ gaining a run would dirty it.
@@ -29,5 +30,5 @@ for name in "${names[@]}"; do
   cp -r "cache/baseline-runs/$name" "results/$name"
   inputs+=("results/$name/results.json")
 done
-cargo run --release -q -p harness -- baseline results/baseline-quick.json "${inputs[@]}"
-cargo run --release -q -p harness -- gate-bite results/baseline-quick.json "${inputs[-1]}"
+cargo run --release -q -p harness -- baseline results/gate "${inputs[@]}"
+cargo run --release -q -p harness -- gate-bite results/gate "${inputs[-1]}"

@@ -557,13 +557,13 @@ mod tests {
             arms: vec!["zrecord-raw".into(), "npy-4k".into()],
         });
         round_trip(GateArgs {
-            baseline: "results/baseline-quick.json".into(),
+            baseline: "results/gate".into(),
             current: "/tmp/r/results.json".into(),
             retry_file: Some("/tmp/retry".into()),
             partial: true,
         });
         round_trip(BaselineArgs {
-            out: "results/baseline-quick.json".into(),
+            out: "results/gate/amd-epyc-2cpu.json".into(),
             runs: vec![
                 "a/results.json".into(),
                 "b/results.json".into(),

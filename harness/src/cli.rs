@@ -22,6 +22,7 @@ const USAGE: &str = "usage:
                 [--pets DIR] [--text DIR | --wikitext-parquet DIR] [--cache DIR]
                 [--min-seconds S] [--vision-records N] [--token-records N]
                 [--cold | --cold-only]   (cold-<store table>: page cache dropped per batch; root)
+                [--gated]   (only the rows the CI gate times: limit, zrecord-raw, loaderx rows)
   harness prepare [--download] [--pets DIR] [--text DIR] [--cache DIR] [--quick]
   harness gate BASELINE.json CURRENT.json [--retry-file FILE] [--partial]
                 (FILE: the tables whose speed violations a rerun should confirm;
@@ -80,6 +81,7 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool)> {
             "--quick" => a.quick = true,
             "--cold" => a.cold = true,
             "--cold-only" => (a.cold, a.cold_only) = (true, true),
+            "--gated" => a.gated = true,
             "--download" => download = true,
             "--repeats" => {
                 a.repeats = parsed(args, &mut i, "--repeats", "a positive integer")?;
@@ -236,6 +238,11 @@ mod tests {
         // One loader table by its own name (the CI gate's confirmation run reruns one table).
         let (one, _) = parse_run(&args("--only loader-ragged-tokens")).expect("parses");
         assert_eq!(one.only, Some(vec![Table::LoaderRaggedTokens]));
+        assert!(!one.gated);
+        // ... and only the rows its gate reads, three times.
+        let (c, _) =
+            parse_run(&args("--quick --gated --repeats 3 --only ragged-vision")).expect("parses");
+        assert!(c.gated && c.quick && c.repeats == 3);
         for bad in ["loader-dense", "vision", "sampler,bogus"] {
             let e = parse_run(&args(&format!("--only {bad}"))).expect_err(bad);
             assert!(e.to_string().starts_with("unknown table"), "{e}");

@@ -23,7 +23,7 @@
 //! measure once more, and the gate of that second run (`--partial`: it holds only those tables)
 //! decides. A real regression fails both runs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::Value;
@@ -253,13 +253,17 @@ pub fn check(base: &Baseline, cur: &Value, partial: bool) -> Vec<Violation> {
 }
 
 pub fn main(
-    base: &PathBuf,
+    base: &Path,
     cur: &PathBuf,
     retry_file: Option<&PathBuf>,
     partial: bool,
 ) -> Result<ExitCode> {
-    let b = Baseline::load(base)?;
     let c = load(cur, SCHEMA)?;
+    let (b, note) = pick(&Baseline::load_all(base)?, &c);
+    match note {
+        Some(n) => println!("gate: {n}"),
+        None => println!("gate: the baseline of {} ({} runs)", b.kind(), b.runs.len()),
+    }
     let violations = check(&b, &c, partial);
     if let Some(f) = retry_file {
         let t = retry_tables(&violations).join(",");
@@ -336,6 +340,73 @@ pub struct RunReceipt {
     pub logical_cpus: Option<u64>,
 }
 
+/// A machine kind: the CPU model and logical CPU count a run's `machine` receipt names. A gated
+/// figure is a ratio to a limit measured in the same run, but how a loader's worker hand-over or
+/// a gather's stores compare with a plain copy still differs between CPU models (2-core EPYC and
+/// Xeon VMs differ by up to 2x on the dense loader rows), so each kind has its own baseline.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Kind {
+    pub cpu: Option<String>,
+    pub logical_cpus: Option<u64>,
+}
+
+impl Kind {
+    /// The kind a results document was measured on.
+    pub fn of(doc: &Value) -> Kind {
+        let m = doc.get("machine");
+        Kind {
+            cpu: m
+                .and_then(|m| m.get("cpu"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            logical_cpus: m
+                .and_then(|m| m.get("logical_cpus"))
+                .and_then(Value::as_u64),
+        }
+    }
+
+    /// A file name for the kind's baseline: `amd-epyc-2cpu`, `intel-r-xeon-r-processor-2-80ghz-2cpu`.
+    pub fn slug(&self) -> String {
+        let cpu = self
+            .cpu
+            .as_deref()
+            .unwrap_or("unknown-cpu")
+            .to_ascii_lowercase();
+        let words: Vec<&str> = cpu
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        format!("{}-{}cpu", words.join("-"), self.logical_cpus.unwrap_or(0))
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}, {} logical CPUs",
+            self.cpu.as_deref().unwrap_or("unknown CPU"),
+            self.logical_cpus.map_or("?".to_string(), |n| n.to_string())
+        )
+    }
+}
+
+/// The baseline of `cur`'s machine kind among `bases`, and `None`; or, when no baseline is of
+/// that kind, the first one with its speed rule off and a sentence saying so (a speed figure
+/// measured on another CPU model is not a regression).
+pub fn pick(bases: &[Baseline], cur: &Value) -> (Baseline, Option<String>) {
+    let kind = Kind::of(cur);
+    if let Some(b) = bases.iter().find(|b| b.kind() == kind) {
+        return (b.clone(), None);
+    }
+    let known: Vec<String> = bases.iter().map(|b| b.kind().to_string()).collect();
+    let note = format!(
+        "no baseline for this machine kind ({kind}; baselines: {}): speed is not gated on it,          the facts are",
+        known.join("; ")
+    );
+    (bases[0].ungated(), Some(note))
+}
+
 /// One gated figure over the baseline's runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GatedFigure {
@@ -348,8 +419,9 @@ pub struct GatedFigure {
     pub sd_log: f64,
     pub band: f64,
     /// Whether the speed rule applies: a figure whose spread over the runs exceeds [`MAX_SD`]
-    /// cannot be held to a band that catches a 25 % slowdown and passes its own noise, so it is
-    /// only required to be present and verified (the facts).
+    /// cannot be held to a band that catches a 25 % slowdown and passes its own noise, and one
+    /// whose band would let a run at its highest value pass [`SLOWER`] times slower does not
+    /// catch that slowdown: either is only required to be present and verified (the facts).
     #[serde(default = "yes")]
     pub gated: bool,
 }
@@ -357,6 +429,9 @@ pub struct GatedFigure {
 fn yes() -> bool {
     true
 }
+
+/// The slowdown the gate must catch: a gated row at this share of a baseline run's speed fails.
+pub const SLOWER: f64 = 0.75;
 
 /// The largest spread (SD of the logarithm over the baseline's runs) a speed-gated figure may
 /// have: at twice this SD below the median the band ([`MAX_BAND`]) is reached.
@@ -426,6 +501,9 @@ impl Baseline {
                 )));
             };
             let (center, sd_log, band) = band(&values);
+            // Gated when its spread allows a band (MAX_SD), and when that band catches a 25 %
+            // slowdown from every level the runs showed, not only from their median.
+            let catches = values.iter().all(|v| v * SLOWER < center * (1.0 - band));
             out.push(GatedFigure {
                 table: f.table.clone(),
                 row: f.row.clone(),
@@ -434,7 +512,7 @@ impl Baseline {
                 center,
                 sd_log,
                 band,
-                gated: sd_log <= MAX_SD,
+                gated: sd_log <= MAX_SD && catches,
             });
         }
         Ok(Baseline {
@@ -448,6 +526,49 @@ impl Baseline {
             runs: receipts,
             figures: out,
         })
+    }
+
+    /// The machine kind its runs were measured on (the first run's: `harness baseline` refuses
+    /// runs of different kinds).
+    pub fn kind(&self) -> Kind {
+        self.runs
+            .first()
+            .map(|r| Kind {
+                cpu: r.cpu.clone(),
+                logical_cpus: r.logical_cpus,
+            })
+            .unwrap_or_default()
+    }
+
+    /// The same figures with the speed rule off: what a run on a machine kind that has no
+    /// baseline is held to (the facts: every table and figure present, every row verified).
+    pub fn ungated(&self) -> Baseline {
+        let mut b = self.clone();
+        for f in &mut b.figures {
+            f.gated = false;
+        }
+        b
+    }
+
+    /// The baselines at `p`: the one file, or every `*.json` file of the directory (one per
+    /// machine kind), in name order.
+    pub fn load_all(p: &Path) -> Result<Vec<Baseline>> {
+        if !p.is_dir() {
+            return Ok(vec![Baseline::load(&p.to_path_buf())?]);
+        }
+        let mut files: Vec<PathBuf> = std::fs::read_dir(p)
+            .map_err(HarnessError::io("list", p))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(HarnessError::other(format!(
+                "{}: no baseline (*.json) in the directory",
+                p.display()
+            )));
+        }
+        files.iter().map(Baseline::load).collect()
     }
 
     /// A baseline that gates no figure: only the facts apply (for tests of rule 1).
@@ -512,7 +633,7 @@ mod tests {
         assert!(check(&b, &run(4800.0, 38_500.0, 29_000.0, 100_000.0), false).is_empty());
         // Each gated row 25 % slower, one at a time and all at once: each one fails.
         let gated = |_: &str, r: &Value| is_gated_row(r);
-        let v = check(&b, &slowed(&now, 0.75, &gated), false);
+        let v = check(&b, &slowed(&now, SLOWER, &gated), false);
         assert_eq!(v.len(), 3, "{v:?}");
         assert!(v.iter().all(|x| x.speed));
         assert_eq!(
@@ -524,7 +645,7 @@ mod tests {
         );
         for row in ["zrecord-raw", "bare-gather", "python-loaderx-w4"] {
             let one = |_: &str, r: &Value| text(r, "backend") == row || text(r, "arm") == row;
-            let v = check(&b, &slowed(&now, 0.75, &one), false);
+            let v = check(&b, &slowed(&now, SLOWER, &one), false);
             assert_eq!(v.len(), 1, "{row}: {v:?}");
             assert!(v[0].msg.contains(row), "{v:?}");
         }
@@ -569,5 +690,78 @@ mod tests {
         skipped["tables"][1]["rows"][3]["samples/s"] = Value::Null;
         skipped["tables"][1]["rows"][3]["verified"] = Value::Null;
         assert!(check(&b, &skipped, false).is_empty());
+    }
+
+    #[test]
+    fn each_machine_kind_is_held_to_its_own_baseline() {
+        let on = |cpu: &str, doc: Value| {
+            let mut d = doc;
+            d["machine"] = json!({"cpu": cpu, "logical_cpus": 2});
+            d
+        };
+        let receipt = |cpu: &str| RunReceipt {
+            path: String::new(),
+            git_commit: None,
+            git_dirty: Some(false),
+            cpu: Some(cpu.to_string()),
+            logical_cpus: Some(2),
+        };
+        let mut fast = baseline();
+        fast.runs = vec![receipt("Fast CPU"); 3];
+        let mut slow = Baseline::from_runs(
+            &[
+                run(2500.0, 20_000.0, 15_000.0, 100_000.0),
+                run(2600.0, 20_500.0, 15_500.0, 101_000.0),
+                run(2450.0, 19_500.0, 14_750.0, 99_000.0),
+            ],
+            Vec::new(),
+        )
+        .expect("baseline");
+        slow.runs = vec![receipt("Slow CPU"); 3];
+        assert_eq!(slow.kind().slug(), "slow-cpu-2cpu");
+        let bases = [fast.clone(), slow.clone()];
+        let half = run(2520.0, 20_200.0, 15_100.0, 100_500.0);
+        // Half the fast kind's speed: a regression there, the norm on the slow kind.
+        let (b, note) = pick(&bases, &on("Fast CPU", half.clone()));
+        assert!(note.is_none() && b == fast);
+        assert_eq!(check(&b, &on("Fast CPU", half.clone()), false).len(), 3);
+        let (b, note) = pick(&bases, &on("Slow CPU", half.clone()));
+        assert!(note.is_none() && b == slow);
+        assert!(check(&b, &on("Slow CPU", half.clone()), false).is_empty());
+        // An unknown kind: no speed rule, but the facts hold (a missing table still fails).
+        let (b, note) = pick(&bases, &on("Other CPU", half.clone()));
+        assert!(note.expect("says so").contains("Other CPU"));
+        let slower = slowed(&half, 0.5, &|_, r| is_gated_row(r));
+        assert!(check(&b, &on("Other CPU", slower), false).is_empty());
+        let mut no_table = on("Other CPU", half);
+        no_table["tables"].as_array_mut().expect("tables").remove(0);
+        assert_eq!(check(&b, &no_table, false).len(), 1);
+    }
+
+    #[test]
+    fn a_figure_whose_band_misses_a_slowdown_from_its_highest_run_is_not_gated() {
+        // 1.0, 1.0 and 1.16: the band (18 %) catches 25 % off the median but not off 1.16.
+        let b = Baseline::from_runs(
+            &[
+                run(5000.0, 40_000.0, 30_000.0, 100_000.0),
+                run(5000.0, 40_000.0, 30_000.0, 100_000.0),
+                run(5000.0, 40_000.0, 34_800.0, 100_000.0),
+            ],
+            Vec::new(),
+        )
+        .expect("baseline");
+        let gated: Vec<(&str, bool)> = b
+            .figures
+            .iter()
+            .map(|f| (f.row.as_str(), f.gated))
+            .collect();
+        assert_eq!(
+            gated,
+            vec![
+                ("zrecord-raw", true),
+                ("bare-gather", false),
+                ("python-loaderx-w4", true)
+            ]
+        );
     }
 }

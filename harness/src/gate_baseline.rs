@@ -67,6 +67,13 @@ pub fn main_build(out: &Path, run_paths: &[PathBuf]) -> Result<ExitCode> {
         }
     }
     let b = Baseline::from_runs(&runs, receipts)?;
+    // A directory holds one baseline per machine kind, named by the kind.
+    let out = if out.is_dir() {
+        out.join(format!("{}.json", b.kind().slug()))
+    } else {
+        out.to_path_buf()
+    };
+    let out = out.as_path();
     let text = serde_json::to_string_pretty(&b).map_err(HarnessError::BadOutput)? + "\n";
     std::fs::write(out, text).map_err(HarnessError::io("write", out))?;
     println!(
@@ -120,7 +127,7 @@ pub fn bite(b: &Baseline, run: &Value) -> Bite {
             let name = Value::from(f.row.as_str());
             t == f.table && (r.get("backend") == Some(&name) || r.get("arm") == Some(&name))
         };
-        let v = gate::check(b, &slowed(run, 0.75, &one), false);
+        let v = gate::check(b, &slowed(run, gate::SLOWER, &one), false);
         let caught = v
             .iter()
             .any(|x| x.msg.contains(&f.row) && x.table == f.table);
@@ -135,7 +142,11 @@ pub fn bite(b: &Baseline, run: &Value) -> Bite {
             None => per_table.push((f.table.clone(), 1.0 - p)),
         }
     }
-    let all = gate::check(b, &slowed(run, 0.75, &|_, r| is_gated_row(r)), false);
+    let all = gate::check(
+        b,
+        &slowed(run, gate::SLOWER, &|_, r| is_gated_row(r)),
+        false,
+    );
     let all_caught = b.figures.iter().filter(|f| f.gated).all(|f| {
         all.iter()
             .any(|x| x.table == f.table && x.msg.contains(&f.row))
@@ -157,9 +168,12 @@ pub fn bite(b: &Baseline, run: &Value) -> Bite {
 
 /// `harness gate-bite BASELINE RUN`: prints [`bite`] and fails unless the unmodified run passes
 /// and every 25 % slowdown is caught.
-pub fn main_bite(base: &PathBuf, run: &PathBuf) -> Result<ExitCode> {
-    let b = Baseline::load(base)?;
+pub fn main_bite(base: &Path, run: &PathBuf) -> Result<ExitCode> {
     let r = gate::load(run, SCHEMA)?;
+    let (b, note) = gate::pick(&Baseline::load_all(base)?, &r);
+    if let Some(n) = note {
+        return Err(HarnessError::other(format!("{}: {n}", run.display())));
+    }
     let x = bite(&b, &r);
     println!("| table | row | 25 % slower: caught | P(unmodified rerun below band) |");
     println!("|---|---|---|---|");
@@ -241,21 +255,41 @@ mod tests {
         assert!(x.pass_confirmed >= x.pass_once);
     }
 
-    /// The committed baseline bites on the newest run it was built from: each gated row 25 %
-    /// slower fails, the run itself passes.
+    /// Every committed baseline (one per machine kind, `results/gate/`) bites on the newest run
+    /// it was built from: each gated row 25 % slower fails, the run itself passes; and a run of
+    /// one kind is never speed-gated by another kind's baseline.
     #[test]
-    fn the_committed_baseline_bites() {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-        let b = Baseline::load(&PathBuf::from(root).join("results/baseline-quick.json"))
-            .expect("committed baseline");
-        assert!(b.runs.len() >= MIN_RUNS);
-        assert!(b.figures.iter().any(|f| f.row == "python-loaderx-w4"));
-        assert!(b.figures.iter().any(|f| f.row == "zrecord-raw"));
-        let newest = b.runs.last().expect("a run");
-        let run = gate::load(&PathBuf::from(root).join(&newest.path), SCHEMA).expect("run");
-        let x = bite(&b, &run);
-        assert!(x.clean_passes, "{x:?}");
-        assert!(x.all_caught, "{x:?}");
-        assert!(x.rows.iter().all(|r| r.2), "{x:?}");
+    fn the_committed_baselines_bite() {
+        let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        let all = Baseline::load_all(&root.join("results/gate")).expect("committed baselines");
+        assert!(
+            all.len() >= 2,
+            "one baseline per machine kind CI has run on"
+        );
+        for b in &all {
+            assert!(b.runs.len() >= MIN_RUNS);
+            assert!(b.figures.iter().any(|f| f.row == "python-loaderx-w4"));
+            assert!(b.figures.iter().any(|f| f.row == "zrecord-raw"));
+            assert!(
+                b.figures.iter().any(|f| f.gated),
+                "{:?} gates nothing",
+                b.kind()
+            );
+            let newest = b.runs.last().expect("a run");
+            let run = gate::load(&root.join(&newest.path), SCHEMA).expect("run");
+            let (picked, note) = gate::pick(&all, &run);
+            assert!(note.is_none() && picked == *b, "{:?}: {note:?}", b.kind());
+            let x = bite(b, &run);
+            assert!(x.clean_passes, "{x:?}");
+            assert!(x.all_caught, "{x:?}");
+            assert!(x.rows.iter().all(|r| r.2), "{x:?}");
+            // Another kind's run: its figures are not held to this kind's bands.
+            let mut other = run.clone();
+            other["machine"]["cpu"] = Value::from("Some Other CPU");
+            let (ungated, note) = gate::pick(&all, &other);
+            assert!(note.is_some() && ungated.figures.iter().all(|f| !f.gated));
+            let slowed_all = slowed(&other, gate::SLOWER, &|_, r| is_gated_row(r));
+            assert!(gate::check(&ungated, &slowed_all, false).is_empty());
+        }
     }
 }

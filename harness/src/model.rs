@@ -492,19 +492,24 @@ mod tests {
         assert_eq!((c.write_mib_s, c.disk_bytes), (None, None));
     }
 
-    /// The quick runs the committed CI baseline was built from parse, table by table, into the
-    /// typed model, and write back to the same documents.
+    /// The quick runs the committed CI baselines (`results/gate/`, one per machine kind) were
+    /// built from parse, table by table, into the typed model, and write back to the same
+    /// documents.
     #[test]
     fn the_baseline_runs_parse_into_the_model() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-        let bytes = std::fs::read(format!("{root}/results/baseline-quick.json"))
-            .expect("read results/baseline-quick.json");
-        let base: Value = serde_json::from_slice(&bytes).expect("baseline is JSON");
-        let runs = base["runs"]
-            .as_array()
-            .expect("the baseline names its runs");
-        assert!(runs.len() >= 3);
-        for run in runs {
+        let mut runs = Vec::new();
+        for e in std::fs::read_dir(format!("{root}/results/gate")).expect("results/gate") {
+            let bytes = std::fs::read(e.expect("an entry").path()).expect("read a baseline");
+            let base: Value = serde_json::from_slice(&bytes).expect("baseline is JSON");
+            let named = base["runs"]
+                .as_array()
+                .expect("the baseline names its runs");
+            assert!(named.len() >= 3);
+            runs.extend(named.iter().cloned());
+        }
+        assert!(runs.len() >= 6, "two machine kinds");
+        for run in &runs {
             let path = format!("{root}/{}", run["path"].as_str().expect("a run's path"));
             let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
             let j: Value = serde_json::from_slice(&bytes).expect("a run is JSON");

@@ -98,7 +98,13 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         .into_iter()
         .filter(|&t| a.selected(t) && !a.cold_only)
         .collect();
-    let cells = tables.len() * competitors::Backend::ALL.len() * a.repeats;
+    // `--gated` (a confirmation run of the CI gate): only the rows the gate's speed rule reads.
+    let backends: Vec<&str> = competitors::Backend::ALL
+        .iter()
+        .map(|b| b.name())
+        .filter(|b| !a.gated || *b == "memcpy-limit" || crate::gate::is_gated_store_row(b))
+        .collect();
+    let cells = tables.len() * backends.len() * a.repeats;
     let mut results: BTreeMap<(Table, String), Vec<CellResult>> = BTreeMap::new();
     if cells > 0 {
         let pb = progress(cells as u64, "store cells");
@@ -107,10 +113,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                 let Some(prepared) = corpora.of(table) else {
                     continue;
                 };
-                let n = competitors::Backend::ALL.len();
+                let n = backends.len();
                 for k in 0..n {
                     // Rotate the arm order every repeat so no backend always runs first or last.
-                    let backend = competitors::Backend::ALL[(k + rep) % n].name();
+                    let backend = backends[(k + rep) % n];
                     pb.set_prefix(format!("{table} / {backend} (repeat {})", rep + 1));
                     let cell_out = work.join(format!("cell-{table}-{backend}-{rep}.json"));
                     let _ = std::fs::remove_file(&cell_out);

@@ -2,7 +2,7 @@
 //! stage (store, sampler, loader), its layout (dense or ragged) and the corpus it reads.
 //!
 //! A leaf module: it imports nothing from the crate. The names it serializes to are the strings
-//! `results.json`, `tables.md`, the plot file names and `results/baseline-quick.json` use, so
+//! `results.json`, `tables.md`, the plot file names and `results/gate/*.json` use, so
 //! they must not change.
 
 use std::fmt;

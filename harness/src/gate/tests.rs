@@ -1,0 +1,173 @@
+//! The gate's unit tests: its rules on synthetic runs (noise passes, a quarter slower fails, facts
+//! are final, each machine kind is held to its own baseline).
+use super::*;
+use serde_json::json;
+
+/// A quick run: one store table and one loader table.
+fn run(zr: f64, lx: f64, bare: f64, limit: f64) -> Value {
+    json!({"schema": SCHEMA, "tables": [
+        {"name": "dense-vision", "rows": [
+            {"backend": "zrecord-raw", "gather_mib_s": zr, "x_memcpy": zr / 10000.0, "verified": true, "status": "ok"},
+            {"backend": "lmdb-raw", "gather_mib_s": 3000.0, "x_memcpy": 0.3, "verified": true, "status": "ok"},
+            {"backend": "memcpy-limit", "gather_mib_s": 10000.0, "x_memcpy": 1.0, "verified": null, "status": "ok"}
+        ]},
+        {"name": "loader-dense-vision", "rows": [
+            {"arm": "memcpy-limit", "samples/s": limit, "verified": null},
+            {"arm": "bare-gather", "samples/s": bare, "verified": true},
+            {"arm": "python-loaderx-w4", "samples/s": lx, "verified": true},
+            {"arm": "torch-dataloader-w4", "samples/s": 9000.0, "verified": true},
+            {"arm": "webdataset", "samples/s": null, "verified": null}
+        ]}
+    ]})
+}
+
+fn baseline() -> Baseline {
+    let runs = [
+        run(5000.0, 40_000.0, 30_000.0, 100_000.0),
+        run(5200.0, 41_000.0, 31_000.0, 101_000.0),
+        run(4900.0, 39_000.0, 29_500.0, 99_000.0),
+    ];
+    Baseline::from_runs(&runs, Vec::new()).expect("baseline")
+}
+
+#[test]
+fn noise_passes_and_a_quarter_slower_fails() {
+    let b = baseline();
+    assert_eq!(b.figures.len(), 3, "{:?}", b.figures);
+    let now = run(5050.0, 40_500.0, 30_200.0, 100_500.0);
+    assert!(check(&b, &now, false).is_empty());
+    // A few per cent down: within every band.
+    assert!(check(&b, &run(4800.0, 38_500.0, 29_000.0, 100_000.0), false).is_empty());
+    // Each gated row 25 % slower, one at a time and all at once: each one fails.
+    let gated = |_: &str, r: &Value| is_gated_row(r);
+    let v = check(&b, &slowed(&now, SLOWER, &gated), false);
+    assert_eq!(v.len(), 3, "{v:?}");
+    assert!(v.iter().all(|x| x.speed));
+    assert_eq!(
+        retry_tables(&v),
+        vec![
+            "dense-vision".to_string(),
+            "loader-dense-vision".to_string()
+        ]
+    );
+    for row in ["zrecord-raw", "bare-gather", "python-loaderx-w4"] {
+        let one = |_: &str, r: &Value| text(r, "backend") == row || text(r, "arm") == row;
+        let v = check(&b, &slowed(&now, SLOWER, &one), false);
+        assert_eq!(v.len(), 1, "{row}: {v:?}");
+        assert!(v[0].msg.contains(row), "{v:?}");
+    }
+    // A slower peer or a faster limit row is not loaderx's regression... unless the limit
+    // row gets faster by more than the band: then loaderx's share of it fell, and it fails.
+    let peer = |_: &str, r: &Value| text(r, "arm") == "torch-dataloader-w4";
+    assert!(check(&b, &slowed(&now, 0.5, &peer), false).is_empty());
+}
+
+#[test]
+fn wrong_failed_and_missing_rows_are_final() {
+    let b = baseline();
+    let now = run(5050.0, 40_500.0, 30_200.0, 100_500.0);
+    let mut wrong = now.clone();
+    wrong["tables"][0]["rows"][1]["verified"] = json!(false);
+    let v = check(&b, &wrong, false);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(!v[0].speed && retry_tables(&v).is_empty());
+    // loaderx's own loader row that did not run: no samples, no verdict.
+    let mut crashed = now.clone();
+    crashed["tables"][1]["rows"][2]["verified"] = Value::Null;
+    crashed["tables"][1]["rows"][2]["samples/s"] = Value::Null;
+    let v = check(&b, &crashed, false);
+    assert_eq!(v.len(), 2, "unverified and its figure missing: {v:?}");
+    assert!(v.iter().all(|x| !x.speed));
+    // A row that is gone, and a table that is gone.
+    let mut gone = now.clone();
+    gone["tables"][1]["rows"]
+        .as_array_mut()
+        .expect("rows")
+        .remove(1);
+    let v = check(&b, &gone, false);
+    assert!(v.len() == 1 && v[0].msg.contains("bare-gather"), "{v:?}");
+    let mut no_table = now.clone();
+    no_table["tables"].as_array_mut().expect("tables").remove(1);
+    let v = check(&b, &no_table, false);
+    assert!(v.len() == 1 && v[0].msg.contains("missing"), "{v:?}");
+    // A confirmation run holds only the tables in question.
+    assert!(check(&b, &no_table, true).is_empty());
+    // A peer that did not run (not installed) is not a violation.
+    let mut skipped = now.clone();
+    skipped["tables"][1]["rows"][3]["samples/s"] = Value::Null;
+    skipped["tables"][1]["rows"][3]["verified"] = Value::Null;
+    assert!(check(&b, &skipped, false).is_empty());
+}
+
+#[test]
+fn each_machine_kind_is_held_to_its_own_baseline() {
+    let on = |cpu: &str, doc: Value| {
+        let mut d = doc;
+        d["machine"] = json!({"cpu": cpu, "logical_cpus": 2});
+        d
+    };
+    let receipt = |cpu: &str| RunReceipt {
+        path: String::new(),
+        git_commit: None,
+        git_dirty: Some(false),
+        cpu: Some(cpu.to_string()),
+        logical_cpus: Some(2),
+    };
+    let mut fast = baseline();
+    fast.runs = vec![receipt("Fast CPU"); 3];
+    let mut slow = Baseline::from_runs(
+        &[
+            run(2500.0, 20_000.0, 15_000.0, 100_000.0),
+            run(2600.0, 20_500.0, 15_500.0, 101_000.0),
+            run(2450.0, 19_500.0, 14_750.0, 99_000.0),
+        ],
+        Vec::new(),
+    )
+    .expect("baseline");
+    slow.runs = vec![receipt("Slow CPU"); 3];
+    assert_eq!(slow.kind().slug(), "slow-cpu-2cpu");
+    let bases = [fast.clone(), slow.clone()];
+    let half = run(2520.0, 20_200.0, 15_100.0, 100_500.0);
+    // Half the fast kind's speed: a regression there, the norm on the slow kind.
+    let (b, note) = pick(&bases, &on("Fast CPU", half.clone()));
+    assert!(note.is_none() && b == fast);
+    assert_eq!(check(&b, &on("Fast CPU", half.clone()), false).len(), 3);
+    let (b, note) = pick(&bases, &on("Slow CPU", half.clone()));
+    assert!(note.is_none() && b == slow);
+    assert!(check(&b, &on("Slow CPU", half.clone()), false).is_empty());
+    // An unknown kind: no speed rule, but the facts hold (a missing table still fails).
+    let (b, note) = pick(&bases, &on("Other CPU", half.clone()));
+    assert!(note.expect("says so").contains("Other CPU"));
+    let slower = slowed(&half, 0.5, &|_, r| is_gated_row(r));
+    assert!(check(&b, &on("Other CPU", slower), false).is_empty());
+    let mut no_table = on("Other CPU", half);
+    no_table["tables"].as_array_mut().expect("tables").remove(0);
+    assert_eq!(check(&b, &no_table, false).len(), 1);
+}
+
+#[test]
+fn a_figure_whose_band_misses_a_slowdown_from_its_highest_run_is_not_gated() {
+    // 1.0, 1.0 and 1.16: the band (18 %) catches 25 % off the median but not off 1.16.
+    let b = Baseline::from_runs(
+        &[
+            run(5000.0, 40_000.0, 30_000.0, 100_000.0),
+            run(5000.0, 40_000.0, 30_000.0, 100_000.0),
+            run(5000.0, 40_000.0, 34_800.0, 100_000.0),
+        ],
+        Vec::new(),
+    )
+    .expect("baseline");
+    let gated: Vec<(&str, bool)> = b
+        .figures
+        .iter()
+        .map(|f| (f.row.as_str(), f.gated))
+        .collect();
+    assert_eq!(
+        gated,
+        vec![
+            ("zrecord-raw", true),
+            ("bare-gather", false),
+            ("python-loaderx-w4", true)
+        ]
+    );
+}

@@ -21,7 +21,6 @@ use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
 use crate::corrupt;
 use crate::error::{HarnessError, Result};
-use crate::gate::is_own_loader_arm;
 use crate::loader_arms::{
     self, ARMS, Arm, BATCH, BLOCK, BUDGET_S, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
 };
@@ -372,7 +371,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             .into_iter()
             .filter(|arm| arm.applies(dense) && arm.name != "webdataset")
             .filter(|arm| !a.quick || loader_arms::QUICK_ARMS.contains(&arm.name))
-            .filter(|arm| !a.gated || arm.name == "memcpy-limit" || is_own_loader_arm(arm.name))
+            .filter(|arm| !a.gated || crate::gate::reads_row(arm.name))
             .collect();
         let args = |b: usize| CellArgs {
             exe: &exe,

@@ -102,7 +102,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     let backends: Vec<&str> = competitors::Backend::ALL
         .iter()
         .map(|b| b.name())
-        .filter(|b| !a.gated || *b == "memcpy-limit" || crate::gate::is_gated_store_row(b))
+        .filter(|b| !a.gated || crate::gate::reads_row(b))
         .collect();
     let cells = tables.len() * backends.len() * a.repeats;
     let mut results: BTreeMap<(Table, String), Vec<CellResult>> = BTreeMap::new();

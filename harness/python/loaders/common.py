@@ -148,12 +148,18 @@ class Source:
         return self.tokens[np.arange(int(ends[-1]) if len(ends) else 0) + shift], lens
 
 
+def packed(values: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ragged contract from packed values and int64 record lengths: values, int32 cu_seqlens,
+    int64 shapes (n, 1)."""
+    cu = np.zeros(len(lens) + 1, dtype=np.int32)
+    np.cumsum(lens, out=cu[1:])
+    return values, cu, lens.reshape(-1, 1)
+
+
 def pack(records) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Ragged contract from a list of 1-D arrays: packed values, int32 cu_seqlens, int64 shapes (n, 1)."""
     lens = np.fromiter((len(r) for r in records), dtype=np.int64, count=len(records))
-    cu = np.zeros(len(records) + 1, dtype=np.int32)
-    np.cumsum(lens, out=cu[1:])
-    return np.concatenate(records), cu, lens.reshape(-1, 1)
+    return packed(np.concatenate(records), lens)
 
 
 def as_numpy(x) -> np.ndarray:
@@ -213,10 +219,7 @@ def source_batch(src: "Source", idx: np.ndarray):
     """The batch the contract says step ``idx`` delivers, built from the source arrays."""
     if src.dense is not None:
         return src.dense[np.asarray(idx)]
-    values, lens = src.ragged(idx)
-    cu = np.zeros(len(lens) + 1, dtype=np.int32)
-    np.cumsum(lens, out=cu[1:])
-    return values, cu, lens.reshape(-1, 1)
+    return packed(*src.ragged(idx))
 
 
 def write_digests(kind: str, npy_dir: str, draws_path: str, steps: int, out: str) -> None:

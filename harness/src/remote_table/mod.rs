@@ -480,8 +480,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                         let l =
                             Store::open(&local.to_string_lossy(), dense, OpenOptions::default())?;
                         l.read_all()?;
-                        let [c, l] = paired(&s, &l, &source, &draws[warm..])?;
-                        pairs.push(l / c.max(1e-12));
+                        let [cached_s, local_s] = paired(&s, &l, &source, &draws[warm..])?;
+                        pairs.push(local_s / cached_s.max(1e-12));
                         t
                     }
                     "zrecord-raw-local" => {

@@ -449,6 +449,32 @@ fn the_node_local_cache_hits_refetches_damage_and_keeps_its_bound() {
             assert_eq!((st.corrupt, st.fills), (1, 1), "verify {verify}: {st:?}");
             assert_eq!(std::fs::metadata(&victim).unwrap().len(), len);
         }
+
+        // A block file cut short under a store that holds it mapped (a stray truncation by
+        // another process): reading past the new end raises SIGBUS, which the guard turns into
+        // zeros; the records read from that map are not taken, the block is dropped and fetched
+        // again, and the bytes are right.
+        let s4 = DenseStore::open_with(url, cached(1 << 30)).unwrap();
+        let v4 = s4.bind(alloc());
+        assert_eq!(v4.gather(&all).unwrap().bytes(), &want(&all)[..]);
+        let (victim, len) = blocks
+            .iter()
+            .find(|(p, _)| p.file_name().is_some_and(|n| n == "4.blk"))
+            .cloned()
+            .unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&victim)
+            .unwrap()
+            .set_len(len - 2048)
+            .unwrap();
+        for &i in &all {
+            assert_eq!(v4.gather(&[i]).unwrap().bytes(), &want(&[i])[..], "{i}");
+        }
+        let st = s4.cache_stats().unwrap();
+        assert_eq!((st.corrupt, st.fills), (1, 1), "{st:?}");
+        assert_eq!(std::fs::metadata(&victim).unwrap().len(), len);
+
         let idx = random_idx(400, 300, 11);
 
         // Hits need no server: open, stop the server, then read from the cache alone.

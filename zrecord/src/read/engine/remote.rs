@@ -34,7 +34,7 @@ use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
 use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
 use crate::read::plan::{Plan, ReadEngine};
 use crate::read::ranges::{Member, Range, coalesce, decode_range, locate, merge};
-use crate::remote::{BlockCache, Held, Lookup, Remote, now_secs};
+use crate::remote::{BlockCache, Held, Remote, now_secs};
 use crate::threads::{cores, process_pool};
 
 /// Reads a gather's records from the store's object store.
@@ -100,50 +100,64 @@ fn hits<'o>(
 ) -> Vec<(u32, Member<'o>)> {
     let bs = cache.block();
     let uuid = c.uuid();
-    // The blocks the run's records lie in, held (neighbouring records in one block look it up
-    // once), and for each record the blocks it lies in: one, or two for a record over a block
-    // boundary (no longer than a block); a record in a block the cache lacks: none.
-    let mut blocks: Vec<Held> = Vec::new();
-    let mut last: Option<(u32, u64)> = None;
-    let mut held = |s: u32, b: u64| -> Option<usize> {
-        if last == Some((s, b)) {
-            return Some(blocks.len() - 1);
-        }
-        let len = ((b + 1) * bs).min(c.shard_len(s)) - b * bs;
-        match cache.lookup(&uuid, s, b, len as usize) {
-            Lookup::Held(h) => {
-                blocks.push(h);
-                last = Some((s, b));
-                Some(blocks.len() - 1)
+    let len_of = |s: u32, b: u64| (((b + 1) * bs).min(c.shard_len(s)) - b * bs) as usize;
+    // The blocks each record lies in: its first, and whether it runs into the next (a record over
+    // a block boundary, no longer than a block); none for a longer one.
+    let spans: Vec<Option<(u64, bool)>> = run
+        .iter()
+        .map(|(_, m)| {
+            let b = m.entry.offset / bs;
+            let end = m.entry.offset + u64::from(m.entry.stored_len);
+            match end.div_ceil(bs).saturating_sub(b) {
+                1 => Some((b, false)),
+                2 => Some((b, true)),
+                _ => None,
             }
-            Lookup::Missing | Lookup::Unmapped => {
-                last = None;
-                None
+        })
+        .collect();
+    // The store's mapped blocks, taken once for the run; the blocks it lacks mapped (those the
+    // cache holds) and taken again.
+    let mut snap = cache.held();
+    let mut absent: Vec<(u32, u64, usize)> = Vec::new();
+    for ((s, _), span) in run.iter().zip(&spans) {
+        let Some((b, two)) = *span else { continue };
+        for b in [b, b + 1].into_iter().take(1 + usize::from(two)) {
+            if snap.get(&uuid, *s, b).is_none() {
+                absent.push((*s, b, len_of(*s, b)));
             }
         }
-    };
-    let mut at: Vec<Option<(usize, Option<usize>)>> = Vec::with_capacity(run.len());
-    for (s, m) in &run {
-        let b = m.entry.offset / bs;
-        let end = m.entry.offset + u64::from(m.entry.stored_len);
-        at.push(match end.div_ceil(bs).saturating_sub(b) {
-            1 => held(*s, b).map(|j| (j, None)),
-            2 => held(*s, b).and_then(|j| Some((j, Some(held(*s, b + 1)?)))),
-            _ => None,
-        });
     }
+    if !absent.is_empty() {
+        snap = cache.map_blocks(snap, &uuid, &absent);
+    }
+    let at: Vec<Option<(Held<'_>, Option<Held<'_>>)>> = run
+        .iter()
+        .zip(&spans)
+        .map(|((s, _), span)| {
+            let (b, two) = (*span)?;
+            let first = snap.get(&uuid, *s, b)?;
+            Some((
+                first,
+                if two {
+                    Some(snap.get(&uuid, *s, b + 1)?)
+                } else {
+                    None
+                },
+            ))
+        })
+        .collect();
     // Each record's stored bytes in its blocks: one piece, or two.
     let stored: Vec<Option<(&[u8], &[u8])>> = run
         .iter()
         .zip(&at)
         .map(|((_, m), a)| {
-            let (j, next) = (*a)?;
+            let (h, next) = (*a)?;
             let place = (m.entry.offset % bs) as usize;
             let n = m.entry.stored_len as usize;
-            let first = &blocks[j].bytes()[place..];
+            let first = &h.bytes()[place..];
             Some(match next {
                 None => (&first[..n], &[][..]),
-                Some(k) => (first, &blocks[k].bytes()[..n - first.len()]),
+                Some(k) => (first, &k.bytes()[..n - first.len()]),
             })
         })
         .collect();
@@ -166,6 +180,7 @@ fn hits<'o>(
         })
         .collect();
     let mut ok = vec![false; run.len()];
+    let faults = crate::sigbus::caught();
     let mut g = 0;
     while g < run.len() {
         let (mut j, mut bytes) = (g, 0);
@@ -199,11 +214,20 @@ fn hits<'o>(
             if ok[k] && grouped[k] && !one {
                 ok[k] = check_copied(c, m.i, *s, m.entry, m.dst).is_ok();
             }
-            if let Some((b, next)) = at[k] {
-                ok[k] = ok[k] && blocks[b].intact() && next.is_none_or(|n| blocks[n].intact());
-            }
         }
         g = j;
+    }
+    // A fault caught while the run copied: the records read from a map that faulted (its tail
+    // now reads zeros) are not taken. A map that faulted before the run began was dropped from
+    // the store by the run that saw it fault (its records fail this check and go through
+    // `from_cache`), and until then its zeros pass only a record whose own CRC32C says its bytes
+    // are those zeros.
+    if crate::sigbus::caught() != faults {
+        for (ok, a) in ok.iter_mut().zip(&at) {
+            if let Some((h, next)) = a {
+                *ok = *ok && h.intact() && next.is_none_or(|n| n.intact());
+            }
+        }
     }
     let (mut taken, mut rest) = (0, Vec::new());
     for (record, ok) in run.into_iter().zip(ok) {
@@ -215,8 +239,11 @@ fn hits<'o>(
     }
     cache.hits(taken);
     let now = now_secs();
-    for h in &blocks {
-        cache.touch(h, now);
+    for (h, next) in at.iter().flatten() {
+        BlockCache::touch(*h, now);
+        if let Some(n) = next {
+            BlockCache::touch(*n, now);
+        }
     }
     rest
 }

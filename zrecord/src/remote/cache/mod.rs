@@ -9,7 +9,10 @@
 //!   CRC32C per 4 KiB page, each seeded with the block's identity), then the bytes.
 //! * **Hits**: an open store keeps the block files it hits mapped (at most [`MAPPED`], under the
 //!   process's `SIGBUS` guard), so a hit makes no system call; a block that cannot be mapped is
-//!   read with `pread`. A checked hit ([`BlockCache::read`] with `check`) checks the pages that
+//!   read with `pread`. The maps are published as an immutable [`Snapshot`] that a gather takes
+//!   once (one lock, one reference count) and then looks each record's block up in with neither
+//!   (a lock and a count per record cost a 540-byte line a tenth of its hit, and the lock is
+//!   what a loader's threads would queue on); mapping a block publishes a new snapshot. A checked hit ([`BlockCache::read`] with `check`) checks the pages that
 //!   hold the bytes asked for (a small record: at most two pages, not a block). A store that
 //!   checks every record against its own CRC32C reads unchecked ([`BlockCache::lookup`]: records
 //!   are decoded straight from the map) and reads checked only when a record fails, which tells
@@ -67,8 +70,9 @@ pub(crate) struct BlockCache {
     corrupt: AtomicU64,
     evicted: AtomicU64,
     error: Mutex<Option<String>>,
-    /// The block files this store keeps mapped for hits (at most [`MAPPED`]).
-    mapped: Mutex<Maps<Arc<Mapped>>>,
+    /// The block files this store keeps mapped for hits (at most [`MAPPED`]), as the snapshot
+    /// gathers take ([`BlockCache::held`]); replaced whole, never changed in place.
+    mapped: Mutex<Arc<Maps<Arc<Mapped>>>>,
 }
 
 mod key;
@@ -78,11 +82,14 @@ use key::{Key, Maps};
 /// 256 KiB blocks. Each holds one of the process's `SIGBUS` guard slots (`crate::sigbus::SLOTS`)
 /// and its file's inode: a block another process evicts meanwhile stays readable (its bytes never
 /// change) and takes its disk space until it is dropped from here. Past the bound, half the maps
-/// are dropped.
+/// are dropped from the store's snapshot; a map dropped so stays mapped until the gathers that
+/// took an earlier snapshot end (at most one snapshot per gather in flight).
 const MAPPED: usize = 512;
 
 /// A block file mapped for hits, its header checked.
 struct Mapped {
+    /// The header's length: the block's bytes follow it.
+    head: usize,
     /// Registers `map` with the `SIGBUS` guard; declared before `map`, so it is unregistered
     /// before the map is unmapped.
     guard: crate::sigbus::Guard,
@@ -101,31 +108,33 @@ impl std::fmt::Debug for Mapped {
     }
 }
 
-/// A mapped block lent out by [`BlockCache::lookup`]: the map and its header's length.
-#[derive(Clone)]
-pub(crate) struct Held(Arc<Mapped>, usize);
+/// A mapped block of a [`Snapshot`], its header checked but not its pages.
+#[derive(Clone, Copy)]
+pub(crate) struct Held<'s>(&'s Mapped);
 
-impl Held {
+impl<'s> Held<'s> {
     /// The block's bytes, as mapped (its pages not checked).
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.0.map[self.1..]
+    pub(crate) fn bytes(self) -> &'s [u8] {
+        &self.0.map[self.0.head..]
     }
 
     /// Whether every read of the map so far read the file (false: the file shrank under the map
     /// and a read past its end got the `SIGBUS` guard's zeros).
-    pub(crate) fn intact(&self) -> bool {
+    pub(crate) fn intact(self) -> bool {
         !self.0.guard.faulted()
     }
 }
 
-/// What [`BlockCache::lookup`] found.
-pub(crate) enum Lookup {
-    Held(Held),
-    /// Not in the cache (or damaged, and removed).
-    Missing,
-    /// In the cache but not mapped (no guard slot left, or an error): read it with
-    /// [`BlockCache::read`].
-    Unmapped,
+/// The blocks an open store held mapped when it was taken ([`BlockCache::held`]): a gather looks
+/// its records' blocks up here with no lock and no reference count, and every map it holds stays
+/// mapped while it lives.
+pub(crate) struct Snapshot(Arc<Maps<Arc<Mapped>>>);
+
+impl Snapshot {
+    /// Block `b` of shard `shard`, if this snapshot holds it mapped.
+    pub(crate) fn get(&self, uuid: &[u8; 16], shard: u32, b: u64) -> Option<Held<'_>> {
+        self.0.get(&(*uuid, shard, b)).map(|m| Held(m))
+    }
 }
 
 /// What looking a block file up for a hit found.
@@ -281,7 +290,7 @@ impl BlockCache {
             corrupt: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             error: Mutex::new(None),
-            mapped: Mutex::new(Maps::default()),
+            mapped: Mutex::new(Arc::new(Maps::default())),
         })
     }
 
@@ -364,29 +373,49 @@ impl BlockCache {
             return self.damaged(&key);
         }
         self.hits(1);
-        self.touch(&Held(m, hl), now_secs());
+        Self::touch(Held(&m), now_secs());
         true
     }
 
-    /// Block `b` (of `len` bytes) of shard `shard`, mapped, its header checked but not its pages:
-    /// for a caller that decodes records straight from [`Held::bytes`], checks each against its
-    /// own checksum and then [`Held::intact`], and counts what passed with [`BlockCache::hits`]
-    /// (what failed, or was not held, goes through [`BlockCache::read`], which counts it). A
-    /// damaged block is removed, counted as damage, and missing.
-    pub(crate) fn lookup(&self, uuid: &[u8; 16], shard: u32, b: u64, len: usize) -> Lookup {
-        let key = (*uuid, shard, b);
-        match self.find(&key, len) {
-            Found::Mapped(m) => Lookup::Held(Held(m, header_len(len))),
-            Found::Missing => Lookup::Missing,
-            Found::Damaged => {
-                self.drop_damaged(&key);
-                Lookup::Missing
-            }
-            Found::Unmapped(_) => Lookup::Unmapped,
-        }
+    /// The blocks this store holds mapped now: for a caller that decodes records straight from
+    /// [`Held::bytes`], checks each against its own checksum and then [`Held::intact`] (when
+    /// `sigbus::caught` moved while it copied), and counts
+    /// what passed with [`BlockCache::hits`] (what failed, or was not held, goes through
+    /// [`BlockCache::read`], which counts it). Blocks it lacks: [`BlockCache::map_blocks`].
+    pub(crate) fn held(&self) -> Snapshot {
+        Snapshot(self.maps().clone())
     }
 
-    /// Counts `n` hits taken through [`BlockCache::lookup`].
+    /// Maps the blocks `want` (shard, block, its length) of container `uuid` that the cache holds
+    /// and `snap` does not, and returns the store's snapshot with them (a snapshot taken anew
+    /// when none needed mapping). A block the cache lacks, or cannot map, is not in it; a damaged
+    /// one is removed and counted as damage. Counts no hit or miss.
+    pub(crate) fn map_blocks(
+        &self,
+        snap: Snapshot,
+        uuid: &[u8; 16],
+        want: &[(u32, u64, usize)],
+    ) -> Snapshot {
+        let mut new = Vec::new();
+        for &(shard, b, len) in want {
+            let key = (*uuid, shard, b);
+            if snap.0.contains_key(&key) || new.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            match self.map_file(&key, len) {
+                Found::Mapped(m) => new.push((key, m)),
+                Found::Damaged => self.drop_damaged(&key),
+                Found::Missing | Found::Unmapped(_) => {}
+            }
+        }
+        if new.is_empty() {
+            return snap;
+        }
+        drop(snap);
+        Snapshot(self.publish(new))
+    }
+
+    /// Counts `n` hits taken through a [`Snapshot`].
     pub(crate) fn hits(&self, n: u64) {
         self.hits.fetch_add(n, Ordering::Relaxed);
     }
@@ -394,20 +423,31 @@ impl BlockCache {
     /// Makes `h`'s block recent at `now` (seconds since the epoch): least recently used goes
     /// first, and a hit refreshes the file's time when it is over [`TOUCH_AFTER`] old (a metadata
     /// write per hit would order nothing more).
-    pub(crate) fn touch(&self, h: &Held, now: u64) {
-        let m = &h.0;
+    pub(crate) fn touch(h: Held<'_>, now: u64) {
+        let m = h.0;
         if now.saturating_sub(m.touched.load(Ordering::Relaxed)) >= TOUCH_AFTER.as_secs() {
             m.touched.store(now, Ordering::Relaxed);
             let _ = m.file.set_modified(SystemTime::now());
         }
     }
 
-    /// Block `key`'s map: the one this store holds, or the file mapped now (its length and
-    /// header checked, its time refreshed when that is over [`TOUCH_AFTER`] old).
+    /// Block `key`'s map: the one this store holds, or the file mapped now and published.
     fn find(&self, key: &Key, len: usize) -> Found {
         if let Some(m) = self.maps().get(key) {
             return Found::Mapped(m.clone());
         }
+        match self.map_file(key, len) {
+            Found::Mapped(m) => {
+                self.publish(vec![(*key, m.clone())]);
+                Found::Mapped(m)
+            }
+            other => other,
+        }
+    }
+
+    /// Block `key`'s file mapped (its length and header checked, its time refreshed when that is
+    /// over [`TOUCH_AFTER`] old), not yet published.
+    fn map_file(&self, key: &Key, len: usize) -> Found {
         let path = self.path(&key.0, key.1, key.2);
         let file = match File::open(&path) {
             Ok(f) => f,
@@ -447,25 +487,34 @@ impl BlockCache {
             return Found::Damaged;
         }
         refresh(&file, meta.modified());
-        let m = Arc::new(Mapped {
+        Found::Mapped(Arc::new(Mapped {
+            head: header_len(len),
             guard,
             map,
             file,
             touched: AtomicU64::new(now_secs()),
-        });
-        let mut maps = self.maps();
-        if maps.len() >= MAPPED {
+        }))
+    }
+
+    /// Publishes a snapshot with the maps `new` added (past [`MAPPED`], half of the others
+    /// dropped first) and returns it.
+    fn publish(&self, new: Vec<(Key, Arc<Mapped>)>) -> Arc<Maps<Arc<Mapped>>> {
+        let mut held = self.maps();
+        let mut maps = Maps::clone(&held);
+        if maps.len() + new.len() > MAPPED {
             let mut k = 0;
             maps.retain(|_, _| {
                 k += 1;
                 k % 2 == 0
             });
         }
-        maps.insert(*key, m.clone());
-        Found::Mapped(m)
+        maps.extend(new);
+        *held = Arc::new(maps);
+        held.clone()
     }
 
-    fn maps(&self) -> std::sync::MutexGuard<'_, Maps<Arc<Mapped>>> {
+    /// The store's current snapshot, locked (to take or replace it).
+    fn maps(&self) -> std::sync::MutexGuard<'_, Arc<Maps<Arc<Mapped>>>> {
         self.mapped.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -479,7 +528,14 @@ impl BlockCache {
 
     /// [`BlockCache::damaged`] but for the miss, which the caller counts.
     fn drop_damaged(&self, key: &Key) {
-        self.maps().remove(key);
+        {
+            let mut held = self.maps();
+            if held.contains_key(key) {
+                let mut maps = Maps::clone(&held);
+                maps.remove(key);
+                *held = Arc::new(maps);
+            }
+        }
         self.corrupt.fetch_add(1, Ordering::Relaxed);
         let _ = fs::remove_file(self.path(&key.0, key.1, key.2));
     }

@@ -78,18 +78,23 @@ fn unchecked_hits_leave_the_pages_to_the_caller_until_it_asks_for_a_check() {
     let d = tempfile::tempdir().unwrap();
     let c = BlockCache::open(d.path(), 1 << 30, 4 * 4096).unwrap();
     let data = bytes(3 * 4096 + 7, 4);
-    // A lookup counts nothing: its caller counts the hits it took, and what it did not take
+    // Mapping counts nothing: its caller counts the hits it took, and what it did not take
     // goes through `read`, which counts.
-    assert!(matches!(c.lookup(&UUID, 0, 0, data.len()), Lookup::Missing));
+    let want = [(0, 0, data.len())];
+    let snap = c.map_blocks(c.held(), &UUID, &want);
+    assert!(snap.get(&UUID, 0, 0).is_none());
     assert_eq!(c.stats().misses, 0);
     c.fill(&UUID, 0, 0, &data);
-    let Lookup::Held(h) = c.lookup(&UUID, 0, 0, data.len()) else {
-        panic!("a filled block is not held");
-    };
+    // A snapshot taken before the block was mapped does not hold it; mapping publishes a new one.
+    let before = c.held();
+    let snap = c.map_blocks(c.held(), &UUID, &want);
+    assert!(before.get(&UUID, 0, 0).is_none());
+    let h = snap.get(&UUID, 0, 0).expect("a filled block is held");
+    assert!(c.held().get(&UUID, 0, 0).is_some());
     assert_eq!(h.bytes(), &data[..]);
     assert!(h.intact());
     c.hits(1);
-    c.touch(&h, now_secs());
+    BlockCache::touch(h, now_secs());
     assert_eq!(c.stats().hits, 1);
     // A stray write into page 1: the map shows it; an unchecked read passes it on (the caller's
     // record checksums catch it), a checked one removes the block.
@@ -105,7 +110,13 @@ fn unchecked_hits_leave_the_pages_to_the_caller_until_it_asks_for_a_check() {
     assert!(!path.exists());
     let s = c.stats();
     assert_eq!((s.hits, s.corrupt), (2, 1));
-    assert!(matches!(c.lookup(&UUID, 0, 0, data.len()), Lookup::Missing));
+    // Gone from the store's snapshot; the one taken before still holds its (readable) map.
+    assert!(
+        c.map_blocks(c.held(), &UUID, &want)
+            .get(&UUID, 0, 0)
+            .is_none()
+    );
+    assert_eq!(snap.get(&UUID, 0, 0).map(|h| h.bytes()[0]), Some(data[0]));
 }
 
 /// The `pread` path a block takes when it cannot be mapped (no `SIGBUS` guard slot left, or a

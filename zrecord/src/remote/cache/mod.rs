@@ -11,7 +11,7 @@
 //!   process's `SIGBUS` guard), so a hit makes no system call; a block that cannot be mapped is
 //!   read with `pread`. The maps are published as an immutable [`Snapshot`] that a gather takes
 //!   once (one lock, one reference count) and then looks each record's block up in with neither
-//!   (a lock and a count per record cost a 540-byte line a tenth of its hit, and the lock is
+//!   (a lock and a count per record cost a 540-byte line a fifth of its hit, and the lock is
 //!   what a loader's threads would queue on); mapping a block publishes a new snapshot. A checked hit ([`BlockCache::read`] with `check`) checks the pages that
 //!   hold the bytes asked for (a small record: at most two pages, not a block). A store that
 //!   checks every record against its own CRC32C reads unchecked ([`BlockCache::lookup`]: records

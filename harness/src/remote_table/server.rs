@@ -1,6 +1,9 @@
 //! The SeaweedFS server of the remote tables: one `weed server` (master, volume server, filer and
-//! S3 gateway) on free loopback ports, with the run's credentials and bucket, killed when dropped.
+//! S3 gateway) on free loopback ports, with the run's credentials and bucket, in a process group of
+//! its own that is killed when the [`Server`] is dropped, and by a parent-death signal when the
+//! harness dies without dropping it.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,6 +30,12 @@ pub(super) struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // The server runs in a process group of its own: whatever it started goes with it.
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on the group this server leads (its pid: `process_group(0)`),
+            // which has not been reaped yet (`wait` below), so the id is not reused.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -119,26 +128,37 @@ impl Server {
         let log2 = log
             .try_clone()
             .map_err(HarnessError::io("open", &log_path))?;
-        let child = Command::new(weed()?)
-            .args([
-                "server".to_string(),
-                format!("-dir={}", data.display()),
-                "-ip=127.0.0.1".into(),
-                "-ip.bind=127.0.0.1".into(),
-                format!("-master.port={}", ports[0]),
-                format!("-volume.port={}", ports[1]),
-                format!("-filer.port={}", ports[2]),
-                "-s3".into(),
-                format!("-s3.port={}", ports[3]),
-                // Its Iceberg catalog and Lance namespace would listen on 8181 and 9101 whatever
-                // the other ports (off: nothing here uses them, and a second server on the host
-                // would collide there).
-                "-s3.port.iceberg=0".into(),
-                "-s3.port.lance=0".into(),
-                format!("-s3.config={}", config.display()),
-            ])
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log2))
+        let mut cmd = Command::new(weed()?);
+        cmd.args([
+            "server".to_string(),
+            format!("-dir={}", data.display()),
+            "-ip=127.0.0.1".into(),
+            "-ip.bind=127.0.0.1".into(),
+            format!("-master.port={}", ports[0]),
+            format!("-volume.port={}", ports[1]),
+            format!("-filer.port={}", ports[2]),
+            "-s3".into(),
+            format!("-s3.port={}", ports[3]),
+            // Its Iceberg catalog and Lance namespace would listen on 8181 and 9101 whatever
+            // the other ports (off: nothing here uses them, and a second server on the host
+            // would collide there).
+            "-s3.port.iceberg=0".into(),
+            "-s3.port.lance=0".into(),
+            format!("-s3.config={}", config.display()),
+        ])
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(log2))
+        .process_group(0);
+        // SAFETY: prctl(PR_SET_PDEATHSIG) only sets this child's own parent-death signal; it is
+        // async-signal-safe, as code between fork and exec must be. A harness killed outright
+        // (no destructor runs) still leaves no server behind.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
             .spawn()
             .map_err(HarnessError::io("start", "weed server"))?;
         let server = Server {

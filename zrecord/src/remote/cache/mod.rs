@@ -75,7 +75,10 @@ pub(crate) struct BlockCache {
     mapped: Mutex<Arc<Maps<Arc<Mapped>>>>,
 }
 
+mod held;
 mod key;
+use held::Mapped;
+pub(crate) use held::{Held, Snapshot};
 use key::{Key, Maps};
 
 /// Block files one open store keeps mapped, at most: 128 MiB of address space at the default
@@ -85,57 +88,6 @@ use key::{Key, Maps};
 /// are dropped from the store's snapshot; a map dropped so stays mapped until the gathers that
 /// took an earlier snapshot end (at most one snapshot per gather in flight).
 const MAPPED: usize = 512;
-
-/// A block file mapped for hits, its header checked.
-struct Mapped {
-    /// The header's length: the block's bytes follow it.
-    head: usize,
-    /// Registers `map` with the `SIGBUS` guard; declared before `map`, so it is unregistered
-    /// before the map is unmapped.
-    guard: crate::sigbus::Guard,
-    map: memmap2::Mmap,
-    /// The file, for refreshing its modification time.
-    file: File,
-    /// When this process last refreshed that time (seconds since the epoch).
-    touched: AtomicU64,
-}
-
-impl std::fmt::Debug for Mapped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mapped")
-            .field("len", &self.map.len())
-            .finish()
-    }
-}
-
-/// A mapped block of a [`Snapshot`], its header checked but not its pages.
-#[derive(Clone, Copy)]
-pub(crate) struct Held<'s>(&'s Mapped);
-
-impl<'s> Held<'s> {
-    /// The block's bytes, as mapped (its pages not checked).
-    pub(crate) fn bytes(self) -> &'s [u8] {
-        &self.0.map[self.0.head..]
-    }
-
-    /// Whether every read of the map so far read the file (false: the file shrank under the map
-    /// and a read past its end got the `SIGBUS` guard's zeros).
-    pub(crate) fn intact(self) -> bool {
-        !self.0.guard.faulted()
-    }
-}
-
-/// The blocks an open store held mapped when it was taken ([`BlockCache::held`]): a gather looks
-/// its records' blocks up here with no lock and no reference count, and every map it holds stays
-/// mapped while it lives.
-pub(crate) struct Snapshot(Arc<Maps<Arc<Mapped>>>);
-
-impl Snapshot {
-    /// Block `b` of shard `shard`, if this snapshot holds it mapped.
-    pub(crate) fn get(&self, uuid: &[u8; 16], shard: u32, b: u64) -> Option<Held<'_>> {
-        self.0.get(&(*uuid, shard, b)).map(|m| Held(m))
-    }
-}
 
 /// What looking a block file up for a hit found.
 enum Found {

@@ -329,6 +329,11 @@ fn small_shm_run(cmd: &Command) -> String {
     }
 }
 
+/// Batches a `--quick` run's sampled peak-RAM run takes of each row, at most: a loader's pools and
+/// queues are full after its first few batches, and the full count (800 images, 5,000 token
+/// batches, each checked against its digest) made the peak-RAM runs 206 s of a 661 s quick table.
+const QUICK_MEMORY_BATCHES: usize = 100;
+
 pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>> {
     // Dense batches timed per row. Full runs read the 2,500-image corpus, where the slowest peers
     // run ~800 samples/s, so 200 batches already take a minute a row. Quick runs (the CI gate) read
@@ -395,6 +400,12 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             None
         };
         let mut results: Vec<ArmResult> = arms.iter().map(|_| ArmResult::default()).collect();
+        let mut ledger = crate::progress::Ledger::default();
+        let memory_batches = if a.quick {
+            batches.min(QUICK_MEMORY_BATCHES)
+        } else {
+            batches
+        };
         let shm_runs = if a.quick {
             0
         } else {
@@ -423,7 +434,9 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                 if r.note.is_some() || r.failed || unsampled {
                     continue;
                 }
-                match arm.command(&args(batches)) {
+                let started = std::time::Instant::now();
+                let run_batches = if memory_pass { memory_batches } else { batches };
+                match arm.command(&args(run_batches)) {
                     Err(note) => r.note = Some(note.to_string()),
                     Ok(mut cmd) => match run_json(
                         {
@@ -445,6 +458,12 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                         }
                     },
                 }
+                let what = if memory_pass {
+                    "peak-RAM runs"
+                } else {
+                    arm.name
+                };
+                ledger.add(what, started.elapsed().as_secs_f64());
             }
         }
         if shm_runs > 0 {
@@ -461,10 +480,12 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             }
         }
         pb.finish_and_clear();
+        eprintln!("{}", ledger.summary(&format!("{table}"), 4));
         tables.push(build_table(
             table,
             kind,
             batches,
+            memory_batches,
             prepared.synthetic,
             &arms,
             &results,
@@ -474,10 +495,12 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
 }
 
 /// The table of one loader kind from its arms' results.
+#[allow(clippy::too_many_arguments)]
 fn build_table(
     table: Table,
     kind: &str,
     batches: usize,
+    memory_batches: usize,
     synthetic: bool,
     arms: &[Arm],
     results: &[ArmResult],
@@ -527,7 +550,7 @@ fn build_table(
     FreeTable {
         name: table,
         title: format!(
-            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, each in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats (sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run, the row process's own peak RSS in that run), where the Python rows check each batch against a SHA-256 digest precomputed in another process, so no row maps the source arrays only to check them; x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
+            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, each in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats (sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run of {memory_batches} batches, the row process's own peak RSS in that run), where the Python rows check each batch against a SHA-256 digest precomputed in another process, so no row maps the source arrays only to check them; x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
             loader_arms::SMALL_SHM_BATCHES,
             loader_arms::SMALL_SHM_TIMEOUT_S
         ),
@@ -580,7 +603,15 @@ mod tests {
         record(&mut results[2], &ok(2e-3), 0, false);
         let error = json!({"per_batch_s": null, "verified": false, "error": "RuntimeError: boom"});
         record(&mut results[2], &error, 0, false);
-        let t = build_table(Table::LOADER[0], "dense-vision", 8, true, &arms, &results);
+        let t = build_table(
+            Table::LOADER[0],
+            "dense-vision",
+            8,
+            8,
+            true,
+            &arms,
+            &results,
+        );
         let row = |arm: &str| {
             t.rows
                 .iter()

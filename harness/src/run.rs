@@ -10,7 +10,7 @@ use crate::config::{self, RunArgs};
 use crate::corpus::{self, Corpora};
 use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, Report, Status};
-use crate::progress::progress;
+use crate::progress::{Ledger, progress};
 use crate::store_cell;
 use crate::table::{Corpus, Table};
 use crate::{loader_table, machine, report, sampler_table, working_set};
@@ -106,6 +106,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         .collect();
     let cells = tables.len() * backends.len() * a.repeats;
     let mut results: BTreeMap<(Table, String), Vec<CellResult>> = BTreeMap::new();
+    let (mut by_table, mut by_cell) = (Ledger::default(), Ledger::default());
     if cells > 0 {
         let pb = progress(cells as u64, "store cells");
         for rep in 0..a.repeats {
@@ -133,7 +134,11 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                             && SLOW_RAGGED_VISION.contains(&backend))
                         .then_some(1.0),
                     };
+                    let t = std::time::Instant::now();
                     let r = run_cell(&args);
+                    let secs = t.elapsed().as_secs_f64();
+                    by_table.add(table.name(), secs);
+                    by_cell.add(&format!("{table}/{backend}"), secs);
                     if r.status == Status::Failed {
                         pb.println(format!(
                             "FAILED {table} / {backend}: {}",
@@ -149,6 +154,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
             }
         }
         pb.finish_and_clear();
+        eprintln!("{}", by_table.summary("store cells", tables.len()));
+        eprintln!("{}", by_cell.summary("store cells", 8));
     }
     for &table in &tables {
         let synthetic = corpora.of(table).is_some_and(|p| p.synthetic);
@@ -202,12 +209,15 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let mut phases = Ledger::default();
     if a.selected(Table::Sampler) {
-        report.sampler = Some(sampler_table::run(&a, &work)?);
+        report.sampler = Some(phases.time("sampler", || sampler_table::run(&a, &work))?);
     }
     if Table::LOADER.into_iter().any(|t| a.selected(t)) {
-        report.loader = Some(loader_table::run(&a, &corpora, &work)?);
+        report.loader =
+            Some(phases.time("loader tables", || loader_table::run(&a, &corpora, &work))?);
     }
+    eprintln!("{}", phases.summary("sampler and loader tables", 2));
     report.machine = machine::receipts();
     report.source = machine::source_info();
     machine::seal(&source_at_start, &mut report.source);

@@ -178,9 +178,10 @@ def check(src: Source, idx: np.ndarray, batch) -> str | None:
         want_shape = (len(idx), *src.dense.shape[1:])
         if got.shape != want_shape or got.dtype != src.dense.dtype:
             return f"dense batch is {got.dtype}{tuple(got.shape)}, expected {src.dense.dtype}{want_shape}"
-        want = src.dense[np.asarray(idx)]
-        if not np.array_equal(got, want):
-            bad = np.flatnonzero((got != want).reshape(len(idx), -1).any(axis=1))
+        # Row by row, as bytes (one memcmp a record, no batch-sized temporaries): a whole-batch
+        # fancy index and array_equal took ~60 ms of a 37 MB image batch, this ~9 ms.
+        bad = [j for j, i in enumerate(np.asarray(idx)) if got[j].tobytes() != src.dense[i].tobytes()]
+        if bad:
             return (
                 f"dense batch values differ from the source records: {len(bad)} of {len(idx)} rows, "
                 f"first row {bad[0]} (record {int(idx[bad[0]])})"

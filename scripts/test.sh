@@ -54,7 +54,8 @@ if [ -f pyproject.toml ]; then
   step "object-storage tests (cargo test --release -p zrecord --features remote --test remote)"
   cargo test --release -p zrecord --features remote --test remote -- --test-threads=1
   step "pytest"
-  "$py" -m pytest -q loaderx/py/tests
+  # The slowest tests are listed: CI's time budget is read off them too.
+  "$py" -m pytest -q --durations=12 loaderx/py/tests
 fi
 
 if [ -x scripts/reliability-ci.sh ]; then

@@ -37,7 +37,7 @@ use crate::error::{Error, Result};
 use crate::read::RemoteOptions;
 use crate::vfs::{LockGuard, ReadFile, Vfs, WriteFile};
 
-pub(crate) use cache::{BlockCache, Held, now_secs};
+pub(crate) use cache::{BlockCache, Held, Snapshot, now_secs};
 pub(crate) use runtime::block_on;
 
 /// One remote store's connection.

@@ -34,7 +34,7 @@ use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
 use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
 use crate::read::plan::{Plan, ReadEngine};
 use crate::read::ranges::{Member, Range, coalesce, decode_range, locate, merge};
-use crate::remote::{BlockCache, Held, Remote, now_secs};
+use crate::remote::{BlockCache, Held, Remote, Snapshot, now_secs};
 use crate::threads::{cores, process_pool};
 
 /// Reads a gather's records from the store's object store.
@@ -115,37 +115,25 @@ fn hits<'o>(
             }
         })
         .collect();
-    // The store's mapped blocks, taken once for the run; the blocks it lacks mapped (those the
-    // cache holds) and taken again.
-    let mut snap = cache.held();
-    let mut absent: Vec<(u32, u64, usize)> = Vec::new();
-    for ((s, _), span) in run.iter().zip(&spans) {
-        let Some((b, two)) = *span else { continue };
-        for b in [b, b + 1].into_iter().take(1 + usize::from(two)) {
-            if snap.get(&uuid, *s, b).is_none() {
-                absent.push((*s, b, len_of(*s, b)));
-            }
-        }
-    }
-    if !absent.is_empty() {
-        snap = cache.map_blocks(snap, &uuid, &absent);
-    }
-    let at: Vec<Option<(Held<'_>, Option<Held<'_>>)>> = run
+    // The store's mapped blocks, taken once for the run, and each record's blocks in them. When
+    // some record's blocks are not there, those the cache holds are mapped and the run looks its
+    // records up once more, in the snapshot that holds them (declared first: it outlives `at`).
+    let snap = cache.held();
+    let remapped: Snapshot;
+    let mut at = held_blocks(&snap, &uuid, &run, &spans);
+    let absent: Vec<(u32, u64, usize)> = run
         .iter()
         .zip(&spans)
-        .map(|((s, _), span)| {
-            let (b, two) = (*span)?;
-            let first = snap.get(&uuid, *s, b)?;
-            Some((
-                first,
-                if two {
-                    Some(snap.get(&uuid, *s, b + 1)?)
-                } else {
-                    None
-                },
-            ))
-        })
+        .zip(&at)
+        .filter(|(_, a)| a.is_none())
+        .filter_map(|(((s, _), span), _)| span.map(|(b, two)| (*s, b, two)))
+        .flat_map(|(s, b, two)| (b..=b + u64::from(two)).map(move |b| (s, b)))
+        .map(|(s, b)| (s, b, len_of(s, b)))
         .collect();
+    if !absent.is_empty() {
+        remapped = cache.map_blocks(&uuid, &absent);
+        at = held_blocks(&remapped, &uuid, &run, &spans);
+    }
     // Each record's stored bytes in its blocks: one piece, or two.
     let stored: Vec<Option<(&[u8], &[u8])>> = run
         .iter()
@@ -246,6 +234,29 @@ fn hits<'o>(
         }
     }
     rest
+}
+
+/// Each record's blocks in `snap`: its first, and the next one for a record over a block boundary
+/// (`spans`, as [`hits`] works them out); none when it has no span or a block is not in `snap`.
+fn held_blocks<'s>(
+    snap: &'s Snapshot,
+    uuid: &[u8; 16],
+    run: &[(u32, Member<'_>)],
+    spans: &[Option<(u64, bool)>],
+) -> Vec<Option<(Held<'s>, Option<Held<'s>>)>> {
+    run.iter()
+        .zip(spans)
+        .map(|((s, _), span)| {
+            let (b, two) = (*span)?;
+            let first = snap.get(uuid, *s, b)?;
+            let next = if two {
+                Some(snap.get(uuid, *s, b + 1)?)
+            } else {
+                None
+            };
+            Some((first, next))
+        })
+        .collect()
 }
 
 /// Reads range `r` from the cache into `buf` (grown to the range's length, never shrunk, so one

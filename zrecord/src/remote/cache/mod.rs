@@ -12,9 +12,10 @@
 //!   read with `pread`. The maps are published as an immutable [`Snapshot`] that a gather takes
 //!   once (one lock, one reference count) and then looks each record's block up in with neither
 //!   (a lock and a count per record cost a 540-byte line a fifth of its hit, and the lock is
-//!   what a loader's threads would queue on); mapping a block publishes a new snapshot. A checked hit ([`BlockCache::read`] with `check`) checks the pages that
-//!   hold the bytes asked for (a small record: at most two pages, not a block). A store that
-//!   checks every record against its own CRC32C reads unchecked ([`BlockCache::lookup`]: records
+//!   what a loader's threads would queue on); mapping a block publishes a new snapshot. A
+//!   checked hit ([`BlockCache::read`] with `check`) checks the pages that hold the bytes asked
+//!   for (a small record: at most two pages, not a block). A store that checks every record
+//!   against its own CRC32C reads unchecked ([`BlockCache::held`]: records
 //!   are decoded straight from the map) and reads checked only when a record fails, which tells
 //!   a damaged block (removed and fetched again) from a record stored damaged.
 //! * **Fill**: a block is written to a temporary file in its directory and renamed into place, so
@@ -339,19 +340,18 @@ impl BlockCache {
     }
 
     /// Maps the blocks `want` (shard, block, its length) of container `uuid` that the cache holds
-    /// and `snap` does not, and returns the store's snapshot with them (a snapshot taken anew
-    /// when none needed mapping). A block the cache lacks, or cannot map, is not in it; a damaged
-    /// one is removed and counted as damage. Counts no hit or miss.
-    pub(crate) fn map_blocks(
-        &self,
-        snap: Snapshot,
-        uuid: &[u8; 16],
-        want: &[(u32, u64, usize)],
-    ) -> Snapshot {
+    /// and the store's snapshot does not, and returns the store's snapshot with them (the current
+    /// one when none needed mapping). A block the cache lacks, or cannot map, is not in it; a
+    /// damaged one is removed and counted as damage. Counts no hit or miss.
+    pub(crate) fn map_blocks(&self, uuid: &[u8; 16], want: &[(u32, u64, usize)]) -> Snapshot {
+        let current = self.held();
+        let mut want = want.to_vec();
+        want.sort_unstable();
+        want.dedup();
         let mut new = Vec::new();
-        for &(shard, b, len) in want {
+        for (shard, b, len) in want {
             let key = (*uuid, shard, b);
-            if snap.0.contains_key(&key) || new.iter().any(|(k, _)| *k == key) {
+            if current.0.contains_key(&key) {
                 continue;
             }
             match self.map_file(&key, len) {
@@ -361,9 +361,9 @@ impl BlockCache {
             }
         }
         if new.is_empty() {
-            return snap;
+            return current;
         }
-        drop(snap);
+        drop(current);
         Snapshot(self.publish(new))
     }
 
@@ -448,12 +448,15 @@ impl BlockCache {
         }))
     }
 
-    /// Publishes a snapshot with the maps `new` added (past [`MAPPED`], half of the others
-    /// dropped first) and returns it.
-    fn publish(&self, new: Vec<(Key, Arc<Mapped>)>) -> Arc<Maps<Arc<Mapped>>> {
+    /// Publishes a snapshot with the maps `new` added and returns it: at most [`MAPPED`] maps,
+    /// half of the others dropped as often as it takes to make room, and of `new` only the first
+    /// [`MAPPED`] kept (the others are unmapped when dropped here; their records are read through
+    /// [`BlockCache::read`]).
+    fn publish(&self, mut new: Vec<(Key, Arc<Mapped>)>) -> Arc<Maps<Arc<Mapped>>> {
+        new.truncate(MAPPED);
         let mut held = self.maps();
         let mut maps = Maps::clone(&held);
-        if maps.len() + new.len() > MAPPED {
+        while !maps.is_empty() && maps.len() + new.len() > MAPPED {
             let mut k = 0;
             maps.retain(|_, _| {
                 k += 1;

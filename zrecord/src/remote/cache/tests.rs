@@ -81,13 +81,13 @@ fn unchecked_hits_leave_the_pages_to_the_caller_until_it_asks_for_a_check() {
     // Mapping counts nothing: its caller counts the hits it took, and what it did not take
     // goes through `read`, which counts.
     let want = [(0, 0, data.len())];
-    let snap = c.map_blocks(c.held(), &UUID, &want);
+    let snap = c.map_blocks(&UUID, &want);
     assert!(snap.get(&UUID, 0, 0).is_none());
     assert_eq!(c.stats().misses, 0);
     c.fill(&UUID, 0, 0, &data);
     // A snapshot taken before the block was mapped does not hold it; mapping publishes a new one.
     let before = c.held();
-    let snap = c.map_blocks(c.held(), &UUID, &want);
+    let snap = c.map_blocks(&UUID, &want);
     assert!(before.get(&UUID, 0, 0).is_none());
     let h = snap.get(&UUID, 0, 0).expect("a filled block is held");
     assert!(c.held().get(&UUID, 0, 0).is_some());
@@ -111,11 +111,7 @@ fn unchecked_hits_leave_the_pages_to_the_caller_until_it_asks_for_a_check() {
     let s = c.stats();
     assert_eq!((s.hits, s.corrupt), (2, 1));
     // Gone from the store's snapshot; the one taken before still holds its (readable) map.
-    assert!(
-        c.map_blocks(c.held(), &UUID, &want)
-            .get(&UUID, 0, 0)
-            .is_none()
-    );
+    assert!(c.map_blocks(&UUID, &want).get(&UUID, 0, 0).is_none());
     assert_eq!(snap.get(&UUID, 0, 0).map(|h| h.bytes()[0]), Some(data[0]));
 }
 
@@ -226,4 +222,34 @@ fn a_block_size_off_the_page_is_refused() {
     let d = tempfile::tempdir().unwrap();
     assert!(BlockCache::open(d.path(), 1 << 20, 1000).is_err());
     assert!(BlockCache::open(d.path(), 1 << 20, 0).is_err());
+}
+
+/// However many blocks one gather maps at once, the store's snapshot holds at most `MAPPED` maps,
+/// and the blocks left out still read (through `read`).
+#[test]
+fn a_snapshot_holds_at_most_mapped_blocks() {
+    let d = tempfile::tempdir().unwrap();
+    let c = BlockCache::open(d.path(), 1 << 30, 4096).unwrap();
+    let data = bytes(4096, 6);
+    let n = MAPPED as u64 + 100;
+    for b in 0..n {
+        c.fill(&UUID, 0, b, &data);
+    }
+    let want: Vec<(u32, u64, usize)> = (0..n).map(|b| (0, b, data.len())).collect();
+    let snap = c.map_blocks(&UUID, &want);
+    assert_eq!(snap.0.len(), MAPPED);
+    // Another run's blocks: half the others make room.
+    let more: Vec<(u32, u64, usize)> = (n..n + 10)
+        .map(|b| {
+            c.fill(&UUID, 0, b, &data);
+            (0, b, data.len())
+        })
+        .collect();
+    let snap = c.map_blocks(&UUID, &more);
+    assert!(snap.0.len() <= MAPPED, "{}", snap.0.len());
+    assert!((n..n + 10).all(|b| snap.get(&UUID, 0, b).is_some()));
+    let left_out = (0..n).find(|&b| snap.get(&UUID, 0, b).is_none()).unwrap();
+    let mut dst = vec![0u8; 10];
+    assert!(c.read(&UUID, 0, left_out, data.len(), 0..10, &mut dst, true));
+    assert_eq!(dst, data[..10]);
 }

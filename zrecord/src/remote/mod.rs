@@ -12,7 +12,9 @@
 //!   `read::engine::remote`, checks and decodes it into its place);
 //! * [`publish_dir`] and [`gc`]: an atomic publish of a local container to a prefix (a claim
 //!   object, the data objects, the manifest last with a conditional create) and the cleanup of
-//!   prefixes a failed publish left without a manifest.
+//!   prefixes a failed publish left without a manifest; every object it writes is typed
+//!   ([`CONTENT_TYPE`]), so a server stores it as sent;
+//! * `client`: the object-store client of each scheme.
 //!
 //! Requests are retried by `object_store` (exponential backoff on 5xx, timeouts and resets),
 //! bounded in count ([`crate::RemoteOptions::max_retries`]) and time
@@ -20,6 +22,7 @@
 //! the attempts.
 
 mod cache;
+mod client;
 mod runtime;
 
 use std::fmt;
@@ -31,13 +34,18 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use object_store::path::Path as Key;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig};
+use object_store::{
+    Attribute, Attributes, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions,
+    PutPayload,
+};
 
 use crate::error::{Error, Result};
 use crate::read::RemoteOptions;
 use crate::vfs::{LockGuard, ReadFile, Vfs, WriteFile};
 
 pub(crate) use cache::{BlockCache, Held, Snapshot, now_secs};
+pub use client::CONTENT_TYPE;
+use client::build;
 pub(crate) use runtime::block_on;
 
 /// One remote store's connection.
@@ -64,7 +72,7 @@ impl Remote {
     /// options checked).
     pub fn connect(url: &str, opts: &RemoteOptions) -> Result<Arc<Remote>> {
         let url = url.trim_end_matches('/').to_string();
-        let (_, prefix) = build(&url, opts)?;
+        let (_, prefix) = build(&url, opts, false)?;
         let cache = match &opts.cache_dir {
             None => None,
             Some(dir) => Some(
@@ -112,7 +120,7 @@ impl Remote {
         {
             return Ok(c.clone());
         }
-        let (c, _) = build(&self.url, &self.opts)?;
+        let (c, _) = build(&self.url, &self.opts, false)?;
         *held = Some((pid, c.clone()));
         Ok(c)
     }
@@ -244,91 +252,6 @@ fn to_io(e: Error) -> io::Error {
         Error::Io { source, .. } => source,
         other => io::Error::other(other.to_string()),
     }
-}
-
-/// The option keys a store accepts, for the error that names an unknown one.
-const KNOWN: &str = "endpoint, region, allow_http, access_key_id, secret_access_key, session_token, \
-     virtual_hosted_style_request, skip_signature, timeout, connect_timeout, and the other keys \
-     object_store accepts for the scheme";
-
-/// Makes the client of `url` with `opts`: credentials and settings from the environment
-/// (`AWS_*`, `GOOGLE_*`, `AZURE_*`) under the explicit options; an unknown option is an error.
-fn build(url: &str, opts: &RemoteOptions) -> Result<(Arc<dyn ObjectStore>, Key)> {
-    let parsed =
-        url::Url::parse(url).map_err(|e| Error::invalid(format!("{url}: not a URL: {e}")))?;
-    let retry = RetryConfig {
-        max_retries: opts.max_retries,
-        retry_timeout: opts.retry_timeout,
-        ..RetryConfig::default()
-    };
-    let unknown = |k: &str| {
-        Error::invalid(format!(
-            "{url}: unknown storage option {k:?} (known: {KNOWN})"
-        ))
-    };
-    let bad = |e: object_store::Error| Error::invalid(format!("{url}: {e}"));
-    let scheme = parsed.scheme();
-    let store: Arc<dyn ObjectStore> = match scheme {
-        "s3" => {
-            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-            let mut b = AmazonS3Builder::from_env().with_url(url).with_retry(retry);
-            for (k, v) in &opts.storage_options {
-                let key: AmazonS3ConfigKey =
-                    k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
-                b = b.with_config(key, v);
-            }
-            Arc::new(b.build().map_err(bad)?)
-        }
-        "gs" => {
-            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
-            let mut b = GoogleCloudStorageBuilder::from_env()
-                .with_url(url)
-                .with_retry(retry);
-            for (k, v) in &opts.storage_options {
-                let key: GoogleConfigKey =
-                    k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
-                b = b.with_config(key, v);
-            }
-            Arc::new(b.build().map_err(bad)?)
-        }
-        "az" | "abfs" | "abfss" => {
-            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-            let mut b = MicrosoftAzureBuilder::from_env()
-                .with_url(url)
-                .with_retry(retry);
-            for (k, v) in &opts.storage_options {
-                let key: AzureConfigKey = k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
-                b = b.with_config(key, v);
-            }
-            Arc::new(b.build().map_err(bad)?)
-        }
-        "http" | "https" => {
-            use object_store::ClientConfigKey;
-            use object_store::http::HttpBuilder;
-            let mut client = object_store::ClientOptions::new();
-            for (k, v) in &opts.storage_options {
-                let key: ClientConfigKey =
-                    k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
-                client = client.with_config(key, v);
-            }
-            let b = HttpBuilder::new()
-                .with_url(&parsed[..url::Position::BeforePath])
-                .with_retry(retry)
-                .with_client_options(client);
-            Arc::new(b.build().map_err(bad)?)
-        }
-        other => {
-            return Err(Error::invalid(format!(
-                "{url}: scheme {other:?} is not one of {:?}",
-                crate::vfs::URL_SCHEMES
-            )));
-        }
-    };
-    // s3://bucket/key, gs://bucket/key, az://container/key, http(s)://host/key: the key is the
-    // URL's path.
-    let prefix = Key::parse(parsed.path().trim_matches('/'))
-        .map_err(|e| Error::invalid(format!("{url}: not an object key: {e}")))?;
-    Ok((store, prefix))
 }
 
 /// The read side of a remote store as a [`Vfs`]: `open_read` fetches an object whole,
@@ -498,10 +421,12 @@ pub fn publish_dir(dir: &Path, url: &str, opts: &RemoteOptions) -> Result<()> {
             .map(str::to_string)
             .ok_or_else(|| Error::invalid(format!("{}: not a file name", p.display())))
     };
-    let c = remote.client()?;
+    // A client of its own, which types the parts of multipart uploads (see [`CONTENT_TYPE`]).
+    let (c, _) = build(&remote.url, opts, true)?;
     let mname = name_of(manifest)?;
     let create = PutOptions {
         mode: PutMode::Create,
+        attributes: typed(),
         ..PutOptions::default()
     };
     // Fail early on a published prefix.
@@ -546,6 +471,11 @@ pub fn publish_dir(dir: &Path, url: &str, opts: &RemoteOptions) -> Result<()> {
     uploaded
 }
 
+/// The attributes of every object a publish writes: its [`CONTENT_TYPE`].
+fn typed() -> Attributes {
+    Attributes::from_iter([(Attribute::ContentType, CONTENT_TYPE)])
+}
+
 /// Uploads the local file `f` as object `name` of `remote`.
 fn upload(remote: &Remote, c: &Arc<dyn ObjectStore>, f: &Path, name: &str) -> Result<()> {
     let len = std::fs::metadata(f)
@@ -555,7 +485,11 @@ fn upload(remote: &Remote, c: &Arc<dyn ObjectStore>, f: &Path, name: &str) -> Re
     let c = c.clone();
     if len <= PART as u64 {
         let bytes = std::fs::read(f).map_err(|e| Error::io("read", f, e))?;
-        return block_on(async move { c.put(&key, PutPayload::from(bytes)).await })
+        let opts = PutOptions {
+            attributes: typed(),
+            ..PutOptions::default()
+        };
+        return block_on(async move { c.put_opts(&key, PutPayload::from(bytes), opts).await })
             .map_err(|e| Error::io("publish", remote.url.clone(), e))?
             .map(|_| ())
             .map_err(|e| remote.error("PUT", name, None, e));
@@ -563,7 +497,11 @@ fn upload(remote: &Remote, c: &Arc<dyn ObjectStore>, f: &Path, name: &str) -> Re
     let file = std::fs::File::open(f).map_err(|e| Error::io("open", f, e))?;
     let r = block_on(async move {
         use std::os::unix::fs::FileExt;
-        let up = c.put_multipart(&key).await?;
+        let opts = PutMultipartOptions {
+            attributes: typed(),
+            ..PutMultipartOptions::default()
+        };
+        let up = c.put_multipart_opts(&key, opts).await?;
         let mut w = object_store::WriteMultipart::new_with_chunk_size(up, PART);
         let mut buf = vec![0u8; PART];
         let mut at = 0u64;

@@ -211,6 +211,11 @@ impl Seaweed {
         let _ = c.wait();
     }
 
+    /// The directory that holds the server's master, filer and volume files.
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     /// The S3 endpoint.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.s3)

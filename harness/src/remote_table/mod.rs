@@ -556,7 +556,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                 })
             })
             .collect();
-        let mut goals = goals(&rows, best_peer.map(|b| ARMS[b.0]));
+        let mut goals = crate::remote_report::goals(&rows, FIRST_PEER);
         let paired_ok = pairs.len() == a.repeats && !failed(3);
         let x = paired_ok.then(|| median(&pairs));
         goals.push(json!({
@@ -600,42 +600,4 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     std::fs::write(&path, md).map_err(HarnessError::io("write", &path))?;
     eprintln!("harness remote: wrote {}", out.display());
     Ok(ExitCode::SUCCESS)
-}
-
-/// The goals, checked against a table's own rows: cold `zrecord-raw` (no cache) at least
-/// 0.8x the GET limit and 2x the best verified peer; `zrecord-raw-cached` at least 0.8x the local
-/// warm gather. A missing or unverified row: "not measured".
-fn goals(rows: &[Value], best_peer: Option<&str>) -> Vec<Value> {
-    let row = |name: &str| rows.iter().find(|r| r["row"] == name);
-    let check = |what: String, name: &str, col: &str, goal: f64| {
-        let r = row(name);
-        let x = r
-            .filter(|r| r["verified"] == true)
-            .and_then(|r| r[col].as_f64());
-        json!({"goal": what, "row": name, "ratio": x, "target": goal,
-               "met": x.map(|x| x >= goal)})
-    };
-    vec![
-        check(
-            "cold zrecord-raw >= 0.8x the GET limit".into(),
-            "zrecord-raw",
-            "x GET limit",
-            0.8,
-        ),
-        check(
-            format!(
-                "cold zrecord-raw >= 2x the best peer ({})",
-                best_peer.unwrap_or("none verified")
-            ),
-            "zrecord-raw",
-            "x best peer",
-            2.0,
-        ),
-        check(
-            "cached zrecord-raw >= 0.8x the local warm gather".into(),
-            "zrecord-raw-cached",
-            "x local warm",
-            0.8,
-        ),
-    ]
 }

@@ -2,7 +2,7 @@
 //! `harness render` and the committed-tables test read a remote run without the `remote` feature;
 //! the run itself is `remote_table`).
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The remote tables as markdown.
 pub fn render(report: &Value) -> String {
@@ -74,6 +74,7 @@ pub fn render(report: &Value) -> String {
 /// first miss and keep it: by their timed batches (after the drained ones) a quick-size store is
 /// on their disk, so they read a local copy, as the cached zrecord row does. The others read the
 /// server in every batch, as the cold one does.
+#[cfg(any(feature = "remote", test))]
 const LOCAL_COPY: [&str; 2] = ["litdata-s3-w4", "streaming-s3-w4"];
 
 /// The goals, checked against a table's own rows: cold `zrecord-raw` (no cache) at least
@@ -81,11 +82,12 @@ const LOCAL_COPY: [&str; 2] = ["litdata-s3-w4", "streaming-s3-w4"];
 /// `zrecord-raw-cached` at least 0.8x the local warm gather, and 2x the best verified peer that
 /// reads a local copy by then ([`LOCAL_COPY`]: the like-for-like pairing of the 2x goal). A
 /// missing or unverified row: "not measured". The peers are `rows[first_peer..]`.
+#[cfg(any(feature = "remote", test))]
 pub fn goals(rows: &[Value], first_peer: usize) -> Vec<Value> {
     let row = |name: &str| rows.iter().find(|r| r["row"] == name);
     let verified = |r: &&Value| r["verified"] == true;
     let check = |what: String, name: &str, x: Option<f64>, goal: f64| {
-        json!({"goal": what, "row": name, "ratio": x, "target": goal,
+        serde_json::json!({"goal": what, "row": name, "ratio": x, "target": goal,
                "met": x.map(|x| x >= goal)})
     };
     let col = |name: &str, col: &str| row(name).filter(verified).and_then(|r| r[col].as_f64());
@@ -143,6 +145,7 @@ pub fn goals(rows: &[Value], first_peer: usize) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn row(name: &str, mibs: f64, verified: bool) -> Value {
         json!({"row": name, "MiB/s": mibs, "verified": verified,

@@ -20,8 +20,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// Live guarded maps per process (each open store holds one per shard, plus its index when that
-/// is larger than 64 MiB).
-pub const SLOTS: usize = 4096;
+/// is larger than 64 MiB, and a remote store with a cache up to 4,096 block maps): 384 KiB.
+pub const SLOTS: usize = 16384;
 
 /// One registered map: `[start, end)` (0 when free) and whether a fault was caught in it.
 struct Slot {

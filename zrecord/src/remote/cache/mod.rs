@@ -343,8 +343,10 @@ impl BlockCache {
 
     /// Maps the blocks `want` (shard, block, its length) of container `uuid` that the cache holds
     /// and the store's snapshot does not, and returns the store's snapshot with them (the current
-    /// one when none needed mapping). A block the cache lacks, or cannot map, is not in it; a
-    /// damaged one is removed and counted as damage. Counts no hit or miss.
+    /// one when none needed mapping). At most [`MAPPED`] blocks are mapped (a snapshot holds no
+    /// more; the records of the others are read through [`BlockCache::read`]). A block the cache
+    /// lacks, or cannot map, is not in it; a damaged one is removed and counted as damage.
+    /// Counts no hit or miss.
     pub(crate) fn map_blocks(&self, uuid: &[u8; 16], want: &[(u32, u64, usize)]) -> Snapshot {
         let current = self.held();
         let mut want = want.to_vec();
@@ -352,6 +354,9 @@ impl BlockCache {
         want.dedup();
         let mut new = Vec::new();
         for (shard, b, len) in want {
+            if new.len() == MAPPED {
+                break;
+            }
             let key = (*uuid, shard, b);
             if current.0.contains_key(&key) {
                 continue;
@@ -450,12 +455,10 @@ impl BlockCache {
         }))
     }
 
-    /// Publishes a snapshot with the maps `new` added and returns it: at most [`MAPPED`] maps,
-    /// half of the others dropped as often as it takes to make room, and of `new` only the first
-    /// [`MAPPED`] kept (the others are unmapped when dropped here; their records are read through
-    /// [`BlockCache::read`]).
-    fn publish(&self, mut new: Vec<(Key, Arc<Mapped>)>) -> Arc<Maps<Arc<Mapped>>> {
-        new.truncate(MAPPED);
+    /// Publishes a snapshot with the maps `new` (at most [`MAPPED`]) added and returns it: at most
+    /// [`MAPPED`] maps, half of the others dropped as often as it takes to make room.
+    fn publish(&self, new: Vec<(Key, Arc<Mapped>)>) -> Arc<Maps<Arc<Mapped>>> {
+        debug_assert!(new.len() <= MAPPED, "{} new maps", new.len());
         let mut held = self.maps();
         let mut maps = Maps::clone(&held);
         while !maps.is_empty() && maps.len() + new.len() > MAPPED {

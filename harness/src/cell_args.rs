@@ -438,32 +438,45 @@ impl Subcommand for GateArgs {
     }
 }
 
-/// `baseline OUT RUN...`: the gate's baseline from quick runs of one commit.
+/// `baseline OUT RUN... [--spread RUN...]`: the gate's baseline from quick runs of one commit;
+/// `--spread` runs (other commits or machines of the same kind) widen each figure's spread only.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BaselineArgs {
     pub out: PathBuf,
     pub runs: Vec<PathBuf>,
+    pub spread: Vec<PathBuf>,
 }
 
 impl Subcommand for BaselineArgs {
     const NAME: &'static str = "baseline";
-    const USAGE: &'static str =
-        "OUT.json RUN1/results.json RUN2/results.json RUN3/results.json [...]";
+    const USAGE: &'static str = "OUT.json RUN1/results.json RUN2/results.json RUN3/results.json [...] [--spread RUN/results.json ...]";
 
     fn parse(args: &[String]) -> Result<BaselineArgs> {
-        let mut w = Words::of::<Self>(args, 4, 64)?;
+        let mut w = Words::of::<Self>(args, 4, 128)?;
         let out = w.path()?;
-        let mut runs = Vec::new();
+        let (mut runs, mut spread, mut in_spread) = (Vec::new(), Vec::new(), false);
         while w.has_more() {
-            runs.push(w.path()?);
+            let p = w.path()?;
+            if p.as_os_str() == "--spread" {
+                in_spread = true;
+            } else if in_spread {
+                spread.push(p);
+            } else {
+                runs.push(p);
+            }
         }
-        Ok(BaselineArgs { out, runs })
+        Ok(BaselineArgs { out, runs, spread })
     }
 
     fn to_args(&self) -> Vec<String> {
-        std::iter::once(word(&self.out))
+        let mut v: Vec<String> = std::iter::once(word(&self.out))
             .chain(self.runs.iter().map(|p| word(p)))
-            .collect()
+            .collect();
+        if !self.spread.is_empty() {
+            v.push("--spread".into());
+            v.extend(self.spread.iter().map(|p| word(p)));
+        }
+        v
     }
 }
 
@@ -569,6 +582,7 @@ mod tests {
                 "b/results.json".into(),
                 "c/results.json".into(),
             ],
+            spread: vec!["d/results.json".into()],
         });
         round_trip(GateBiteArgs {
             baseline: "b.json".into(),

@@ -28,7 +28,9 @@ const USAGE: &str = "usage:
                 (FILE: the tables whose speed violations a rerun should confirm;
                  --partial: only the tables CURRENT holds, as in a confirmation run)
   harness baseline OUT.json RUN1/results.json RUN2/results.json RUN3/results.json [...]
-                (the gate's baseline: quick runs of one clean commit on one machine kind)
+                [--spread RUN/results.json ...]
+                (the gate's baseline: quick runs of one clean commit on one machine kind;
+                 --spread: runs of other commits or VMs of that kind, for the spread only)
   harness gate-bite BASELINE.json RUN/results.json
                 (each gated row of RUN 25 % slower must fail; the chance of a false failure)
   harness remote [--quick] [--repeats N] [--only TABLE[,..]] [--out DIR] [--pets DIR] [--text DIR] [--cache DIR]
@@ -177,7 +179,7 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
         }
         Some(BaselineArgs::NAME) => {
             let b = BaselineArgs::parse(&args[1..])?;
-            gate_baseline::main_build(&b.out, &b.runs)
+            gate_baseline::main_build(&b.out, &b.runs, &b.spread)
         }
         Some(GateBiteArgs::NAME) => {
             let b = GateBiteArgs::parse(&args[1..])?;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Rebuilds the CI gate's baseline for this machine's kind (CPU model and core count): three quick
-# runs of the rows the gate reads (`--gated`: limit, zrecord-raw and loaderx rows) at the
+# runs of the rows the gate reads (`--gated`: limit, zrecord-raw and loaderx rows), three repeats
+# a cell (the gate reads each row's best repeat; ~15 minutes a run on a 2-core VM), at the
 # checked-out commit (clean tree, one after another, on an otherwise idle machine), committed
 # under results/, then `harness baseline` over them into results/gate/<kind>.json and
 # `harness gate-bite` on the newest. results/gate/ holds one baseline per machine kind CI runs on.
@@ -27,7 +28,7 @@ for k in $(seq 1 "$runs"); do
   name="$day-gated-$commit-$k"
   echo "gate_baseline: quick gated run $k of $runs -> $name"
   rm -rf "cache/baseline-runs/$name"
-  bash scripts/bench.sh --quick --gated --out "cache/baseline-runs/$name"
+  bash scripts/bench.sh --quick --gated --repeats 3 --out "cache/baseline-runs/$name"
   names+=("$name")
 done
 inputs=()

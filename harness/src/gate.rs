@@ -255,6 +255,8 @@ pub fn is_gated_row(r: &Value) -> bool {
 pub const BASELINE_SCHEMA: &str = "loaderx-gate-baseline/1";
 /// Runs a baseline needs at least (a spread from two values says little).
 pub const MIN_RUNS: usize = 3;
+/// Repeats a cell of a baseline run needs for its figures to be speed-gated.
+pub const MIN_REPEATS: u64 = 3;
 /// A band is this many SDs of the figure's logarithm over the runs...
 pub const BAND_SDS: f64 = 3.0;
 /// ...and at least this wide: three runs on one VM can agree by chance, and a fresh VM of the
@@ -362,6 +364,9 @@ pub struct GatedFigure {
     /// catch that slowdown: either is only required to be present and verified (the facts).
     #[serde(default = "yes")]
     pub gated: bool,
+    /// Why a figure is not gated when neither rule above says it (its runs' repeats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 fn yes() -> bool {
@@ -452,6 +457,13 @@ impl Baseline {
             )));
         }
         let per_run: Vec<Vec<Figure>> = runs.iter().map(figures).collect();
+        // A baseline of one-repeat runs sets the level of a single reading, not of the best of
+        // several, which the confirmation rerun (three repeats) reads: it gates no speed.
+        let few_repeats = runs.iter().any(|r| {
+            r.get("repeats")
+                .and_then(Value::as_u64)
+                .is_some_and(|n| n < MIN_REPEATS)
+        });
         let mut out = Vec::new();
         for f in &per_run[0] {
             let values: Option<Vec<f64>> = per_run
@@ -484,6 +496,7 @@ impl Baseline {
                 metric: f.metric.to_string(),
                 values,
                 spread_values,
+                note: None,
                 center,
                 sd_log,
                 band,
@@ -492,6 +505,14 @@ impl Baseline {
             // Gated when its spread allows a band (MAX_SD), and when that band catches a 25 %
             // slowdown from every level the runs showed, not only from their median.
             g.gated = sd_log <= MAX_SD && !g.misses_a_slowdown();
+            if g.gated && few_repeats {
+                g.gated = false;
+                g.note = Some(format!(
+                    "not gated: its runs measured fewer than {MIN_REPEATS} repeats a cell, and the \
+                     gate reads a row's best repeat (one-repeat figures moved 10-22 % run to run \
+                     on a 2-core EPYC VM)"
+                ));
+            }
             out.push(g);
         }
         Ok(Baseline {

@@ -261,8 +261,9 @@ pub const MIN_REPEATS: u64 = 3;
 pub const BAND_SDS: f64 = 3.0;
 /// ...and at least this wide: three runs on one VM can agree by chance, and a fresh VM of the
 /// same kind (what CI gets) moved a figure by 11 % at one commit (`b5eb151`: loader-ragged-tokens
-/// `bare-gather` over the limit read 0.289 on CI's EPYC VM, 0.322 on another)...
-pub const MIN_BAND: f64 = 0.12;
+/// `bare-gather` over the limit read 0.289 on CI's EPYC VM, 0.322 on another); 15 % leaves room
+/// for a VM further out than the two seen, and still catches 25 % off a run 13 % above the center...
+pub const MIN_BAND: f64 = 0.15;
 /// ...and at most this wide, so a 25 % slower row always fails.
 pub const MAX_BAND: f64 = 0.18;
 

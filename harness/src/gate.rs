@@ -277,6 +277,13 @@ pub struct RunReceipt {
     pub logical_cpus: Option<u64>,
 }
 
+impl RunReceipt {
+    /// Measured from a clean tree at a known commit (what a baseline or spread run must be).
+    pub fn is_clean(&self) -> bool {
+        self.git_dirty == Some(false) && self.git_commit.is_some()
+    }
+}
+
 /// A machine kind: the CPU model and logical CPU count a run's `machine` receipt names. A gated
 /// figure is a ratio to a limit measured in the same run, but how a loader's worker hand-over or
 /// a gather's stores compare with a plain copy still differs between CPU models (2-core EPYC and
@@ -458,6 +465,7 @@ impl Baseline {
             )));
         }
         let per_run: Vec<Vec<Figure>> = runs.iter().map(figures).collect();
+        let per_spread: Vec<Vec<Figure>> = spread.iter().map(figures).collect();
         // A baseline of one-repeat runs sets the level of a single reading, not of the best of
         // several, which the confirmation rerun (three repeats) reads: it gates no speed.
         let few_repeats = runs.iter().any(|r| {
@@ -481,11 +489,10 @@ impl Baseline {
                     f.table, f.row, f.metric
                 )));
             };
-            let spread_values: Vec<f64> = spread
+            let spread_values: Vec<f64> = per_spread
                 .iter()
-                .filter_map(|d| {
-                    figures(d)
-                        .into_iter()
+                .filter_map(|fs| {
+                    fs.iter()
                         .find(|g| g.table == f.table && g.row == f.row && g.metric == f.metric)
                         .map(|g| g.value)
                 })

@@ -40,28 +40,13 @@ pub fn main_build(out: &Path, run_paths: &[PathBuf], spread_paths: &[PathBuf]) -
         .iter()
         .map(|p| gate::load(p, SCHEMA))
         .collect::<Result<_>>()?;
-    let mut spread = Vec::new();
-    let mut spread_receipts = Vec::new();
-    for p in spread_paths {
-        if run_paths.contains(p) {
-            continue;
-        }
-        // Other documents under results/ (remote or cold tables) are not spread runs.
-        match gate::load(p, SCHEMA) {
-            Ok(d) => {
-                spread_receipts.push(receipt(p, &d));
-                spread.push(d);
-            }
-            Err(e) => println!("baseline: spread run {} left out: {e}", p.display()),
-        }
-    }
     let receipts: Vec<RunReceipt> = run_paths
         .iter()
         .zip(&runs)
         .map(|(p, d)| receipt(p, d))
         .collect();
     for r in &receipts {
-        if r.git_dirty != Some(false) || r.git_commit.is_none() {
+        if !r.is_clean() {
             return Err(HarnessError::other(format!(
                 "{}: not from a clean tree at a known commit (git_dirty {:?}): a baseline is built \
                  from publishable runs only",
@@ -84,14 +69,23 @@ pub fn main_build(out: &Path, run_paths: &[PathBuf], spread_paths: &[PathBuf]) -
     }
     // A spread run may be of any commit (its level is not the baseline's), but it must be a
     // quick run from a clean tree on the same machine kind: how far another CPU model or corpus
-    // size moves a ratio is not noise. Others are left out, each with the reason.
-    let mut kept = (Vec::new(), Vec::new());
-    for (d, r) in spread.into_iter().zip(spread_receipts) {
+    // size moves a ratio is not noise. Others (and other documents under results/, such as the
+    // remote or cold tables) are left out, each with the reason.
+    let (mut spread, mut spread_receipts) = (Vec::new(), Vec::new());
+    for p in spread_paths.iter().filter(|p| !run_paths.contains(p)) {
+        let d = match gate::load(p, SCHEMA) {
+            Ok(d) => d,
+            Err(e) => {
+                println!("baseline: spread run {} left out: {e}", p.display());
+                continue;
+            }
+        };
+        let r = receipt(p, &d);
         let why = if (&r.cpu, r.logical_cpus) != (&receipts[0].cpu, receipts[0].logical_cpus) {
             Some("another machine kind")
         } else if d.get("quick") != Some(&Value::Bool(true)) {
             Some("not a quick run")
-        } else if r.git_dirty != Some(false) || r.git_commit.is_none() {
+        } else if !r.is_clean() {
             Some("not from a clean tree at a known commit")
         } else {
             None
@@ -99,12 +93,12 @@ pub fn main_build(out: &Path, run_paths: &[PathBuf], spread_paths: &[PathBuf]) -
         match why {
             Some(why) => println!("baseline: spread run {} left out: {why}", r.path),
             None => {
-                kept.0.push(d);
-                kept.1.push(r);
+                spread.push(d);
+                spread_receipts.push(r);
             }
         }
     }
-    let b = Baseline::with_spread(&runs, receipts, &kept.0, kept.1)?;
+    let b = Baseline::with_spread(&runs, receipts, &spread, spread_receipts)?;
     // A directory holds one baseline per machine kind, named by the kind.
     let out = if out.is_dir() {
         out.join(format!("{}.json", b.kind().slug()))
@@ -119,7 +113,7 @@ pub fn main_build(out: &Path, run_paths: &[PathBuf], spread_paths: &[PathBuf]) -
         b.figures.len(),
         b.figures.iter().filter(|f| f.gated).count(),
         run_paths.len(),
-        spread_paths.len(),
+        b.spread_runs.len(),
         out.display()
     );
     Ok(ExitCode::SUCCESS)

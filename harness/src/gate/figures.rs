@@ -29,7 +29,7 @@ pub(super) fn num(r: &Value, k: &str) -> Option<f64> {
 
 /// The loader-table arms that are loaderx itself (the bare gather, Rust and Python loaders).
 pub fn is_own_loader_arm(arm: &str) -> bool {
-    arm == "bare-gather" || arm.starts_with("loaderx-") || arm.starts_with("python-loaderx")
+    arm == BARE || arm.starts_with("loaderx-") || arm.starts_with("python-loaderx")
 }
 
 /// The store rows whose speed is gated: zrecord's raw reads, memory-bound like the limit row they

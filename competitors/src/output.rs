@@ -158,7 +158,7 @@ pub fn verify(got: &Batch, want: &Batch) -> Result<()> {
     Ok(())
 }
 
-fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
+pub(crate) fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
     if a == b {
         return None;
     }
@@ -170,6 +170,6 @@ fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
     )
 }
 
-fn head<T: Copy>(s: &[T]) -> Vec<T> {
+pub(crate) fn head<T: Copy>(s: &[T]) -> Vec<T> {
     s.iter().take(8).copied().collect()
 }

@@ -50,38 +50,16 @@ impl Delivered {
         }
     }
 
-    /// Whether this equals `want`, the batch the source arrays give for the step's indices, in
-    /// the batch contract: Dense shape and bytes; Ragged values, `cu_seqlens` and shapes.
-    pub fn same(&self, want: &competitors::Batch) -> bool {
-        use competitors::Batch as W;
-        match (self, want) {
-            (Delivered::Loader(got), _) => match (got.as_slice(), want) {
-                ([loaderx::Batch::Dense(g)], W::Dense(w)) => {
-                    g.shape() == w.shape() && g.bytes() == w.bytes()
-                }
-                ([loaderx::Batch::Ragged(g)], W::Ragged(w)) => {
-                    g.values() == w.values()
-                        && g.cu_seqlens() == w.cu_seqlens()
-                        && g.shapes() == w.shapes()
-                }
-                _ => false,
-            },
-            // A reference, never the step's records (the cell does not compare it).
-            (Delivered::Copy(_), _) => false,
-            (Delivered::Owned(got), _) => competitors::verify(got, want).is_ok(),
-        }
-    }
-
     /// Whether this is the batch the source arrays give for `indices`, in the batch contract
-    /// (what [`Delivered::same`] checks against `source.gather_reference(indices)`), compared
-    /// record by record in place: no reference batch is built, so verifying a 38.5 MB dense batch
-    /// no longer allocates (and faults in) a fresh 38.5 MB each time.
+    /// (Dense shape and bytes; Ragged values, `cu_seqlens` and shapes), compared record by record
+    /// in place: no reference batch is built, so verifying a 38.5 MB dense batch does not
+    /// allocate (and fault in) a fresh 38.5 MB each time.
     pub fn same_as_source(&self, indices: &[u64], source: &Source<'_>) -> Result<bool> {
-        let Delivered::Loader(got) = self else {
-            return Ok(match self {
-                Delivered::Copy(_) => false,
-                _ => self.same(&source.gather_reference(indices)?),
-            });
+        let got = match self {
+            Delivered::Loader(got) => got,
+            // A reference, never the step's records (the cell does not compare it).
+            Delivered::Copy(_) => return Ok(false),
+            Delivered::Owned(got) => return Ok(source.check(indices, got).is_ok()),
         };
         if indices.iter().any(|&i| i >= source.len()) {
             return Ok(false);

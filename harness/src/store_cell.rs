@@ -272,12 +272,12 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
             .last_gather_seconds()
             .unwrap_or(t.elapsed().as_secs_f64());
         let b = received(b);
-        competitors::verify(&b, &source.gather_reference(&idx)?).map_err(|source| {
-            HarnessError::Differs {
+        source
+            .check(&idx, &b)
+            .map_err(|source| HarnessError::Differs {
                 batch: "the probe batch".into(),
                 source,
-            }
-        })?;
+            })?;
         if dt > limit {
             r.status = Status::Excluded;
             r.note = Some(format!(
@@ -298,11 +298,12 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
             .gather(&idx)
             .map_err(HarnessError::backend(&args.backend, "gather"))?;
         let got = received(got);
-        let want = source.gather_reference(&idx)?;
-        competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
-            batch: format!("verification batch {k}"),
-            source,
-        })?;
+        source
+            .check(&idx, &got)
+            .map_err(|source| HarnessError::Differs {
+                batch: format!("verification batch {k}"),
+                source,
+            })?;
         r.verified_batches += 1;
     }
     // Timed gathers, each checked after its timer stopped.
@@ -320,11 +321,12 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         times.push(dt);
         r.gather_bytes += got.payload_bytes() as u64;
         let got = received(got);
-        let want = source.gather_reference(&idx)?;
-        competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
-            batch: format!("timed batch {}", times.len()),
-            source,
-        })?;
+        source
+            .check(&idx, &got)
+            .map_err(|source| HarnessError::Differs {
+                batch: format!("timed batch {}", times.len()),
+                source,
+            })?;
         r.verified_batches += 1;
         drop(got);
         if times.len() > 2_000_000 {

@@ -161,12 +161,13 @@ fn check_store(
     let got = reader
         .gather(&idx)
         .map_err(HarnessError::backend(b.name(), "gather after write"))?;
-    let want = source.gather_reference(&idx)?;
-    competitors::verify(&got, &want).map_err(|source| HarnessError::Differs {
-        batch: format!(
-            "the batch read back from the {} store just written",
-            b.name()
-        ),
-        source,
-    })
+    source
+        .check(&idx, &got)
+        .map_err(|source| HarnessError::Differs {
+            batch: format!(
+                "the batch read back from the {} store just written",
+                b.name()
+            ),
+            source,
+        })
 }

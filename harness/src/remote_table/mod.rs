@@ -309,7 +309,8 @@ fn time_store(
         let b = store.gather(idx)?;
         t.seconds += clock.elapsed().as_secs_f64();
         t.batches += 1;
-        competitors::verify(&b, &source.gather_reference(idx)?)
+        source
+            .check(idx, &b)
             .map_err(|e| err(format!("a batch equal to the source: {e}")))?;
         t.logical_bytes += idx
             .iter()
@@ -339,14 +340,14 @@ fn paired(
     let mut k = 0;
     for _ in 0..PAIRED_ROUNDS {
         for idx in draws {
-            let want = source.gather_reference(idx)?;
             let order = if k % 2 == 0 { [0, 1] } else { [1, 0] };
             for which in order {
                 let store = if which == 0 { cached } else { local };
                 let clock = Instant::now();
                 let b = store.gather(idx)?;
                 spent[which] += clock.elapsed().as_secs_f64();
-                competitors::verify(&b, &want)
+                source
+                    .check(idx, &b)
                     .map_err(|e| err(format!("a paired batch equal to the source: {e}")))?;
             }
             k += 1;

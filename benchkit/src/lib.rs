@@ -13,7 +13,9 @@
 //! * [`stats`]: median, mean, sample SD and percentiles, each defined once;
 //! * [`cache`]: the last-level cache size as zrecord's store rule reads it, and the cache list the
 //!   machine receipt records;
-//! * [`probe`]: this process's page faults and context switches (`getrusage`).
+//! * [`probe`]: this process's page faults and context switches (`getrusage`);
+//! * [`seaweed`]: a real SeaweedFS server on loopback (master, volume servers, filer, S3
+//!   gateway) that the object-storage tests and the harness's remote tables both start.
 //!
 //! It depends on zrecord's `internals` feature for the gather's own kernels and split (never
 //! copies of them), and is a dependency of the harness and competitors and a dev-dependency of
@@ -27,4 +29,5 @@ pub mod copy;
 pub mod lengths;
 pub mod probe;
 pub mod rng;
+pub mod seaweed;
 pub mod stats;

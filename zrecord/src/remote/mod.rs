@@ -57,6 +57,8 @@ pub struct Remote {
     opts: RemoteOptions,
     /// The client of the process that made it (`(pid, client)`), remade after a fork.
     client: Mutex<Option<(u32, Arc<dyn ObjectStore>)>>,
+    /// Whether the client types every upload (a publish's connection: see [`CONTENT_TYPE`]).
+    upload: bool,
     /// The node-local cache, when `cache_dir` is set.
     cache: Option<BlockCache>,
 }
@@ -71,8 +73,13 @@ impl Remote {
     /// Connects to the store at `url` (nothing is requested yet: the client is made, and the
     /// options checked).
     pub fn connect(url: &str, opts: &RemoteOptions) -> Result<Arc<Remote>> {
+        Self::open(url, opts, false)
+    }
+
+    /// [`Remote::connect`], with a client that types uploads when `upload` is set.
+    fn open(url: &str, opts: &RemoteOptions, upload: bool) -> Result<Arc<Remote>> {
         let url = url.trim_end_matches('/').to_string();
-        let (_, prefix) = build(&url, opts, false)?;
+        let (client, prefix) = build(&url, opts, upload)?;
         let cache = match &opts.cache_dir {
             None => None,
             Some(dir) => Some(
@@ -89,10 +96,10 @@ impl Remote {
             url,
             prefix,
             opts: opts.clone(),
-            client: Mutex::new(None),
+            client: Mutex::new(Some((std::process::id(), client))),
+            upload,
             cache,
         };
-        r.client()?;
         Ok(Arc::new(r))
     }
 
@@ -120,7 +127,7 @@ impl Remote {
         {
             return Ok(c.clone());
         }
-        let (c, _) = build(&self.url, &self.opts, false)?;
+        let (c, _) = build(&self.url, &self.opts, self.upload)?;
         *held = Some((pid, c.clone()));
         Ok(c)
     }
@@ -412,7 +419,10 @@ const PART: usize = 16 << 20;
 /// it never sees a partial container; a publish that fails or is killed leaves no manifest, and
 /// [`gc`] removes what it left.
 pub fn publish_dir(dir: &Path, url: &str, opts: &RemoteOptions) -> Result<()> {
-    let remote = Remote::connect(url, opts)?;
+    // One client, which types every upload, the parts of multipart ones too (see
+    // [`CONTENT_TYPE`]).
+    let remote = Remote::open(url, opts, true)?;
+    let c = remote.client()?;
     let files = crate::read::container_files(dir)?;
     let manifest = &files[0];
     let name_of = |p: &Path| {
@@ -421,8 +431,6 @@ pub fn publish_dir(dir: &Path, url: &str, opts: &RemoteOptions) -> Result<()> {
             .map(str::to_string)
             .ok_or_else(|| Error::invalid(format!("{}: not a file name", p.display())))
     };
-    // A client of its own, which types the parts of multipart uploads (see [`CONTENT_TYPE`]).
-    let (c, _) = build(&remote.url, opts, true)?;
     let mname = name_of(manifest)?;
     let create = PutOptions {
         mode: PutMode::Create,

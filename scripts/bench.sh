@@ -18,10 +18,21 @@ case " $* " in
   *) export LOADERX_INSTALL_PEERS=${LOADERX_INSTALL_PEERS:-1} ;;
 esac
 bash scripts/install-deps.sh
-# The compiled module, imported from outside the checkout: from its root, `import loaderx` alone
-# finds the crate directory `loaderx/` as a namespace package and succeeds with no wheel installed.
-if ! (cd / && "$LOADERX_VENV/bin/python" -c "import loaderx._loaderx") 2>/dev/null; then
+# The wheel the Python rows time is built from the checkout being measured: the sources it is built
+# from (the crates it compiles, the lock file, pyproject.toml; committed state plus any uncommitted
+# diff) are hashed, and the wheel is rebuilt when the hash differs from the one recorded at its
+# last install, or when the compiled module does not import (checked from outside the checkout: from
+# its root, `import loaderx` alone finds the crate directory `loaderx/` as a namespace package and
+# succeeds with no wheel installed).
+wheel_src=(Cargo.toml Cargo.lock pyproject.toml zrecord loaderx datasets)
+wheel_hash=$( (git ls-files -s -- "${wheel_src[@]}"; git diff HEAD -- "${wheel_src[@]}") | sha256sum | cut -c1-16)
+wheel_stamp="$LOADERX_VENV/.loaderx-wheel-src"
+if [ "$(cat "$wheel_stamp" 2>/dev/null)" != "$wheel_hash" ] ||
+  ! (cd / && "$LOADERX_VENV/bin/python" -c "import loaderx._loaderx") 2>/dev/null; then
+  echo "bench: building the loaderx wheel from this checkout (sources $wheel_hash)"
+  rm -f "$wheel_stamp"
   "$LOADERX_VENV/bin/python" -m pip install -q --no-build-isolation .
+  echo "$wheel_hash" > "$wheel_stamp"
 fi
 corpora="$root/../shared/corpora"
 args=()

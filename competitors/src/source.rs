@@ -240,102 +240,129 @@ impl Source<'_> {
     /// reference batch is allocated (a fresh 38.5 MB one a dense image batch, each page of it
     /// faulted in), so checking costs one read of the source records and of `got`.
     pub fn check(&self, indices: &[u64], got: &Batch) -> Result<()> {
+        match got {
+            Batch::Dense(g) => self.check_dense(indices, g.bytes(), g.shape()),
+            Batch::Ragged(g) => self.check_ragged(indices, g.values(), g.cu_seqlens(), g.shapes()),
+        }
+    }
+
+    /// [`Source::check`] of a Dense batch given as its `bytes` and `shape` (a batch held in
+    /// another crate's type, checked without copying it).
+    pub fn check_dense(&self, indices: &[u64], bytes: &[u8], shape: &[u64]) -> Result<()> {
         util::check_indices(indices, self.len())?;
-        let n = indices.len();
-        match (got, self) {
-            (Batch::Dense(g), Source::Dense(d)) => {
-                let mut shape = vec![n as u64];
-                shape.extend_from_slice(&d.item_shape);
-                if g.shape() != shape.as_slice() {
-                    bail!("dense shape {:?} != expected {shape:?}", g.shape());
-                }
-                let (bytes, stride) = (g.bytes(), d.stride());
-                let mut at = 0;
-                for &i in indices {
-                    let want = d.record(i);
-                    let have = bytes
-                        .get(at..at + stride)
-                        .unwrap_or(&bytes[at.min(bytes.len())..]);
-                    if let Some(p) = first_diff(have, want) {
-                        bail!(
-                            "dense bytes differ at byte {} (len {} vs {})",
-                            at + p,
-                            bytes.len(),
-                            n * stride
-                        );
-                    }
-                    at += stride;
-                }
-                if bytes.len() != at {
-                    bail!(
-                        "dense bytes differ at byte {at} (len {} vs {at})",
-                        bytes.len()
-                    );
-                }
-            }
-            (Batch::Ragged(g), Source::Ragged(r)) => {
-                let (cu, shapes, values) = (g.cu_seqlens(), g.shapes(), g.values());
-                let mut want_cu = Vec::with_capacity(n + 1);
-                want_cu.push(0i32);
-                let mut total = 0u64;
-                for &i in indices {
-                    total += r.elements(i);
-                    want_cu.push(
-                        i32::try_from(total)
-                            .map_err(|_| crate::error::Error::msg("batch exceeds i32 elements"))?,
-                    );
-                }
-                if cu != want_cu.as_slice() {
-                    bail!(
-                        "ragged cu_seqlens differ: {:?}... vs {:?}...",
-                        head(cu),
-                        head(&want_cu)
-                    );
-                }
-                let dims = r.ndim;
-                if shapes.len() != n * dims
-                    || indices
-                        .iter()
-                        .enumerate()
-                        .any(|(j, &i)| shapes[j * dims..(j + 1) * dims] != *r.shape(i))
-                {
-                    let want: Vec<u64> = indices
-                        .iter()
-                        .take(8)
-                        .flat_map(|&i| r.shape(i).to_vec())
-                        .collect();
-                    bail!(
-                        "ragged shapes differ: {:?}... vs {:?}...",
-                        head(shapes),
-                        head(&want)
-                    );
-                }
-                let want_len = total as usize * r.dtype.itemsize();
-                let mut at = 0;
-                for &i in indices {
-                    let want = r.record(i);
-                    let end = (at + want.len()).min(values.len());
-                    if let Some(p) = first_diff(&values[at.min(end)..end], want) {
-                        bail!(
-                            "ragged values differ at byte {} (len {} vs {want_len})",
-                            at + p,
-                            values.len()
-                        );
-                    }
-                    at += want.len();
-                }
-                if values.len() != want_len {
-                    bail!(
-                        "ragged values differ at byte {} (len {} vs {want_len})",
-                        values.len().min(want_len),
-                        values.len()
-                    );
-                }
-            }
-            (got, _) => bail!(
-                "geometry mismatch: got {got:?}, expected a {:?} batch",
+        let Source::Dense(d) = self else {
+            bail!(
+                "geometry mismatch: got a dense batch (shape {shape:?}, {} bytes), expected a {:?} batch",
+                bytes.len(),
                 self.geometry()
-            ),
+            );
+        };
+        let n = indices.len();
+        let mut want_shape = vec![n as u64];
+        want_shape.extend_from_slice(&d.item_shape);
+        if shape != want_shape.as_slice() {
+            bail!("dense shape {shape:?} != expected {want_shape:?}");
+        }
+        let stride = d.stride();
+        let mut at = 0;
+        for &i in indices {
+            let want = d.record(i);
+            let have = bytes
+                .get(at..at + stride)
+                .unwrap_or(&bytes[at.min(bytes.len())..]);
+            if let Some(p) = first_diff(have, want) {
+                bail!(
+                    "dense bytes differ at byte {} (len {} vs {})",
+                    at + p,
+                    bytes.len(),
+                    n * stride
+                );
+            }
+            at += stride;
+        }
+        if bytes.len() != at {
+            bail!(
+                "dense bytes differ at byte {at} (len {} vs {at})",
+                bytes.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// [`Source::check`] of a Ragged batch given as its packed `values`, `cu` (`cu_seqlens`) and
+    /// `shapes` (a batch held in another crate's type, checked without copying it).
+    pub fn check_ragged(
+        &self,
+        indices: &[u64],
+        values: &[u8],
+        cu: &[i32],
+        shapes: &[u64],
+    ) -> Result<()> {
+        util::check_indices(indices, self.len())?;
+        let Source::Ragged(r) = self else {
+            bail!(
+                "geometry mismatch: got a ragged batch ({} records, {} value bytes), expected a {:?} batch",
+                cu.len().saturating_sub(1),
+                values.len(),
+                self.geometry()
+            );
+        };
+        let n = indices.len();
+        let mut want_cu = Vec::with_capacity(n + 1);
+        want_cu.push(0i32);
+        let mut total = 0u64;
+        for &i in indices {
+            total += r.elements(i);
+            want_cu.push(
+                i32::try_from(total)
+                    .map_err(|_| crate::error::Error::msg("batch exceeds i32 elements"))?,
+            );
+        }
+        if cu != want_cu.as_slice() {
+            bail!(
+                "ragged cu_seqlens differ: {:?}... vs {:?}...",
+                head(cu),
+                head(&want_cu)
+            );
+        }
+        let dims = r.ndim;
+        if shapes.len() != n * dims
+            || indices
+                .iter()
+                .enumerate()
+                .any(|(j, &i)| shapes[j * dims..(j + 1) * dims] != *r.shape(i))
+        {
+            let want: Vec<u64> = indices
+                .iter()
+                .take(8)
+                .flat_map(|&i| r.shape(i).to_vec())
+                .collect();
+            bail!(
+                "ragged shapes differ: {:?}... vs {:?}...",
+                head(shapes),
+                head(&want)
+            );
+        }
+        let want_len = total as usize * r.dtype.itemsize();
+        let mut at = 0;
+        for &i in indices {
+            let want = r.record(i);
+            let end = (at + want.len()).min(values.len());
+            if let Some(p) = first_diff(&values[at.min(end)..end], want) {
+                bail!(
+                    "ragged values differ at byte {} (len {} vs {want_len})",
+                    at + p,
+                    values.len()
+                );
+            }
+            at += want.len();
+        }
+        if values.len() != want_len {
+            bail!(
+                "ragged values differ at byte {} (len {} vs {want_len})",
+                values.len().min(want_len),
+                values.len()
+            );
         }
         Ok(())
     }

@@ -199,10 +199,7 @@ fn timed_cell(
         };
         source
             .check(idx, &got)
-            .map_err(|source| HarnessError::Differs {
-                batch: format!("cold batch {k}"),
-                source,
-            })?;
+            .map_err(HarnessError::differs(format!("cold batch {k}")))?;
         r.verified_batches += 1;
     }
     let total: f64 = times.iter().sum();

@@ -297,6 +297,12 @@ impl HarnessError {
         move |source| HarnessError::Io { op, path, source }
     }
 
+    /// A [`HarnessError::Differs`] of `batch` (`timed batch 12`, ...), from what differed.
+    pub fn differs(batch: impl Into<String>) -> impl FnOnce(competitors::Error) -> HarnessError {
+        let batch = batch.into();
+        move |source| HarnessError::Differs { batch, source }
+    }
+
     /// A [`HarnessError::Backend`] of `backend` at `stage`.
     pub fn backend(
         backend: impl Into<String>,

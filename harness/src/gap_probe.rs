@@ -110,10 +110,7 @@ pub fn main(args: &GapProbeArgs) -> Result<ExitCode> {
                 got_bytes += got.payload_bytes();
                 source
                     .check(ix, &got)
-                    .map_err(|source| HarnessError::Differs {
-                        batch: format!("a batch of {name}"),
-                        source,
-                    })?;
+                    .map_err(HarnessError::differs(format!("a batch of {name}")))?;
             }
             bytes = got_bytes;
             secs[a].push(total);

@@ -103,7 +103,7 @@ fn store_matches(path: &Path, source: &competitors::Source<'_>) -> Result<bool> 
         let Ok(got) = view.gather(idx) else {
             return Ok(false);
         };
-        if !Delivered::Loader(vec![got]).same_as_source(idx, source)? {
+        if !Delivered::Loader(vec![got]).same_as_source(idx, source) {
             return Ok(false);
         }
     }

@@ -274,10 +274,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         let b = received(b);
         source
             .check(&idx, &b)
-            .map_err(|source| HarnessError::Differs {
-                batch: "the probe batch".into(),
-                source,
-            })?;
+            .map_err(HarnessError::differs("the probe batch"))?;
         if dt > limit {
             r.status = Status::Excluded;
             r.note = Some(format!(
@@ -300,10 +297,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         let got = received(got);
         source
             .check(&idx, &got)
-            .map_err(|source| HarnessError::Differs {
-                batch: format!("verification batch {k}"),
-                source,
-            })?;
+            .map_err(HarnessError::differs(format!("verification batch {k}")))?;
         r.verified_batches += 1;
     }
     // Timed gathers, each checked after its timer stopped.
@@ -323,10 +317,10 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         let got = received(got);
         source
             .check(&idx, &got)
-            .map_err(|source| HarnessError::Differs {
-                batch: format!("timed batch {}", times.len()),
-                source,
-            })?;
+            .map_err(HarnessError::differs(format!(
+                "timed batch {}",
+                times.len()
+            )))?;
         r.verified_batches += 1;
         drop(got);
         if times.len() > 2_000_000 {

@@ -163,11 +163,8 @@ fn check_store(
         .map_err(HarnessError::backend(b.name(), "gather after write"))?;
     source
         .check(&idx, &got)
-        .map_err(|source| HarnessError::Differs {
-            batch: format!(
-                "the batch read back from the {} store just written",
-                b.name()
-            ),
-            source,
-        })
+        .map_err(HarnessError::differs(format!(
+            "the batch read back from the {} store just written",
+            b.name()
+        )))
 }

@@ -242,6 +242,11 @@ pub struct CellResult {
     /// A plain sequential file write of the same bytes in the same cell, MiB/s (the write limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_limit_mib_s: Option<f64>,
+    /// Seconds the `memcpy-limit` copy took for exactly the timed batches' records, timed in this
+    /// cell in rounds alternating with the backend's gathers (`store_cell::LIMIT_METHOD`); absent
+    /// in the limit's own cells and in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_gather_s: Option<f64>,
 }
 
 impl CellResult {
@@ -273,6 +278,7 @@ impl CellResult {
             verified: None,
             write_repeats_s: Vec::new(),
             write_limit_mib_s: None,
+            limit_gather_s: None,
         }
     }
 

@@ -81,7 +81,7 @@ pub fn aggregate(
                     .map_or(f64::NAN, |b| b as f64 / (1 << 20) as f64)
             }),
             compression: col(|r| or_nan(r.compression)),
-            x_memcpy: None,
+            x_memcpy: paired_x_memcpy(&ok),
             x_write_limit: None,
             sd: sample_sd(&gathers),
             repeats: reps,
@@ -93,7 +93,12 @@ pub fn aggregate(
         .map(|r| r.gather_mib_s);
     if let Some(l) = limit {
         for r in &mut out {
-            if r.status == Status::Ok && l > 0.0 {
+            if r.status == Status::Ok
+                && l > 0.0
+                && (r.x_memcpy.is_none() || r.backend == "memcpy-limit")
+            {
+                // Cells from before the limit was timed in every cell (or the limit's own
+                // row): the row over the limit row.
                 r.x_memcpy = Some(r.gather_mib_s / l);
             }
         }
@@ -425,6 +430,21 @@ pub fn render_results(j: &Value) -> String {
     }
 }
 
+/// `x memcpy` from the limit timed beside each cell's gathers (`store_cell::LIMIT_METHOD`):
+/// the median over the cells of the limit's seconds over the cell's for the same batches; `None`
+/// unless every cell timed it.
+fn paired_x_memcpy(cells: &[&CellResult]) -> Option<f64> {
+    let x: Option<Vec<f64>> = cells
+        .iter()
+        .map(|c| {
+            c.limit_gather_s
+                .filter(|l| *l > 0.0 && c.gather_s > 0.0)
+                .map(|l| l / c.gather_s)
+        })
+        .collect();
+    x.filter(|x| !x.is_empty()).map(|x| median(&x))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,6 +492,50 @@ mod tests {
             write_limit_mib_s: limit,
             ..CellResult::new(Table::RaggedTokens, backend, Status::Ok)
         }
+    }
+
+    #[test]
+    fn x_memcpy_is_the_median_of_each_cells_ratio_to_the_limit_timed_beside_it() {
+        let paired = |gather_s: f64, limit_s: Option<f64>| CellResult {
+            gather_s,
+            limit_gather_s: limit_s,
+            ..cell("zrecord-raw", 500.0, None)
+        };
+        let limit_row = (
+            "memcpy-limit".to_string(),
+            vec![CellResult {
+                gather_mib_s: 4000.0,
+                ..cell("memcpy-limit", 0.0, None)
+            }],
+        );
+        let rows = vec![
+            (
+                "zrecord-raw".to_string(),
+                vec![
+                    paired(2.0, Some(1.8)),
+                    paired(2.0, Some(1.0)),
+                    paired(1.0, Some(0.95)),
+                ],
+            ),
+            limit_row.clone(),
+        ];
+        let t = aggregate(Table::RaggedTokens, false, rows);
+        assert_eq!(
+            t.rows[0].x_memcpy,
+            Some(0.9),
+            "the median of 0.9, 0.5 and 0.95"
+        );
+        assert_eq!(t.rows[1].x_memcpy, Some(1.0));
+        // A cell without it (an older run): the row over the limit row, 1000 / 4000.
+        let rows = vec![
+            (
+                "zrecord-raw".to_string(),
+                vec![paired(2.0, Some(1.8)), paired(2.0, None)],
+            ),
+            limit_row,
+        ];
+        let t = aggregate(Table::RaggedTokens, false, rows);
+        assert_eq!(t.rows[0].x_memcpy, Some(0.25));
     }
 
     #[test]

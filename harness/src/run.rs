@@ -179,6 +179,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
             working_set::llc_or_fallback(),
         ));
         st.captions.push(store_cell::WRITE_METHOD.to_string());
+        st.captions.push(store_cell::LIMIT_METHOD.to_string());
         if st
             .rows
             .iter()

@@ -1,7 +1,8 @@
 //! One (store table, backend) cell, run in its own process (the hidden `cell` subcommand): write
-//! (timed, repeated: [`WRITE_METHOD`], then the write limit beside it), open, verify 100 random batches, then timed IID gathers until the time budget is
-//! spent, each checked after its timer. Reads its command line ([`StoreCellArgs`]) and fills a
-//! [`CellResult`].
+//! (timed, repeated: [`WRITE_METHOD`], then the write limit beside it), open, verify 100 random
+//! batches, then timed IID gathers until the time budget is spent, each checked after its timer,
+//! in rounds alternating with the copy limit of the same draws ([`LIMIT_METHOD`]). Reads its
+//! command line ([`StoreCellArgs`]) and fills a [`CellResult`].
 
 use std::fs::File;
 use std::io::Write;
@@ -64,6 +65,84 @@ page cache, not fsynced (no row fsyncs). `write-limit` is one plain sequential `
 same logical bytes (8 MiB chunks, one file), timed the same way in every cell right after its \
 writes; `write x limit` = median over the row's cells of the cell's write / its own limit; the \
 write-limit row is the median of all cells' limits.";
+
+/// How a store cell times the copy limit beside its gathers (the store tables' caption says it).
+pub const LIMIT_METHOD: &str = "`x memcpy` = median over the row's cells of the cell's gather / \
+the `memcpy-limit` copy of the same batches timed in that cell: every cell replays its timed \
+batches' draws through the limit row's copy (the records held in memory, copied into a recycled \
+buffer with the stores a gather of that size uses) in rounds of at least 0.25 s alternating with \
+its own gathers, so both figures of a ratio come from the same seconds of the same process; the \
+memcpy-limit row itself is its own cells' figures.";
+
+/// Rounds of at least this many seconds of the backend's timed gathers alternate with the limit
+/// copy of the same draws.
+const LIMIT_ROUND_S: f64 = 0.25;
+
+/// The copy limit of one store cell, timed beside its gathers: the draws of a round of the
+/// backend's timed gathers are replayed through competitors' `memcpy-limit` once the round has
+/// lasted [`LIMIT_ROUND_S`], so the two alternate within the cell (a machine whose speed drifts
+/// between cells moves both) and the limit's cache and memory traffic never lands inside a
+/// backend's timed gather.
+struct LimitRounds {
+    reader: Box<dyn competitors::Reader>,
+    dir: PathBuf,
+    round: Vec<Vec<u64>>,
+    round_s: f64,
+    total_s: f64,
+}
+
+impl LimitRounds {
+    fn new(source: &Source<'_>, dir: &Path) -> Result<LimitRounds> {
+        let mut c = competitors::Backend::MemcpyLimit.competitor();
+        let stored = c
+            .write(source, dir)
+            .map_err(HarnessError::backend("memcpy-limit", "write"))?;
+        let reader = c
+            .open(&stored)
+            .map_err(HarnessError::backend("memcpy-limit", "open"))?;
+        Ok(LimitRounds {
+            reader,
+            dir: dir.to_path_buf(),
+            round: Vec::new(),
+            round_s: 0.0,
+            total_s: 0.0,
+        })
+    }
+
+    /// The backend gathered `idx` in `seconds`; a round that has lasted long enough is replayed.
+    fn gathered(&mut self, idx: Vec<u64>, seconds: f64) -> Result<()> {
+        self.round.push(idx);
+        self.round_s += seconds;
+        if self.round_s >= LIMIT_ROUND_S {
+            self.replay()?;
+        }
+        Ok(())
+    }
+
+    fn replay(&mut self) -> Result<()> {
+        for idx in self.round.drain(..) {
+            let t = Instant::now();
+            let b = self
+                .reader
+                .gather(&idx)
+                .map_err(HarnessError::backend("memcpy-limit", "gather"))?;
+            self.total_s += self
+                .reader
+                .last_gather_seconds()
+                .unwrap_or(t.elapsed().as_secs_f64());
+            drop(b);
+        }
+        self.round_s = 0.0;
+        Ok(())
+    }
+
+    /// Replays the last round; the limit's seconds for every batch the backend timed.
+    fn finish(mut self) -> Result<f64> {
+        self.replay()?;
+        let _ = std::fs::remove_dir_all(&self.dir);
+        Ok(self.total_s)
+    }
+}
 
 /// Flushes the file system holding `dir` (`sync -f`), so a timed write starts with no dirty
 /// data of earlier work pending.
@@ -300,6 +379,16 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
             .map_err(HarnessError::differs(format!("verification batch {k}")))?;
         r.verified_batches += 1;
     }
+    // The limit beside the gathers (`LIMIT_METHOD`): the same records copied from memory, in
+    // rounds alternating with this backend's.
+    let mut limit = if backend.backend() == competitors::Backend::MemcpyLimit {
+        None
+    } else {
+        Some(LimitRounds::new(
+            &source,
+            &args.work.join(format!("{stem}-limit")),
+        )?)
+    };
     // Timed gathers, each checked after its timer stopped.
     let mut times = Vec::new();
     let mut total = 0.0;
@@ -323,9 +412,15 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
             )))?;
         r.verified_batches += 1;
         drop(got);
+        if let Some(l) = limit.as_mut() {
+            l.gathered(idx, dt)?;
+        }
         if times.len() > 2_000_000 {
             break;
         }
+    }
+    if let Some(l) = limit {
+        r.limit_gather_s = Some(l.finish()?);
     }
     r.gather_s = total;
     r.gather_batches = times.len() as u64;

@@ -93,12 +93,9 @@ pub fn aggregate(
         .map(|r| r.gather_mib_s);
     if let Some(l) = limit {
         for r in &mut out {
-            if r.status == Status::Ok
-                && l > 0.0
-                && (r.x_memcpy.is_none() || r.backend == "memcpy-limit")
-            {
-                // Cells from before the limit was timed in every cell (or the limit's own
-                // row): the row over the limit row.
+            if r.status == Status::Ok && l > 0.0 && r.x_memcpy.is_none() {
+                // The limit's own row (its cells time no limit beside them) and cells from
+                // before every cell did: the row over the limit row.
                 r.x_memcpy = Some(r.gather_mib_s / l);
             }
         }

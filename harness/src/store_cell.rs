@@ -67,7 +67,7 @@ writes; `write x limit` = median over the row's cells of the cell's write / its 
 write-limit row is the median of all cells' limits.";
 
 /// How a store cell times the copy limit beside its gathers (the store tables' caption says it).
-pub const LIMIT_METHOD: &str = "`x memcpy` = median over the row's cells of the cell's gather / \
+pub const LIMIT_METHOD: &str = "`× memcpy-limit` = median over the row's cells of the cell's gather / \
 the `memcpy-limit` copy of the same batches timed in that cell: every cell replays its timed \
 batches' draws through the limit row's copy (the records held in memory, copied into a recycled \
 buffer with the stores a gather of that size uses) in rounds of at least 0.25 s alternating with \
@@ -139,8 +139,14 @@ impl LimitRounds {
     /// Replays the last round; the limit's seconds for every batch the backend timed.
     fn finish(mut self) -> Result<f64> {
         self.replay()?;
-        let _ = std::fs::remove_dir_all(&self.dir);
         Ok(self.total_s)
+    }
+}
+
+impl Drop for LimitRounds {
+    /// The limit's directory goes however the cell ends (a gather error included).
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

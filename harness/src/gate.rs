@@ -146,7 +146,8 @@ pub fn check(base: &Baseline, cur: &Value, partial: bool) -> Vec<Violation> {
             continue;
         };
         let floor = f.floor();
-        if f.gated && c.value < floor {
+        // Taken only while the cores sat far apart: not judged (`unjudged` says so).
+        if f.gated && !c.far && c.value < floor {
             v.push(Violation {
                 table: f.table.clone(),
                 speed: true,
@@ -166,6 +167,31 @@ pub fn check(base: &Baseline, cur: &Value, partial: bool) -> Vec<Violation> {
     v
 }
 
+/// The gated figures of `cur` that [`check`] does not judge, each with why: every repeat behind
+/// it was taken while the cores sat far apart ([`Figure::far`]).
+pub fn unjudged(base: &Baseline, cur: &Value) -> Vec<String> {
+    figures(cur)
+        .into_iter()
+        .filter(|c| {
+            c.far
+                && base.figures.iter().any(|f| {
+                    f.gated && f.table == c.table && f.row == c.row && f.metric == c.metric
+                })
+        })
+        .map(|c| {
+            format!(
+                "{}: {} {} ({:.4}) is not judged: every repeat of a row behind it ran while the \
+                 cores sat far apart (a cache line's round trip over {}x the run's nearest)",
+                c.table,
+                c.row,
+                c.metric,
+                c.value,
+                benchkit::placement::FAR_OVER_NEAR
+            )
+        })
+        .collect()
+}
+
 pub fn main(
     base: &Path,
     cur: &PathBuf,
@@ -179,6 +205,9 @@ pub fn main(
         None => println!("gate: the baseline of {} ({} runs)", b.kind(), b.runs.len()),
     }
     let violations = check(&b, &c, partial);
+    for u in unjudged(&b, &c) {
+        println!("gate: {u}");
+    }
     if let Some(f) = retry_file {
         let t = retry_tables(&violations).join(",");
         std::fs::write(f, &t).map_err(HarnessError::io("write", f))?;
@@ -229,6 +258,8 @@ pub fn slowed(doc: &Value, factor: f64, pick: &dyn Fn(&str, &Value) -> bool) -> 
                     if let Some(a) = r.get_mut("repeats").and_then(Value::as_array_mut) {
                         for rep in a.iter_mut() {
                             scale(rep, &SPEED, factor);
+                            // Its seconds for the batches the limit beside it copied too.
+                            scale(rep, &["gather_s"], 1.0 / factor);
                         }
                     }
                 }
@@ -257,6 +288,10 @@ pub const BASELINE_SCHEMA: &str = "loaderx-gate-baseline/1";
 pub const MIN_RUNS: usize = 3;
 /// Repeats a cell of a baseline run needs for its figures to be speed-gated.
 pub const MIN_REPEATS: u64 = 3;
+/// Times a `--gated` run retakes a timed repeat whose cell ran while the cores sat far apart
+/// (`benchkit::placement`), keeping every take: the gate reads the repeats taken near, and a figure
+/// with none is not judged.
+pub const RETAKES_FAR: usize = 2;
 /// A band is this many SDs of the figure's logarithm over the runs...
 pub const BAND_SDS: f64 = 3.0;
 /// ...and at least this wide: three runs on one VM can agree by chance, and a fresh VM of the
@@ -428,6 +463,11 @@ pub fn band_with(values: &[f64], spread: &[f64]) -> (f64, f64, f64) {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
+    if n == 0 {
+        // No value (every run read the figure only while the cores sat far apart): no center,
+        // and the figure is not gated.
+        return (0.0, 0.0, MAX_BAND);
+    }
     let center = if n % 2 == 1 {
         v[n / 2]
     } else {
@@ -475,14 +515,21 @@ impl Baseline {
         });
         let mut out = Vec::new();
         for f in &per_run[0] {
-            let values: Option<Vec<f64>> = per_run
+            let found: Option<Vec<&Figure>> = per_run
                 .iter()
                 .map(|fs| {
                     fs.iter()
                         .find(|g| g.table == f.table && g.row == f.row && g.metric == f.metric)
-                        .map(|g| g.value)
                 })
                 .collect();
+            // A run whose repeats behind the figure all ran while the cores sat far apart gives
+            // it no value (the machine's placement, not the code).
+            let values = found.map(|fs| {
+                fs.iter()
+                    .filter(|g| !g.far)
+                    .map(|g| g.value)
+                    .collect::<Vec<f64>>()
+            });
             let Some(values) = values else {
                 return Err(HarnessError::other(format!(
                     "{}: {} {} is missing from a run: a baseline gates figures every run has",
@@ -494,6 +541,7 @@ impl Baseline {
                 .filter_map(|fs| {
                     fs.iter()
                         .find(|g| g.table == f.table && g.row == f.row && g.metric == f.metric)
+                        .filter(|g| !g.far)
                         .map(|g| g.value)
                 })
                 .collect();
@@ -513,6 +561,15 @@ impl Baseline {
             // Gated when its spread allows a band (MAX_SD), and when that band catches a 25 %
             // slowdown from every level the runs showed, not only from their median.
             g.gated = sd_log <= MAX_SD && !g.misses_a_slowdown();
+            if g.values.len() < MIN_RUNS {
+                g.gated = false;
+                g.note = Some(format!(
+                    "not gated: {} of its runs measured it only while the cores sat far apart, \
+                     leaving {} values",
+                    runs.len() - g.values.len(),
+                    g.values.len()
+                ));
+            }
             if g.gated && few_repeats {
                 g.gated = false;
                 g.note = Some(format!(
@@ -532,7 +589,12 @@ impl Baseline {
                  slower falls below the floor; each figure a ratio of two rows' best repeats in \
                  one run: zrecord-raw over memcpy-limit (x_memcpy, store tables), bare-gather \
                  over memcpy-limit (x_limit, loader tables), each other loaderx loader row over \
-                 bare-gather (x_bare)"
+                 bare-gather (x_bare); a zrecord-raw row's x_memcpy is its best ratio to the \
+                 copy limit timed beside it in each cell where every cell timed one; a repeat \
+                 taken while the cores sat far apart (a cache line's round trip over \
+                 {}x the run's nearest) counts only when none was near, and a figure left with \
+                 such repeats alone gives no value",
+                benchkit::placement::FAR_OVER_NEAR
             ),
             runs: receipts,
             spread_runs: spread_receipts,

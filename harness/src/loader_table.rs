@@ -240,6 +240,9 @@ fn mismatch(msg: String) -> Result<ExitCode> {
 #[derive(Default)]
 struct ArmResult {
     per_batch: Vec<f64>,
+    /// Each timed repeat's reading of the cores' round trip (`benchkit::placement::around`),
+    /// beside `per_batch`; `None` where the probe could not run.
+    core_rt_ns: Vec<Option<f64>>,
     peaks: Vec<u64>,
     verified_batches: u64,
     /// A batch differed from the source (or the arm said so).
@@ -261,7 +264,7 @@ fn run_json(cmd: Command, sample: bool) -> Result<(Value, u64)> {
 }
 
 /// Folds one run's JSON into the arm's results.
-fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
+fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool, rt: Option<f64>) {
     if let Some(note) = j.get("skipped").and_then(Value::as_str) {
         r.note = Some(note.to_string());
         return;
@@ -302,6 +305,7 @@ fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
             .unwrap_or(0);
         if let Some(p) = j.get("per_batch_s").and_then(Value::as_f64) {
             r.per_batch.push(p);
+            r.core_rt_ns.push(rt);
         }
     }
 }
@@ -436,10 +440,13 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                 }
                 let started = std::time::Instant::now();
                 let run_batches = if memory_pass { memory_batches } else { batches };
-                match arm.command(&args(run_batches)) {
-                    Err(note) => r.note = Some(note.to_string()),
-                    Ok(mut cmd) => match run_json(
-                        {
+                // A gated run (the CI gate's) retakes a timed repeat taken while the cores sat far
+                // apart, at most `RETAKES_FAR` times; every take is kept, the gate reads the near.
+                for _ in 0..=crate::gate::RETAKES_FAR {
+                    let mut far = false;
+                    match arm.command(&args(run_batches)) {
+                        Err(note) => r.note = Some(note.to_string()),
+                        Ok(mut cmd) => match benchkit::placement::around(|| {
                             if memory_pass {
                                 // Blocks of one batch: the sampled run holds no extra batches.
                                 cmd.env("LOADERX_LOADER_MEMORY_PASS", "1");
@@ -447,16 +454,24 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                                     cmd.env("LOADERX_LOADER_DIGESTS", d);
                                 }
                             }
-                            cmd
+                            run_json(cmd, memory_pass)
+                        }) {
+                            (Ok((j, peak)), rt) => {
+                                record(r, &j, peak, memory_pass, rt);
+                                far = benchkit::placement::is_far(
+                                    rt,
+                                    benchkit::placement::nearest_seen(),
+                                );
+                            }
+                            (Err(e), _) => {
+                                r.failed = true;
+                                r.note = Some(format!("failed: {e}"));
+                            }
                         },
-                        memory_pass,
-                    ) {
-                        Ok((j, peak)) => record(r, &j, peak, memory_pass),
-                        Err(e) => {
-                            r.failed = true;
-                            r.note = Some(format!("failed: {e}"));
-                        }
-                    },
+                    }
+                    if !(a.gated && far && !memory_pass && !r.failed && r.note.is_none()) {
+                        break;
+                    }
                 }
                 let what = if memory_pass {
                     "peak-RAM runs"
@@ -531,6 +546,9 @@ fn build_table(
             "samples/s sd": sps.map(|_| sample_sd(&per_rep)),
             // Every repeat's figure, in the order run (the median above is over these).
             "samples/s repeats": if sps.is_some() { json!(per_rep) } else { Value::Null },
+            // Beside each repeat: the cores' round trip around it (the gate reads only repeats
+            // taken while the cores sat near each other, `gate::figures`).
+            "core round trip ns repeats": if sps.is_some() { json!(r.core_rt_ns) } else { Value::Null },
             "peak RAM MiB": sps.and(r.peaks.iter().max().map(|&b| b as f64 / (1 << 20) as f64)),
             "x loaderx": match (reference, sps) { (Some(l), Some(s)) => Some(l / s), _ => None },
             "verified batches": sps.map(|_| r.verified_batches),
@@ -592,17 +610,17 @@ mod tests {
         assert_eq!(arms.len(), names.len());
         let mut results: Vec<ArmResult> = arms.iter().map(|_| ArmResult::default()).collect();
         // bare-gather: two repeats pass, the third differs from the source.
-        record(&mut results[0], &ok(1e-3), 0, false);
-        record(&mut results[0], &ok(1e-3), 0, false);
+        record(&mut results[0], &ok(1e-3), 0, false, None);
+        record(&mut results[0], &ok(1e-3), 0, false, None);
         let differs = json!({"per_batch_s": null, "verified": false, "mismatch": true,
             "error": "bare-gather: timed batch 50 differs from every pending step's source records"});
-        record(&mut results[0], &differs, 0, false);
+        record(&mut results[0], &differs, 0, false, None);
         // memcpy-limit: compared and passed, but a reference.
-        record(&mut results[1], &ok(1e-4), 0, false);
+        record(&mut results[1], &ok(1e-4), 0, false, None);
         // python-loaderx-w4: one repeat passes, the next errors.
-        record(&mut results[2], &ok(2e-3), 0, false);
+        record(&mut results[2], &ok(2e-3), 0, false, None);
         let error = json!({"per_batch_s": null, "verified": false, "error": "RuntimeError: boom"});
-        record(&mut results[2], &error, 0, false);
+        record(&mut results[2], &error, 0, false, None);
         let t = build_table(
             Table::LOADER[0],
             "dense-vision",

@@ -247,6 +247,10 @@ pub struct CellResult {
     /// in the limit's own cells and in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_gather_s: Option<f64>,
+    /// Nanoseconds of a cache line's round trip between two cores, the larger of the readings
+    /// just before and just after the cell (`benchkit::placement`); absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_rt_ns: Option<f64>,
 }
 
 impl CellResult {
@@ -279,6 +283,7 @@ impl CellResult {
             write_repeats_s: Vec::new(),
             write_limit_mib_s: None,
             limit_gather_s: None,
+            core_rt_ns: None,
         }
     }
 

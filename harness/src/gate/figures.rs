@@ -55,41 +55,122 @@ pub struct Figure {
     /// other loaderx loader rows): [`figures`].
     pub metric: &'static str,
     pub value: f64,
+    /// Every repeat of a row it divides (or divides by) was taken while the cores sat far apart
+    /// ([`near_level`]): the figure reads the machine's placement, not the code, and the gate
+    /// does not judge it.
+    pub far: bool,
+}
+
+/// The run's near level: the smallest reading of the cores' round trip any of its cells took
+/// (`benchkit::placement`), `None` in runs without readings.
+pub fn near_level(doc: &Value) -> Option<f64> {
+    let mut readings = Vec::new();
+    for t in tables(doc) {
+        for r in rows(t) {
+            if let Some(a) = r.get(RT_REPEATS).and_then(Value::as_array) {
+                readings.extend(a.iter().filter_map(Value::as_f64));
+            }
+            if let Some(a) = r.get("repeats").and_then(Value::as_array) {
+                readings.extend(a.iter().filter_map(|c| num(c, "core_rt_ns")));
+            }
+        }
+    }
+    readings
+        .into_iter()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .min_by(f64::total_cmp)
+}
+
+/// A loader row's readings of the cores' round trip, one beside each of its `samples/s repeats`.
+pub const RT_REPEATS: &str = "core round trip ns repeats";
+
+/// The best of `xs` (value, taken far), preferring the readings taken while the cores sat near:
+/// the far ones count only when every one is far.
+fn best_placed(xs: Vec<(f64, bool)>) -> Option<(f64, bool)> {
+    let good: Vec<(f64, bool)> = xs
+        .into_iter()
+        .filter(|(x, _)| x.is_finite() && *x > 0.0)
+        .collect();
+    let best = |far: bool| {
+        good.iter()
+            .filter(|(_, f)| *f == far)
+            .map(|(x, _)| *x)
+            .max_by(f64::total_cmp)
+    };
+    best(false)
+        .map(|x| (x, false))
+        .or_else(|| best(true).map(|x| (x, true)))
+}
+
+/// A store row's repeats that passed.
+fn ok_repeats(r: &Value) -> Vec<&Value> {
+    let ok = |x: &&Value| {
+        x.get("status")
+            .and_then(Value::as_str)
+            .is_none_or(|s| Status::from_name(s) == Some(Status::Ok))
+    };
+    r.get("repeats")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter(ok).collect())
+        .unwrap_or_default()
 }
 
 /// A row's speed as the gate reads it: the best of its repeats (`samples/s repeats` of a loader
-/// row, each repeat's `gather_mib_s` of a store row), else its one figure. On a shared machine a
-/// neighbour only ever slows a repeat down, so the fastest repeat is the least disturbed reading
-/// of the code's speed; a 25 % slower build lowers every repeat, the fastest too.
-pub fn best_speed(r: &Value) -> Option<f64> {
-    let pick = |xs: Vec<f64>| {
-        xs.into_iter()
-            .filter(|x| x.is_finite() && *x > 0.0)
-            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
-    };
-    if let Some(a) = r.get("samples/s repeats").and_then(Value::as_array)
-        && let Some(x) = pick(a.iter().filter_map(Value::as_f64).collect())
-    {
-        return Some(x);
-    }
-    if let Some(a) = r.get("repeats").and_then(Value::as_array) {
-        let ok = |x: &&Value| {
-            x.get("status")
-                .and_then(Value::as_str)
-                .is_none_or(|s| Status::from_name(s) == Some(Status::Ok))
-        };
-        if let Some(x) = pick(
-            a.iter()
-                .filter(ok)
-                .filter_map(|x| num(x, "gather_mib_s"))
-                .collect(),
-        ) {
+/// row, each repeat's `gather_mib_s` of a store row), else its one figure; with whether only far
+/// readings were left ([`Figure::far`]). On a shared machine a neighbour only ever slows a
+/// repeat down, so the fastest repeat is the least disturbed reading of the code's speed; a 25 %
+/// slower build lowers every repeat, the fastest too. Repeats taken while the cores sat far
+/// apart (more than `benchkit::placement::FAR_OVER_NEAR` times the run's `near` level) count only
+/// when no other did: a loader that hands each batch from one thread to another ran up to 1.6x
+/// slower there, a one-thread loop not at all, so their ratio moved with the host's placement.
+pub fn best_speed(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
+    let far = |rt: Option<f64>| benchkit::placement::is_far(rt, near);
+    if let Some(a) = r.get("samples/s repeats").and_then(Value::as_array) {
+        let rts = r.get(RT_REPEATS).and_then(Value::as_array);
+        let xs = a
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| {
+                let rt = rts.and_then(|v| v.get(i)).and_then(Value::as_f64);
+                Some((x.as_f64()?, far(rt)))
+            })
+            .collect();
+        if let Some(x) = best_placed(xs) {
             return Some(x);
         }
+    }
+    let reps = ok_repeats(r);
+    let xs = reps
+        .iter()
+        .filter_map(|c| Some((num(c, "gather_mib_s")?, far(num(c, "core_rt_ns")))))
+        .collect();
+    if let Some(x) = best_placed(xs) {
+        return Some(x);
     }
     num(r, "samples/s")
         .or_else(|| num(r, "gather_mib_s"))
         .filter(|x| x.is_finite() && *x > 0.0)
+        .map(|x| (x, false))
+}
+
+/// A zrecord-raw store row's `x_memcpy` paired within cells: the best over its repeats of the
+/// copy limit's seconds over the row's for the same batches, timed in the same cell
+/// (`limit_gather_s` over `gather_s`); `None` unless every repeat that passed carries the limit.
+fn best_paired(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
+    let reps = ok_repeats(r);
+    let xs: Option<Vec<(f64, bool)>> = reps
+        .iter()
+        .map(|c| {
+            let (l, g) = (num(c, "limit_gather_s")?, num(c, "gather_s")?);
+            (g > 0.0).then(|| {
+                (
+                    l / g,
+                    benchkit::placement::is_far(num(c, "core_rt_ns"), near),
+                )
+            })
+        })
+        .collect();
+    xs.filter(|x| !x.is_empty()).and_then(best_placed)
 }
 
 /// The loader row every other loaderx row of its table is divided by (`x_bare`).
@@ -97,7 +178,9 @@ pub const BARE: &str = "bare-gather";
 
 /// The gated figures of a results document, each a ratio of two rows' best repeats
 /// ([`best_speed`]) in the same run:
-/// - a zrecord-raw store row over its table's `memcpy-limit` row (`x_memcpy`);
+/// - a zrecord-raw store row over the copy limit (`x_memcpy`): where every cell timed the limit
+///   beside its gathers (`limit_gather_s`), the best of those paired ratios ([`best_paired`]);
+///   in older runs, the row over its table's `memcpy-limit` row;
 /// - a loader table's `bare-gather` row (zrecord's gather loop, no loader) over its
 ///   `memcpy-limit` row (`x_limit`);
 /// - every other loaderx loader row (the Rust and Python loaders) over its table's `bare-gather`
@@ -109,39 +192,44 @@ pub const BARE: &str = "bare-gather";
 ///
 /// A row that did not run, or whose divisor did not, has no figure.
 pub fn figures(doc: &Value) -> Vec<Figure> {
+    let near = near_level(doc);
     let mut out = Vec::new();
     for t in tables(doc) {
         let table = text(t, "name");
         let find = |key: &str, name: &str| rows(t).iter().find(|r| text(r, key) == name);
-        let store_limit = find("backend", "memcpy-limit").and_then(best_speed);
-        let limit = find("arm", "memcpy-limit").and_then(best_speed);
-        let bare = find("arm", BARE).and_then(best_speed);
+        let speed = |r: &Value| best_speed(r, near);
+        let store_limit = find("backend", "memcpy-limit").and_then(speed);
+        let limit = find("arm", "memcpy-limit").and_then(speed);
+        let bare = find("arm", BARE).and_then(speed);
+        let ratio = |x: Option<(f64, bool)>, by: Option<(f64, bool)>| {
+            x.zip(by).map(|((s, f), (d, g))| (s / d, f || g))
+        };
         for r in rows(t) {
             let (backend, arm) = (text(r, "backend"), text(r, "arm"));
             let ok = r
                 .get("status")
                 .and_then(Value::as_str)
                 .is_none_or(|s| Status::from_name(s) == Some(Status::Ok) || s.is_empty());
-            let mut push = |row: &str, metric: &'static str, value: Option<f64>| {
-                if let Some(value) = value.filter(|v| v.is_finite() && *v > 0.0) {
+            let mut push = |row: &str, metric: &'static str, value: Option<(f64, bool)>| {
+                if let Some((value, far)) = value.filter(|(v, _)| v.is_finite() && *v > 0.0) {
                     out.push(Figure {
                         table: table.to_string(),
                         row: row.to_string(),
                         metric,
                         value,
+                        far,
                     });
                 }
             };
             if is_gated_store_row(backend) && ok {
-                let x = match (best_speed(r), store_limit) {
-                    (Some(s), Some(l)) => Some(s / l),
-                    _ => num(r, "x_memcpy"),
-                };
+                let x = best_paired(r, near)
+                    .or_else(|| ratio(speed(r), store_limit))
+                    .or_else(|| num(r, "x_memcpy").map(|x| (x, false)));
                 push(backend, "x_memcpy", x);
             } else if arm == BARE {
-                push(arm, "x_limit", best_speed(r).zip(limit).map(|(s, l)| s / l));
+                push(arm, "x_limit", ratio(speed(r), limit));
             } else if is_own_loader_arm(arm) {
-                push(arm, "x_bare", best_speed(r).zip(bare).map(|(s, b)| s / b));
+                push(arm, "x_bare", ratio(speed(r), bare));
             }
         }
     }

@@ -236,3 +236,106 @@ fn a_figure_whose_band_misses_a_slowdown_from_its_highest_run_is_not_gated() {
         ]
     );
 }
+
+#[test]
+fn repeats_taken_while_the_cores_sat_far_apart_count_only_when_no_other_did() {
+    let b = baseline();
+    let placed = |lx: [f64; 3], rt: [f64; 3]| {
+        let mut d = run(5050.0, 40_500.0, 30_200.0, 100_500.0);
+        d["tables"][1]["rows"][1]["samples/s repeats"] = json!([30_200.0]);
+        d["tables"][1]["rows"][1]["core round trip ns repeats"] = json!([60.0]);
+        d["tables"][1]["rows"][2]["samples/s repeats"] = json!(lx);
+        d["tables"][1]["rows"][2]["core round trip ns repeats"] = json!(rt);
+        d
+    };
+    let fig = |d: &Value| {
+        figures(d)
+            .into_iter()
+            .find(|f| f.row == "python-loaderx-w4")
+            .expect("figure")
+    };
+    // The far repeat (330 ns against the run's nearest 60) read faster, the near ones a
+    // quarter slow: the near ones are the row's speed, and it fails.
+    let d = placed([30_000.0, 60_000.0, 29_000.0], [65.0, 330.0, 70.0]);
+    assert_eq!(fig(&d).value, 30_000.0 / 30_200.0);
+    assert!(!fig(&d).far);
+    let v = check(&b, &d, false);
+    assert!(v.len() == 1 && v[0].speed, "{v:?}");
+    // Every repeat far (a quarter slow there, as a 2-thread loader runs in that placement): the
+    // figure is taken from them, marked far, and not judged; `unjudged` says so.
+    let d = placed([30_000.0, 30_500.0, 29_000.0], [330.0, 325.0, 340.0]);
+    assert!(fig(&d).far);
+    assert!(check(&b, &d, false).is_empty());
+    let u = unjudged(&b, &d);
+    assert!(u.len() == 1 && u[0].contains("python-loaderx-w4"), "{u:?}");
+    // Readings within 1.75x the nearest are all near: the best of the three.
+    let d = placed([40_500.0, 40_000.0, 39_000.0], [60.0, 100.0, 90.0]);
+    assert!(!fig(&d).far && fig(&d).value == 40_500.0 / 30_200.0);
+    assert!(check(&b, &d, false).is_empty() && unjudged(&b, &d).is_empty());
+    // A baseline run that read a figure only while far gives it no value; with fewer than three
+    // values left the figure is not gated.
+    let runs = [
+        placed([40_000.0; 3], [60.0; 3]),
+        placed([40_000.0; 3], [330.0; 3]),
+        placed([40_000.0; 3], [330.0; 3]),
+    ];
+    let base = Baseline::from_runs(&runs, Vec::new()).expect("baseline");
+    let g = base
+        .figures
+        .iter()
+        .find(|f| f.row == "python-loaderx-w4")
+        .expect("figure");
+    assert_eq!(g.values.len(), 1);
+    assert!(!g.gated && g.note.as_deref().is_some_and(|n| n.contains("far apart")));
+}
+
+#[test]
+fn a_store_row_is_read_over_the_copy_limit_timed_beside_it() {
+    let b = Baseline::from_runs(
+        &[
+            paired(0.5, [1.0, 1.0, 1.0]),
+            paired(0.5, [1.02, 0.98, 1.0]),
+            paired(0.5, [0.99, 1.0, 1.01]),
+        ],
+        Vec::new(),
+    )
+    .expect("baseline");
+    let f = &b.figures[0];
+    assert_eq!(
+        (f.row.as_str(), f.metric.as_str()),
+        ("zrecord-raw", "x_memcpy")
+    );
+    // The best paired ratio: 0.5 s of limit over 0.5 s of gather, not the row over the limit
+    // row (which `run` sets to 0.505).
+    assert!((f.center - 1.0).abs() < 0.03, "{f:?}");
+    let now = paired(0.5, [1.01, 0.97, 0.99]);
+    assert!(check(&b, &now, false).is_empty());
+    // The row a quarter slower in every cell (its seconds up, the limit's beside it not): fails.
+    let zr = |_: &str, r: &Value| text(r, "backend") == "zrecord-raw";
+    let v = check(&b, &slowed(&now, SLOWER, &zr), false);
+    assert!(
+        v.len() == 1 && v[0].speed && v[0].msg.contains("x_memcpy"),
+        "{v:?}"
+    );
+    // A repeat without the limit beside it (an older cell): the row over the limit row.
+    let mut old = now.clone();
+    old["tables"][0]["rows"][0]["repeats"][0]
+        .as_object_mut()
+        .expect("repeat")
+        .remove("limit_gather_s");
+    let x = figures(&old)[0].value;
+    assert!((x - 5050.0 / 10_000.0).abs() < 1e-9, "{x}");
+}
+
+/// A run whose zrecord-raw store cells each timed the copy limit beside their gathers: `gather_s`
+/// seconds of the row's own gather against `limit` times that of the limit.
+fn paired(gather_s: f64, limit: [f64; 3]) -> Value {
+    let mut d = run(5050.0, 40_500.0, 30_200.0, 100_500.0);
+    d["tables"][0]["rows"][0]["repeats"] = json!(
+        limit
+            .iter()
+            .map(|l| json!({"gather_mib_s": 5050.0, "gather_s": gather_s, "limit_gather_s": gather_s * l, "status": "ok"}))
+            .collect::<Vec<_>>()
+    );
+    d
+}

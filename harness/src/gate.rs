@@ -181,7 +181,7 @@ pub fn unjudged(base: &Baseline, cur: &Value) -> Vec<String> {
         .map(|c| {
             format!(
                 "{}: {} {} ({:.4}) is not judged: every repeat of a row behind it ran while the \
-                 cores sat far apart (a cache line's round trip over {}x the run's nearest)",
+                 cores sat far apart (a cache line's round trip over {}x the run's near level)",
                 c.table,
                 c.row,
                 c.metric,
@@ -591,9 +591,9 @@ impl Baseline {
                  over memcpy-limit (x_limit, loader tables), each other loaderx loader row over \
                  bare-gather (x_bare); a zrecord-raw row's x_memcpy is its best ratio to the \
                  copy limit timed beside it in each cell where every cell timed one; a repeat \
-                 taken while the cores sat far apart (a cache line's round trip over \
-                 {}x the run's nearest) counts only when none was near, and a figure left with \
-                 such repeats alone gives no value",
+                 taken while the cores sat far apart (a cache line's round trip over {}x the \
+                 run's near level, the lower decile of its readings) counts only when none was \
+                 near, and a figure left with such repeats alone gives no value",
                 benchkit::placement::FAR_OVER_NEAR
             ),
             runs: receipts,

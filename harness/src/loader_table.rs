@@ -460,7 +460,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                                 record(r, &j, peak, memory_pass, rt);
                                 far = benchkit::placement::is_far(
                                     rt,
-                                    benchkit::placement::nearest_seen(),
+                                    benchkit::placement::near_level_seen(),
                                 );
                             }
                             (Err(e), _) => {

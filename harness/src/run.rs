@@ -96,7 +96,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     let mut report = Report::new(a.quick, a.repeats, corpora.describe());
     if a.gated {
         // The near level the retakes of far cells are judged against, before the first cell.
-        benchkit::placement::settle(5);
+        benchkit::placement::settle(10);
     }
     let tables: Vec<Table> = Table::STORE
         .into_iter()
@@ -147,7 +147,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                         let (mut r, rt) = benchkit::placement::around(|| run_cell(&args));
                         r.core_rt_ns = rt;
                         let far =
-                            benchkit::placement::is_far(rt, benchkit::placement::nearest_seen());
+                            benchkit::placement::is_far(rt, benchkit::placement::near_level_seen());
                         let again = a.gated && far && r.status == Status::Ok;
                         takes.push(r);
                         if !again {

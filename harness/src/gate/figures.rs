@@ -61,8 +61,8 @@ pub struct Figure {
     pub far: bool,
 }
 
-/// The run's near level: the smallest reading of the cores' round trip any of its cells took
-/// (`benchkit::placement`), `None` in runs without readings.
+/// The run's near level: the lower decile of the readings of the cores' round trip its cells took
+/// (`benchkit::placement::near_level`), `None` in runs without readings.
 pub fn near_level(doc: &Value) -> Option<f64> {
     let mut readings = Vec::new();
     for t in tables(doc) {
@@ -75,10 +75,7 @@ pub fn near_level(doc: &Value) -> Option<f64> {
             }
         }
     }
-    readings
-        .into_iter()
-        .filter(|x| x.is_finite() && *x > 0.0)
-        .min_by(f64::total_cmp)
+    benchkit::placement::near_level(&readings)
 }
 
 /// A loader row's readings of the cores' round trip, one beside each of its `samples/s repeats`.

@@ -254,7 +254,7 @@ fn repeats_taken_while_the_cores_sat_far_apart_count_only_when_no_other_did() {
             .find(|f| f.row == "python-loaderx-w4")
             .expect("figure")
     };
-    // The far repeat (330 ns against the run's nearest 60) read faster, the near ones a
+    // The far repeat (330 ns against the run's near level, 60) read faster, the near ones a
     // quarter slow: the near ones are the row's speed, and it fails.
     let d = placed([30_000.0, 60_000.0, 29_000.0], [65.0, 330.0, 70.0]);
     assert_eq!(fig(&d).value, 30_000.0 / 30_200.0);
@@ -268,7 +268,7 @@ fn repeats_taken_while_the_cores_sat_far_apart_count_only_when_no_other_did() {
     assert!(check(&b, &d, false).is_empty());
     let u = unjudged(&b, &d);
     assert!(u.len() == 1 && u[0].contains("python-loaderx-w4"), "{u:?}");
-    // Readings within 1.75x the nearest are all near: the best of the three.
+    // Readings within 1.75x the near level are all near: the best of the three.
     let d = placed([40_500.0, 40_000.0, 39_000.0], [60.0, 100.0, 90.0]);
     assert!(!fig(&d).far && fig(&d).value == 40_500.0 / 30_200.0);
     assert!(check(&b, &d, false).is_empty() && unjudged(&b, &d).is_empty());

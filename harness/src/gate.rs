@@ -590,7 +590,8 @@ impl Baseline {
                  one run: zrecord-raw over memcpy-limit (x_memcpy, store tables), bare-gather \
                  over memcpy-limit (x_limit, loader tables), each other loaderx loader row over \
                  bare-gather (x_bare); a zrecord-raw row's x_memcpy is its best ratio to the \
-                 copy limit timed beside it in each cell where every cell timed one; a repeat \
+                 copy limit timed beside it in each cell where every cell timed one, and \
+                 x_memcpy_rows beside it the row over the limit row; a repeat \
                  taken while the cores sat far apart (a cache line's round trip over {}x the \
                  run's near level, the lower decile of its readings) counts only when none was \
                  near, and a figure left with such repeats alone gives no value",

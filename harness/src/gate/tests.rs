@@ -33,7 +33,9 @@ fn baseline() -> Baseline {
 #[test]
 fn noise_passes_and_a_quarter_slower_fails() {
     let b = baseline();
-    assert_eq!(b.figures.len(), 3, "{:?}", b.figures);
+    // zrecord-raw has two figures: over the limit (here no limit was timed beside its cells, so
+    // the row over the limit row) and the row over the limit row.
+    assert_eq!(b.figures.len(), 4, "{:?}", b.figures);
     let now = run(5050.0, 40_500.0, 30_200.0, 100_500.0);
     assert!(check(&b, &now, false).is_empty());
     // A few per cent down: within every band.
@@ -42,7 +44,7 @@ fn noise_passes_and_a_quarter_slower_fails() {
     // the loader row keeps its share of the bare gather (x_bare), which itself fails (x_limit).
     let gated = |_: &str, r: &Value| is_gated_row(r);
     let v = check(&b, &slowed(&now, SLOWER, &gated), false);
-    assert_eq!(v.len(), 2, "{v:?}");
+    assert_eq!(v.len(), 3, "{v:?}");
     assert!(v.iter().all(|x| x.speed));
     assert_eq!(
         retry_tables(&v),
@@ -54,8 +56,9 @@ fn noise_passes_and_a_quarter_slower_fails() {
     for row in ["zrecord-raw", "bare-gather", "python-loaderx-w4"] {
         let one = |_: &str, r: &Value| text(r, "backend") == row || text(r, "arm") == row;
         let v = check(&b, &slowed(&now, SLOWER, &one), false);
-        assert_eq!(v.len(), 1, "{row}: {v:?}");
-        assert!(v[0].msg.contains(row), "{v:?}");
+        let figures = if row == "zrecord-raw" { 2 } else { 1 };
+        assert_eq!(v.len(), figures, "{row}: {v:?}");
+        assert!(v.iter().all(|x| x.msg.contains(row)), "{v:?}");
     }
     // A slower peer or a faster limit row is not loaderx's regression... unless the limit
     // row gets faster by more than the band: then loaderx's share of it fell, and it fails.
@@ -81,7 +84,11 @@ fn the_gate_reads_the_best_repeat_of_each_row() {
     // A repeat that failed does not count.
     let mut failed = now.clone();
     failed["tables"][0]["rows"][0]["repeats"][1]["status"] = json!("failed");
-    assert_eq!(check(&b, &failed, false).len(), 1);
+    assert_eq!(
+        check(&b, &failed, false).len(),
+        2,
+        "both zrecord-raw figures"
+    );
     // 25 % slower in every repeat: the best repeat is 25 % slower too, and fails.
     let one = |_: &str, r: &Value| text(r, "arm") == "python-loaderx-w4";
     let v = check(&b, &slowed(&now, SLOWER, &one), false);
@@ -120,7 +127,11 @@ fn spread_runs_widen_the_band_but_never_move_the_center() {
     }
     // A run 17 % down on the zrecord row: a failure on the tight band, noise on the wide one.
     let down = run(4150.0, 40_000.0, 30_000.0, 100_000.0);
-    assert_eq!(check(&tight, &down, false).len(), 1);
+    assert_eq!(
+        check(&tight, &down, false).len(),
+        2,
+        "both zrecord-raw figures"
+    );
     assert!(check(&wide, &down, false).is_empty());
 }
 
@@ -196,7 +207,7 @@ fn each_machine_kind_is_held_to_its_own_baseline() {
     // loader keeps its share of the gather), the norm on the slow kind.
     let (b, note) = pick(&bases, &on("Fast CPU", half.clone()));
     assert!(note.is_none() && b == fast);
-    assert_eq!(check(&b, &on("Fast CPU", half.clone()), false).len(), 2);
+    assert_eq!(check(&b, &on("Fast CPU", half.clone()), false).len(), 3);
     let (b, note) = pick(&bases, &on("Slow CPU", half.clone()));
     assert!(note.is_none() && b == slow);
     assert!(check(&b, &on("Slow CPU", half.clone()), false).is_empty());
@@ -230,6 +241,7 @@ fn a_figure_whose_band_misses_a_slowdown_from_its_highest_run_is_not_gated() {
     assert_eq!(
         gated,
         vec![
+            ("zrecord-raw", true),
             ("zrecord-raw", true),
             ("bare-gather", false),
             ("python-loaderx-w4", true)
@@ -310,11 +322,17 @@ fn a_store_row_is_read_over_the_copy_limit_timed_beside_it() {
     assert!((f.center - 1.0).abs() < 0.03, "{f:?}");
     let now = paired(0.5, [1.01, 0.97, 0.99]);
     assert!(check(&b, &now, false).is_empty());
-    // The row a quarter slower in every cell (its seconds up, the limit's beside it not): fails.
+    // Beside it, the row over the limit row, gated on its own spread.
+    let rows = &b.figures[1];
+    assert_eq!(rows.metric, "x_memcpy_rows");
+    assert!((rows.center - 5050.0 / 10_000.0).abs() < 1e-9, "{rows:?}");
+    // The row a quarter slower in every cell (its seconds up, the limit's beside it not): both
+    // figures fail.
     let zr = |_: &str, r: &Value| text(r, "backend") == "zrecord-raw";
     let v = check(&b, &slowed(&now, SLOWER, &zr), false);
+    assert!(v.len() == 2 && v.iter().all(|x| x.speed), "{v:?}");
     assert!(
-        v.len() == 1 && v[0].speed && v[0].msg.contains("x_memcpy"),
+        v[0].msg.contains("x_memcpy ") && v[1].msg.contains("x_memcpy_rows"),
         "{v:?}"
     );
     // A repeat without the limit beside it (an older cell): the row over the limit row.
@@ -323,8 +341,12 @@ fn a_store_row_is_read_over_the_copy_limit_timed_beside_it() {
         .as_object_mut()
         .expect("repeat")
         .remove("limit_gather_s");
-    let x = figures(&old)[0].value;
-    assert!((x - 5050.0 / 10_000.0).abs() < 1e-9, "{x}");
+    let f = figures(&old);
+    assert!((f[0].value - 5050.0 / 10_000.0).abs() < 1e-9, "{f:?}");
+    assert!(
+        f[1].metric == "x_memcpy_rows" && f[1].value == f[0].value,
+        "{f:?}"
+    );
 }
 
 /// A run whose zrecord-raw store cells each timed the copy limit beside their gathers: `gather_s`

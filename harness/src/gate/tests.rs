@@ -274,10 +274,18 @@ fn repeats_taken_while_the_cores_sat_far_apart_count_only_when_no_other_did() {
     let v = check(&b, &d, false);
     assert!(v.len() == 1 && v[0].speed, "{v:?}");
     // Every repeat far (a quarter slow there, as a 2-thread loader runs in that placement): the
-    // figure is taken from them, marked far, and not judged; `unjudged` says so.
+    // figure is taken from them and marked far. A first run asks for the confirmation rerun (a
+    // speed violation of its table); the confirmation (`partial`) does not judge it, and
+    // `unjudged` says so.
     let d = placed([30_000.0, 30_500.0, 29_000.0], [330.0, 325.0, 340.0]);
     assert!(fig(&d).far);
-    assert!(check(&b, &d, false).is_empty());
+    let v = check(&b, &d, false);
+    assert!(
+        v.len() == 1 && v[0].speed && v[0].msg.contains("far apart"),
+        "{v:?}"
+    );
+    assert_eq!(retry_tables(&v), vec!["loader-dense-vision".to_string()]);
+    assert!(check(&b, &d, true).is_empty());
     let u = unjudged(&b, &d);
     assert!(u.len() == 1 && u[0].contains("python-loaderx-w4"), "{u:?}");
     // Readings within 2.5x the near level are all near: the best of the three.

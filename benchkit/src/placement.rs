@@ -190,11 +190,12 @@ mod tests {
     fn the_probe_reads_a_positive_round_trip_on_two_cpus_and_nothing_on_one() {
         let got = round_trip_ns(Duration::from_millis(20));
         match two_cpus() {
-            // A round trip is two cache-line transfers: more than a nanosecond, less than a
-            // scheduler tick even on a loaded VM (a descheduled answerer stalls one trip only).
+            // A round trip is two cache-line transfers: more than a nanosecond. No upper bound:
+            // beside other tests on a loaded 2-core machine the answerer may wait whole
+            // scheduler slices for its CPU, which only lengthens the reading.
             Some(_) => {
                 let ns = got.expect("two CPUs: a reading");
-                assert!(ns > 1.0 && ns < 1e6, "{ns}");
+                assert!(ns > 1.0 && ns.is_finite(), "{ns}");
             }
             None => assert_eq!(got, None),
         }

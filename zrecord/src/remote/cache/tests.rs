@@ -1,5 +1,6 @@
 //! Unit tests of the node-local cache: fills read back, damage is a counted miss (when pages are
-//! checked), the bound evicts the least recently used blocks, bad block sizes are refused.
+//! checked), the bound evicts the least recently used blocks, bad block sizes are refused, and a
+//! block the cache cannot write (a full disk) is a miss with its error kept.
 
 use super::*;
 
@@ -252,4 +253,36 @@ fn a_snapshot_holds_at_most_mapped_blocks() {
     let mut dst = vec![0u8; 10];
     assert!(c.read(&UUID, 0, left_out, data.len(), 0..10, &mut dst, true));
     assert_eq!(dst, data[..10]);
+}
+
+#[test]
+fn a_block_the_cache_cannot_write_is_a_miss_with_its_error_kept_and_nothing_left_behind() {
+    // What a full or broken cache disk does to a fill: the write fails. Here the container's
+    // directory is taken by a plain file, so creating the block's directory fails the same way
+    // for any user (root included, unlike a read-only directory).
+    let d = tempfile::tempdir().unwrap();
+    let c = BlockCache::open(d.path(), 1 << 30, 4 * 4096).unwrap();
+    let blocker = d.path().join(hex(&UUID));
+    std::fs::write(&blocker, b"not a directory").unwrap();
+    let data = bytes(4 * 4096, 3);
+    c.fill(&UUID, 0, 0, &data);
+    // The read is a miss (the caller fetches the bytes), not an error, and the first error is
+    // kept with the path it concerns.
+    assert_eq!(read_all(&c, 0, 0, data.len(), 0..10), None);
+    let s = c.stats();
+    assert_eq!(s.fills, 0);
+    let why = s.last_error.expect("the failed fill is noted");
+    assert!(
+        why.starts_with("fill ") && why.contains(&hex(&UUID)),
+        "{why}"
+    );
+    // Nothing was written for it, and the cache's size count did not move.
+    assert_eq!(std::fs::read(&blocker).unwrap(), b"not a directory");
+    let size = std::fs::read(d.path().join(".size")).unwrap_or_default();
+    assert!(size.iter().all(|&b| b == 0), "{size:?}");
+    // Once the disk has room again (the blocker gone), the same block fills and reads back.
+    std::fs::remove_file(&blocker).unwrap();
+    c.fill(&UUID, 0, 0, &data);
+    assert_eq!(read_all(&c, 0, 0, data.len(), 0..data.len()), Some(data));
+    assert_eq!(c.stats().fills, 1);
 }

@@ -689,7 +689,7 @@ impl Baseline {
 }
 
 mod figures;
-pub use figures::{Figure, figures, is_gated_store_row, is_own_loader_arm, reads_row};
+pub use figures::{Figure, figures, is_gated_store_row, is_own_loader_arm, reads_row, retake_far};
 use figures::{num, rows, tables, text};
 
 #[cfg(test)]

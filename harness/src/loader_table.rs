@@ -440,29 +440,31 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                 }
                 let started = std::time::Instant::now();
                 let run_batches = if memory_pass { memory_batches } else { batches };
-                // A quick or gated run (the CI gate's) retakes a timed repeat of a row the gate
-                // reads taken while the cores sat far apart, at most `RETAKES_FAR` times; every
-                // take is kept, the gate reads the near ones.
+                // A quick or gated run (the CI gate's) retakes a timed repeat taken while the
+                // cores sat far apart (`gate::retake_far`); every take is kept. The sampled
+                // peak-RAM run times nothing, so it takes no placement reading.
                 for _ in 0..=crate::gate::RETAKES_FAR {
-                    let mut far = false;
+                    let mut again = false;
                     match arm.command(&args(run_batches)) {
                         Err(note) => r.note = Some(note.to_string()),
-                        Ok(mut cmd) => match benchkit::placement::around(|| {
-                            if memory_pass {
-                                // Blocks of one batch: the sampled run holds no extra batches.
-                                cmd.env("LOADERX_LOADER_MEMORY_PASS", "1");
-                                if let Some(d) = &digests {
-                                    cmd.env("LOADERX_LOADER_DIGESTS", d);
+                        Ok(mut cmd) if memory_pass => {
+                            // Blocks of one batch: the sampled run holds no extra batches.
+                            cmd.env("LOADERX_LOADER_MEMORY_PASS", "1");
+                            if let Some(d) = &digests {
+                                cmd.env("LOADERX_LOADER_DIGESTS", d);
+                            }
+                            match run_json(cmd, true) {
+                                Ok((j, peak)) => record(r, &j, peak, true, None),
+                                Err(e) => {
+                                    r.failed = true;
+                                    r.note = Some(format!("failed: {e}"));
                                 }
                             }
-                            run_json(cmd, memory_pass)
-                        }) {
+                        }
+                        Ok(cmd) => match benchkit::placement::around(|| run_json(cmd, false)) {
                             (Ok((j, peak)), rt) => {
-                                record(r, &j, peak, memory_pass, rt);
-                                far = benchkit::placement::is_far(
-                                    rt,
-                                    benchkit::placement::near_level_seen(),
-                                );
+                                record(r, &j, peak, false, rt);
+                                again = crate::gate::retake_far(a.quick || a.gated, arm.name, rt);
                             }
                             (Err(e), _) => {
                                 r.failed = true;
@@ -470,8 +472,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                             }
                         },
                     }
-                    let retake = (a.quick || a.gated) && crate::gate::reads_row(arm.name);
-                    if !(retake && far && !memory_pass && !r.failed && r.note.is_none()) {
+                    if !(again && !r.failed && r.note.is_none()) {
                         break;
                     }
                 }

@@ -139,20 +139,15 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                     };
                     let t = std::time::Instant::now();
                     let mut takes = Vec::new();
-                    // A quick or gated run (the CI gate's) retakes a cell of a row the gate reads
-                    // taken while the cores sat far apart, at most `RETAKES_FAR` times, and keeps
-                    // every take (`gate::figures` reads the near ones).
+                    // A quick or gated run (the CI gate's) retakes a cell taken while the cores
+                    // sat far apart (`gate::retake_far`) and keeps every take.
                     for _ in 0..=crate::gate::RETAKES_FAR {
                         // A take's result is its own: never one an earlier take left.
                         let _ = std::fs::remove_file(&args.out);
                         let (mut r, rt) = benchkit::placement::around(|| run_cell(&args));
                         r.core_rt_ns = rt;
-                        let far =
-                            benchkit::placement::is_far(rt, benchkit::placement::near_level_seen());
-                        let again = (a.quick || a.gated)
-                            && crate::gate::reads_row(backend)
-                            && far
-                            && r.status == Status::Ok;
+                        let again = r.status == Status::Ok
+                            && crate::gate::retake_far(a.quick || a.gated, backend, rt);
                         takes.push(r);
                         if !again {
                             break;

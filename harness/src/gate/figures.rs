@@ -46,6 +46,17 @@ pub fn reads_row(name: &str) -> bool {
     name == "memcpy-limit" || is_gated_store_row(name) || is_own_loader_arm(name)
 }
 
+/// Whether a cell just taken is taken again: in a run that retakes (`retakes`: a quick or `--gated`
+/// run, i.e. CI's first run, its confirmation and the baseline's runs), a cell of a row the gate
+/// reads ([`reads_row`]) whose placement reading `rt` is far from the run's near level so far
+/// (`benchkit::placement`). A cell is retaken at most `RETAKES_FAR` times; every take is kept,
+/// and [`figures`] reads the near ones.
+pub fn retake_far(retakes: bool, row: &str, rt: Option<f64>) -> bool {
+    retakes
+        && reads_row(row)
+        && benchkit::placement::is_far(rt, benchkit::placement::near_level_seen())
+}
+
 /// One gated figure of a results document.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Figure {

@@ -369,3 +369,20 @@ fn paired(gather_s: f64, limit: [f64; 3]) -> Value {
     );
     d
 }
+
+#[test]
+fn only_a_retaking_run_retakes_and_only_far_cells_of_rows_the_gate_reads() {
+    benchkit::placement::settle(1);
+    let far = Some(1e12);
+    // A far reading (1e12 ns is past any near level) of a gated row is retaken in a quick or
+    // gated run, wherever the machine gives readings at all.
+    assert_eq!(
+        retake_far(true, "zrecord-raw", far),
+        benchkit::placement::near_level_seen().is_some()
+    );
+    // Not in a full (published) run, not for a row the gate does not read, not without a reading.
+    assert!(!retake_far(false, "zrecord-raw", far));
+    assert!(!retake_far(true, "lmdb-raw", far));
+    assert!(!retake_far(true, "torch-dataloader-w4", far));
+    assert!(!retake_far(true, "python-loaderx-w4", None));
+}

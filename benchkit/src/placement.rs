@@ -8,7 +8,8 @@
 //! a ragged-token batch that the consumer then reads ran 36-42 µs a batch in the near placement
 //! and 50-66 µs in the far one, while the one-thread gather loop beside it did not move. The
 //! harness probes before and after each timed cell so a reader (and the CI gate) can tell the
-//! machine's weather from the code's speed.
+//! machine's weather from the code's speed, and a timed loop reads it between its blocks
+//! ([`Readings`]) so that a placement that changed while it ran shows too.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -169,6 +170,102 @@ pub fn around<T>(f: impl FnOnce() -> T) -> (T, Option<f64>) {
     (out, worst)
 }
 
+/// Readings a timed loop takes itself, outside its timer: one at [`Readings::take`] (before the
+/// first timed block, after the last), and between blocks whenever [`Readings::every`] has passed
+/// since the last one ([`Readings::due`]). Taken in the process that times, next to its timed
+/// work, they catch a placement that changed while it ran, which readings around a whole child
+/// process (its imports and set-up included) can miss.
+#[derive(Debug)]
+pub struct Readings {
+    every: Duration,
+    last: Option<Instant>,
+    got: Vec<f64>,
+}
+
+impl Readings {
+    /// How often a timed loop reads the placement between its blocks.
+    pub const EVERY: Duration = Duration::from_millis(500);
+
+    /// No readings yet; [`Readings::due`] takes one once `every` has passed since the last.
+    pub fn every(every: Duration) -> Readings {
+        Readings {
+            every,
+            last: None,
+            got: Vec::new(),
+        }
+    }
+
+    /// Takes a reading once this process's other threads are quiet ([`quiesce`]).
+    pub fn take(&mut self) {
+        quiesce(Duration::from_millis(500));
+        if let Some(x) = note(round_trip_ns(PROBE_WINDOW)) {
+            self.got.push(x);
+        }
+        self.last = Some(Instant::now());
+    }
+
+    /// Takes a reading if none was taken yet or `every` has passed since the last.
+    pub fn due(&mut self) {
+        if self.last.is_none_or(|t| t.elapsed() >= self.every) {
+            self.take();
+        }
+    }
+
+    /// The readings taken, in order.
+    pub fn values(&self) -> &[f64] {
+        &self.got
+    }
+}
+
+/// Whether a thread of this process other than the caller is running or runnable now (state `R`
+/// in `/proc/self/task/*/stat`); false where that cannot be read.
+fn others_running() -> bool {
+    // SAFETY: `gettid` has no preconditions; it returns the calling thread's id.
+    let me = unsafe { libc::gettid() }.to_string();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
+    dir.flatten()
+        .filter(|e| e.file_name().to_str() != Some(me.as_str()))
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        // The state follows the command name, which is in parentheses and may hold anything.
+        .any(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('R'))
+        })
+}
+
+/// Waits, for at most `limit`, until no other thread of this process has been running or
+/// runnable at 4 checks 1 ms apart: a loader's workers refilling its window after the consumer
+/// took a block would otherwise hold the CPUs the probe pins its threads to, and the reading would
+/// measure them, not the placement. (The process's CPU time cannot tell: the kernel adds a thread
+/// running on another CPU to it only at scheduler ticks, which may be 10 ms apart.)
+pub fn quiesce(limit: Duration) {
+    let start = Instant::now();
+    let mut quiet = 0;
+    while quiet < 4 && start.elapsed() < limit {
+        quiet = if others_running() { 0 } else { quiet + 1 };
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Notes readings another process took (a timed child's [`Readings`]) as this process's own, for
+/// [`near_level_seen`], and returns their upper decile: the reading at or below which nine tenths
+/// of them lie, the farthest one when there are ten or fewer. A row whose timed blocks spread over
+/// many readings thereby reads far when a tenth of them or more were far (its timed batches then
+/// ran far apart in about that share), not for one stray reading among sixty.
+pub fn note_all(readings: &[f64]) -> Option<f64> {
+    let mut xs: Vec<f64> = readings
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .filter_map(|x| note(Some(x)))
+        .collect();
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    xs.get((9 * n / 10).min(n.saturating_sub(1))).copied()
+}
+
 /// Whether a reading is far: more than [`FAR_OVER_NEAR`] times the near level of the same run
 /// ([`near_level`]: the machine's own, as no fixed nanosecond threshold fits every CPU). With no
 /// reading, or on a machine whose cores never move, nothing is far.
@@ -202,6 +299,19 @@ mod tests {
             }
             None => assert_eq!(got, None),
         }
+        let mut r = Readings::every(Duration::from_secs(3600));
+        r.due();
+        r.due();
+        r.take();
+        assert_eq!(r.values().len(), if got.is_some() { 2 } else { 0 });
+        assert_eq!(note_all(&[70.0, f64::NAN, 320.0, -1.0]), Some(320.0));
+        assert_eq!(note_all(&[]), None);
+        // One far reading in twenty does not make a row far; two do.
+        let mut xs = vec![70.0; 19];
+        xs.push(320.0);
+        assert_eq!(note_all(&xs), Some(70.0));
+        xs[0] = 330.0;
+        assert_eq!(note_all(&xs), Some(320.0));
         let ((), worst) = around(|| ());
         assert_eq!(worst.is_some(), two_cpus().is_some());
         // Every reading is noted.

@@ -38,6 +38,8 @@ const USAGE: &str = "usage:
                  SeaweedFS server on loopback: GET limit, no cache, cache cold, cached, local)
   harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json,
                                      cold.md from RESULTS_DIR/cold.json)
+  harness placement                 (one reading of how far apart two cores are, ns: a cache
+                                     line's round trip; what a Python loader row runs between blocks)
 tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader
         (both loader tables; or loader-dense-vision, loader-ragged-tokens)";
 
@@ -153,6 +155,13 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
             sampler_table::cell_main(&SamplerCellArgs::parse(&args[1..])?)
         }
         Some(LoaderCellArgs::NAME) => loader_table::cell_main(&LoaderCellArgs::parse(&args[1..])?),
+        Some("placement") => {
+            // One reading of the cores' placement, for a Python row's timed loop (`null` on one
+            // CPU): `harness/python/loaders/common.py`.
+            let ns = benchkit::placement::round_trip_ns(benchkit::placement::PROBE_WINDOW);
+            println!("{}", serde_json::json!(ns));
+            Ok(ExitCode::SUCCESS)
+        }
         Some("render") => {
             let dir: PathBuf = args
                 .get(1)

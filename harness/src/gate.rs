@@ -119,7 +119,7 @@ pub fn check(base: &Baseline, cur: &Value, partial: bool) -> Vec<Violation> {
         facts(t, &mut v);
     }
     let have: Vec<&str> = tables(cur).iter().map(|t| text(t, "name")).collect();
-    let got = figures(cur);
+    let got = figures_near(cur, base.near_ns);
     let mut missing_tables: Vec<&str> = Vec::new();
     for f in &base.figures {
         if !have.contains(&f.table.as_str()) {
@@ -186,7 +186,7 @@ pub fn check(base: &Baseline, cur: &Value, partial: bool) -> Vec<Violation> {
 /// The gated figures of `cur` that [`check`] does not judge, each with why: every repeat behind
 /// it was taken while the cores sat far apart ([`Figure::far`]).
 pub fn unjudged(base: &Baseline, cur: &Value) -> Vec<String> {
-    figures(cur)
+    figures_near(cur, base.near_ns)
         .into_iter()
         .filter(|c| {
             c.far
@@ -197,7 +197,7 @@ pub fn unjudged(base: &Baseline, cur: &Value) -> Vec<String> {
         .map(|c| {
             format!(
                 "{}: {} {} ({:.4}) is not judged: every repeat of a row behind it ran while the \
-                 cores sat far apart (a cache line's round trip over {}x the run's near level)",
+                 cores sat far apart (a cache line's round trip over {}x the near level)",
                 c.table,
                 c.row,
                 c.metric,
@@ -245,54 +245,6 @@ pub fn main(
             println!("gate: FAIL: {x}");
         }
         Ok(ExitCode::from(1))
-    }
-}
-
-/// Scales every speed field of the rows `pick` selects by `factor` (a slower copy of a run: the
-/// gate's bite test and `harness gate-bite`).
-pub fn slowed(doc: &Value, factor: f64, pick: &dyn Fn(&str, &Value) -> bool) -> Value {
-    const SPEED: [&str; 6] = [
-        "gather_mib_s",
-        "krecords_s",
-        "x_memcpy",
-        "samples/s",
-        "batches/s",
-        "krecords/s",
-    ];
-    let mut d = doc.clone();
-    if let Some(ts) = d.get_mut("tables").and_then(Value::as_array_mut) {
-        for t in ts {
-            let name = text(t, "name").to_string();
-            if let Some(rs) = t.get_mut("rows").and_then(Value::as_array_mut) {
-                for r in rs.iter_mut().filter(|r| pick(&name, r)) {
-                    scale(r, &SPEED, factor);
-                    // The repeats too: the gate reads the best of them (`best_speed`).
-                    if let Some(a) = r.get_mut("samples/s repeats").and_then(Value::as_array_mut) {
-                        for x in a.iter_mut() {
-                            if let Some(v) = x.as_f64() {
-                                *x = Value::from(v * factor);
-                            }
-                        }
-                    }
-                    if let Some(a) = r.get_mut("repeats").and_then(Value::as_array_mut) {
-                        for rep in a.iter_mut() {
-                            scale(rep, &SPEED, factor);
-                            // Its seconds for the batches the limit beside it copied too.
-                            scale(rep, &["gather_s"], 1.0 / factor);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    d
-}
-
-fn scale(r: &mut Value, keys: &[&str], factor: f64) {
-    for k in keys {
-        if let Some(x) = num(r, k) {
-            r[*k] = Value::from(x * factor);
-        }
     }
 }
 
@@ -468,6 +420,11 @@ pub struct Baseline {
     #[serde(default)]
     pub spread_runs: Vec<RunReceipt>,
     pub figures: Vec<GatedFigure>,
+    /// The near level of the baseline's runs (the lower decile of all their placement readings),
+    /// ns: the gate takes the lower of it and a run's own, so a run that sat far apart for its
+    /// whole length reads far ([`figures_near`]) instead of setting a far level of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_ns: Option<f64>,
 }
 
 /// Median, sample SD of the logarithms, and band of one figure's values.
@@ -601,7 +558,9 @@ impl Baseline {
             }
             out.push(g);
         }
+        let readings: Vec<f64> = runs.iter().flat_map(readings).collect();
         Ok(Baseline {
+            near_ns: benchkit::placement::near_level(&readings),
             schema: BASELINE_SCHEMA.to_string(),
             rule: format!(
                 "floor = median over the runs x (1 - band); band = {BAND_SDS} x the sample SD of \
@@ -676,6 +635,7 @@ impl Baseline {
             runs: Vec::new(),
             spread_runs: Vec::new(),
             figures: Vec::new(),
+            near_ns: None,
         }
     }
 
@@ -689,8 +649,13 @@ impl Baseline {
 }
 
 mod figures;
-pub use figures::{Figure, figures, is_gated_store_row, is_own_loader_arm, reads_row, retake_far};
-use figures::{num, rows, tables, text};
+pub use figures::{
+    Figure, figures, figures_near, is_gated_store_row, is_own_loader_arm, readings, reads_row,
+    retake_far,
+};
+mod slowed;
+use figures::{rows, tables, text};
+pub use slowed::slowed;
 
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,7 @@ use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use benchkit::placement::Readings;
 use benchkit::stats::{median, sample_sd};
 use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
 use serde_json::{Value, json};
@@ -179,7 +180,13 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
     };
     let mut verified = 0usize;
     let mut spent = Duration::ZERO;
+    // The placement of the cores, read outside the timer: before the first block, between blocks
+    // every `Readings::EVERY`, after the last (the sampled peak-RAM run times nothing).
+    let mut readings = (block > 1).then(|| Readings::every(Readings::EVERY));
     while verified < batches && (verified == 0 || spent.as_secs_f64() < BUDGET_S) {
+        if let Some(r) = readings.as_mut() {
+            r.due();
+        }
         for _ in 0..drain {
             // Matched to its step by its probe records only (see above).
             if !verify(&next()?, false)? {
@@ -204,11 +211,15 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
         }
     }
     drop(next);
+    if let Some(r) = readings.as_mut() {
+        r.take();
+    }
     let mut line = json!({
         "per_batch_s": spent.as_secs_f64() / verified.max(1) as f64,
         "verified": verified > 0,
         "verified_batches": verified,
         "peak_rss_bytes": own_peak_rss(),
+        "core_rt_ns_readings": readings.as_ref().map_or(&[][..], |r| r.values()),
     });
     if let Some(how) = limit_note {
         line["config"] = json!(format!(
@@ -461,16 +472,23 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                                 }
                             }
                         }
-                        Ok(cmd) => match benchkit::placement::around(|| run_json(cmd, false)) {
-                            (Ok((j, peak)), rt) => {
-                                record(r, &j, peak, false, rt);
-                                again = crate::gate::retake_far(a.quick || a.gated, arm.name, rt);
+                        Ok(mut cmd) => {
+                            match benchkit::placement::around(|| {
+                                cmd.env(loader_arms::PROBE_ENV, &exe);
+                                run_json(cmd, false)
+                            }) {
+                                (Ok((j, peak)), around) => {
+                                    let rt = loader_arms::inner_reading(&j).or(around);
+                                    record(r, &j, peak, false, rt);
+                                    again =
+                                        crate::gate::retake_far(a.quick || a.gated, arm.name, rt);
+                                }
+                                (Err(e), _) => {
+                                    r.failed = true;
+                                    r.note = Some(format!("failed: {e}"));
+                                }
                             }
-                            (Err(e), _) => {
-                                r.failed = true;
-                                r.note = Some(format!("failed: {e}"));
-                            }
-                        },
+                        }
                     }
                     if !(again && !r.failed && r.note.is_none()) {
                         break;

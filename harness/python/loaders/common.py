@@ -287,6 +287,72 @@ class Steps:
         return None
 
 
+class Readings:
+    """The placement of the cores, read outside the timer between timed blocks, each once this
+    process's other threads are quiet: a reading once ``EVERY_S`` has passed since the last
+    (``due``) and one after the last block (``take``), each from ``$LOADERX_PLACEMENT_PROBE
+    placement`` (the harness binary: the round trip of a cache line between two threads pinned to
+    two CPUs, ``benchkit::placement``). Without the variable, or where the probe fails, there are
+    none and the harness falls back to its readings around the row's process."""
+
+    EVERY_S = 0.5  # benchkit::placement::Readings::EVERY
+
+    def __init__(self):
+        self.probe = os.environ.get(PROBE_ENV)
+        self.last: float | None = None
+        self.values: list[float] = []
+
+    def take(self) -> None:
+        if not self.probe:
+            return
+        import subprocess
+
+        # Once no other thread of this process runs (benchkit::placement::quiesce): workers
+        # refilling the loader's window would hold the CPUs the probe pins its threads to.
+        limit, quiet = time.perf_counter() + 0.5, 0
+        while quiet < 4 and time.perf_counter() < limit:
+            quiet = 0 if _others_running() else quiet + 1
+            time.sleep(0.001)
+        try:
+            out = subprocess.run([self.probe, "placement"], capture_output=True, text=True, timeout=30, check=True)
+            ns = json.loads(out.stdout.strip().splitlines()[-1])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            ns = None
+        if isinstance(ns, (int, float)) and ns > 0:
+            self.values.append(float(ns))
+        self.last = time.perf_counter()
+
+    def due(self) -> None:
+        if self.last is None or time.perf_counter() - self.last >= self.EVERY_S:
+            self.take()
+
+
+PROBE_ENV = "LOADERX_PLACEMENT_PROBE"
+
+
+def _others_running() -> bool:
+    """Whether a thread of this process other than the caller is running or runnable (state R in
+    /proc/self/task/*/stat); False where that cannot be read."""
+    import threading
+
+    me = str(threading.get_native_id())
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return False
+    for tid in tids:
+        if tid == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat.rpartition(")")[2].lstrip().startswith("R"):
+            return True
+    return False
+
+
 def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
     """Warm-up, then blocks: DRAIN untimed batches, BLOCK timed ones held until the block's timer
     stops. Warm-up and timed batches are compared in full with the source records of their step
@@ -327,7 +393,11 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
         k += 1
     spent = 0.0
     verified = 0
+    # Outside the timer, as the Rust rows do (the sampled peak-RAM run times nothing).
+    readings = Readings() if not memory_pass else None
     while verified < job.batches and (verified == 0 or spent < BUDGET_S):
+        if readings is not None:
+            readings.due()
         for _ in range(drain):
             # Matched to its step, not compared in full (see above), and not counted.
             if steps.take(next_batch(k)) is None:
@@ -344,7 +414,14 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
             verified += 1
             k += 1
         del held, b
-    return {"per_batch_s": spent / verified, "verified": True, "verified_batches": verified}
+    if readings is not None:
+        readings.take()
+    return {
+        "per_batch_s": spent / verified,
+        "verified": True,
+        "verified_batches": verified,
+        "core_rt_ns_readings": readings.values if readings is not None else [],
+    }
 
 
 def timed_loader(job: Job, src: Source, draws: np.ndarray, loader) -> dict:

@@ -75,6 +75,12 @@ pub struct Figure {
 /// The run's near level: the lower decile of the readings of the cores' round trip its cells took
 /// (`benchkit::placement::near_level`), `None` in runs without readings.
 pub fn near_level(doc: &Value) -> Option<f64> {
+    benchkit::placement::near_level(&readings(doc))
+}
+
+/// Every reading of the cores' round trip a results document holds (a store cell's `core_rt_ns`,
+/// a loader row's `core round trip ns repeats`).
+pub fn readings(doc: &Value) -> Vec<f64> {
     let mut readings = Vec::new();
     for t in tables(doc) {
         for r in rows(t) {
@@ -86,7 +92,7 @@ pub fn near_level(doc: &Value) -> Option<f64> {
             }
         }
     }
-    benchkit::placement::near_level(&readings)
+    readings
 }
 
 /// A loader row's readings of the cores' round trip, one beside each of its `samples/s repeats`.
@@ -203,7 +209,17 @@ pub const BARE: &str = "bare-gather";
 ///
 /// A row that did not run, or whose divisor did not, has no figure.
 pub fn figures(doc: &Value) -> Vec<Figure> {
-    let near = near_level(doc);
+    figures_near(doc, None)
+}
+
+/// [`figures`] with the near level no higher than `floor` (the baseline's, `Baseline::near_ns`):
+/// a run whose cores sat far apart from first to last has a far near level of its own, and by it
+/// alone every figure would read near and be judged at the machine's slower speed.
+pub fn figures_near(doc: &Value, floor: Option<f64>) -> Vec<Figure> {
+    let near = match (near_level(doc), floor) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     let mut out = Vec::new();
     for t in tables(doc) {
         let table = text(t, "name");

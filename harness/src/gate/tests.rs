@@ -307,6 +307,48 @@ fn repeats_taken_while_the_cores_sat_far_apart_count_only_when_no_other_did() {
         .expect("figure");
     assert_eq!(g.values.len(), 1);
     assert!(!g.gated && g.note.as_deref().is_some_and(|n| n.contains("far apart")));
+    // A run that sat far apart from first to last (every reading 330 ns, its own near level
+    // with them): by its own level alone nothing is far and its loader row, a quarter slow there,
+    // fails as a regression. The baseline keeps its runs' near level (60 ns), and by it the run
+    // reads far: the first run asks for the confirmation, which leaves the figure unjudged.
+    let near = Baseline::from_runs(
+        &[
+            placed([40_000.0; 3], [60.0; 3]),
+            placed([40_200.0; 3], [65.0; 3]),
+            placed([39_800.0; 3], [62.0; 3]),
+        ],
+        Vec::new(),
+    )
+    .expect("baseline");
+    assert_eq!(near.near_ns, Some(60.0));
+    let mut d = placed([30_000.0, 30_500.0, 29_000.0], [330.0, 325.0, 340.0]);
+    d["tables"][1]["rows"][1]["core round trip ns repeats"] = json!([335.0]);
+    assert!(!figures(&d).iter().any(|f| f.far));
+    let alone = Baseline {
+        near_ns: None,
+        ..near.clone()
+    };
+    let v = check(&alone, &d, false);
+    assert!(
+        v.len() == 1 && v[0].msg.contains("below its floor"),
+        "{v:?}"
+    );
+    assert!(
+        figures_near(&d, near.near_ns)
+            .iter()
+            .all(|f| f.table != "loader-dense-vision" || f.far)
+    );
+    let v = check(&near, &d, false);
+    assert!(
+        v.iter().all(|x| x.speed && x.msg.contains("far apart")) && !v.is_empty(),
+        "{v:?}"
+    );
+    assert!(check(&near, &d, true).is_empty());
+    assert!(
+        unjudged(&near, &d)
+            .iter()
+            .any(|u| u.contains("python-loaderx-w4"))
+    );
 }
 
 #[test]

@@ -569,7 +569,8 @@ impl Baseline {
                  slower falls below the floor; each figure a ratio of two rows' best repeats in \
                  one run: zrecord-raw over memcpy-limit (x_memcpy, store tables), bare-gather \
                  over memcpy-limit (x_limit, loader tables), each other loaderx loader row over \
-                 bare-gather (x_bare); a zrecord-raw row's x_memcpy is its best ratio to the \
+                 bare-gather (x_bare) and, in loader-dense-vision, over memcpy-limit too \
+                 (x_limit); a zrecord-raw row's x_memcpy is its best ratio to the \
                  copy limit timed beside it in each cell where every cell timed one, and \
                  x_memcpy_rows beside it the row over the limit row; a repeat \
                  taken while the cores sat far apart (a cache line's round trip over {}x the \

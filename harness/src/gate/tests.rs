@@ -11,7 +11,7 @@ fn run(zr: f64, lx: f64, bare: f64, limit: f64) -> Value {
             {"backend": "lmdb-raw", "gather_mib_s": 3000.0, "x_memcpy": 0.3, "verified": true, "status": "ok"},
             {"backend": "memcpy-limit", "gather_mib_s": 10000.0, "x_memcpy": 1.0, "verified": null, "status": "ok"}
         ]},
-        {"name": "loader-dense-vision", "rows": [
+        {"name": "loader-ragged-tokens", "rows": [
             {"arm": "memcpy-limit", "samples/s": limit, "verified": null},
             {"arm": "bare-gather", "samples/s": bare, "verified": true},
             {"arm": "python-loaderx-w4", "samples/s": lx, "verified": true},
@@ -50,7 +50,7 @@ fn noise_passes_and_a_quarter_slower_fails() {
         retry_tables(&v),
         vec![
             "dense-vision".to_string(),
-            "loader-dense-vision".to_string()
+            "loader-ragged-tokens".to_string()
         ]
     );
     for row in ["zrecord-raw", "bare-gather", "python-loaderx-w4"] {
@@ -250,6 +250,32 @@ fn a_figure_whose_band_misses_a_slowdown_from_its_highest_run_is_not_gated() {
 }
 
 #[test]
+fn dense_image_loader_rows_are_read_over_the_copy_limit_too_and_token_rows_are_not() {
+    let mut d = run(5000.0, 40_000.0, 30_000.0, 100_000.0);
+    let ragged = d["tables"][1].clone();
+    let mut tables = d["tables"].as_array().unwrap().clone();
+    tables.push(json!({"name": "loader-dense-vision", "rows": ragged["rows"]}));
+    d["tables"] = json!(tables);
+    let has = |t: &str, m: &str| {
+        figures(&d)
+            .iter()
+            .any(|f| f.table == t && f.row == "python-loaderx-w4" && f.metric == m)
+    };
+    assert!(has("loader-dense-vision", "x_bare") && has("loader-dense-vision", "x_limit"));
+    assert!(has("loader-ragged-tokens", "x_bare") && !has("loader-ragged-tokens", "x_limit"));
+    let f = figures(&d);
+    let x = f
+        .iter()
+        .find(|f| {
+            f.table == "loader-dense-vision"
+                && f.row == "python-loaderx-w4"
+                && f.metric == "x_limit"
+        })
+        .unwrap();
+    assert_eq!(x.value, 40_000.0 / 100_000.0);
+}
+
+#[test]
 fn repeats_taken_while_the_cores_sat_far_apart_count_only_when_no_other_did() {
     let b = baseline();
     let placed = |lx: [f64; 3], rt: [f64; 3]| {
@@ -284,7 +310,7 @@ fn repeats_taken_while_the_cores_sat_far_apart_count_only_when_no_other_did() {
         v.len() == 1 && v[0].speed && v[0].msg.contains("far apart"),
         "{v:?}"
     );
-    assert_eq!(retry_tables(&v), vec!["loader-dense-vision".to_string()]);
+    assert_eq!(retry_tables(&v), vec!["loader-ragged-tokens".to_string()]);
     assert!(check(&b, &d, true).is_empty());
     let u = unjudged(&b, &d);
     assert!(u.len() == 1 && u[0].contains("python-loaderx-w4"), "{u:?}");
@@ -336,7 +362,7 @@ fn repeats_taken_while_the_cores_sat_far_apart_count_only_when_no_other_did() {
     assert!(
         figures_near(&d, near.near_ns)
             .iter()
-            .all(|f| f.table != "loader-dense-vision" || f.far)
+            .all(|f| f.table != "loader-ragged-tokens" || f.far)
     );
     let v = check(&near, &d, false);
     assert!(

@@ -303,7 +303,11 @@ mod tests {
         r.due();
         r.due();
         r.take();
-        assert_eq!(r.values().len(), if got.is_some() { 2 } else { 0 });
+        // One reading at the first `due`, none at the second (within the hour), one at `take`;
+        // each a round trip of two cache-line transfers (the probe may fail on a loaded machine:
+        // then there are fewer).
+        assert!(r.values().len() <= 2, "{:?}", r.values());
+        assert!(r.values().iter().all(|x| x.is_finite() && *x > 1.0));
         assert_eq!(note_all(&[70.0, f64::NAN, 320.0, -1.0]), Some(320.0));
         assert_eq!(note_all(&[]), None);
         // One far reading in twenty does not make a row far; two do.

@@ -170,6 +170,9 @@ pub fn around<T>(f: impl FnOnce() -> T) -> (T, Option<f64>) {
     (out, worst)
 }
 
+/// How long a reading waits at most for the timing process's other threads to go quiet.
+pub const QUIESCE_LIMIT: Duration = Duration::from_millis(500);
+
 /// Readings a timed loop takes itself, outside its timer: one at [`Readings::take`] (before the
 /// first timed block, after the last), and between blocks whenever [`Readings::every`] has passed
 /// since the last one ([`Readings::due`]). Taken in the process that times, next to its timed
@@ -197,7 +200,7 @@ impl Readings {
 
     /// Takes a reading once this process's other threads are quiet ([`quiesce`]).
     pub fn take(&mut self) {
-        quiesce(Duration::from_millis(500));
+        quiesce(QUIESCE_LIMIT);
         if let Some(x) = note(round_trip_ns(PROBE_WINDOW)) {
             self.got.push(x);
         }
@@ -217,16 +220,14 @@ impl Readings {
     }
 }
 
-/// Whether a thread of this process other than the caller is running or runnable now (state `R`
-/// in `/proc/self/task/*/stat`); false where that cannot be read.
-fn others_running() -> bool {
-    // SAFETY: `gettid` has no preconditions; it returns the calling thread's id.
-    let me = unsafe { libc::gettid() }.to_string();
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+/// Whether a thread listed under `tasks` (a `/proc/<pid>/task` directory) other than `skip` is
+/// running or runnable now (state `R` in its `stat`); false where that cannot be read.
+fn running_in(tasks: &str, skip: Option<&str>) -> bool {
+    let Ok(dir) = std::fs::read_dir(tasks) else {
         return false;
     };
     dir.flatten()
-        .filter(|e| e.file_name().to_str() != Some(me.as_str()))
+        .filter(|e| skip.is_none() || e.file_name().to_str() != skip)
         .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
         // The state follows the command name, which is in parentheses and may hold anything.
         .any(|stat| {
@@ -235,18 +236,36 @@ fn others_running() -> bool {
         })
 }
 
+/// Waits, for at most `limit`, until no thread under `tasks` but `skip` has been running or
+/// runnable at 4 checks 1 ms apart.
+fn quiesce_tasks(tasks: &str, skip: Option<&str>, limit: Duration) {
+    let start = Instant::now();
+    let mut quiet = 0;
+    while quiet < 4 && start.elapsed() < limit {
+        quiet = if running_in(tasks, skip) {
+            0
+        } else {
+            quiet + 1
+        };
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Waits, for at most `limit`, until no other thread of this process has been running or
 /// runnable at 4 checks 1 ms apart: a loader's workers refilling its window after the consumer
 /// took a block would otherwise hold the CPUs the probe pins its threads to, and the reading would
 /// measure them, not the placement. (The process's CPU time cannot tell: the kernel adds a thread
 /// running on another CPU to it only at scheduler ticks, which may be 10 ms apart.)
 pub fn quiesce(limit: Duration) {
-    let start = Instant::now();
-    let mut quiet = 0;
-    while quiet < 4 && start.elapsed() < limit {
-        quiet = if others_running() { 0 } else { quiet + 1 };
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    // SAFETY: `gettid` has no preconditions; it returns the calling thread's id.
+    let me = unsafe { libc::gettid() }.to_string();
+    quiesce_tasks("/proc/self/task", Some(&me), limit);
+}
+
+/// [`quiesce`] for another process, `pid`, every thread of it (its caller waits for this one, so
+/// it is not running): what a Python timed loop asks of `harness placement --quiet-pid PID`.
+pub fn quiesce_process(pid: u32, limit: Duration) {
+    quiesce_tasks(&format!("/proc/{pid}/task"), None, limit);
 }
 
 /// Notes readings another process took (a timed child's [`Readings`]) as this process's own, for
@@ -322,6 +341,31 @@ mod tests {
         if worst.is_some() {
             assert!(near_level_seen().is_some());
         }
+    }
+
+    #[test]
+    fn a_reading_waits_while_another_thread_runs_and_not_for_a_process_that_is_gone() {
+        use std::sync::atomic::AtomicBool;
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinner = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        // The spinner is running or runnable at every check: the wait runs to its limit.
+        let limit = Duration::from_millis(50);
+        let t = Instant::now();
+        quiesce(limit);
+        assert!(t.elapsed() >= limit, "{:?}", t.elapsed());
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+        // No such process: nothing runs there, and four quiet checks end the wait.
+        let t = Instant::now();
+        quiesce_process(u32::MAX, Duration::from_secs(60));
+        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
     }
 
     #[test]

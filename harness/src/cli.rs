@@ -38,8 +38,9 @@ const USAGE: &str = "usage:
                  SeaweedFS server on loopback: GET limit, no cache, cache cold, cached, local)
   harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json,
                                      cold.md from RESULTS_DIR/cold.json)
-  harness placement                 (one reading of how far apart two cores are, ns: a cache
-                                     line's round trip; what a Python loader row runs between blocks)
+  harness placement [--quiet-pid PID]  (one reading of how far apart two cores are, ns: a cache
+                                     line's round trip, once PID's threads are quiet; what a Python
+                                     loader row runs between blocks)
 tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader
         (both loader tables; or loader-dense-vision, loader-ragged-tokens)";
 
@@ -157,8 +158,22 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
         Some(LoaderCellArgs::NAME) => loader_table::cell_main(&LoaderCellArgs::parse(&args[1..])?),
         Some("placement") => {
             // One reading of the cores' placement, for a Python row's timed loop (`null` on one
-            // CPU): `harness/python/loaders/common.py`.
-            let ns = benchkit::placement::round_trip_ns(benchkit::placement::PROBE_WINDOW);
+            // CPU): `harness/python/loaders/common.py`. With `--quiet-pid PID`, once that
+            // process's threads are quiet (its loader's workers done refilling).
+            use benchkit::placement::{
+                PROBE_WINDOW, QUIESCE_LIMIT, quiesce_process, round_trip_ns,
+            };
+            match args.get(1..).unwrap_or_default() {
+                [] => {}
+                [flag, pid] if flag == "--quiet-pid" => {
+                    let pid = pid.parse().map_err(|_| {
+                        usage(format!("--quiet-pid needs a process id, got {pid:?}"))
+                    })?;
+                    quiesce_process(pid, QUIESCE_LIMIT);
+                }
+                other => return Err(usage(format!("placement: unexpected {other:?}"))),
+            }
+            let ns = round_trip_ns(PROBE_WINDOW);
             println!("{}", serde_json::json!(ns));
             Ok(ExitCode::SUCCESS)
         }

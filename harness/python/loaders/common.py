@@ -307,14 +307,11 @@ class Readings:
             return
         import subprocess
 
-        # Once no other thread of this process runs (benchkit::placement::quiesce): workers
-        # refilling the loader's window would hold the CPUs the probe pins its threads to.
-        limit, quiet = time.perf_counter() + 0.5, 0
-        while quiet < 4 and time.perf_counter() < limit:
-            quiet = 0 if _others_running() else quiet + 1
-            time.sleep(0.001)
+        # The probe waits until no thread of this process runs (benchkit::placement::
+        # quiesce_process): workers refilling the loader's window would hold the CPUs it pins to.
         try:
-            out = subprocess.run([self.probe, "placement"], capture_output=True, text=True, timeout=30, check=True)
+            cmd = [self.probe, "placement", "--quiet-pid", str(os.getpid())]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True)
             ns = json.loads(out.stdout.strip().splitlines()[-1])
         except (OSError, subprocess.SubprocessError, ValueError, IndexError):
             ns = None
@@ -328,29 +325,6 @@ class Readings:
 
 
 PROBE_ENV = "LOADERX_PLACEMENT_PROBE"
-
-
-def _others_running() -> bool:
-    """Whether a thread of this process other than the caller is running or runnable (state R in
-    /proc/self/task/*/stat); False where that cannot be read."""
-    import threading
-
-    me = str(threading.get_native_id())
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return False
-    for tid in tids:
-        if tid == me:
-            continue
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if stat.rpartition(")")[2].lstrip().startswith("R"):
-            return True
-    return False
 
 
 def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:

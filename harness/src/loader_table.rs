@@ -473,10 +473,8 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                             }
                         }
                         Ok(mut cmd) => {
-                            match benchkit::placement::around(|| {
-                                cmd.env(loader_arms::PROBE_ENV, &exe);
-                                run_json(cmd, false)
-                            }) {
+                            cmd.env(loader_arms::PROBE_ENV, &exe);
+                            match benchkit::placement::around(|| run_json(cmd, false)) {
                                 (Ok((j, peak)), around) => {
                                     let rt = loader_arms::inner_reading(&j).or(around);
                                     record(r, &j, peak, false, rt);

@@ -651,8 +651,8 @@ impl Baseline {
 
 mod figures;
 pub use figures::{
-    Figure, figures, figures_near, is_gated_store_row, is_own_loader_arm, readings, reads_row,
-    retake_far,
+    Figure, PAIRED_BARE, figures, figures_near, is_gated_store_row, is_own_loader_arm, readings,
+    reads_row, retake_far,
 };
 mod slowed;
 use figures::{rows, tables, text};

@@ -30,12 +30,47 @@ pub const WARMUP: usize = 10;
 /// constants.
 pub const BLOCK: usize = 8;
 pub const DRAIN: usize = 32;
+/// A block holds at most this many bytes of batches (and at least one batch): a loaderx row's
+/// batches come from its allocator's pool, whose idle regions are bounded (256 MiB by default), and
+/// a block released at once beyond that bound is freed in part and faulted in afresh by the next
+/// block, a cost no trainer that holds a batch or two pays. Measured on the EPYC VM (dense vision,
+/// 38.5 MB image batches): blocks of 8 (308 MB) took `loaderx-w0` 2.2-3.2 ms a batch and its
+/// paired bare gather (`loader_pair`) read 0.78-1.06 of it cell to cell; blocks of 4 (154 MB) took
+/// 1.7-1.9 ms and 0.97-1.00. Token batches (tens of KB) keep blocks of [`BLOCK`]. Every row of a
+/// table holds the same blocks ([`BLOCK_ENV`]).
+pub const HELD_BYTES: u64 = 160 << 20;
+/// The block of a table's rows ([`block_for`]), for the Rust cell and the Python rows alike.
+pub const BLOCK_ENV: &str = "LOADERX_LOADER_BLOCK";
+
+/// Timed batches per block for batches of `batch_bytes`: [`BLOCK`], or fewer so a block holds at
+/// most [`HELD_BYTES`].
+pub fn block_for(batch_bytes: u64) -> usize {
+    (HELD_BYTES / batch_bytes.max(1)).clamp(1, BLOCK as u64) as usize
+}
+
+/// The block a cell was given ([`BLOCK_ENV`]), else [`BLOCK`].
+pub fn block_from_env() -> Result<usize> {
+    match std::env::var(BLOCK_ENV) {
+        Err(_) => Ok(BLOCK),
+        Ok(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|b| (1..=BLOCK).contains(b))
+            .ok_or_else(|| HarnessError::Argument {
+                command: "loader-cell",
+                name: BLOCK_ENV,
+                value: v,
+                expected: "a block of 1 to 8 batches",
+            }),
+    }
+}
 /// A row stops adding blocks once its timed batches took this long.
 pub const BUDGET_S: f64 = 20.0;
 
-/// Draws a run of `batches` timed batches consumes (warm-up, drains and blocks).
-pub fn steps_needed(batches: usize) -> usize {
-    WARMUP + batches.div_ceil(BLOCK) * (BLOCK + DRAIN)
+/// Draws a run of `batches` timed batches in blocks of `block` consumes (warm-up, drains and
+/// blocks).
+pub fn steps_needed(batches: usize, block: usize) -> usize {
+    WARMUP + batches.div_ceil(block) * (block + DRAIN)
 }
 
 /// Size of the private `/dev/shm` of the `/dev/shm` column.
@@ -407,8 +442,9 @@ pub fn write_digests(
     draws: &Path,
     work: &Path,
     batches: usize,
+    block: usize,
 ) -> Result<PathBuf> {
-    let steps = (WARMUP + batches + DIGEST_LOOKAHEAD).min(steps_needed(batches));
+    let steps = (WARMUP + batches + DIGEST_LOOKAHEAD).min(steps_needed(batches, block));
     let stem = draws
         .file_stem()
         .and_then(|s| s.to_str())
@@ -578,6 +614,21 @@ mod tests {
                 script.display()
             );
         }
+    }
+
+    #[test]
+    fn a_block_of_image_batches_stays_under_the_pool_bound_and_token_blocks_keep_eight() {
+        // 256 images of 224 x 224 x 3 bytes: four held at once.
+        assert_eq!(block_for(256 * 224 * 224 * 3), 4);
+        assert_eq!(block_for(256 * 2048), BLOCK);
+        assert_eq!(block_for(4 << 30), 1);
+        assert_eq!(block_for(0), BLOCK);
+        for b in [1, 4, BLOCK] {
+            assert!(block_for(HELD_BYTES / b as u64) <= b);
+        }
+        // The draws a run consumes follow the block: more, shorter blocks, each after a drain.
+        assert_eq!(steps_needed(800, 8), WARMUP + 100 * (8 + DRAIN));
+        assert_eq!(steps_needed(800, 4), WARMUP + 200 * (4 + DRAIN));
     }
 
     #[test]

@@ -120,6 +120,22 @@ pub fn store_len(path: &Path, dense: bool) -> Result<u64> {
     n.map_err(HarnessError::store(path))
 }
 
+/// The bytes of a batch of the store at `path` (`records` records): its data shards' bytes per
+/// record times `loader_arms::BATCH`, the mean for a ragged store.
+pub fn batch_bytes(path: &Path, records: u64) -> Result<u64> {
+    let mut data = 0u64;
+    for e in std::fs::read_dir(path).map_err(HarnessError::io("list", path))? {
+        let e = e.map_err(HarnessError::io("list", path))?;
+        if e.path().extension().is_some_and(|x| x == "zrd") {
+            data += e
+                .metadata()
+                .map_err(HarnessError::io("stat", e.path()))?
+                .len();
+        }
+    }
+    Ok(data / records.max(1) * crate::loader_arms::BATCH as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,12 +22,14 @@ use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
 use crate::corrupt;
 use crate::error::{HarnessError, Result};
+use crate::gate::PAIRED_BARE;
 use crate::loader_arms::{
-    self, ARMS, Arm, BATCH, BLOCK, BUDGET_S, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
+    self, ARMS, Arm, BATCH, BUDGET_S, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
 };
 use crate::loader_limit::CopyLimit;
 use crate::loader_match::{Delivered, Steps};
-use crate::loader_store::{ensure_store, store_len};
+use crate::loader_pair::BarePair;
+use crate::loader_store::{batch_bytes, ensure_store, store_len};
 use crate::model::FreeTable;
 use crate::progress::progress;
 use crate::table::{Corpus, Layout, Table};
@@ -176,8 +178,22 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
     let (block, drain) = if std::env::var("LOADERX_LOADER_MEMORY_PASS").as_deref() == Ok("1") {
         (1, 0)
     } else {
-        (BLOCK, DRAIN)
+        (loader_arms::block_from_env()?, DRAIN)
     };
+    // An inline row times the bare gather beside it (`loader_pair`), before its block in every
+    // other block and after it in the rest (not in the peak-RAM run, which times nothing).
+    let mut pair = if block > 1 {
+        BarePair::of(arm, &view, n)?
+    } else {
+        None
+    };
+    let mut pair_block = |m: usize, blocks: usize, first: bool| -> Result<bool> {
+        match pair.as_mut() {
+            Some(p) if (blocks % 2 == 1) == first => p.block(m, &source),
+            _ => Ok(true),
+        }
+    };
+    let mut blocks = 0usize;
     let mut verified = 0usize;
     let mut spent = Duration::ZERO;
     // The placement of the cores, read outside the timer: before the first block, between blocks
@@ -197,6 +213,11 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
             step += 1;
         }
         let m = block.min(batches - verified);
+        if !pair_block(m, blocks, true)? {
+            return mismatch(format!(
+                "{arm}: a bare gather beside block {blocks} differs from its source records"
+            ));
+        }
         let t = Instant::now();
         let held = (0..m).map(|_| next()).collect::<Result<Vec<_>, _>>()?;
         spent += t.elapsed();
@@ -209,6 +230,13 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
             verified += 1;
             step += 1;
         }
+        drop(held);
+        if !pair_block(m, blocks, false)? {
+            return mismatch(format!(
+                "{arm}: a bare gather beside block {blocks} differs from its source records"
+            ));
+        }
+        blocks += 1;
     }
     drop(next);
     if let Some(r) = readings.as_mut() {
@@ -221,6 +249,9 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
         "peak_rss_bytes": own_peak_rss(),
         "core_rt_ns_readings": readings.as_ref().map_or(&[][..], |r| r.values()),
     });
+    if let Some(p) = pair.as_ref().and_then(BarePair::per_batch_s) {
+        line["bare_per_batch_s"] = json!(p);
+    }
     if let Some(how) = limit_note {
         line["config"] = json!(format!(
             "the store's {n} records held in memory; per batch as many bytes as its records hold \
@@ -254,6 +285,9 @@ struct ArmResult {
     /// Each timed repeat's reading of the cores' round trip (`benchkit::placement::around`),
     /// beside `per_batch`; `None` where the probe could not run.
     core_rt_ns: Vec<Option<f64>>,
+    /// Each timed repeat's bare gather, timed beside it in its cell (`loader_pair`), seconds per
+    /// batch, beside `per_batch`; `None` for a row that is not paired.
+    bare_per_batch: Vec<Option<f64>>,
     peaks: Vec<u64>,
     verified_batches: u64,
     /// A batch differed from the source (or the arm said so).
@@ -317,6 +351,8 @@ fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool, rt: Option
         if let Some(p) = j.get("per_batch_s").and_then(Value::as_f64) {
             r.per_batch.push(p);
             r.core_rt_ns.push(rt);
+            r.bare_per_batch
+                .push(j.get("bare_per_batch_s").and_then(Value::as_f64));
         }
     }
 }
@@ -378,8 +414,14 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         };
         let store = ensure_store(source, &prepared.dir, work)?;
         let records = store_len(&store, dense)?;
-        let draws =
-            loader_arms::write_draws(table, work, records, loader_arms::steps_needed(batches))?;
+        // Every row of the table holds the same blocks of timed batches (`loader_arms::HELD_BYTES`).
+        let block = loader_arms::block_for(batch_bytes(&store, records)?);
+        let draws = loader_arms::write_draws(
+            table,
+            work,
+            records,
+            loader_arms::steps_needed(batches, block),
+        )?;
         let corpus_name = prepared
             .dir
             .file_name()
@@ -402,9 +444,15 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             peer_dir: &peer_dir,
             batches: b,
         };
+        let command = |arm: &Arm, b: usize| {
+            arm.command(&args(b)).map(|mut c| {
+                c.env(loader_arms::BLOCK_ENV, block.to_string());
+                c
+            })
+        };
         // The Python rows' sampled peak-RAM runs check batches against digests (no source map).
         let digests = if arms.iter().any(|x| x.runner != Runner::Rust) {
-            match loader_arms::write_digests(kind, &prepared.dir, &draws, work, batches) {
+            match loader_arms::write_digests(kind, &prepared.dir, &draws, work, batches, block) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     eprintln!("harness: {kind}: {e}; the peak-RAM runs check against the source");
@@ -456,7 +504,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                 // peak-RAM run times nothing, so it takes no placement reading.
                 for _ in 0..=crate::gate::RETAKES_FAR {
                     let mut again = false;
-                    match arm.command(&args(run_batches)) {
+                    match command(&arm, run_batches) {
                         Err(note) => r.note = Some(note.to_string()),
                         Ok(mut cmd) if memory_pass => {
                             // Blocks of one batch: the sampled run holds no extra batches.
@@ -507,7 +555,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                     continue;
                 }
                 pb.set_prefix(format!("{kind} / {} (64 MiB /dev/shm)", arm.name));
-                if let Ok(cmd) = arm.command(&args(loader_arms::SMALL_SHM_BATCHES)) {
+                if let Ok(cmd) = command(arm, loader_arms::SMALL_SHM_BATCHES) {
                     r.small_shm = Some(small_shm_run(&cmd));
                 }
                 pb.inc(1);
@@ -556,7 +604,7 @@ fn build_table(
             (Some(c), Some(n)) => Some(format!("{c}; {n}")),
             (c, n) => n.clone().or(c.clone()),
         };
-        rows.push(json!({
+        let mut row = json!({
             "loader": arm.label,
             "arm": arm.name,
             "storage": arm.storage,
@@ -576,7 +624,22 @@ fn build_table(
             "verified": if r.failed { json!(false) } else if sps.is_none() || arm.name == "memcpy-limit" { Value::Null } else { json!(r.verified_batches > 0) },
             "64 MiB /dev/shm": r.small_shm,
             "note": note,
-        }));
+        });
+        // Beside each repeat of an inline row, the bare gather timed in its cell (`loader_pair`;
+        // the gate's `x_bare_paired`).
+        if sps.is_some()
+            && !r.bare_per_batch.is_empty()
+            && r.bare_per_batch.iter().all(Option::is_some)
+        {
+            let bare: Vec<f64> = r
+                .bare_per_batch
+                .iter()
+                .flatten()
+                .map(|p| BATCH as f64 / p)
+                .collect();
+            row[PAIRED_BARE] = json!(bare);
+        }
+        rows.push(row);
     }
     rows.push(json!({
         "loader": "webdataset", "arm": "webdataset", "storage": "tar shards",
@@ -612,67 +675,4 @@ fn build_table(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ok(per_batch_s: f64) -> Value {
-        json!({"per_batch_s": per_batch_s, "verified": true, "verified_batches": 8})
-    }
-
-    #[test]
-    fn a_failed_run_fails_the_loader_row_and_the_limit_row_is_a_reference() {
-        let names = ["bare-gather", "memcpy-limit", "python-loaderx-w4"];
-        let arms: Vec<Arm> = names
-            .iter()
-            .filter_map(|n| ARMS.into_iter().find(|a| a.name == *n))
-            .collect();
-        assert_eq!(arms.len(), names.len());
-        let mut results: Vec<ArmResult> = arms.iter().map(|_| ArmResult::default()).collect();
-        // bare-gather: two repeats pass, the third differs from the source.
-        record(&mut results[0], &ok(1e-3), 0, false, None);
-        record(&mut results[0], &ok(1e-3), 0, false, None);
-        let differs = json!({"per_batch_s": null, "verified": false, "mismatch": true,
-            "error": "bare-gather: timed batch 50 differs from every pending step's source records"});
-        record(&mut results[0], &differs, 0, false, None);
-        // memcpy-limit: compared and passed, but a reference.
-        record(&mut results[1], &ok(1e-4), 0, false, None);
-        // python-loaderx-w4: one repeat passes, the next errors.
-        record(&mut results[2], &ok(2e-3), 0, false, None);
-        let error = json!({"per_batch_s": null, "verified": false, "error": "RuntimeError: boom"});
-        record(&mut results[2], &error, 0, false, None);
-        let t = build_table(
-            Table::LOADER[0],
-            "dense-vision",
-            8,
-            8,
-            true,
-            &arms,
-            &results,
-        );
-        let row = |arm: &str| {
-            t.rows
-                .iter()
-                .find(|r| r["arm"] == arm)
-                .expect("row")
-                .clone()
-        };
-        for failed in ["bare-gather", "python-loaderx-w4"] {
-            let r = row(failed);
-            assert_eq!(r["verified"], json!(false), "{r}");
-            assert_eq!(r["samples/s"], Value::Null, "{r}");
-        }
-        let limit = row("memcpy-limit");
-        assert_eq!(limit["verified"], Value::Null, "{limit}");
-        assert!(limit["samples/s"].as_f64().is_some(), "{limit}");
-        assert_eq!(row("webdataset")["verified"], Value::Null);
-        // Rule 1 of the gate fails both failed rows.
-        let doc = json!({"tables": [serde_json::to_value(&t).expect("table JSON")]});
-        let v = crate::gate::check(&crate::gate::Baseline::empty(), &doc, false);
-        for label in ["bare-gather", "python-loaderx-w4"] {
-            assert!(
-                v.iter().any(|x| !x.speed && x.msg.contains(label)),
-                "{label}: {v:?}"
-            );
-        }
-    }
-}
+mod tests;

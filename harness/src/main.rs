@@ -40,6 +40,7 @@ mod loader_arms;
 mod loader_goals;
 mod loader_limit;
 mod loader_match;
+mod loader_pair;
 mod loader_store;
 mod loader_table;
 mod machine;

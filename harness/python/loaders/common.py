@@ -24,6 +24,20 @@ BATCH = 256
 # whatever a prefetching loader produced ahead while the previous block was being verified is not
 # counted as free (the Rust cell uses the same constants: loader_arms.rs).
 BLOCK = 8
+# The harness gives every row of a table the same, smaller block where BLOCK batches would hold
+# more than loaderx's default pool keeps idle (image batches; loader_arms::HELD_BYTES).
+BLOCK_ENV = "LOADERX_LOADER_BLOCK"
+
+
+def block() -> int:
+    """Timed batches per block: ``LOADERX_LOADER_BLOCK`` (1 to BLOCK), else BLOCK."""
+    raw = os.environ.get(BLOCK_ENV)
+    if raw is None:
+        return BLOCK
+    if not raw.isdigit() or not 1 <= int(raw) <= BLOCK:
+        raise ValueError(f"{BLOCK_ENV}={raw!r} is not a block of 1 to {BLOCK} batches")
+    return int(raw)
+
 DRAIN = 32  # > the deepest peer pipeline: grain mp_prefetch holds 4 workers x 4 buffered + in flight
 # A row stops adding blocks once its timed batches took this long (slow arms on big token tables).
 BUDGET_S = float(os.environ.get("LOADERX_LOADER_BUDGET_S", "20"))
@@ -62,8 +76,9 @@ def corrupted(batch):
 
 def steps_needed(warmup: int, batches: int) -> int:
     """Draws a run of ``batches`` timed batches consumes (warm-up, drains and blocks)."""
-    blocks = -(-batches // BLOCK)
-    return warmup + blocks * (DRAIN + BLOCK)
+    b = block()
+    blocks = -(-batches // b)
+    return warmup + blocks * (DRAIN + b)
 
 
 @dataclass
@@ -339,7 +354,7 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
     against its step's precomputed digest instead of the source arrays (``DIGESTS_ENV``)."""
     memory_pass = os.environ.get("LOADERX_LOADER_MEMORY_PASS") == "1"
     # The sampled peak-RAM run is not timed: one batch at a time, nothing drained.
-    block, drain = (1, 0) if memory_pass else (BLOCK, DRAIN)
+    per_block, drain = (1, 0) if memory_pass else (block(), DRAIN)
     digests = os.environ.get(DIGESTS_ENV) if memory_pass else None
     steps = DigestSteps(np.load(digests)) if digests else Steps(src, draws)
     k = 0
@@ -377,7 +392,7 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
             if steps.take(next_batch(k)) is None:
                 return {"per_batch_s": None, "verified": False, "mismatch": True, "error": f"drained batch {k}: holds no pending step's records"}
             k += 1
-        n = min(block, job.batches - verified)
+        n = min(per_block, job.batches - verified)
         t0 = time.perf_counter()
         held = [next_batch(k + i) for i in range(n)]
         spent += time.perf_counter() - t0

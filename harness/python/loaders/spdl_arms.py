@@ -24,7 +24,7 @@ import numpy as np
 from .common import BATCH, Job, Source, pack, timed
 
 SINK_BUFFER = 4  # batches ahead, as loaderx's prefetch
-ARENA_SEGMENTS = 12  # the consumer holds a block of 8 timed batches (common.BLOCK)
+ARENA_SEGMENTS = 12  # the consumer holds a block of at most 8 timed batches (common.BLOCK)
 SUBPROCESS_BUFFER = 1  # the queue out of the subprocess; its sink holds SINK_BUFFER - 1
 
 

@@ -63,8 +63,9 @@ pub struct Figure {
     pub table: String,
     pub row: String,
     /// `x_memcpy` and `x_memcpy_rows` (store rows), `x_limit` (the loader tables' bare gather,
-    /// and the other loaderx rows of the copy-bound loader tables) or `x_bare` (the other loaderx
-    /// loader rows): [`figures`].
+    /// and the other loaderx rows of the copy-bound loader tables), `x_bare` (the other loaderx
+    /// loader rows) or `x_bare_paired` (an inline loader row over the bare gather in its cell):
+    /// [`figures`].
     pub metric: &'static str,
     pub value: f64,
     /// Every repeat of a row it divides (or divides by) was taken while the cores sat far apart
@@ -98,6 +99,10 @@ pub fn readings(doc: &Value) -> Vec<f64> {
 
 /// A loader row's readings of the cores' round trip, one beside each of its `samples/s repeats`.
 pub const RT_REPEATS: &str = "core round trip ns repeats";
+
+/// An inline loader row's bare gather, timed in the row's own cell block by block beside it
+/// (`loader_pair`), samples/s, one beside each of its `samples/s repeats`.
+pub const PAIRED_BARE: &str = "bare-gather samples/s paired repeats";
 
 /// The best of `xs` (value, taken far), preferring the readings taken while the cores sat near:
 /// the far ones count only when every one is far.
@@ -188,6 +193,25 @@ fn best_paired(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
     xs.filter(|x| !x.is_empty()).and_then(best_placed)
 }
 
+/// An inline loader row's `x_bare_paired`: the best over its repeats of the row's samples/s over
+/// the bare gather timed in the same cell ([`PAIRED_BARE`]); `None` for a row without them.
+fn best_paired_bare(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
+    let own = r.get("samples/s repeats").and_then(Value::as_array)?;
+    let bare = r.get(PAIRED_BARE).and_then(Value::as_array)?;
+    let rts = r.get(RT_REPEATS).and_then(Value::as_array);
+    let xs = own
+        .iter()
+        .zip(bare)
+        .enumerate()
+        .filter_map(|(i, (x, b))| {
+            let rt = rts.and_then(|v| v.get(i)).and_then(Value::as_f64);
+            let (x, b) = (x.as_f64()?, b.as_f64()?);
+            (b > 0.0).then(|| (x / b, benchkit::placement::is_far(rt, near)))
+        })
+        .collect();
+    best_placed(xs)
+}
+
 /// The loader tables whose loaderx rows are also read over the table's copy limit (`x_limit`,
 /// beside `x_bare`), each figure gated on its own spread: tables of large records (150 KB
 /// images), where a loader's gather and the limit's copy are both bound by memory bandwidth. There
@@ -216,7 +240,10 @@ pub const BARE: &str = "bare-gather";
 ///   (the ragged-token loader rows' run-to-run SD of ln: 0.04-0.05 over the gather against
 ///   0.06-0.07 over the copy, best repeats of 12 EPYC runs on four VMs), and the gather itself is
 ///   gated twice (here and in the store tables). In [`COPY_BOUND_LOADER_TABLES`] each of those
-///   rows is also read over the limit row (`x_limit`), a figure gated on its own spread.
+///   rows is also read over the limit row (`x_limit`), a figure gated on its own spread. An
+///   inline row (`loaderx-w0`) that timed the bare gather in its own cell is also read over
+///   that (`x_bare_paired`, [`best_paired_bare`]), gated on its own spread: the same gather
+///   seconds apart instead of cells minutes apart.
 ///
 /// A row that did not run, or whose divisor did not, has no figure.
 pub fn figures(doc: &Value) -> Vec<Figure> {
@@ -270,6 +297,7 @@ pub fn figures_near(doc: &Value, floor: Option<f64>) -> Vec<Figure> {
                 push(arm, "x_limit", ratio(speed(r), limit));
             } else if is_own_loader_arm(arm) {
                 push(arm, "x_bare", ratio(speed(r), bare));
+                push(arm, "x_bare_paired", best_paired_bare(r, near));
                 if COPY_BOUND_LOADER_TABLES.contains(&table) {
                     push(arm, "x_limit", ratio(speed(r), limit));
                 }

@@ -454,3 +454,69 @@ fn only_a_retaking_run_retakes_and_only_far_cells_of_rows_the_gate_reads() {
     assert!(!retake_far(true, "torch-dataloader-w4", far));
     assert!(!retake_far(true, "python-loaderx-w4", None));
 }
+
+/// A run whose loader table has an inline row (`loaderx-w0`) that timed the bare gather in its own
+/// cell: `w0` and `bare` samples/s of its three repeats, each read at `rt` ns.
+fn inline(w0: [f64; 3], bare: [f64; 3], rt: [f64; 3]) -> Value {
+    let mut d = run(5050.0, 40_500.0, 30_200.0, 100_500.0);
+    let mut row = json!({"arm": "loaderx-w0", "samples/s": w0[1], "samples/s repeats": w0,
+        "core round trip ns repeats": rt, "verified": true});
+    row[PAIRED_BARE] = json!(bare);
+    d["tables"][1]["rows"]
+        .as_array_mut()
+        .expect("rows")
+        .push(row);
+    d
+}
+
+#[test]
+fn an_inline_loader_row_is_read_over_the_bare_gather_timed_in_its_cell() {
+    let fig = |d: &Value, row: &str, metric: &str| {
+        figures(d)
+            .into_iter()
+            .find(|f| f.row == row && f.metric == metric)
+    };
+    // The best near repeat's ratio: the far one (330 ns) read 1.5 and does not count.
+    let d = inline(
+        [30_000.0, 45_000.0, 28_000.0],
+        [31_000.0, 30_000.0, 29_000.0],
+        [60.0, 330.0, 62.0],
+    );
+    let f = fig(&d, "loaderx-w0", "x_bare_paired").expect("paired figure");
+    assert!(
+        (f.value - 30_000.0 / 31_000.0).abs() < 1e-12 && !f.far,
+        "{f:?}"
+    );
+    // The row over the bare-gather row stays beside it; a row without pairs has no paired figure.
+    assert!(fig(&d, "loaderx-w0", "x_bare").is_some());
+    assert!(fig(&d, "python-loaderx-w4", "x_bare_paired").is_none());
+    // Gated on its own spread: noise passes, the row a quarter slower fails, and the bare-gather
+    // row a quarter slower does not move it (the gather is gated by its own figures).
+    let b = Baseline::from_runs(
+        &[
+            inline([30_000.0; 3], [30_300.0; 3], [60.0; 3]),
+            inline([29_500.0; 3], [30_000.0; 3], [60.0; 3]),
+            inline([30_200.0; 3], [30_100.0; 3], [60.0; 3]),
+        ],
+        Vec::new(),
+    )
+    .expect("baseline");
+    let g = b
+        .figures
+        .iter()
+        .find(|f| f.metric == "x_bare_paired")
+        .expect("baseline figure");
+    assert!(g.gated, "{g:?}");
+    let now = inline([29_800.0; 3], [30_100.0; 3], [60.0; 3]);
+    assert!(check(&b, &now, false).is_empty());
+    let w0 = |_: &str, r: &Value| text(r, "arm") == "loaderx-w0";
+    let v = check(&b, &slowed(&now, SLOWER, &w0), false);
+    assert!(v.iter().any(|x| x.msg.contains("x_bare_paired")), "{v:?}");
+    let bare = |_: &str, r: &Value| text(r, "arm") == "bare-gather";
+    let slow_bare = slowed(&now, SLOWER, &bare);
+    let p = fig(&slow_bare, "loaderx-w0", "x_bare_paired").expect("paired figure");
+    assert_eq!(
+        p.value,
+        fig(&now, "loaderx-w0", "x_bare_paired").unwrap().value
+    );
+}

@@ -401,7 +401,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         // Per repeat: the cached store's speed over the local one's, gathered in pairs.
         let mut pairs: Vec<f64> = Vec::new();
         let peer_dir = work.join("peers");
-        let steps = (batches + warm).max(loader_arms::steps_needed(peer_batches(a.quick)));
+        let steps = (batches + warm).max(loader_arms::steps_needed(
+            peer_batches(a.quick),
+            loader_arms::BLOCK,
+        ));
         for rep in 0..a.repeats {
             let mut rng = SmallRng::seed_from_u64(7 + rep as u64);
             let all_draws: Vec<Vec<u64>> = (0..steps)

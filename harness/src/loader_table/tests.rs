@@ -1,0 +1,113 @@
+//! The loader table's unit tests: how a row reads its cells' results.
+use super::*;
+
+fn ok(per_batch_s: f64) -> Value {
+    json!({"per_batch_s": per_batch_s, "verified": true, "verified_batches": 8})
+}
+
+#[test]
+fn a_failed_run_fails_the_loader_row_and_the_limit_row_is_a_reference() {
+    let names = ["bare-gather", "memcpy-limit", "python-loaderx-w4"];
+    let arms: Vec<Arm> = names
+        .iter()
+        .filter_map(|n| ARMS.into_iter().find(|a| a.name == *n))
+        .collect();
+    assert_eq!(arms.len(), names.len());
+    let mut results: Vec<ArmResult> = arms.iter().map(|_| ArmResult::default()).collect();
+    // bare-gather: two repeats pass, the third differs from the source.
+    record(&mut results[0], &ok(1e-3), 0, false, None);
+    record(&mut results[0], &ok(1e-3), 0, false, None);
+    let differs = json!({"per_batch_s": null, "verified": false, "mismatch": true,
+        "error": "bare-gather: timed batch 50 differs from every pending step's source records"});
+    record(&mut results[0], &differs, 0, false, None);
+    // memcpy-limit: compared and passed, but a reference.
+    record(&mut results[1], &ok(1e-4), 0, false, None);
+    // python-loaderx-w4: one repeat passes, the next errors.
+    record(&mut results[2], &ok(2e-3), 0, false, None);
+    let error = json!({"per_batch_s": null, "verified": false, "error": "RuntimeError: boom"});
+    record(&mut results[2], &error, 0, false, None);
+    let t = build_table(
+        Table::LOADER[0],
+        "dense-vision",
+        8,
+        8,
+        true,
+        &arms,
+        &results,
+    );
+    let row = |arm: &str| {
+        t.rows
+            .iter()
+            .find(|r| r["arm"] == arm)
+            .expect("row")
+            .clone()
+    };
+    for failed in ["bare-gather", "python-loaderx-w4"] {
+        let r = row(failed);
+        assert_eq!(r["verified"], json!(false), "{r}");
+        assert_eq!(r["samples/s"], Value::Null, "{r}");
+    }
+    let limit = row("memcpy-limit");
+    assert_eq!(limit["verified"], Value::Null, "{limit}");
+    assert!(limit["samples/s"].as_f64().is_some(), "{limit}");
+    assert_eq!(row("webdataset")["verified"], Value::Null);
+    // Rule 1 of the gate fails both failed rows.
+    let doc = json!({"tables": [serde_json::to_value(&t).expect("table JSON")]});
+    let v = crate::gate::check(&crate::gate::Baseline::empty(), &doc, false);
+    for label in ["bare-gather", "python-loaderx-w4"] {
+        assert!(
+            v.iter().any(|x| !x.speed && x.msg.contains(label)),
+            "{label}: {v:?}"
+        );
+    }
+}
+
+#[test]
+fn an_inline_row_carries_the_bare_gather_timed_in_its_cells() {
+    let names = ["loaderx-w0", "loaderx-w4"];
+    let arms: Vec<Arm> = names
+        .iter()
+        .filter_map(|n| ARMS.into_iter().find(|a| a.name == *n))
+        .collect();
+    let mut results: Vec<ArmResult> = arms.iter().map(|_| ArmResult::default()).collect();
+    for (w0, bare) in [(2e-3, 1.9e-3), (2.1e-3, 2e-3)] {
+        let mut j = ok(w0);
+        j["bare_per_batch_s"] = json!(bare);
+        record(&mut results[0], &j, 0, false, Some(60.0));
+        record(&mut results[1], &ok(1e-3), 0, false, Some(60.0));
+    }
+    let t = build_table(
+        Table::LOADER[0],
+        "dense-vision",
+        8,
+        8,
+        true,
+        &arms,
+        &results,
+    );
+    let row = |arm: &str| t.rows.iter().find(|r| r["arm"] == arm).expect("row");
+    let batch = BATCH as f64;
+    assert_eq!(
+        row("loaderx-w0")[PAIRED_BARE],
+        json!([batch / 1.9e-3, batch / 2e-3])
+    );
+    assert!(row("loaderx-w4").get(PAIRED_BARE).is_none());
+    // A repeat without its pair (a cell of an older build): the row carries none, so no ratio
+    // pairs a repeat with another repeat's gather.
+    record(&mut results[0], &ok(2e-3), 0, false, Some(60.0));
+    let t = build_table(
+        Table::LOADER[0],
+        "dense-vision",
+        8,
+        8,
+        true,
+        &arms,
+        &results,
+    );
+    let w0 = t
+        .rows
+        .iter()
+        .find(|r| r["arm"] == "loaderx-w0")
+        .expect("row");
+    assert!(w0.get(PAIRED_BARE).is_none(), "{w0}");
+}

@@ -344,7 +344,10 @@ mod tests {
             let (ungated, note) = gate::pick(&all, &other);
             assert!(note.is_some() && ungated.figures.iter().all(|f| !f.gated));
             let slowed_all = slowed(&other, gate::SLOWER, &|_, r| is_gated_row(r));
-            assert!(gate::check(&ungated, &slowed_all, false).is_empty());
+            // (Facts still hold: an older kind's run lacks figures added since, such as
+            // `x_bare_paired`, which the picked baseline lists.)
+            let v = gate::check(&ungated, &slowed_all, false);
+            assert!(v.iter().all(|x| !x.speed), "{v:?}");
         }
     }
 }

@@ -122,6 +122,30 @@ fn best_placed(xs: Vec<(f64, bool)>) -> Option<(f64, bool)> {
         .or_else(|| best(true).map(|x| (x, true)))
 }
 
+/// The median of `xs` (value, taken far) over the readings taken while the cores sat near, or over
+/// the far ones when every one is far: for a ratio timed within each repeat (the paired figures).
+/// A neighbour that slows one side of a repeat moves its ratio either way, so the best of them is
+/// the repeat whose other side was slowed most; over the four EPYC baseline runs of `4419f38` the
+/// best paired ratio of ragged-tokens `zrecord-raw` over the limit spread 0.115 (SD of ln), the
+/// median 0.056 (three of the four store tables spread less by the median).
+fn median_placed(xs: Vec<(f64, bool)>) -> Option<(f64, bool)> {
+    let good: Vec<(f64, bool)> = xs
+        .into_iter()
+        .filter(|(x, _)| x.is_finite() && *x > 0.0)
+        .collect();
+    let mid = |far: bool| {
+        let v: Vec<f64> = good
+            .iter()
+            .filter(|(_, f)| *f == far)
+            .map(|(x, _)| *x)
+            .collect();
+        (!v.is_empty()).then(|| benchkit::stats::median(&v))
+    };
+    mid(false)
+        .map(|x| (x, false))
+        .or_else(|| mid(true).map(|x| (x, true)))
+}
+
 /// A store row's repeats that passed.
 fn ok_repeats(r: &Value) -> Vec<&Value> {
     let ok = |x: &&Value| {
@@ -173,10 +197,11 @@ pub fn best_speed(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
         .map(|x| (x, false))
 }
 
-/// A zrecord-raw store row's `x_memcpy` paired within cells: the best over its repeats of the
-/// copy limit's seconds over the row's for the same batches, timed in the same cell
-/// (`limit_gather_s` over `gather_s`); `None` unless every repeat that passed carries the limit.
-fn best_paired(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
+/// A zrecord-raw store row's `x_memcpy` paired within cells: the median over its repeats
+/// ([`median_placed`]) of the copy limit's seconds over the row's for the same batches, timed in
+/// the same cell (`limit_gather_s` over `gather_s`); `None` unless every repeat that passed
+/// carries the limit.
+fn paired(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
     let reps = ok_repeats(r);
     let xs: Option<Vec<(f64, bool)>> = reps
         .iter()
@@ -190,12 +215,13 @@ fn best_paired(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
             })
         })
         .collect();
-    xs.filter(|x| !x.is_empty()).and_then(best_placed)
+    xs.filter(|x| !x.is_empty()).and_then(median_placed)
 }
 
-/// An inline loader row's `x_bare_paired`: the best over its repeats of the row's samples/s over
-/// the bare gather timed in the same cell ([`PAIRED_BARE`]); `None` for a row without them.
-fn best_paired_bare(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
+/// An inline loader row's `x_bare_paired`: the median over its repeats ([`median_placed`]) of the
+/// row's samples/s over the bare gather timed in the same cell ([`PAIRED_BARE`]); `None` for a
+/// row without them.
+fn paired_bare(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
     let own = r.get("samples/s repeats").and_then(Value::as_array)?;
     let bare = r.get(PAIRED_BARE).and_then(Value::as_array)?;
     let rts = r.get(RT_REPEATS).and_then(Value::as_array);
@@ -209,7 +235,7 @@ fn best_paired_bare(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
             (b > 0.0).then(|| (x / b, benchkit::placement::is_far(rt, near)))
         })
         .collect();
-    best_placed(xs)
+    median_placed(xs)
 }
 
 /// The loader tables whose loaderx rows are also read over the table's copy limit (`x_limit`,
@@ -225,9 +251,9 @@ pub const COPY_BOUND_LOADER_TABLES: [&str; 1] = ["loader-dense-vision"];
 pub const BARE: &str = "bare-gather";
 
 /// The gated figures of a results document, each a ratio of two rows' best repeats
-/// ([`best_speed`]) in the same run:
+/// ([`best_speed`]) in the same run, or the median of ratios timed within each repeat:
 /// - a zrecord-raw store row over the copy limit (`x_memcpy`): where every cell timed the limit
-///   beside its gathers (`limit_gather_s`), the best of those paired ratios ([`best_paired`]),
+///   beside its gathers (`limit_gather_s`), the median of those paired ratios ([`paired`]),
 ///   and beside it the row over its table's `memcpy-limit` row (`x_memcpy_rows`; in older runs
 ///   `x_memcpy` is that ratio too). Each is gated on its own spread: over the three runs of the EPYC
 ///   baseline the paired ratio spread less on three tables (SD of ln 0.006-0.038 against
@@ -242,7 +268,7 @@ pub const BARE: &str = "bare-gather";
 ///   gated twice (here and in the store tables). In [`COPY_BOUND_LOADER_TABLES`] each of those
 ///   rows is also read over the limit row (`x_limit`), a figure gated on its own spread. An
 ///   inline row (`loaderx-w0`) that timed the bare gather in its own cell is also read over
-///   that (`x_bare_paired`, [`best_paired_bare`]), gated on its own spread: the same gather
+///   that (`x_bare_paired`, [`paired_bare`]), gated on its own spread: the same gather
 ///   seconds apart instead of cells minutes apart.
 ///
 /// A row that did not run, or whose divisor did not, has no figure.
@@ -288,7 +314,7 @@ pub fn figures_near(doc: &Value, floor: Option<f64>) -> Vec<Figure> {
             };
             if is_gated_store_row(backend) && ok {
                 let rows = ratio(speed(r), store_limit);
-                let x = best_paired(r, near)
+                let x = paired(r, near)
                     .or(rows)
                     .or_else(|| num(r, "x_memcpy").map(|x| (x, false)));
                 push(backend, "x_memcpy", x);
@@ -297,7 +323,7 @@ pub fn figures_near(doc: &Value, floor: Option<f64>) -> Vec<Figure> {
                 push(arm, "x_limit", ratio(speed(r), limit));
             } else if is_own_loader_arm(arm) {
                 push(arm, "x_bare", ratio(speed(r), bare));
-                push(arm, "x_bare_paired", best_paired_bare(r, near));
+                push(arm, "x_bare_paired", paired_bare(r, near));
                 if COPY_BOUND_LOADER_TABLES.contains(&table) {
                     push(arm, "x_limit", ratio(speed(r), limit));
                 }

@@ -393,26 +393,34 @@ pub struct GateArgs {
     pub retry_file: Option<PathBuf>,
     /// `--partial`: a baseline table the run does not hold is not checked.
     pub partial: bool,
+    /// `--first RUN.json` (a confirmation): the run that asked for it; a speed violation is final
+    /// only where that run put the same figure below its floor too (`gate::confirm`).
+    pub first: Option<PathBuf>,
+    /// `--last`: no further confirmation follows; a figure judged once is not failed.
+    pub last: bool,
 }
 
 impl Subcommand for GateArgs {
     const NAME: &'static str = "gate";
-    const USAGE: &'static str = "BASELINE.json CURRENT.json [--retry-file FILE] [--partial]";
+    const USAGE: &'static str =
+        "BASELINE.json CURRENT.json [--retry-file FILE] [--partial] [--first RUN.json] [--last]";
 
     fn parse(args: &[String]) -> Result<GateArgs> {
-        let mut w = Words::of::<Self>(args, 2, 3)?;
+        let mut w = Words::of::<Self>(args, 2, 6)?;
         let (baseline, current) = (w.path()?, w.path()?);
-        let (mut retry_file, mut partial) = (None, false);
+        let (mut retry_file, mut partial, mut first, mut last) = (None, false, None, false);
         while w.has_more() {
             match w.word()? {
                 "--retry-file" => retry_file = Some(w.path()?),
                 "--partial" => partial = true,
+                "--first" => first = Some(w.path()?),
+                "--last" => last = true,
                 flag => {
                     return Err(HarnessError::Argument {
                         command: Self::NAME,
                         name: "option",
                         value: flag.to_string(),
-                        expected: "--retry-file or --partial",
+                        expected: "--retry-file, --partial, --first or --last",
                     });
                 }
             }
@@ -422,6 +430,8 @@ impl Subcommand for GateArgs {
             current,
             retry_file,
             partial,
+            first,
+            last,
         })
     }
 
@@ -433,6 +443,13 @@ impl Subcommand for GateArgs {
         }
         if self.partial {
             v.push("--partial".into());
+        }
+        if let Some(f) = &self.first {
+            v.push("--first".into());
+            v.push(word(f));
+        }
+        if self.last {
+            v.push("--last".into());
         }
         v
     }
@@ -574,6 +591,8 @@ mod tests {
             current: "/tmp/r/results.json".into(),
             retry_file: Some("/tmp/retry".into()),
             partial: true,
+            first: Some("/tmp/first/results.json".into()),
+            last: true,
         });
         round_trip(BaselineArgs {
             out: "results/gate/amd-epyc-2cpu.json".into(),
@@ -593,6 +612,8 @@ mod tests {
             current: "c.json".into(),
             retry_file: None,
             partial: false,
+            first: None,
+            last: false,
         });
         round_trip(WriteProbeArgs {
             table: Table::DenseTokens,

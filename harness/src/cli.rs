@@ -24,7 +24,7 @@ const USAGE: &str = "usage:
                 [--cold | --cold-only]   (cold-<store table>: page cache dropped per batch; root)
                 [--gated]   (only the rows the CI gate times: limit, zrecord-raw, loaderx rows)
   harness prepare [--download] [--pets DIR] [--text DIR] [--cache DIR] [--quick]
-  harness gate BASELINE.json CURRENT.json [--retry-file FILE] [--partial]
+  harness gate BASELINE.json CURRENT.json [--retry-file FILE] [--partial] [--first RUN.json] [--last]
                 (FILE: the tables whose speed violations a rerun should confirm;
                  --partial: only the tables CURRENT holds, as in a confirmation run)
   harness baseline OUT.json RUN1/results.json RUN2/results.json RUN3/results.json [...]
@@ -199,7 +199,7 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
         }
         Some(GateArgs::NAME) => {
             let g = GateArgs::parse(&args[1..])?;
-            gate::main(&g.baseline, &g.current, g.retry_file.as_ref(), g.partial)
+            gate::main(g)
         }
         Some(BaselineArgs::NAME) => {
             let b = BaselineArgs::parse(&args[1..])?;

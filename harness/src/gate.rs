@@ -28,6 +28,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
+use crate::cell_args::GateArgs;
 use crate::error::{HarnessError, Result};
 use crate::model::{SCHEMA, Status};
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,9 @@ pub struct Violation {
     pub table: String,
     pub speed: bool,
     pub msg: String,
+    /// The figure (`table/row/metric`) a speed violation put below its floor; `None` for a fact
+    /// and for a figure measured only while the cores sat far apart.
+    pub below: Option<String>,
 }
 
 impl std::fmt::Display for Violation {
@@ -70,6 +74,7 @@ fn fact(table: &str, msg: String) -> Violation {
         table: table.to_string(),
         speed: false,
         msg,
+        below: None,
     }
 }
 
@@ -159,6 +164,7 @@ pub fn check(base: &Baseline, cur: &Value, partial: bool) -> Vec<Violation> {
                          measured again to judge it",
                         f.table, f.row, f.metric, c.value
                     ),
+                    below: None,
                 });
             }
             continue;
@@ -177,6 +183,7 @@ pub fn check(base: &Baseline, cur: &Value, partial: bool) -> Vec<Violation> {
                     f.center,
                     f.band * 100.0
                 ),
+                below: Some(confirm::key(&f.table, &f.row, f.metric.as_str())),
             });
         }
     }
@@ -208,30 +215,47 @@ pub fn unjudged(base: &Baseline, cur: &Value) -> Vec<String> {
         .collect()
 }
 
-pub fn main(
-    base: &Path,
-    cur: &PathBuf,
-    retry_file: Option<&PathBuf>,
-    partial: bool,
-) -> Result<ExitCode> {
+pub fn main(g: GateArgs) -> Result<ExitCode> {
+    let (base, cur) = (&g.baseline, &g.current);
     let c = load(cur, SCHEMA)?;
     let (b, note) = pick(&Baseline::load_all(base)?, &c);
     match note {
         Some(n) => println!("gate: {n}"),
         None => println!("gate: the baseline of {} ({} runs)", b.kind(), b.runs.len()),
     }
-    let violations = check(&b, &c, partial);
-    if partial {
+    let mut violations = check(&b, &c, g.partial);
+    if g.partial {
         // A first run asked for this confirmation instead (`check`).
         for u in unjudged(&b, &c) {
             println!("gate: {u}");
         }
     }
-    if let Some(f) = retry_file {
-        let t = retry_tables(&violations).join(",");
-        std::fs::write(f, &t).map_err(HarnessError::io("write", f))?;
+    // A confirmation: a speed violation is final only where the run that asked for it put the
+    // same figure below its floor too (`confirm`).
+    let mut again = Vec::new();
+    if let Some(first) = &g.first {
+        let f = load(first, SCHEMA)?;
+        let split = confirm::split(&b, &f, violations, g.last);
+        for x in &split.dropped {
+            println!("gate: not confirmed (below its floor in one judged run only): {x}");
+        }
+        for x in &split.again {
+            println!("gate: judged once, measured again: {x}");
+        }
+        violations = split.last;
+        again = split.again;
     }
-    if violations.is_empty() {
+    if let Some(f) = confirm::write_retry(g.retry_file.as_ref(), &violations, &again)? {
+        println!("gate: tables to measure again: {f}");
+    }
+    if !violations.is_empty() {
+        for x in &violations {
+            println!("gate: FAIL: {x}");
+        }
+        Ok(ExitCode::from(1))
+    } else if !again.is_empty() {
+        Ok(ExitCode::from(confirm::AGAIN_EXIT))
+    } else {
         println!(
             "gate: pass ({} vs {}: {} figures present; the {} speed-gated ones within their bands)",
             cur.display(),
@@ -240,11 +264,6 @@ pub fn main(
             b.figures.iter().filter(|f| f.gated).count()
         );
         Ok(ExitCode::SUCCESS)
-    } else {
-        for x in &violations {
-            println!("gate: FAIL: {x}");
-        }
-        Ok(ExitCode::from(1))
     }
 }
 
@@ -654,6 +673,7 @@ pub use figures::{
     Figure, PAIRED_BARE, figures, figures_near, is_gated_store_row, is_own_loader_arm, readings,
     reads_row, retake_far,
 };
+mod confirm;
 mod slowed;
 use figures::{rows, tables, text};
 pub use slowed::slowed;

@@ -518,3 +518,35 @@ fn an_inline_loader_row_is_read_over_the_bare_gather_timed_in_its_cell() {
         fig(&now, "loaderx-w0", "x_bare_paired").unwrap().value
     );
 }
+
+#[test]
+fn a_confirmation_fails_only_a_figure_two_judged_runs_put_below_its_floor() {
+    let b = baseline();
+    let ok = run(5050.0, 40_500.0, 30_200.0, 100_500.0);
+    let lx = |_: &str, r: &Value| text(r, "arm") == "python-loaderx-w4";
+    let slow = slowed(&ok, SLOWER, &lx);
+    let now = || check(&b, &slow, true);
+    assert_eq!(now().len(), 1, "{:?}", now());
+    // Below its floor in the first run too: final.
+    let s = confirm::split(&b, &slow, now(), false);
+    assert!(s.last.len() == 1 && s.again.is_empty() && s.dropped.is_empty());
+    // The first run judged it and it passed: below once in two judged runs, not failed.
+    let s = confirm::split(&b, &ok, now(), false);
+    assert!(s.last.is_empty() && s.again.is_empty() && s.dropped.len() == 1);
+    // The first run read it only while the cores sat far apart: judged once, measured again; the
+    // last confirmation does not fail a figure it judged alone.
+    let mut far = ok.clone();
+    far["tables"][1]["rows"][1]["samples/s repeats"] = json!([30_200.0]);
+    far["tables"][1]["rows"][1]["core round trip ns repeats"] = json!([60.0]);
+    far["tables"][1]["rows"][2]["samples/s repeats"] = json!([40_500.0]);
+    far["tables"][1]["rows"][2]["core round trip ns repeats"] = json!([330.0]);
+    let s = confirm::split(&b, &far, now(), false);
+    assert!(s.last.is_empty() && s.again.len() == 1 && s.dropped.is_empty());
+    let s = confirm::split(&b, &far, now(), true);
+    assert!(s.last.is_empty() && s.again.is_empty() && s.dropped.len() == 1);
+    // A fact is final whatever the first run said.
+    let mut wrong = slow.clone();
+    wrong["tables"][1]["rows"][2]["verified"] = json!(false);
+    let s = confirm::split(&b, &ok, check(&b, &wrong, true), false);
+    assert!(s.last.iter().any(|v| !v.speed), "{:?}", s.last);
+}

@@ -51,45 +51,6 @@ pub fn load(p: &PathBuf, schema: &'static str) -> Result<Value> {
     Ok(v)
 }
 
-/// One gate violation: the table it is in, whether it is a speed rule (confirmed by a rerun) or
-/// a fact (never retried), and the sentence CI prints.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Violation {
-    pub table: String,
-    pub speed: bool,
-    pub msg: String,
-    /// The figure (`table/row/metric`) a speed violation put below its floor; `None` for a fact
-    /// and for a figure measured only while the cores sat far apart.
-    pub below: Option<String>,
-}
-
-impl std::fmt::Display for Violation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.msg)
-    }
-}
-
-fn fact(table: &str, msg: String) -> Violation {
-    Violation {
-        table: table.to_string(),
-        speed: false,
-        msg,
-        below: None,
-    }
-}
-
-/// The tables a rerun should measure again: those with speed violations, or none at all when a
-/// fact (a wrong, failed or missing row) makes the verdict final.
-pub fn retry_tables(violations: &[Violation]) -> Vec<String> {
-    if violations.iter().any(|v| !v.speed) {
-        return Vec::new();
-    }
-    let mut t: Vec<String> = violations.iter().map(|v| v.table.clone()).collect();
-    t.sort();
-    t.dedup();
-    t
-}
-
 /// Rule 1 on one table of CURRENT: rows that are wrong, failed, or (loaderx's own loader rows)
 /// did not run verified.
 fn facts(t: &Value, v: &mut Vec<Violation>) {
@@ -235,7 +196,7 @@ pub fn main(g: GateArgs) -> Result<ExitCode> {
     let mut again = Vec::new();
     if let Some(first) = &g.first {
         let f = load(first, SCHEMA)?;
-        let split = confirm::split(&b, &f, violations, g.last);
+        let split = confirm_split(&b, &f, violations, g.last);
         for x in &split.dropped {
             println!("gate: not confirmed (below its floor in one judged run only): {x}");
         }
@@ -265,6 +226,26 @@ pub fn main(g: GateArgs) -> Result<ExitCode> {
         );
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// A confirmation's `violations` split by what `first` (the run that asked for it) said of each
+/// figure: below its floor there too, judged and passed, or not judged (`confirm::split`).
+fn confirm_split(
+    base: &Baseline,
+    first: &Value,
+    violations: Vec<Violation>,
+    last: bool,
+) -> confirm::Split {
+    let below: Vec<String> = check(base, first, false)
+        .into_iter()
+        .filter_map(|v| v.below)
+        .collect();
+    let judged: Vec<String> = figures_near(first, base.near_ns)
+        .into_iter()
+        .filter(|f| !f.far)
+        .map(|f| confirm::key(&f.table, &f.row, f.metric))
+        .collect();
+    confirm::split(&below, &judged, violations, last)
 }
 
 /// Whether a row is one the gate's speed rule covers (a zrecord-raw store row or a loaderx
@@ -675,8 +656,11 @@ pub use figures::{
 };
 mod confirm;
 mod slowed;
+mod violation;
 use figures::{rows, tables, text};
 pub use slowed::slowed;
+pub use violation::Violation;
+use violation::fact;
 
 #[cfg(test)]
 mod tests;

@@ -13,9 +13,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::Value;
-
-use super::{Baseline, Violation, check, figures_near, retry_tables};
+use super::violation::{Violation, retry_tables};
 use crate::error::{HarnessError, Result};
 
 /// The exit status of a confirmation that measured figures judged once: the tables in the retry
@@ -39,18 +37,15 @@ pub struct Split {
     pub dropped: Vec<Violation>,
 }
 
-/// Splits `violations` (a confirmation's, checked against `base`) by the run `first` that asked
-/// for it; `last`: no further confirmation follows.
-pub fn split(base: &Baseline, first: &Value, violations: Vec<Violation>, last: bool) -> Split {
-    let below_first: Vec<String> = check(base, first, false)
-        .into_iter()
-        .filter_map(|v| v.below)
-        .collect();
-    let judged_first: Vec<String> = figures_near(first, base.near_ns)
-        .into_iter()
-        .filter(|f| !f.far)
-        .map(|f| key(&f.table, &f.row, f.metric))
-        .collect();
+/// Splits `violations` (a confirmation's) by what the run that asked for it said of each figure:
+/// `below_first`, the figures it put below their floor; `judged_first`, those it judged (read
+/// near); `last`: no further confirmation follows.
+pub fn split(
+    below_first: &[String],
+    judged_first: &[String],
+    violations: Vec<Violation>,
+    last: bool,
+) -> Split {
     let mut out = Split::default();
     for v in violations {
         match v.below.clone() {

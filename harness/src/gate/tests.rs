@@ -1,5 +1,6 @@
 //! The gate's unit tests: its rules on synthetic runs (noise passes, a quarter slower fails, facts
 //! are final, each machine kind is held to its own baseline).
+use super::violation::retry_tables;
 use super::*;
 use serde_json::json;
 
@@ -528,10 +529,10 @@ fn a_confirmation_fails_only_a_figure_two_judged_runs_put_below_its_floor() {
     let now = || check(&b, &slow, true);
     assert_eq!(now().len(), 1, "{:?}", now());
     // Below its floor in the first run too: final.
-    let s = confirm::split(&b, &slow, now(), false);
+    let s = confirm_split(&b, &slow, now(), false);
     assert!(s.last.len() == 1 && s.again.is_empty() && s.dropped.is_empty());
     // The first run judged it and it passed: below once in two judged runs, not failed.
-    let s = confirm::split(&b, &ok, now(), false);
+    let s = confirm_split(&b, &ok, now(), false);
     assert!(s.last.is_empty() && s.again.is_empty() && s.dropped.len() == 1);
     // The first run read it only while the cores sat far apart: judged once, measured again; the
     // last confirmation does not fail a figure it judged alone.
@@ -540,13 +541,13 @@ fn a_confirmation_fails_only_a_figure_two_judged_runs_put_below_its_floor() {
     far["tables"][1]["rows"][1]["core round trip ns repeats"] = json!([60.0]);
     far["tables"][1]["rows"][2]["samples/s repeats"] = json!([40_500.0]);
     far["tables"][1]["rows"][2]["core round trip ns repeats"] = json!([330.0]);
-    let s = confirm::split(&b, &far, now(), false);
+    let s = confirm_split(&b, &far, now(), false);
     assert!(s.last.is_empty() && s.again.len() == 1 && s.dropped.is_empty());
-    let s = confirm::split(&b, &far, now(), true);
+    let s = confirm_split(&b, &far, now(), true);
     assert!(s.last.is_empty() && s.again.is_empty() && s.dropped.len() == 1);
     // A fact is final whatever the first run said.
     let mut wrong = slow.clone();
     wrong["tables"][1]["rows"][2]["verified"] = json!(false);
-    let s = confirm::split(&b, &ok, check(&b, &wrong, true), false);
+    let s = confirm_split(&b, &ok, check(&b, &wrong, true), false);
     assert!(s.last.iter().any(|v| !v.speed), "{:?}", s.last);
 }

@@ -567,6 +567,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             table,
             kind,
             batches,
+            block,
             memory_batches,
             prepared.synthetic,
             &arms,
@@ -582,6 +583,7 @@ fn build_table(
     table: Table,
     kind: &str,
     batches: usize,
+    block: usize,
     memory_batches: usize,
     synthetic: bool,
     arms: &[Arm],
@@ -650,7 +652,7 @@ fn build_table(
     FreeTable {
         name: table,
         title: format!(
-            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, each in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats (sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run of {memory_batches} batches, the row process's own peak RSS in that run), where the Python rows check each batch against a SHA-256 digest precomputed in another process, so no row maps the source arrays only to check them; x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
+            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, in blocks of {block} held until the block's timer stops, each block after {DRAIN} untimed batches, each row in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats (sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run of {memory_batches} batches, the row process's own peak RSS in that run), where the Python rows check each batch against a SHA-256 digest precomputed in another process, so no row maps the source arrays only to check them; x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
             loader_arms::SMALL_SHM_BATCHES,
             loader_arms::SMALL_SHM_TIMEOUT_S
         ),

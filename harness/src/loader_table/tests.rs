@@ -31,6 +31,7 @@ fn a_failed_run_fails_the_loader_row_and_the_limit_row_is_a_reference() {
         "dense-vision",
         8,
         8,
+        8,
         true,
         &arms,
         &results,
@@ -81,6 +82,7 @@ fn an_inline_row_carries_the_bare_gather_timed_in_its_cells() {
         "dense-vision",
         8,
         8,
+        8,
         true,
         &arms,
         &results,
@@ -98,6 +100,7 @@ fn an_inline_row_carries_the_bare_gather_timed_in_its_cells() {
     let t = build_table(
         Table::LOADER[0],
         "dense-vision",
+        8,
         8,
         8,
         true,

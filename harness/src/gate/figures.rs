@@ -104,46 +104,55 @@ pub const RT_REPEATS: &str = "core round trip ns repeats";
 /// (`loader_pair`), samples/s, one beside each of its `samples/s repeats`.
 pub const PAIRED_BARE: &str = "bare-gather samples/s paired repeats";
 
-/// The best of `xs` (value, taken far), preferring the readings taken while the cores sat near:
-/// the far ones count only when every one is far.
-fn best_placed(xs: Vec<(f64, bool)>) -> Option<(f64, bool)> {
+/// `pick` of `xs` (value, taken far) over the readings taken while the cores sat near, or over the
+/// far ones when every one is far; values that are not finite and positive are left out.
+fn placed(xs: Vec<(f64, bool)>, pick: fn(&[f64]) -> f64) -> Option<(f64, bool)> {
     let good: Vec<(f64, bool)> = xs
         .into_iter()
         .filter(|(x, _)| x.is_finite() && *x > 0.0)
         .collect();
-    let best = |far: bool| {
-        good.iter()
-            .filter(|(_, f)| *f == far)
-            .map(|(x, _)| *x)
-            .max_by(f64::total_cmp)
-    };
-    best(false)
-        .map(|x| (x, false))
-        .or_else(|| best(true).map(|x| (x, true)))
-}
-
-/// The median of `xs` (value, taken far) over the readings taken while the cores sat near, or over
-/// the far ones when every one is far: for a ratio timed within each repeat (the paired figures).
-/// A neighbour that slows one side of a repeat moves its ratio either way, so the best of them is
-/// the repeat whose other side was slowed most; over the four EPYC baseline runs of `4419f38` the
-/// best paired ratio of ragged-tokens `zrecord-raw` over the limit spread 0.115 (SD of ln), the
-/// median 0.056 (three of the four store tables spread less by the median).
-fn median_placed(xs: Vec<(f64, bool)>) -> Option<(f64, bool)> {
-    let good: Vec<(f64, bool)> = xs
-        .into_iter()
-        .filter(|(x, _)| x.is_finite() && *x > 0.0)
-        .collect();
-    let mid = |far: bool| {
+    let of = |far: bool| {
         let v: Vec<f64> = good
             .iter()
             .filter(|(_, f)| *f == far)
             .map(|(x, _)| *x)
             .collect();
-        (!v.is_empty()).then(|| benchkit::stats::median(&v))
+        (!v.is_empty()).then(|| pick(&v))
     };
-    mid(false)
+    of(false)
         .map(|x| (x, false))
-        .or_else(|| mid(true).map(|x| (x, true)))
+        .or_else(|| of(true).map(|x| (x, true)))
+}
+
+/// The best of `xs` ([`placed`]): for a row's own speed.
+fn best_placed(xs: Vec<(f64, bool)>) -> Option<(f64, bool)> {
+    placed(xs, |v| v.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+}
+
+/// The median of `xs` ([`placed`]): for a ratio timed within each repeat (the paired figures).
+/// A neighbour that slows one side of a repeat moves its ratio either way, so the best of them is
+/// the repeat whose other side was slowed most; over the four EPYC baseline runs of `4419f38` the
+/// best paired ratio of ragged-tokens `zrecord-raw` over the limit spread 0.115 (SD of ln), the
+/// median 0.056 (three of the four store tables spread less by the median).
+fn median_placed(xs: Vec<(f64, bool)>) -> Option<(f64, bool)> {
+    placed(xs, benchkit::stats::median)
+}
+
+/// A loader row's per-repeat `values` (beside its `samples/s repeats`), each with whether the
+/// reading beside it ([`RT_REPEATS`]) was far from `near`; repeats without a value are left out.
+fn with_placement(
+    r: &Value,
+    near: Option<f64>,
+    values: impl Iterator<Item = Option<f64>>,
+) -> Vec<(f64, bool)> {
+    let rts = r.get(RT_REPEATS).and_then(Value::as_array);
+    values
+        .enumerate()
+        .filter_map(|(i, x)| {
+            let rt = rts.and_then(|v| v.get(i)).and_then(Value::as_f64);
+            Some((x?, benchkit::placement::is_far(rt, near)))
+        })
+        .collect()
 }
 
 /// A store row's repeats that passed.
@@ -170,15 +179,7 @@ fn ok_repeats(r: &Value) -> Vec<&Value> {
 pub fn best_speed(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
     let far = |rt: Option<f64>| benchkit::placement::is_far(rt, near);
     if let Some(a) = r.get("samples/s repeats").and_then(Value::as_array) {
-        let rts = r.get(RT_REPEATS).and_then(Value::as_array);
-        let xs = a
-            .iter()
-            .enumerate()
-            .filter_map(|(i, x)| {
-                let rt = rts.and_then(|v| v.get(i)).and_then(Value::as_f64);
-                Some((x.as_f64()?, far(rt)))
-            })
-            .collect();
+        let xs = with_placement(r, near, a.iter().map(Value::as_f64));
         if let Some(x) = best_placed(xs) {
             return Some(x);
         }
@@ -224,18 +225,11 @@ fn paired(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
 fn paired_bare(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
     let own = r.get("samples/s repeats").and_then(Value::as_array)?;
     let bare = r.get(PAIRED_BARE).and_then(Value::as_array)?;
-    let rts = r.get(RT_REPEATS).and_then(Value::as_array);
-    let xs = own
-        .iter()
-        .zip(bare)
-        .enumerate()
-        .filter_map(|(i, (x, b))| {
-            let rt = rts.and_then(|v| v.get(i)).and_then(Value::as_f64);
-            let (x, b) = (x.as_f64()?, b.as_f64()?);
-            (b > 0.0).then(|| (x / b, benchkit::placement::is_far(rt, near)))
-        })
-        .collect();
-    median_placed(xs)
+    let ratios = own.iter().zip(bare).map(|(x, b)| {
+        let (x, b) = (x.as_f64()?, b.as_f64()?);
+        (b > 0.0).then(|| x / b)
+    });
+    median_placed(with_placement(r, near, ratios))
 }
 
 /// The loader tables whose loaderx rows are also read over the table's copy limit (`x_limit`,

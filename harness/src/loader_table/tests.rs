@@ -1,6 +1,20 @@
 //! The loader table's unit tests: how a row reads its cells' results.
 use super::*;
 
+/// A synthetic dense-vision table of `arms` (8 batches, blocks of 8, a synthetic corpus).
+fn dense_table(arms: &[Arm], results: &[ArmResult]) -> FreeTable {
+    build_table(
+        Table::LOADER[0],
+        "dense-vision",
+        8,
+        8,
+        8,
+        true,
+        arms,
+        results,
+    )
+}
+
 fn ok(per_batch_s: f64) -> Value {
     json!({"per_batch_s": per_batch_s, "verified": true, "verified_batches": 8})
 }
@@ -26,16 +40,7 @@ fn a_failed_run_fails_the_loader_row_and_the_limit_row_is_a_reference() {
     record(&mut results[2], &ok(2e-3), 0, false, None);
     let error = json!({"per_batch_s": null, "verified": false, "error": "RuntimeError: boom"});
     record(&mut results[2], &error, 0, false, None);
-    let t = build_table(
-        Table::LOADER[0],
-        "dense-vision",
-        8,
-        8,
-        8,
-        true,
-        &arms,
-        &results,
-    );
+    let t = dense_table(&arms, &results);
     let row = |arm: &str| {
         t.rows
             .iter()
@@ -77,16 +82,7 @@ fn an_inline_row_carries_the_bare_gather_timed_in_its_cells() {
         record(&mut results[0], &j, 0, false, Some(60.0));
         record(&mut results[1], &ok(1e-3), 0, false, Some(60.0));
     }
-    let t = build_table(
-        Table::LOADER[0],
-        "dense-vision",
-        8,
-        8,
-        8,
-        true,
-        &arms,
-        &results,
-    );
+    let t = dense_table(&arms, &results);
     let row = |arm: &str| t.rows.iter().find(|r| r["arm"] == arm).expect("row");
     let batch = BATCH as f64;
     assert_eq!(
@@ -97,16 +93,7 @@ fn an_inline_row_carries_the_bare_gather_timed_in_its_cells() {
     // A repeat without its pair (a cell of an older build): the row carries none, so no ratio
     // pairs a repeat with another repeat's gather.
     record(&mut results[0], &ok(2e-3), 0, false, Some(60.0));
-    let t = build_table(
-        Table::LOADER[0],
-        "dense-vision",
-        8,
-        8,
-        8,
-        true,
-        &arms,
-        &results,
-    );
+    let t = dense_table(&arms, &results);
     let w0 = t
         .rows
         .iter()

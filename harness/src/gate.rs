@@ -570,9 +570,11 @@ impl Baseline {
                  one run: zrecord-raw over memcpy-limit (x_memcpy, store tables), bare-gather \
                  over memcpy-limit (x_limit, loader tables), each other loaderx loader row over \
                  bare-gather (x_bare) and, in loader-dense-vision, over memcpy-limit too \
-                 (x_limit); a zrecord-raw row's x_memcpy is its best ratio to the \
-                 copy limit timed beside it in each cell where every cell timed one, and \
-                 x_memcpy_rows beside it the row over the limit row; a repeat \
+                 (x_limit); a zrecord-raw row's x_memcpy is the median of its near repeats' \
+                 ratios to the copy limit timed beside it in each cell where every cell timed \
+                 one, and x_memcpy_rows beside it the row over the limit row; loaderx-w0's \
+                 x_bare_paired the median of its near repeats over the bare gather timed in its \
+                 own cell; a repeat \
                  taken while the cores sat far apart (a cache line's round trip over {}x the \
                  run's near level, the lower decile of its readings) counts only when none was \
                  near, and a figure left with such repeats alone gives no value",

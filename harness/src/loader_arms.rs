@@ -64,6 +64,34 @@ pub fn block_from_env() -> Result<usize> {
             }),
     }
 }
+/// In a full run's timed passes the limit row is timed once more after every `LIMIT_EVERY` other
+/// rows, so its repeats meet the placements the host gives the vCPUs over the pass (its figure is
+/// its fastest repeat, a bound's figure). Quick and gated runs (the gate's) keep one limit cell
+/// a pass: the gate reads its near repeats.
+pub const LIMIT_EVERY: usize = 4;
+
+/// The cells of one pass, as indices into the table's `n` rows: the rows rotated by `rep`, and
+/// where `interleave`, the limit row (`limit`) once more after every [`LIMIT_EVERY`] other rows.
+pub fn pass_order(n: usize, rep: usize, limit: Option<usize>, interleave: bool) -> Vec<usize> {
+    let mut order = Vec::with_capacity(n + n / LIMIT_EVERY);
+    let mut since = 0;
+    for k in 0..n {
+        let i = (k + rep) % n;
+        order.push(i);
+        match limit {
+            Some(l) if interleave && i != l => {
+                since += 1;
+                if since == LIMIT_EVERY {
+                    order.push(l);
+                    since = 0;
+                }
+            }
+            _ => {}
+        }
+    }
+    order
+}
+
 /// A row stops adding blocks once its timed batches took this long.
 pub const BUDGET_S: f64 = 20.0;
 
@@ -627,6 +655,21 @@ mod tests {
             assert!(block_for(HELD_BYTES / b as u64) <= b);
         }
         // The draws a run consumes follow the block: more, shorter blocks, each after a drain.
+        // A full pass times the limit after every LIMIT_EVERY other rows; a quick one does not.
+        let order = pass_order(10, 3, Some(0), true);
+        assert_eq!(order.len(), 10 + 9 / LIMIT_EVERY);
+        assert_eq!(
+            order.iter().filter(|&&i| i == 0).count(),
+            1 + 9 / LIMIT_EVERY
+        );
+        let mut rows = order.clone();
+        rows.sort_unstable();
+        rows.dedup();
+        assert_eq!(rows, (0..10).collect::<Vec<_>>());
+        assert_eq!(order[..LIMIT_EVERY + 1], [3, 4, 5, 6, 0]);
+        let quick = pass_order(10, 3, Some(0), false);
+        assert_eq!(quick, (0..10).map(|k| (k + 3) % 10).collect::<Vec<_>>());
+        assert_eq!(pass_order(10, 3, None, true), quick);
         assert_eq!(steps_needed(800, 8), WARMUP + 100 * (8 + DRAIN));
         assert_eq!(steps_needed(800, 4), WARMUP + 200 * (4 + DRAIN));
     }

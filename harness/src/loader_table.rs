@@ -479,11 +479,18 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         // Timed runs are not sampled: reading smaps_rollup walks the process's page tables and
         // slowed the timed loop by 25-75 % (most for the arms with the most memory mapped). Peak
         // RAM comes from one more, sampled run of each arm after the timed ones.
-        let pb = progress((arms.len() * (a.repeats + 1) + shm_runs) as u64, "loader");
-        for rep in 0..=a.repeats {
+        let limit = arms.iter().position(|x| x.name == "memcpy-limit");
+        let interleave = !(a.quick || a.gated);
+        let orders: Vec<Vec<usize>> = (0..=a.repeats)
+            .map(|rep| {
+                loader_arms::pass_order(arms.len(), rep, limit, interleave && rep < a.repeats)
+            })
+            .collect();
+        let cells: usize = orders.iter().map(Vec::len).sum();
+        let pb = progress((cells + shm_runs) as u64, "loader");
+        for (rep, order) in orders.into_iter().enumerate() {
             let memory_pass = rep == a.repeats;
-            for k in 0..arms.len() {
-                let i = (k + rep) % arms.len();
+            for i in order {
                 let arm = arms[i];
                 let r = &mut results[i];
                 pb.set_prefix(format!(
@@ -664,7 +671,8 @@ fn build_table(
     FreeTable {
         name: table,
         title: format!(
-            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, in blocks of {block} held until the block's timer stops, each block after {DRAIN} untimed batches, each row in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats, for the memcpy-limit row (a bound) its fastest repeat (sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run of {memory_batches} batches, the row process's own peak RSS in that run), where the Python rows check each batch against a SHA-256 digest precomputed in another process, so no row maps the source arrays only to check them; x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
+            "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, in blocks of {block} held until the block's timer stops, each block after {DRAIN} untimed batches, each row in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats, for the memcpy-limit row (a bound) its fastest repeat (a full run times it again after every {} other rows; sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run of {memory_batches} batches, the row process's own peak RSS in that run), where the Python rows check each batch against a SHA-256 digest precomputed in another process, so no row maps the source arrays only to check them; x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
+            loader_arms::LIMIT_EVERY,
             loader_arms::SMALL_SHM_BATCHES,
             loader_arms::SMALL_SHM_TIMEOUT_S
         ),

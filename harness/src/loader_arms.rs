@@ -645,17 +645,7 @@ mod tests {
     }
 
     #[test]
-    fn a_block_of_image_batches_stays_under_the_pool_bound_and_token_blocks_keep_eight() {
-        // 256 images of 224 x 224 x 3 bytes: four held at once.
-        assert_eq!(block_for(256 * 224 * 224 * 3), 4);
-        assert_eq!(block_for(256 * 2048), BLOCK);
-        assert_eq!(block_for(4 << 30), 1);
-        assert_eq!(block_for(0), BLOCK);
-        for b in [1, 4, BLOCK] {
-            assert!(block_for(HELD_BYTES / b as u64) <= b);
-        }
-        // The draws a run consumes follow the block: more, shorter blocks, each after a drain.
-        // A full pass times the limit after every LIMIT_EVERY other rows; a quick one does not.
+    fn a_full_pass_times_the_limit_after_every_few_rows_and_a_quick_one_does_not() {
         let order = pass_order(10, 3, Some(0), true);
         assert_eq!(order.len(), 10 + 9 / LIMIT_EVERY);
         assert_eq!(
@@ -670,6 +660,19 @@ mod tests {
         let quick = pass_order(10, 3, Some(0), false);
         assert_eq!(quick, (0..10).map(|k| (k + 3) % 10).collect::<Vec<_>>());
         assert_eq!(pass_order(10, 3, None, true), quick);
+    }
+
+    #[test]
+    fn a_block_of_image_batches_stays_under_the_pool_bound_and_token_blocks_keep_eight() {
+        // 256 images of 224 x 224 x 3 bytes: four held at once.
+        assert_eq!(block_for(256 * 224 * 224 * 3), 4);
+        assert_eq!(block_for(256 * 2048), BLOCK);
+        assert_eq!(block_for(4 << 30), 1);
+        assert_eq!(block_for(0), BLOCK);
+        for b in [1, 4, BLOCK] {
+            assert!(block_for(HELD_BYTES / b as u64) <= b);
+        }
+        // The draws a run consumes follow the block: more, shorter blocks, each after a drain.
         assert_eq!(steps_needed(800, 8), WARMUP + 100 * (8 + DRAIN));
         assert_eq!(steps_needed(800, 4), WARMUP + 200 * (4 + DRAIN));
     }

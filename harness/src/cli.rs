@@ -13,7 +13,7 @@ use crate::config::RunArgs;
 use crate::error::{HarnessError, Result};
 use crate::table::Table;
 use crate::{
-    cold_table, corpus, gap_probe, gate, gate_baseline, loader_table, report, run, sampler_table,
+    cold_table, corpus, gap_probe, gate, gate_baseline, loader_cell, report, run, sampler_table,
     store_cell, write_probe,
 };
 
@@ -155,7 +155,7 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
         Some(SamplerCellArgs::NAME) => {
             sampler_table::cell_main(&SamplerCellArgs::parse(&args[1..])?)
         }
-        Some(LoaderCellArgs::NAME) => loader_table::cell_main(&LoaderCellArgs::parse(&args[1..])?),
+        Some(LoaderCellArgs::NAME) => loader_cell::cell_main(&LoaderCellArgs::parse(&args[1..])?),
         Some("placement") => {
             // One reading of the cores' placement, for a Python row's timed loop (`null` on one
             // CPU): `harness/python/loaders/common.py`. With `--quiet-pid PID`, once that

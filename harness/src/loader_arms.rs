@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::cell_args::{LoaderCellArgs, Subcommand};
 use crate::config;
 use crate::error::{HarnessError, Result};
-use crate::table::Table;
+use crate::table::{BARE_ROW, LIMIT_ROW, Table};
 
 /// Records per batch in every loader row.
 pub const BATCH: usize = 256;
@@ -159,14 +159,14 @@ const fn arm(
 /// delivers in step order except the two loaderx rows named `-completion`.
 pub const ARMS: [Arm; 27] = [
     arm(
-        "memcpy-limit",
+        LIMIT_ROW,
         "memcpy limit (records in memory, no loader)",
         "in-memory",
         Runner::Rust,
         false,
     ),
     arm(
-        "bare-gather",
+        BARE_ROW,
         "view.gather loop (Rust, no loader)",
         "zrecord-raw",
         Runner::Rust,
@@ -357,8 +357,8 @@ pub const ARMS: [Arm; 27] = [
 /// start-up that CI's time bound cannot spare (`torch-files-w0`, one file a record, took 106 s of
 /// a quick token table, more than any other row); full runs have them all.
 pub const QUICK_ARMS: [&str; 8] = [
-    "memcpy-limit",
-    "bare-gather",
+    LIMIT_ROW,
+    BARE_ROW,
     "loaderx-w0",
     "loaderx-w4",
     "loaderx-w4-completion",

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::model::FreeTable;
-use crate::table::Table;
+use crate::table::{BARE_ROW, LIMIT_ROW, Table};
 
 /// A loader table's goals, each checked against the table's own rows (all measured side by side
 /// in one run): the ordered Python headline at or above the best peer row and 5x (dense) or 20x
@@ -34,8 +34,7 @@ pub fn render(t: &FreeTable) -> String {
         return String::new();
     }
     let arm_speed = |arm: &str| row(arm).and_then(speed);
-    let is_peer =
-        |arm: &str| !(arm.contains("loaderx") || arm == "bare-gather" || arm == "memcpy-limit");
+    let is_peer = |arm: &str| !(arm.contains("loaderx") || arm == BARE_ROW || arm == LIMIT_ROW);
     let best_peer = t
         .rows
         .iter()
@@ -67,7 +66,7 @@ pub fn render(t: &FreeTable) -> String {
         "`loaderx-w4` over `bare-gather` ≥ 0.9x: {}",
         verdict(
             arm_speed("loaderx-w4")
-                .zip(arm_speed("bare-gather"))
+                .zip(arm_speed(BARE_ROW))
                 .map(|(l, b)| l / b),
             0.9
         )

@@ -1,282 +1,28 @@
 //! Table 6: end-to-end loaders over dense vision and ragged tokens, loaderx against the peer
-//! loaders (`loader_arms`). Each row runs in a fresh process (the hidden `loader-cell` subcommand
-//! for the Rust rows, `harness/python/loader_bench.py` for the Python ones), arms rotated per
-//! repeat, every timed batch verified after its timer; a separate sampled run per arm gives the
-//! process-tree PSS (peak RAM), and one more run of each process-based arm in a private 64 MiB
-//! `/dev/shm` gives the `/dev/shm` column. Owns the Rust cell and the two loader tables; the store
-//! the rows read is `loader_store`'s.
+//! loaders (`loader_arms`). Each row runs in a fresh process (the hidden `loader-cell` subcommand,
+//! `loader_cell`, for the Rust rows, `harness/python/loader_bench.py` for the Python ones), arms
+//! rotated per repeat, every timed batch verified after its timer; a separate sampled run per arm
+//! gives the process-tree PSS (peak RAM), and one more run of each process-based arm in a private
+//! 64 MiB `/dev/shm` gives the `/dev/shm` column. Owns the two loader tables: running the cells,
+//! folding their JSON lines into rows; the store the rows read is `loader_store`'s.
 
 use std::path::Path;
-use std::process::{Command, ExitCode};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use benchkit::placement::Readings;
 use benchkit::stats::{median, sample_sd};
-use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
 use serde_json::{Value, json};
-use zrecord::{Allocator, DenseStore, RaggedStore};
 
-use crate::cell_args::LoaderCellArgs;
 use crate::config::RunArgs;
-use crate::corpus::{Corpora, Loaded};
-use crate::corrupt;
+use crate::corpus::Corpora;
 use crate::error::{HarnessError, Result};
 use crate::gate::PAIRED_BARE;
 use crate::loader_arms::{
-    self, ARMS, Arm, BATCH, BUDGET_S, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
+    self, ARMS, Arm, BATCH, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
 };
-use crate::loader_limit::CopyLimit;
-use crate::loader_match::{Delivered, Steps};
-use crate::loader_pair::BarePair;
 use crate::loader_store::{batch_bytes, ensure_store, store_len};
 use crate::model::FreeTable;
 use crate::progress::progress;
-use crate::table::{Corpus, Layout, Table};
-
-/// This process's peak resident set (`VmHWM`), a floor for runs too short for the PSS sampler.
-fn own_peak_rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024
-}
-
-/// `loader-cell KIND STORE CORPUS ARM BATCHES` → prints one JSON line. The draws are
-/// `IndexSampler(n, 256, Iid, seed 7)`'s, the ones `loader_arms::write_draws` writes for the
-/// Python arms, and the timing is theirs too (`harness/python/loaders/common.py`): warm-up
-/// batches, then blocks of [`BLOCK`] timed batches held until the block's timer stops, every
-/// block after [`DRAIN`] untimed batches. Warm-up and timed batches are compared in full with
-/// the batch the corpus's source arrays give for their step's indices (never with a zrecord
-/// gather); a drained batch is only matched to its step by its probe records and is neither
-/// timed nor counted: comparing 32 drained batches in full lets a prefetching loader refill its
-/// whole window meanwhile, and the timed block then times batches made before its timer started.
-pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
-    let LoaderCellArgs {
-        kind,
-        store,
-        corpus,
-        arm,
-        batches,
-    } = args;
-    let batches = *batches;
-    let layout = kind.layout().ok_or_else(|| HarnessError::UnknownTable {
-        name: kind.name().to_string(),
-    })?;
-    let loaded = Loaded::open(*kind, corpus)?;
-    let source = loaded.source();
-    let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
-    let (view, n) = if layout == Layout::Dense {
-        let s = DenseStore::open(store).map_err(HarnessError::store(store))?;
-        let v = s.bind(alloc.clone());
-        (StreamView::Dense(v), s.len())
-    } else {
-        let s = RaggedStore::open(store).map_err(HarnessError::store(store))?;
-        let v = s.bind(alloc.clone());
-        (StreamView::Ragged(v), s.len())
-    };
-    if n != source.len() {
-        return mismatch(format!(
-            "{arm}: the store {} holds {n} records, the source {}",
-            store.display(),
-            source.len()
-        ));
-    }
-    let sampler = || {
-        IndexSampler::new(n, BATCH, Mode::Iid, 7)
-            .map(|s| Box::new(s) as Box<dyn Sampler>)
-            .map_err(HarnessError::from)
-    };
-    // The draws, for the source batches; a batch belongs to the earliest pending step whose
-    // probe records it holds (several workers deliver in completion order, as documented).
-    let mut reference = sampler()?;
-    let mut steps = Steps::default();
-    let mut draw = move || -> Result<Vec<u64>> { Ok(reference.next()?.to_vec()) };
-    // The limit row's copy, for its note (`None` for every other arm).
-    let mut limit_note = None;
-    let mut deliver: Box<dyn FnMut() -> Result<Delivered>> = if arm == "bare-gather" {
-        let mut s = sampler()?;
-        let view = view.clone();
-        Box::new(move || {
-            let idx = s.next()?.to_vec();
-            Ok(Delivered::Loader(vec![view.gather(&idx)?]))
-        })
-    } else if arm == "memcpy-limit" {
-        let limit = CopyLimit::load(&view, n, BATCH)?;
-        limit_note = Some(limit.describe());
-        // One copying thread per core, batches ahead as a loaderx row with 4 workers and
-        // prefetch 4 holds them.
-        let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
-        let rx = Arc::new(limit).pipeline(IndexSampler::new(n, BATCH, Mode::Iid, 7)?, threads, 4);
-        Box::new(move || {
-            rx.recv()
-                .map(Delivered::Copy)
-                .map_err(|_| HarnessError::LoaderEnded { delivered: None })
-        })
-    } else {
-        // `loaderx-w{n}` delivers in step order (as every peer row does); `loaderx-w{n}-completion`
-        // in completion order.
-        let (spec, ordered) = match arm.strip_suffix("-completion") {
-            Some(spec) => (spec, false),
-            None => (arm.as_str(), true),
-        };
-        let workers: usize = spec
-            .strip_prefix("loaderx-w")
-            .and_then(|w| w.parse().ok())
-            .ok_or_else(|| HarnessError::UnknownArm { name: arm.clone() })?;
-        let opts = LoaderOptions::new(workers, 4).ordered(ordered);
-        let mut loader = Loader::new(vec![("data", vec![view.clone()])], sampler()?, opts)?;
-        Box::new(move || {
-            let shards = loader
-                .next()
-                .ok_or(HarnessError::LoaderEnded { delivered: None })??;
-            Ok(Delivered::Loader(
-                shards
-                    .into_iter()
-                    .flat_map(|s| s.into_pairs().into_iter().map(|(_, b)| b))
-                    .collect(),
-            ))
-        })
-    };
-    // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
-    let mut corrupt = corrupt::Counter::from_env();
-    let mut next = move || -> Result<Delivered> {
-        let b = deliver()?;
-        Ok(match corrupt.hit().then(|| b.corrupted()).flatten() {
-            Some(c) => c,
-            None => b,
-        })
-    };
-    // `full`: compare with the source batch (warm-up and timed batches); else only match the
-    // batch to its step (drained batches).
-    let mut verify = |got: &Delivered, full: bool| -> Result<bool> {
-        // The limit row is a reference: its bytes are a span of the store, not the batch's
-        // records, so there is nothing to compare (its row says `verified: null`).
-        if matches!(got, Delivered::Copy(_)) {
-            return Ok(true);
-        }
-        let Some(idx) = steps.take(got, &source, &mut draw)? else {
-            return Ok(false);
-        };
-        Ok(!full || got.same_as_source(&idx, &source))
-    };
-    let mut step = 0usize;
-    for _ in 0..WARMUP {
-        if !verify(&next()?, true)? {
-            return mismatch(format!(
-                "{arm}: warm-up batch {step} differs from every pending step's source records"
-            ));
-        }
-        step += 1;
-    }
-    // The sampled peak-RAM run holds one batch at a time and drains nothing (as the Python arms).
-    let (block, drain) = if std::env::var("LOADERX_LOADER_MEMORY_PASS").as_deref() == Ok("1") {
-        (1, 0)
-    } else {
-        (loader_arms::block_from_env()?, DRAIN)
-    };
-    // An inline row times the bare gather beside it (`loader_pair`), before its block in every
-    // other block and after it in the rest (not in the peak-RAM run, which times nothing).
-    let mut pair = if block > 1 {
-        BarePair::of(arm, &view, n)?
-    } else {
-        None
-    };
-    let mut pair_block = |m: usize, blocks: usize, first: bool| -> Result<bool> {
-        match pair.as_mut() {
-            Some(p) if (blocks % 2 == 1) == first => p.block(m, &source),
-            _ => Ok(true),
-        }
-    };
-    let mut blocks = 0usize;
-    let mut verified = 0usize;
-    let mut spent = Duration::ZERO;
-    // The placement of the cores, read outside the timer: before the first block, between blocks
-    // every `Readings::EVERY`, after the last (the sampled peak-RAM run times nothing).
-    let mut readings = (block > 1).then(|| Readings::every(Readings::EVERY));
-    while verified < batches && (verified == 0 || spent.as_secs_f64() < BUDGET_S) {
-        if let Some(r) = readings.as_mut() {
-            r.due();
-        }
-        for _ in 0..drain {
-            // Matched to its step by its probe records only (see above).
-            if !verify(&next()?, false)? {
-                return mismatch(format!(
-                    "{arm}: drained batch {step} holds no pending step's source records"
-                ));
-            }
-            step += 1;
-        }
-        let m = block.min(batches - verified);
-        if !pair_block(m, blocks, true)? {
-            return mismatch(format!(
-                "{arm}: a bare gather beside block {blocks} differs from its source records"
-            ));
-        }
-        let t = Instant::now();
-        let held = (0..m).map(|_| next()).collect::<Result<Vec<_>, _>>()?;
-        spent += t.elapsed();
-        for b in &held {
-            if !verify(b, true)? {
-                return mismatch(format!(
-                    "{arm}: timed batch {step} differs from every pending step's source records"
-                ));
-            }
-            verified += 1;
-            step += 1;
-        }
-        drop(held);
-        if !pair_block(m, blocks, false)? {
-            return mismatch(format!(
-                "{arm}: a bare gather beside block {blocks} differs from its source records"
-            ));
-        }
-        blocks += 1;
-    }
-    drop(next);
-    if let Some(r) = readings.as_mut() {
-        r.take();
-    }
-    let mut line = json!({
-        "per_batch_s": spent.as_secs_f64() / verified.max(1) as f64,
-        "verified": verified > 0,
-        "verified_batches": verified,
-        "peak_rss_bytes": own_peak_rss(),
-        "core_rt_ns_readings": readings.as_ref().map_or(&[][..], |r| r.values()),
-    });
-    if let Some(p) = pair.as_ref().and_then(BarePair::per_batch_s) {
-        line["bare_per_batch_s"] = json!(p);
-    }
-    if let Some(how) = limit_note {
-        line["config"] = json!(format!(
-            "the store's {n} records held in memory; per batch as many bytes as its records hold \
-             copied as one contiguous span into a recycled buffer ({how}, the faster of memcpy \
-             and the gather's stores measured before the timed loop), by one copying thread per \
-             core ({} here) with up to 4 batches done ahead, in completion order; no loader, no \
-             file, no checksum, no per-record work, no order to keep: every row moves at least \
-             these bytes with at least this work; a reference, not compared",
-            std::thread::available_parallelism().map_or(1, |t| t.get())
-        ));
-        line["reference"] = json!(true);
-    }
-    println!("{line}");
-    Ok(ExitCode::SUCCESS)
-}
-
-/// A batch differed from the source: the cell's JSON line says so (`mismatch`), and the row is
-/// `verified: false`.
-fn mismatch(msg: String) -> Result<ExitCode> {
-    println!(
-        "{}",
-        json!({"per_batch_s": null, "verified": false, "mismatch": true, "error": msg})
-    );
-    Ok(ExitCode::SUCCESS)
-}
+use crate::table::{Corpus, LIMIT_ROW, Layout, Table};
 
 /// One arm's results over the repeats.
 #[derive(Default)]
@@ -479,7 +225,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         // Timed runs are not sampled: reading smaps_rollup walks the process's page tables and
         // slowed the timed loop by 25-75 % (most for the arms with the most memory mapped). Peak
         // RAM comes from one more, sampled run of each arm after the timed ones.
-        let limit = arms.iter().position(|x| x.name == "memcpy-limit");
+        let limit = arms.iter().position(|x| x.name == LIMIT_ROW);
         let interleave = !(a.quick || a.gated);
         let orders: Vec<Vec<usize>> = (0..=a.repeats)
             .map(|rep| {
@@ -601,7 +347,7 @@ fn build_table(
     // limit row"), and the median of three repeats that all sat in the slower placement is not
     // what the copy can do.
     let rate = |arm: &Arm, r: &ArmResult| {
-        let p = if arm.name == "memcpy-limit" {
+        let p = if arm.name == LIMIT_ROW {
             r.per_batch
                 .iter()
                 .copied()
@@ -642,7 +388,7 @@ fn build_table(
             "verified batches": sps.map(|_| r.verified_batches),
             // true only from batches compared with the source; false when a run failed or a
             // batch differed; null when not run (skipped) and for the memcpy-limit reference.
-            "verified": if r.failed { json!(false) } else if sps.is_none() || arm.name == "memcpy-limit" { Value::Null } else { json!(r.verified_batches > 0) },
+            "verified": if r.failed { json!(false) } else if sps.is_none() || arm.name == LIMIT_ROW { Value::Null } else { json!(r.verified_batches > 0) },
             "64 MiB /dev/shm": r.small_shm,
             "note": note,
         });

@@ -19,7 +19,7 @@
 //! |---|---|
 //! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) |
 //! | run | `run` (corpora, every selected table, the report) |
-//! | tables | `store_cell` (and `gap_probe` and `write_probe`, its interleaved A/Bs of gathers and writes), `sampler_table`, `loader_table` (arms and cells) → `loader_store` (the store the rows read, checked against the source), `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
+//! | tables | `store_cell` (and `gap_probe` and `write_probe`, its interleaved A/Bs of gathers and writes), `sampler_table`, `loader_table` (running the rows, the tables), `loader_cell` (the Rust rows' cell) → `loader_store` (the store the rows read, checked against the source), `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
 //! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`) → `plots`; `machine` (receipts) |
 //! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `progress` → `table` (`Table`: names, geometry, corpus); `cell_args` (the hidden subcommands' command lines: `cli` parses them, the code that spawns a cell renders them) → `table`; `error` (`HarnessError`, what every fallible call returns); `corrupt` (the test-only `LOADERX_HARNESS_CORRUPT_BATCH` switch of every verifying cell) |
 
@@ -37,6 +37,7 @@ mod gap_probe;
 mod gate;
 mod gate_baseline;
 mod loader_arms;
+mod loader_cell;
 mod loader_goals;
 mod loader_limit;
 mod loader_match;

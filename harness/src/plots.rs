@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::error::{HarnessError, Result};
 use crate::model::{Report, Status};
-use crate::table::Stage;
+use crate::table::{BARE_ROW, LIMIT_ROW, Stage};
 
 const W: u32 = 1000;
 const ROW_H: u32 = 34;
@@ -327,7 +327,7 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<()> {
         let rows: Vec<_> = t
             .rows
             .iter()
-            .filter(|r| r.status == Status::Ok && r.backend != "memcpy-limit")
+            .filter(|r| r.status == Status::Ok && r.backend != LIMIT_ROW)
             .collect();
         let labels: Vec<String> = rows.iter().map(|r| r.backend.clone()).collect();
         let values: Vec<f64> = rows.iter().map(|r| r.gather_mib_s).collect();
@@ -335,8 +335,8 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<()> {
         let limit = t
             .rows
             .iter()
-            .find(|r| r.backend == "memcpy-limit" && r.status == Status::Ok)
-            .map(|r| (r.gather_mib_s, "memcpy-limit"));
+            .find(|r| r.backend == LIMIT_ROW && r.status == Status::Ok)
+            .map(|r| (r.gather_mib_s, LIMIT_ROW));
         let syn = if t.synthetic { " (synthetic)" } else { "" };
         bars_file(
             dir,
@@ -388,15 +388,15 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<()> {
             // A loader table's memcpy limit is drawn as the named line (older results without
             // one: the view.gather loop, which those drew as their line).
             match r.get("arm").and_then(Value::as_str) {
-                Some("memcpy-limit") => {
+                Some(LIMIT_ROW) => {
                     limit = Some((v, "memcpy limit (records in memory, no loader)"));
                     continue;
                 }
-                Some("bare-gather")
+                Some(BARE_ROW)
                     if !t
                         .rows
                         .iter()
-                        .any(|r| r.get("arm").and_then(Value::as_str) == Some("memcpy-limit")) =>
+                        .any(|r| r.get("arm").and_then(Value::as_str) == Some(LIMIT_ROW)) =>
                 {
                     limit = Some((v, "view.gather loop (Rust, no loader)"));
                     continue;

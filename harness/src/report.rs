@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, Report, Status, StoreRow, StoreTable, or_nan};
-use crate::table::Table;
+use crate::table::{LIMIT_ROW, Table};
 
 /// A store table from its cells: per backend, the medians over the repeats that ran.
 pub fn aggregate(
@@ -89,7 +89,7 @@ pub fn aggregate(
     }
     let limit = out
         .iter()
-        .find(|r| r.backend == "memcpy-limit" && r.status == Status::Ok)
+        .find(|r| r.backend == LIMIT_ROW && r.status == Status::Ok)
         .map(|r| r.gather_mib_s);
     if let Some(l) = limit {
         for r in &mut out {
@@ -106,7 +106,7 @@ pub fn aggregate(
         .collect();
     let write_limit = (!limits.is_empty()).then(|| median(&limits));
     for r in &mut out {
-        if r.status != Status::Ok || r.backend == "memcpy-limit" {
+        if r.status != Status::Ok || r.backend == LIMIT_ROW {
             continue;
         }
         // Side by side: each cell's write over the limit timed in that cell; a cell without
@@ -248,7 +248,7 @@ pub fn render_markdown(rep: &Report) -> String {
                 continue;
             }
             let x = r.x_memcpy.unwrap_or(f64::NAN);
-            let is_limit = r.backend == "memcpy-limit";
+            let is_limit = r.backend == LIMIT_ROW;
             if is_limit {
                 // An in-memory array: no write, no disk, no compression to report.
                 cells.push(vec![

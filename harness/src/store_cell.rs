@@ -18,6 +18,7 @@ use crate::corpus::Loaded;
 use crate::corrupt;
 use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, Status};
+use crate::table::LIMIT_ROW;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -96,10 +97,10 @@ impl LimitRounds {
         let mut c = competitors::Backend::MemcpyLimit.competitor();
         let stored = c
             .write(source, dir)
-            .map_err(HarnessError::backend("memcpy-limit", "write"))?;
+            .map_err(HarnessError::backend(LIMIT_ROW, "write"))?;
         let reader = c
             .open(&stored)
-            .map_err(HarnessError::backend("memcpy-limit", "open"))?;
+            .map_err(HarnessError::backend(LIMIT_ROW, "open"))?;
         Ok(LimitRounds {
             reader,
             dir: dir.to_path_buf(),
@@ -125,7 +126,7 @@ impl LimitRounds {
             let b = self
                 .reader
                 .gather(&idx)
-                .map_err(HarnessError::backend("memcpy-limit", "gather"))?;
+                .map_err(HarnessError::backend(LIMIT_ROW, "gather"))?;
             self.total_s += self
                 .reader
                 .last_gather_seconds()
@@ -446,6 +447,12 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_store_tables_limit_backend_is_the_limit_row() {
+        // The gate and the report find a store table's limit row by `LIMIT_ROW`.
+        assert_eq!(competitors::Backend::MemcpyLimit.name(), LIMIT_ROW);
+    }
 
     #[test]
     fn timed_writes_keep_only_the_last_directory() {

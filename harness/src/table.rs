@@ -1,13 +1,22 @@
 //! The benchmark tables as a type: [`Table`] names every table the harness writes and knows its
 //! stage (store, sampler, loader), its layout (dense or ragged) and the corpus it reads.
 //!
-//! A leaf module: it imports nothing from the crate. The names it serializes to are the strings
-//! `results.json`, `tables.md`, the plot file names and `results/gate/*.json` use, so
-//! they must not change.
+//! A leaf module: it imports nothing from the crate. The names it serializes to (and the two
+//! reference rows' names, [`LIMIT_ROW`] and [`BARE_ROW`]) are the strings `results.json`,
+//! `tables.md`, the plot file names and `results/gate/*.json` use, so they must not change.
 
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The reference row of every store table and loader table: the same bytes copied with no store
+/// format, no checksum and no loader (`competitors`' `memcpy-limit` backend in a store table, the
+/// Rust `memcpy-limit` arm in a loader table). A reference: never compared, `verified: null`.
+pub const LIMIT_ROW: &str = "memcpy-limit";
+
+/// The loader tables' row of bare `view.gather` calls on the loaders' draws, with no loader: what
+/// the Rust loader rows are read against.
+pub const BARE_ROW: &str = "bare-gather";
 
 /// What a table measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::model::Status;
+use crate::table::{BARE_ROW, LIMIT_ROW};
 
 pub(super) fn rows(t: &Value) -> &[Value] {
     t.get("rows")
@@ -29,7 +30,7 @@ pub(super) fn num(r: &Value, k: &str) -> Option<f64> {
 
 /// The loader-table arms that are loaderx itself (the bare gather, Rust and Python loaders).
 pub fn is_own_loader_arm(arm: &str) -> bool {
-    arm == BARE || arm.starts_with("loaderx-") || arm.starts_with("python-loaderx")
+    arm == BARE_ROW || arm.starts_with("loaderx-") || arm.starts_with("python-loaderx")
 }
 
 /// The store rows whose speed is gated: zrecord's raw reads, memory-bound like the limit row they
@@ -43,7 +44,7 @@ pub fn is_gated_store_row(backend: &str) -> bool {
 /// table's backend or a loader table's arm): the limit rows its figures divide by and the rows
 /// whose speed it gates.
 pub fn reads_row(name: &str) -> bool {
-    name == "memcpy-limit" || is_gated_store_row(name) || is_own_loader_arm(name)
+    name == LIMIT_ROW || is_gated_store_row(name) || is_own_loader_arm(name)
 }
 
 /// Whether a cell just taken is taken again: in a run that retakes (`retakes`: a quick or `--gated`
@@ -241,9 +242,6 @@ fn paired_bare(r: &Value, near: Option<f64>) -> Option<(f64, bool)> {
 /// over the copy they read 9-18 % lower on CI's VM at `b5eb151` than in the baseline's.
 pub const COPY_BOUND_LOADER_TABLES: [&str; 1] = ["loader-dense-vision"];
 
-/// The loader row every other loaderx row of its table is divided by (`x_bare`).
-pub const BARE: &str = "bare-gather";
-
 /// The gated figures of a results document, each a ratio of two rows' best repeats
 /// ([`best_speed`]) in the same run, or the median of ratios timed within each repeat:
 /// - a zrecord-raw store row over the copy limit (`x_memcpy`): where every cell timed the limit
@@ -283,9 +281,9 @@ pub fn figures_near(doc: &Value, floor: Option<f64>) -> Vec<Figure> {
         let table = text(t, "name");
         let find = |key: &str, name: &str| rows(t).iter().find(|r| text(r, key) == name);
         let speed = |r: &Value| best_speed(r, near);
-        let store_limit = find("backend", "memcpy-limit").and_then(speed);
-        let limit = find("arm", "memcpy-limit").and_then(speed);
-        let bare = find("arm", BARE).and_then(speed);
+        let store_limit = find("backend", LIMIT_ROW).and_then(speed);
+        let limit = find("arm", LIMIT_ROW).and_then(speed);
+        let bare = find("arm", BARE_ROW).and_then(speed);
         let ratio = |x: Option<(f64, bool)>, by: Option<(f64, bool)>| {
             x.zip(by).map(|((s, f), (d, g))| (s / d, f || g))
         };
@@ -313,7 +311,7 @@ pub fn figures_near(doc: &Value, floor: Option<f64>) -> Vec<Figure> {
                     .or_else(|| num(r, "x_memcpy").map(|x| (x, false)));
                 push(backend, "x_memcpy", x);
                 push(backend, "x_memcpy_rows", rows);
-            } else if arm == BARE {
+            } else if arm == BARE_ROW {
                 push(arm, "x_limit", ratio(speed(r), limit));
             } else if is_own_loader_arm(arm) {
                 push(arm, "x_bare", ratio(speed(r), bare));

@@ -131,6 +131,16 @@ fn small_shm_run(cmd: &Command) -> String {
 /// batches, each checked against its digest) made the peak-RAM runs 206 s of a 661 s quick table.
 const QUICK_MEMORY_BATCHES: usize = 100;
 
+/// The loader tables `--only` selected (all without it). A prepared corpus is not a selection:
+/// `--only loader-ragged-tokens,dense-vision` prepares the vision corpus for the store table and
+/// must not run the dense loader table too.
+fn selected(a: &RunArgs) -> Vec<Table> {
+    Table::LOADER
+        .into_iter()
+        .filter(|&t| a.selected(t))
+        .collect()
+}
+
 pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>> {
     // Dense batches timed per row. Full runs read the 2,500-image corpus, where the slowest peers
     // run ~800 samples/s, so 200 batches already take a minute a row. Quick runs (the CI gate) read
@@ -141,7 +151,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
     let exe =
         std::env::current_exe().map_err(HarnessError::io("locate", "the harness executable"))?;
     let mut tables = Vec::new();
-    for table in Table::LOADER {
+    for table in selected(a) {
         let Some(prepared) = corpora.of(table) else {
             continue;
         };

@@ -103,3 +103,13 @@ fn an_inline_row_carries_the_bare_gather_timed_in_its_cells() {
         .expect("row");
     assert!(w0.get(PAIRED_BARE).is_none(), "{w0}");
 }
+
+#[test]
+fn only_the_selected_loader_tables_run() {
+    let mut a = RunArgs::default();
+    assert_eq!(selected(&a), Table::LOADER.to_vec());
+    a.only = Some(vec![Table::LoaderRaggedTokens, Table::DenseVision]);
+    assert_eq!(selected(&a), vec![Table::LoaderRaggedTokens]);
+    a.only = Some(vec![Table::DenseVision]);
+    assert!(selected(&a).is_empty());
+}

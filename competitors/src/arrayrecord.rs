@@ -32,10 +32,15 @@ use crate::util::{check_indices, le_u64s, u64s_le};
 /// Reader options passed to `ArrayRecordReader` (`{threads}` is replaced by rayon's thread count).
 pub const READER_OPTIONS: &str = "readahead_buffer_size:0,max_parallelism:{threads}";
 
-/// The Python interpreter used for the helper: `$LOADERX_PYTHON`, else `<repo>/.venv/bin/python`.
+/// The Python interpreter used for the helper: `$LOADERX_PYTHON`, else `$LOADERX_VENV/bin/python`
+/// (the venv `scripts/bench.sh` installs and the harness's Python rows run in), else the checkout's
+/// `.venv/bin/python` as compiled in.
 pub fn python_interpreter() -> PathBuf {
     if let Some(p) = std::env::var_os("LOADERX_PYTHON") {
         return PathBuf::from(p);
+    }
+    if let Some(v) = std::env::var_os("LOADERX_VENV") {
+        return PathBuf::from(v).join("bin/python");
     }
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python")
 }

@@ -7,7 +7,8 @@
 //! ([`write_draws`]), and the private 64 MiB `/dev/shm` namespace the `/dev/shm` column runs the
 //! process-based arms in ([`in_small_shm`]).
 //!
-//! A leaf below `loader_table`: it imports only `config` and `table`.
+//! Below `loader_table` and `loader_cell`: it imports only leaves (`cell_args`, `config`, `error`,
+//! `table`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -11,7 +11,8 @@
 //! `verified: null`. The ragged contract's `cu_seqlens` and shapes are still built from the drawn
 //! records, as a loader must.
 //!
-//! Below `loader_table`: it imports only `loader_arms` (the block size).
+//! Below `loader_cell` (the Rust cell that runs it): it imports only `loader_arms` (the block
+//! size) and `error`.
 
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::sync::{Arc, Mutex};

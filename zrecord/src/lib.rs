@@ -64,9 +64,9 @@ pub use publish::gc;
 #[doc(hidden)]
 pub use read::with_blocking_direct_reads;
 pub use read::{
-    CacheStats, ColdReads, DenseBatch, DenseStore, DenseView, OUTPUT_ALIGN, OpenOptions,
-    RaggedBatch, RaggedStore, RaggedView, RecordExtent, RemoteOptions, ViewGather, container_files,
-    gather_fan_outs, sequential_gathers,
+    Batch, CacheStats, ColdReads, Dense, DenseBatch, DenseStore, DenseView, Layout, OUTPUT_ALIGN,
+    OpenOptions, Ragged, RaggedBatch, RaggedStore, RaggedView, RecordExtent, RemoteOptions, Store,
+    View, ViewGather, container_files, gather_fan_outs, sequential_gathers,
 };
 pub use write::{
     DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER, WriterOptions,

@@ -2,8 +2,9 @@
 //!
 //! * [`container`]: the validated container (opened and checked before the first read) and the
 //!   narrow API the rest asks where each record is and what the store holds;
-//! * [`store`] and [`view`]: the public store and view types; a view's gather sizes its output,
-//!   takes it from the allocator and hands it to the engines;
+//! * [`store`] and [`view`]: the public store and view types, generic over the record
+//!   [`layout`] (Dense or Ragged, which says how a gather sizes its output and fills it); a
+//!   view's gather sizes its output, takes it from the allocator and hands it to the engines;
 //! * [`engine`]: the read engines (warm copy from the map, blocking direct reads, io_uring) and
 //!   the choice of one per gather, made with the cold-read policy of [`cold`];
 //! * what the engines share, never importing one another: [`plan`] (the gather an engine is
@@ -24,6 +25,7 @@ mod decode;
 mod engine;
 mod fan_out;
 mod hint;
+mod layout;
 mod piece;
 mod plan;
 mod ranges;
@@ -32,17 +34,18 @@ mod store;
 mod verify;
 mod view;
 
-pub use batch::{DenseBatch, OUTPUT_ALIGN, RaggedBatch};
+pub use batch::{Batch, DenseBatch, OUTPUT_ALIGN, RaggedBatch};
 pub use container::{
     CacheStats, ColdReads, OpenOptions, RecordExtent, RemoteOptions, container_files,
 };
 #[cfg(feature = "mutations")]
 pub use engine::with_blocking_direct_reads;
 pub use fan_out::{gather_fan_outs, sequential_gathers};
+pub use layout::{Dense, Layout, Ragged};
 #[cfg(feature = "internals")]
 pub(crate) use plan::stores_for;
-pub use store::{DenseStore, RaggedStore};
-pub use view::{DenseView, RaggedView, ViewGather};
+pub use store::{DenseStore, RaggedStore, Store};
+pub use view::{DenseView, RaggedView, View, ViewGather};
 
 /// `plan::split_output` for the crate: the `internals` feature exposes it to the benchmarks.
 #[cfg(feature = "internals")]

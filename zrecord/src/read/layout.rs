@@ -1,0 +1,187 @@
+//! The record layout the store, view, batch and writer types are generic over: [`Dense`] (one
+//! fixed shape for every record, stored once in the manifest) or [`Ragged`] (a shape per record,
+//! stored in its index entry). [`Layout`] is sealed; what differs between the two lives here:
+//! how a gather sizes its one output allocation and fills it, and what a batch carries besides
+//! its memory and dtype. Everything else is written once, in [`super::store`], [`super::view`],
+//! [`super::batch`] and `crate::write::writer`.
+//!
+//! Each view's gather calls its layout's function directly (`L::gather`): the generic code
+//! monomorphises into one gather per layout, with no dispatch per record or per batch.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::format::Kind;
+
+use super::batch::{Batch, OUTPUT_ALIGN};
+use super::engine::gather_into;
+use super::hint::PREFETCH_AHEAD;
+use super::view::View;
+
+/// A record layout: [`Dense`] or [`Ragged`]. Sealed: the two are all there is, as in the format.
+pub trait Layout: sealed::Sealed + Send + Sync + 'static {}
+
+/// Fixed-shape records: every record has the store's `item_shape` (0-D allowed); a batch is
+/// `(n, *item_shape)`, records back to back.
+#[derive(Debug)]
+pub enum Dense {}
+
+/// Variable-shape records of one rank `>= 1`, each with its own `u64` shape; a batch packs
+/// `values | cu_seqlens | shapes` into one allocation.
+#[derive(Debug)]
+pub enum Ragged {}
+
+impl Layout for Dense {}
+impl Layout for Ragged {}
+
+/// Where the three fields of a Ragged batch lie in its allocation.
+#[derive(Clone, Copy, Debug)]
+pub struct RaggedFields {
+    /// Number of records.
+    pub(super) n: usize,
+    /// Rank of every record.
+    pub(super) ndim: usize,
+    /// Byte length of the values field (it starts at 0).
+    pub(super) values_len: usize,
+    /// Byte offset of `cu_seqlens` (`n + 1` int32).
+    pub(super) cu_off: usize,
+    /// Byte offset of the shapes (`n * ndim` u64).
+    pub(super) shapes_off: usize,
+}
+
+mod sealed {
+    use super::*;
+
+    /// What differs between the layouts. Unnameable outside the crate, so [`Layout`] cannot be
+    /// implemented elsewhere; generic code reaches these items through the `Layout` bound.
+    pub trait Sealed: Sized {
+        /// The store kind in the manifest.
+        const KIND: Kind;
+        /// `Dense` or `Ragged`: the public types' names start with it (`DenseStore`, ...).
+        const NAME: &'static str;
+        /// What a batch carries besides its allocation and dtype.
+        type Form: Send + Sync;
+        /// Gathers `idx` of `view` into one allocation sized exactly before any copy.
+        fn gather(view: &View<Self>, idx: &[u64]) -> Result<Batch<Self>>
+        where
+            Self: Layout;
+        /// A one-record batch as [`View::get`] returns it.
+        fn single(batch: Batch<Self>) -> Batch<Self>
+        where
+            Self: Layout;
+        /// The batch's `Debug` fields before its dtype.
+        fn debug_form(form: &Self::Form, d: &mut fmt::DebugStruct<'_, '_>);
+    }
+
+    impl Sealed for Dense {
+        const KIND: Kind = Kind::Dense;
+        const NAME: &'static str = "Dense";
+        /// The batch's shape: `(n, *item_shape)`, or `item_shape` for a single record.
+        type Form = Vec<u64>;
+
+        fn gather(view: &View<Dense>, idx: &[u64]) -> Result<Batch<Dense>> {
+            let c = &*view.c;
+            c.check_open()?;
+            c.check_indices(idx)?;
+            let stride = c.record_bytes() as usize;
+            let bytes = idx.len().checked_mul(stride).ok_or_else(|| {
+                Error::LimitExceeded(format!("{} records of {stride} bytes", idx.len()))
+            })?;
+            let mut alloc = view.alloc.acquire(bytes, OUTPUT_ALIGN)?;
+            let out = alloc.host_slice_mut_or_err()?;
+            gather_into(c, idx, out, &|k| k * stride)?;
+            let mut shape = Vec::with_capacity(1 + c.item_shape().len());
+            shape.push(idx.len() as u64);
+            shape.extend_from_slice(c.item_shape());
+            Ok(Batch {
+                alloc,
+                dtype: c.dtype(),
+                form: shape,
+            })
+        }
+
+        fn single(mut batch: Batch<Dense>) -> Batch<Dense> {
+            batch.form.remove(0);
+            batch
+        }
+
+        fn debug_form(shape: &Vec<u64>, d: &mut fmt::DebugStruct<'_, '_>) {
+            d.field("shape", shape);
+        }
+    }
+
+    impl Sealed for Ragged {
+        const KIND: Kind = Kind::Ragged;
+        const NAME: &'static str = "Ragged";
+        type Form = RaggedFields;
+
+        fn gather(view: &View<Ragged>, idx: &[u64]) -> Result<Batch<Ragged>> {
+            let c = &*view.c;
+            c.check_open()?;
+            c.check_indices(idx)?;
+            let n = idx.len();
+            let ndim = c.ndim() as usize;
+            let isz = c.dtype().itemsize();
+            // Pass 1: element counts, offsets and shapes from the index (no payload touched).
+            let index = c.index_bytes();
+            let mut cu: Vec<i32> = Vec::with_capacity(n + 1);
+            let mut dims: Vec<u64> = Vec::with_capacity(n * ndim);
+            cu.push(0);
+            let mut total: u64 = 0;
+            for (k, &i) in idx.iter().enumerate() {
+                if let Some(&ahead) = idx.get(k + 2 * PREFETCH_AHEAD) {
+                    c.prefetch_entry(index, ahead);
+                }
+                let mut count = 1u64;
+                for d in c.shape_words_in(index, i) {
+                    dims.push(d);
+                    count *= d;
+                }
+                total += count;
+                if total > i32::MAX as u64 {
+                    return Err(Error::LimitExceeded(format!(
+                        "a ragged batch holds at most {} values (int32 cu_seqlens); these {n} records hold more",
+                        i32::MAX
+                    )));
+                }
+                cu.push(total as i32);
+            }
+            let values_len = total as usize * isz;
+            let cu_off = values_len.next_multiple_of(OUTPUT_ALIGN);
+            let shapes_off = (cu_off + 4 * (n + 1)).next_multiple_of(OUTPUT_ALIGN);
+            let bytes = shapes_off + 8 * n * ndim;
+            let mut alloc = view.alloc.acquire(bytes, OUTPUT_ALIGN)?;
+            let out = alloc.host_slice_mut_or_err()?;
+            {
+                let (values, meta) = out.split_at_mut(cu_off);
+                for (dst, v) in meta[..4 * (n + 1)].chunks_exact_mut(4).zip(&cu) {
+                    dst.copy_from_slice(&v.to_ne_bytes());
+                }
+                let shapes = &mut meta[shapes_off - cu_off..];
+                for (dst, d) in shapes.chunks_exact_mut(8).zip(&dims) {
+                    dst.copy_from_slice(&d.to_ne_bytes());
+                }
+                gather_into(c, idx, &mut values[..values_len], &|k| cu[k] as usize * isz)?;
+            }
+            Ok(Batch {
+                alloc,
+                dtype: c.dtype(),
+                form: RaggedFields {
+                    n,
+                    ndim,
+                    values_len,
+                    cu_off,
+                    shapes_off,
+                },
+            })
+        }
+
+        fn single(batch: Batch<Ragged>) -> Batch<Ragged> {
+            batch
+        }
+
+        fn debug_form(form: &RaggedFields, d: &mut fmt::DebugStruct<'_, '_>) {
+            d.field("records", &form.n).field("ndim", &form.ndim);
+        }
+    }
+}

@@ -69,5 +69,6 @@ pub use read::{
     View, ViewGather, container_files, gather_fan_outs, sequential_gathers,
 };
 pub use write::{
-    DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER, WriterOptions,
+    DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER, Writer,
+    WriterOptions,
 };

@@ -21,6 +21,13 @@ use crate::vfs::{Vfs, WriteFile};
 use super::options::WriterOptions;
 use super::shard::{IndexWriter, ShardState, WRITE_BUFFER};
 
+/// The shape a writer's records share: the item shape of a Dense store (`ndim` its length), the
+/// rank of a Ragged one (`item_shape` empty).
+pub(super) struct Shape {
+    pub(super) ndim: u32,
+    pub(super) item_shape: Vec<u64>,
+}
+
 /// Shared machinery of both writers.
 pub(super) struct Core {
     vfs: Arc<dyn Vfs>,
@@ -32,8 +39,7 @@ pub(super) struct Core {
     kind: Kind,
     pub(super) codec: Codec,
     pub(super) dtype: DType,
-    pub(super) ndim: u32,
-    pub(super) item_shape: Vec<u64>,
+    pub(super) shape: Shape,
     block: u64,
     level: i32,
     sync: bool,
@@ -122,13 +128,13 @@ fn new_uuid() -> [u8; 16] {
 }
 
 impl Core {
-    #[allow(clippy::too_many_arguments)]
+    /// Checks `opts` and starts the container at `path` (publish steps 1 and 2), with records
+    /// of `shape` grouped `block` consecutive records to a shard.
     pub(super) fn create(
         path: &Path,
         kind: Kind,
         dtype: DType,
-        ndim: u32,
-        item_shape: Vec<u64>,
+        shape: Shape,
         block: u64,
         codec: Codec,
         opts: WriterOptions,
@@ -187,8 +193,7 @@ impl Core {
             kind,
             codec,
             dtype,
-            ndim,
-            item_shape,
+            shape,
             block,
             level: opts.zstd_level,
             sync: opts.sync,
@@ -397,7 +402,7 @@ impl Core {
         for s in &mut self.shards {
             s.finish()?;
         }
-        let entry = format::entry_size(self.kind, self.ndim);
+        let entry = format::entry_size(self.kind, self.shape.ndim);
         let header = format::encode_index_header(&uuid, self.records, entry);
         ix.file
             .write_at(0, &header)
@@ -407,8 +412,8 @@ impl Core {
             kind: self.kind,
             codec: self.codec,
             dtype: self.dtype,
-            ndim: self.ndim,
-            item_shape: self.item_shape.clone(),
+            ndim: self.shape.ndim,
+            item_shape: self.shape.item_shape.clone(),
             records: self.records,
             block_records: self.block,
             zstd_level: self.level,

@@ -1,5 +1,5 @@
-//! Writing, in data-path order: [`options`] holds what both writers take, [`dense`] and
-//! [`ragged`] check and append records, [`container`] is the container under construction both
+//! Writing, in data-path order: [`options`] holds what both writers take, [`writer`] is the
+//! writer generic over the record layout, [`dense`] and [`ragged`] check and append records, [`container`] is the container under construction both
 //! share (parallel per-shard encode, index entries, the manifest on close) and [`shard`] encodes
 //! into one shard file and into the index. Publishing the finished directory is
 //! [`crate::publish`]'s.
@@ -12,8 +12,8 @@ mod dense;
 mod options;
 mod ragged;
 mod shard;
+mod writer;
 
-pub use dense::DenseWriter;
 pub use options::{DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, WriterOptions};
-pub use ragged::RaggedWriter;
 pub use shard::WRITE_BUFFER;
+pub use writer::{DenseWriter, RaggedWriter, Writer};

@@ -1,37 +1,21 @@
-//! [`RaggedWriter`]: variable-shape records given as one packed batch (`values`, `cu_seqlens`,
-//! `shapes`), checked whole before anything is written.
+//! [`RaggedWriter`](super::writer::RaggedWriter): variable-shape records given as one packed
+//! batch (`values`, `cu_seqlens`, `shapes`), checked whole before anything is written.
 
-use std::fmt;
 use std::path::Path;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::format::{Codec, Kind, MAX_RECORD_BYTES};
+use crate::format::{Codec, MAX_RECORD_BYTES};
+use crate::read::Ragged;
 
-use super::container::Core;
+use super::container::Shape;
 use super::options::WriterOptions;
+use super::writer::Writer;
 
 /// Records per block for Ragged stores.
 const RAGGED_BLOCK_RECORDS: u64 = 64;
 
-/// Writes a new Ragged container: variable-shape arrays of one dtype and rank.
-pub struct RaggedWriter {
-    core: Core,
-}
-
-impl fmt::Debug for RaggedWriter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RaggedWriter")
-            .field("path", &self.core.final_path())
-            .field("dtype", &self.core.dtype)
-            .field("ndim", &self.core.ndim)
-            .field("codec", &self.core.codec)
-            .field("records", &self.core.records)
-            .finish()
-    }
-}
-
-impl RaggedWriter {
+impl Writer<Ragged> {
     /// Starts a new Ragged container with records of rank `ndim >= 1`.
     pub fn create(
         path: impl AsRef<Path>,
@@ -45,17 +29,18 @@ impl RaggedWriter {
                 "ragged records need 1 <= ndim <= 32, got {ndim} (0-D records belong in a Dense store with item_shape ())"
             )));
         }
-        let core = Core::create(
-            path.as_ref(),
-            Kind::Ragged,
-            dtype,
+        let shape = Shape {
             ndim,
-            Vec::new(),
+            item_shape: Vec::new(),
+        };
+        Self::start(
+            path.as_ref(),
+            dtype,
+            shape,
             RAGGED_BLOCK_RECORDS,
             codec,
             opts,
-        )?;
-        Ok(RaggedWriter { core })
+        )
     }
 
     /// Appends one packed batch: `values` (all records' elements back to back, store dtype),
@@ -65,94 +50,87 @@ impl RaggedWriter {
     pub fn append(&mut self, values: &[u8], cu_seqlens: &[i32], shapes: &[u64]) -> Result<()> {
         self.core.check_usable()?;
         let isz = self.core.dtype.itemsize();
-        let ndim = self.core.ndim as usize;
-        if !values.len().is_multiple_of(isz) {
-            return Err(Error::invalid(format!(
-                "values hold {} bytes, not a multiple of itemsize {isz}",
-                values.len()
-            )));
-        }
-        let nvalues = values.len() / isz;
-        let Some((&first, _)) = cu_seqlens.split_first() else {
-            return Err(Error::invalid("cu_seqlens must have n + 1 >= 1 entries"));
-        };
-        if first != 0 {
-            return Err(Error::invalid(format!(
-                "cu_seqlens[0] must be 0, found {first}"
-            )));
-        }
+        let ndim = self.core.shape.ndim as usize;
+        check_packed(values, cu_seqlens, shapes, isz, ndim)?;
         let n = cu_seqlens.len() - 1;
-        if shapes.len() != n * ndim {
-            return Err(Error::invalid(format!(
-                "shapes hold {} values, expected {n} records x ndim {ndim} = {}",
-                shapes.len(),
-                n * ndim
-            )));
-        }
-        for k in 0..n {
-            let (a, b) = (cu_seqlens[k], cu_seqlens[k + 1]);
-            if b <= a {
-                return Err(Error::invalid(format!(
-                    "cu_seqlens must strictly increase (records are non-empty): cu_seqlens[{k}] = {a}, cu_seqlens[{}] = {b}",
-                    k + 1
-                )));
-            }
-            let shape = &shapes[k * ndim..(k + 1) * ndim];
-            let mut count: u64 = 1;
-            for &d in shape {
-                count = count.checked_mul(d).ok_or_else(|| {
-                    Error::invalid(format!("record {k}: shape {shape:?} overflows"))
-                })?;
-            }
-            if count != (b - a) as u64 {
-                return Err(Error::invalid(format!(
-                    "record {k}: shape {shape:?} has {count} elements but cu_seqlens span {}",
-                    b - a
-                )));
-            }
-            if count * isz as u64 > MAX_RECORD_BYTES {
-                return Err(Error::LimitExceeded(format!(
-                    "record {k} holds {} bytes; the limit is 2 GiB",
-                    count * isz as u64
-                )));
-            }
-        }
-        let last = cu_seqlens[n];
-        if last as usize != nvalues {
-            return Err(Error::invalid(format!(
-                "cu_seqlens ends at {last} but values hold {nvalues} elements"
-            )));
-        }
-        self.core.write_records(
-            n as u64,
-            &|k| {
-                &values[cu_seqlens[k as usize] as usize * isz
-                    ..cu_seqlens[k as usize + 1] as usize * isz]
-            },
-            &|a, b| {
-                &values
-                    [cu_seqlens[a as usize] as usize * isz..cu_seqlens[b as usize] as usize * isz]
-            },
-            &|k, out| {
+        let span = move |a: u64, b: u64| {
+            &values[cu_seqlens[a as usize] as usize * isz..cu_seqlens[b as usize] as usize * isz]
+        };
+        self.core
+            .write_records(n as u64, &|k| span(k, k + 1), &span, &|k, out| {
                 for &d in &shapes[k as usize * ndim..(k as usize + 1) * ndim] {
                     out.extend_from_slice(&d.to_le_bytes());
                 }
-            },
-        )
+            })
     }
+}
 
-    /// Records appended so far.
-    pub fn len(&self) -> u64 {
-        self.core.records
+/// Checks a packed batch of records of `isz`-byte elements and rank `ndim` whole: the values
+/// are whole elements, `cu_seqlens` starts at 0, increases strictly and ends at the number of
+/// values, and each record's shape holds exactly its span (at most 2 GiB).
+fn check_packed(
+    values: &[u8],
+    cu_seqlens: &[i32],
+    shapes: &[u64],
+    isz: usize,
+    ndim: usize,
+) -> Result<()> {
+    if !values.len().is_multiple_of(isz) {
+        return Err(Error::invalid(format!(
+            "values hold {} bytes, not a multiple of itemsize {isz}",
+            values.len()
+        )));
     }
-
-    /// True before the first record.
-    pub fn is_empty(&self) -> bool {
-        self.core.records == 0
+    let nvalues = values.len() / isz;
+    let Some((&first, _)) = cu_seqlens.split_first() else {
+        return Err(Error::invalid("cu_seqlens must have n + 1 >= 1 entries"));
+    };
+    if first != 0 {
+        return Err(Error::invalid(format!(
+            "cu_seqlens[0] must be 0, found {first}"
+        )));
     }
-
-    /// Publishes the container (see [`DenseWriter::close`]).
-    pub fn close(mut self) -> Result<()> {
-        self.core.publish()
+    let n = cu_seqlens.len() - 1;
+    if shapes.len() != n * ndim {
+        return Err(Error::invalid(format!(
+            "shapes hold {} values, expected {n} records x ndim {ndim} = {}",
+            shapes.len(),
+            n * ndim
+        )));
     }
+    for k in 0..n {
+        let (a, b) = (cu_seqlens[k], cu_seqlens[k + 1]);
+        if b <= a {
+            return Err(Error::invalid(format!(
+                "cu_seqlens must strictly increase (records are non-empty): cu_seqlens[{k}] = {a}, cu_seqlens[{}] = {b}",
+                k + 1
+            )));
+        }
+        let shape = &shapes[k * ndim..(k + 1) * ndim];
+        let mut count: u64 = 1;
+        for &d in shape {
+            count = count
+                .checked_mul(d)
+                .ok_or_else(|| Error::invalid(format!("record {k}: shape {shape:?} overflows")))?;
+        }
+        if count != (b - a) as u64 {
+            return Err(Error::invalid(format!(
+                "record {k}: shape {shape:?} has {count} elements but cu_seqlens span {}",
+                b - a
+            )));
+        }
+        if count * isz as u64 > MAX_RECORD_BYTES {
+            return Err(Error::LimitExceeded(format!(
+                "record {k} holds {} bytes; the limit is 2 GiB",
+                count * isz as u64
+            )));
+        }
+    }
+    let last = cu_seqlens[n];
+    if last as usize != nvalues {
+        return Err(Error::invalid(format!(
+            "cu_seqlens ends at {last} but values hold {nvalues} elements"
+        )));
+    }
+    Ok(())
 }

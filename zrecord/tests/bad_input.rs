@@ -23,8 +23,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use support::*;
 use zrecord::{
-    Codec, DType, DenseStore, DenseWriter, Error, OpenOptions, RaggedStore, RaggedWriter, Vfs,
-    WriterOptions,
+    Batch, Codec, DType, Dense, DenseWriter, Error, Layout, OpenOptions, Ragged, RaggedWriter,
+    Store, Vfs, View, WriterOptions,
 };
 
 const LIMIT: u64 = 1 << 31;
@@ -384,61 +384,146 @@ fn run_case(c: &Case, ctr: &Counters) -> Result<(), TestCaseError> {
         vfs: Arc::new(fs.clone()),
         ..OpenOptions::default()
     };
-    let len = model.len() as u64;
-    let check_idx =
-        |idx: &[u64], r: &zrecord::Result<Vec<(Vec<u8>, Vec<u64>)>>| -> Result<(), TestCaseError> {
-            let ok = idx.iter().all(|&i| i < len);
-            match r {
-                Ok(got) => {
-                    ensure!(ok, "gather accepted out-of-range {idx:?} (len {len})");
-                    for (k, &i) in idx.iter().enumerate() {
-                        ensure!(got[k] == model[i as usize], "record {i} differs");
-                    }
-                }
-                Err(e) => {
-                    ensure!(!ok, "gather refused valid {idx:?}: {e}");
-                    ensure!(
-                        matches!(e, Error::IndexOutOfRange { .. }),
-                        "gather: wrong error {e:?}"
-                    );
-                }
-            }
-            Ok(())
-        };
+    let back = ReadBack {
+        path,
+        oo,
+        c,
+        ctr,
+        model: &model,
+        dtype,
+    };
     if c.ragged {
-        let wrong = DenseStore::open_with(path, oo.clone());
+        back.check::<Ragged>()
+    } else {
+        back.check::<Dense>()
+    }
+}
+
+/// A written case read back through the public API, against the model of what was accepted.
+struct ReadBack<'a> {
+    path: &'a Path,
+    oo: OpenOptions,
+    c: &'a Case,
+    ctr: &'a Counters,
+    model: &'a [(Vec<u8>, Vec<u64>)],
+    dtype: DType,
+}
+
+/// What the read-back of a case checks that differs between the layouts.
+trait Face: Layout {
+    /// The other layout, which must refuse to open the container.
+    type Other: Layout;
+    /// What the refusal of [`Face::Other`] is called in a failure.
+    const WRONG: &'static str;
+    /// Whether what the store says of its records' shape is what the case wrote.
+    fn shape_ok(st: &Store<Self>, c: &Case) -> bool;
+    /// The records of a batch of `n` as (bytes, shape).
+    fn records(b: &Batch<Self>, n: usize, c: &Case) -> Vec<(Vec<u8>, Vec<u64>)>;
+    /// The layout's own checks of the range `a..b` (`range`, what it returned) and of its start.
+    fn check_at(
+        back: &ReadBack<'_>,
+        v: &View<Self>,
+        range_ab: (u64, u64),
+        range: &zrecord::Result<Batch<Self>>,
+    ) -> Result<(), TestCaseError>;
+    /// The gather that must fail with `Closed` once the store is closed.
+    const AFTER_CLOSE: &'static [u64];
+}
+
+impl Face for Ragged {
+    type Other = Dense;
+    const WRONG: &'static str = "Ragged container opened as Dense";
+    const AFTER_CLOSE: &'static [u64] = &[0];
+
+    fn shape_ok(st: &Store<Ragged>, c: &Case) -> bool {
+        st.ndim() == c.ndim
+    }
+
+    fn records(b: &Batch<Ragged>, _: usize, _: &Case) -> Vec<(Vec<u8>, Vec<u64>)> {
+        (0..b.len())
+            .map(|k| {
+                (
+                    b.record(k).to_vec(),
+                    b.shapes()[k * b.ndim()..(k + 1) * b.ndim()].to_vec(),
+                )
+            })
+            .collect()
+    }
+
+    fn check_at(
+        back: &ReadBack<'_>,
+        v: &View<Ragged>,
+        (a, b): (u64, u64),
+        range: &zrecord::Result<Batch<Ragged>>,
+    ) -> Result<(), TestCaseError> {
+        if let Ok(batch) = range {
+            ensure!(batch.len() as u64 == b - a, "range length");
+        }
+        let s = v.shape_of(a);
+        back.ctr.outcome(&s);
+        ensure!(s.is_ok() == (a < v.len()), "shape_of({a}) of {}", v.len());
+        Ok(())
+    }
+}
+
+impl Face for Dense {
+    type Other = Ragged;
+    const WRONG: &'static str = "Dense container opened as Ragged";
+    const AFTER_CLOSE: &'static [u64] = &[];
+
+    fn shape_ok(st: &Store<Dense>, c: &Case) -> bool {
+        st.item_shape() == &c.item[..]
+    }
+
+    fn records(b: &Batch<Dense>, n: usize, c: &Case) -> Vec<(Vec<u8>, Vec<u64>)> {
+        let stride = b.bytes().len() / n.max(1);
+        b.bytes()
+            .chunks(stride.max(1))
+            .take(n)
+            .map(|ch| (ch.to_vec(), c.item.clone()))
+            .collect()
+    }
+
+    fn check_at(
+        back: &ReadBack<'_>,
+        v: &View<Dense>,
+        (a, _): (u64, u64),
+        _: &zrecord::Result<Batch<Dense>>,
+    ) -> Result<(), TestCaseError> {
+        let g = v.get(a);
+        back.ctr.outcome(&g);
+        ensure!(g.is_ok() == (a < v.len()), "get({a}) of {}", v.len());
+        if let Ok(g) = g {
+            ensure!(g.shape() == &back.c.item[..], "get shape");
+            ensure!(g.bytes() == &back.model[a as usize].0[..], "get bytes");
+        }
+        Ok(())
+    }
+}
+
+impl ReadBack<'_> {
+    /// Opens the container as `L` (as the other layout it must be refused), then checks its
+    /// metadata, every requested gather and range, and `close` or `verify`.
+    fn check<L: Face>(&self) -> Result<(), TestCaseError> {
+        let (c, ctr, len) = (self.c, self.ctr, self.model.len() as u64);
+        let wrong = Store::<L::Other>::open_with(self.path, self.oo.clone());
         ctr.outcome(&wrong);
-        ensure!(
-            matches!(wrong, Err(Error::Format { .. })),
-            "Ragged container opened as Dense"
-        );
-        let st = RaggedStore::open_with(path, oo)
+        ensure!(matches!(wrong, Err(Error::Format { .. })), "{}", L::WRONG);
+        let st = Store::<L>::open_with(self.path, self.oo.clone())
             .map_err(|e| TestCaseError::fail(format!("open: {e}")))?;
         ctr.call();
         ensure!(
-            st.len() == len && st.dtype() == dtype && st.ndim() == c.ndim,
+            st.len() == len && st.dtype() == self.dtype && L::shape_ok(&st, c),
             "metadata differs"
         );
         let v = st.bind(alloc());
-        let gather = |idx: &[u64]| {
-            v.gather(idx).map(|b| {
-                (0..b.len())
-                    .map(|k| {
-                        (
-                            b.record(k).to_vec(),
-                            b.shapes()[k * b.ndim()..(k + 1) * b.ndim()].to_vec(),
-                        )
-                    })
-                    .collect::<Vec<_>>()
-            })
-        };
-        let all: Vec<u64> = (0..len).collect();
+        let gather = |idx: &[u64]| v.gather(idx).map(|b| L::records(&b, idx.len(), c));
         let mut sets = c.reads.clone();
-        sets.push(all);
+        sets.push((0..len).collect());
         for idx in &sets {
             let r = gather(idx);
             ctr.outcome(&r);
-            check_idx(idx, &r)?;
+            self.check_idx(idx, &r)?;
         }
         for &(a, b) in &c.ranges {
             let r = v.range(a..b);
@@ -446,18 +531,13 @@ fn run_case(c: &Case, ctr: &Counters) -> Result<(), TestCaseError> {
             ensure!(
                 r.is_ok() == (a <= b && b <= len),
                 "range {a}..{b} of {len}: {:?}",
-                r.err()
+                r.as_ref().err()
             );
-            if let Ok(batch) = r {
-                ensure!(batch.len() as u64 == b - a, "range length");
-            }
-            let s = v.shape_of(a);
-            ctr.outcome(&s);
-            ensure!(s.is_ok() == (a < len), "shape_of({a}) of {len}");
+            L::check_at(self, &v, (a, b), &r)?;
         }
         if c.close_store {
             st.close();
-            let r = gather(&[0]);
+            let r = gather(L::AFTER_CLOSE);
             ctr.outcome(&r);
             ensure!(
                 matches!(r, Err(Error::Closed(_))),
@@ -472,70 +552,34 @@ fn run_case(c: &Case, ctr: &Counters) -> Result<(), TestCaseError> {
             ctr.outcome(&r);
             ensure!(r.is_ok(), "verify: {r:?}");
         }
-    } else {
-        let wrong = RaggedStore::open_with(path, oo.clone());
-        ctr.outcome(&wrong);
-        ensure!(
-            matches!(wrong, Err(Error::Format { .. })),
-            "Dense container opened as Ragged"
-        );
-        let st = DenseStore::open_with(path, oo)
-            .map_err(|e| TestCaseError::fail(format!("open: {e}")))?;
-        ctr.call();
-        ensure!(
-            st.len() == len && st.dtype() == dtype && st.item_shape() == &c.item[..],
-            "metadata differs"
-        );
-        let v = st.bind(alloc());
-        let stride = v.record_bytes() as usize;
-        let gather = |idx: &[u64]| {
-            v.gather(idx).map(|b| {
-                b.bytes()
-                    .chunks(stride.max(1))
-                    .take(idx.len())
-                    .map(|ch| (ch.to_vec(), c.item.clone()))
-                    .collect::<Vec<_>>()
-            })
-        };
-        let mut sets = c.reads.clone();
-        sets.push((0..len).collect());
-        for idx in &sets {
-            let r = gather(idx);
-            ctr.outcome(&r);
-            check_idx(idx, &r)?;
-        }
-        for &(a, b) in &c.ranges {
-            let r = v.range(a..b);
-            ctr.outcome(&r);
-            ensure!(
-                r.is_ok() == (a <= b && b <= len),
-                "range {a}..{b} of {len}: {:?}",
-                r.err()
-            );
-            let g = v.get(a);
-            ctr.outcome(&g);
-            ensure!(g.is_ok() == (a < len), "get({a}) of {len}");
-            if let Ok(g) = g {
-                ensure!(g.shape() == &c.item[..], "get shape");
-                ensure!(g.bytes() == &model[a as usize].0[..], "get bytes");
+        Ok(())
+    }
+
+    /// A gather of `idx` returned the model's records, or refused an out-of-range index.
+    fn check_idx(
+        &self,
+        idx: &[u64],
+        r: &zrecord::Result<Vec<(Vec<u8>, Vec<u64>)>>,
+    ) -> Result<(), TestCaseError> {
+        let len = self.model.len() as u64;
+        let ok = idx.iter().all(|&i| i < len);
+        match r {
+            Ok(got) => {
+                ensure!(ok, "gather accepted out-of-range {idx:?} (len {len})");
+                for (k, &i) in idx.iter().enumerate() {
+                    ensure!(got[k] == self.model[i as usize], "record {i} differs");
+                }
+            }
+            Err(e) => {
+                ensure!(!ok, "gather refused valid {idx:?}: {e}");
+                ensure!(
+                    matches!(e, Error::IndexOutOfRange { .. }),
+                    "gather: wrong error {e:?}"
+                );
             }
         }
-        if c.close_store {
-            st.close();
-            let r = gather(&[]);
-            ctr.outcome(&r);
-            ensure!(
-                matches!(r, Err(Error::Closed(_))),
-                "gather after close: {:?}",
-                r.err()
-            );
-        } else {
-            let r = st.verify();
-            ctr.outcome(&r);
-            ensure!(r.is_ok(), "verify: {r:?}");
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 fn tiny_dict_cached() -> Vec<u8> {

@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 
 use generate::*;
 use spec::*;
-use zrecord::{Codec, DType, DenseStore, RaggedStore};
+use zrecord::{Codec, DType, Dense, Layout, Ragged, Store};
 
 /// One golden container.
 #[derive(Clone, Copy, Debug)]
@@ -272,28 +272,34 @@ fn golden_files_match_their_digests() {
     }
 }
 
+/// Opens golden `case` as a `Store<L>`, verifies it and checks what a store of any layout says.
+fn open_golden<L: Layout>(case: &Case) -> Store<L> {
+    let ctx = case.name;
+    let store = Store::<L>::open(golden_root().join(ctx)).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+    store
+        .verify()
+        .unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
+    assert_eq!(store.len(), case.records, "{ctx}: records");
+    assert_eq!(store.dtype(), case.dtype, "{ctx}: dtype");
+    assert_eq!(store.codec(), case.codec, "{ctx}: codec");
+    assert_eq!(store.data_shards(), case.shards, "{ctx}: shards");
+    assert_eq!(
+        store.dictionary().map(<[u8]>::to_vec),
+        dictionary(case),
+        "{ctx}: dictionary"
+    );
+    store
+}
+
 #[test]
 fn golden_containers_decode_to_the_generated_records() {
     for case in CASES {
-        let path = golden_root().join(case.name);
         let want: Vec<Vec<u8>> = (0..case.records).map(|i| record(case, i)).collect();
         let reversed: Vec<u64> = (0..case.records).rev().collect();
         let ctx = case.name;
         if case.ragged {
-            let store = RaggedStore::open(&path).unwrap_or_else(|e| panic!("{ctx}: {e}"));
-            store
-                .verify()
-                .unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
-            assert_eq!(store.len(), case.records, "{ctx}: records");
-            assert_eq!(store.dtype(), case.dtype, "{ctx}: dtype");
-            assert_eq!(store.codec(), case.codec, "{ctx}: codec");
-            assert_eq!(store.data_shards(), case.shards, "{ctx}: shards");
+            let store = open_golden::<Ragged>(case);
             assert_eq!(store.ndim(), case.ndim, "{ctx}: ndim");
-            assert_eq!(
-                store.dictionary().map(<[u8]>::to_vec),
-                dictionary(case),
-                "{ctx}: dictionary"
-            );
             let view = store.bind(alloc());
             for i in 0..case.records {
                 let b = view
@@ -309,20 +315,8 @@ fn golden_containers_decode_to_the_generated_records() {
                 assert_eq!(all.record(k), &want[i as usize][..], "{ctx}: gathered {i}");
             }
         } else {
-            let store = DenseStore::open(&path).unwrap_or_else(|e| panic!("{ctx}: {e}"));
-            store
-                .verify()
-                .unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
-            assert_eq!(store.len(), case.records, "{ctx}: records");
-            assert_eq!(store.dtype(), case.dtype, "{ctx}: dtype");
-            assert_eq!(store.codec(), case.codec, "{ctx}: codec");
-            assert_eq!(store.data_shards(), case.shards, "{ctx}: shards");
+            let store = open_golden::<Dense>(case);
             assert_eq!(store.item_shape(), case.item_shape, "{ctx}: item shape");
-            assert_eq!(
-                store.dictionary().map(<[u8]>::to_vec),
-                dictionary(case),
-                "{ctx}: dictionary"
-            );
             let view = store.bind(alloc());
             for i in 0..case.records {
                 let b = view

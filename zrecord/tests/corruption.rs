@@ -20,7 +20,8 @@ use std::time::Instant;
 use rayon::prelude::*;
 use support::*;
 use zrecord::{
-    Codec, DType, DenseStore, DenseWriter, Error, OpenOptions, RaggedStore, Vfs, WriterOptions,
+    Codec, DType, Dense, DenseStore, DenseWriter, Error, Layout, OpenOptions, Ragged, RaggedStore,
+    Store, Vfs, WriterOptions,
 };
 
 fn fixtures() -> Vec<Spec> {
@@ -106,34 +107,27 @@ enum Outcome {
 
 /// Opens the damaged container and reads everything; the damage must be reported naming `file`.
 fn expect_detected(fx: &Fixture, fs: &MemFs, file: &Path) -> Result<Outcome, String> {
-    let all: Vec<u64> = (0..fx.oracle.recs.len() as u64).collect();
-    let o = open_opts(fs);
     if fx.spec.ragged {
-        let st = match RaggedStore::open_with(&fx.path, o) {
-            Err(e) => return names(&e, file).map(|()| Outcome::AtOpen),
-            Ok(s) => s,
-        };
-        match st.bind(alloc()).gather(&all) {
-            Err(e) => names(&e, file)?,
-            Ok(_) => return Err("gather of all records succeeded (undetected)".into()),
-        }
-        match st.verify() {
-            Err(e) => names(&e, file)?,
-            Ok(()) => return Err("verify() succeeded (undetected)".into()),
-        }
+        detect::<Ragged>(fx, fs, file)
     } else {
-        let st = match DenseStore::open_with(&fx.path, o) {
-            Err(e) => return names(&e, file).map(|()| Outcome::AtOpen),
-            Ok(s) => s,
-        };
-        match st.bind(alloc()).gather(&all) {
-            Err(e) => names(&e, file)?,
-            Ok(_) => return Err("gather of all records succeeded (undetected)".into()),
-        }
-        match st.verify() {
-            Err(e) => names(&e, file)?,
-            Ok(()) => return Err("verify() succeeded (undetected)".into()),
-        }
+        detect::<Dense>(fx, fs, file)
+    }
+}
+
+/// [`expect_detected`] with the container opened as a `Store<L>`.
+fn detect<L: Layout>(fx: &Fixture, fs: &MemFs, file: &Path) -> Result<Outcome, String> {
+    let all: Vec<u64> = (0..fx.oracle.recs.len() as u64).collect();
+    let st = match Store::<L>::open_with(&fx.path, open_opts(fs)) {
+        Err(e) => return names(&e, file).map(|()| Outcome::AtOpen),
+        Ok(s) => s,
+    };
+    match st.bind(alloc()).gather(&all) {
+        Err(e) => names(&e, file)?,
+        Ok(_) => return Err("gather of all records succeeded (undetected)".into()),
+    }
+    match st.verify() {
+        Err(e) => names(&e, file)?,
+        Ok(()) => return Err("verify() succeeded (undetected)".into()),
     }
     Ok(Outcome::AtRead)
 }

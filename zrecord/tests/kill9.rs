@@ -111,6 +111,20 @@ struct Tally {
     first_corrupt: Option<String>,
 }
 
+impl Tally {
+    /// The `RELIABILITY` fields of the runs' outcomes, followed by `more`.
+    fn fields(&self, more: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
+        let mut f = vec![
+            ("runs", self.runs.to_string()),
+            ("absent", self.absent.to_string()),
+            ("published_valid", self.valid.to_string()),
+            ("published_corrupt", self.corrupt.to_string()),
+        ];
+        f.extend_from_slice(more);
+        f
+    }
+}
+
 fn names(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -202,16 +216,12 @@ fn a_killed_writer_never_leaves_a_corrupt_container_but_a_naive_one_does() {
     let secs = t0.elapsed().as_secs_f64();
     report(
         "T2",
-        &[
-            ("runs", t.runs.to_string()),
-            ("absent", t.absent.to_string()),
-            ("published_valid", t.valid.to_string()),
-            ("published_corrupt", t.corrupt.to_string()),
+        &t.fields(&[
             ("finished_before_kill", t.exited_before_kill.to_string()),
             ("runs_leaving_temp", t.temp_left_by_kill.to_string()),
             ("temp_left_after_gc", t.temp_left_after_cleanup.to_string()),
             ("secs", format!("{secs:.1}")),
-        ],
+        ]),
     );
     assert_eq!(t.corrupt, 0, "published-but-corrupt: {:?}", t.first_corrupt);
     assert_eq!(
@@ -225,14 +235,10 @@ fn a_killed_writer_never_leaves_a_corrupt_container_but_a_naive_one_does() {
     let n = kill_loop("naive", neg_runs, &parent, &template, &o);
     report(
         "T2-negative-control",
-        &[
-            ("runs", n.runs.to_string()),
-            ("absent", n.absent.to_string()),
-            ("published_valid", n.valid.to_string()),
-            ("published_corrupt", n.corrupt.to_string()),
+        &n.fields(&[
             ("caught", (n.corrupt > 0).to_string()),
             ("secs", format!("{:.1}", t0.elapsed().as_secs_f64())),
-        ],
+        ]),
     );
     assert!(
         n.corrupt > 0,

@@ -192,18 +192,18 @@ fn large_parallel_gather_matches_sequential() {
 #[test]
 fn incompressible_records_are_stored_raw_and_compressible_ones_shrink() {
     let dir = tempfile::tempdir().unwrap();
-    let noisy = dir.path().join("noisy");
-    let data = bytes(4096 * 20, 5, false);
-    let mut w =
-        DenseWriter::create(&noisy, DType::UInt8, &[4096], Codec::Zstd, opts(2, None)).unwrap();
-    w.append(&data).unwrap();
-    w.close().unwrap();
-    let calm = dir.path().join("calm");
-    let data2 = bytes(4096 * 20, 5, true);
-    let mut w =
-        DenseWriter::create(&calm, DType::UInt8, &[4096], Codec::Zstd, opts(2, None)).unwrap();
-    w.append(&data2).unwrap();
-    w.close().unwrap();
+    // 20 zstd records of 4 KiB at `name`: noise, or (`calm`) low-entropy bytes.
+    let write = |name: &str, calm: bool| {
+        let path = dir.path().join(name);
+        let data = bytes(4096 * 20, 5, calm);
+        let mut w =
+            DenseWriter::create(&path, DType::UInt8, &[4096], Codec::Zstd, opts(2, None)).unwrap();
+        w.append(&data).unwrap();
+        w.close().unwrap();
+        (path, data)
+    };
+    let (noisy, data) = write("noisy", false);
+    let (calm, data2) = write("calm", true);
     let a = DenseStore::open(&noisy).unwrap();
     let b = DenseStore::open(&calm).unwrap();
     let size = |p: &std::path::Path| -> u64 {

@@ -13,12 +13,14 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rand::Rng;
 use support::fixtures::{alloc, dense_fixture, ragged_fixture};
 use support::seeded::rng;
-use zrecord::{Codec, DenseStore, Error, OpenOptions, RaggedStore};
+use zrecord::{
+    Codec, Dense, DenseStore, Error, Layout, OpenOptions, Ragged, RaggedStore, Store, View,
+};
 
 fn opts(mmap: Option<bool>, verify: bool) -> OpenOptions {
     OpenOptions {
@@ -40,6 +42,27 @@ fn truncate(file: &Path, len: u64) {
         .unwrap()
         .set_len(len)
         .unwrap();
+}
+
+/// Opens the store of `n` records at `p` as a `Store<L>` with `o`, reads it once and truncates
+/// shard `victim` under it to what `to` makes of its length; returns the store, its view, the
+/// shard's path and length before, and the error of the next gather of every record.
+fn truncate_under<L: Layout>(
+    p: &Path,
+    n: u64,
+    o: OpenOptions,
+    victim: u32,
+    to: impl Fn(u64) -> u64,
+) -> (Store<L>, View<L>, PathBuf, u64, Error) {
+    let store = Store::<L>::open_with(p, o).unwrap();
+    let view = store.bind(alloc());
+    let all: Vec<u64> = (0..n).collect();
+    view.gather(&all).unwrap();
+    let victim = shard(p, victim);
+    let len = std::fs::metadata(&victim).unwrap().len();
+    truncate(&victim, to(len));
+    let err = view.gather(&all).unwrap_err();
+    (store, view, victim, len, err)
 }
 
 fn random_idx(n: u64, k: usize, seed: u64) -> Vec<u64> {
@@ -131,14 +154,8 @@ fn truncated_under(mmap: bool, verify: bool, codec: Codec) {
     let p = dir.path().join("d");
     // int16 [32, 1024]: 64 KiB records; 4 shards of 32 records.
     dense_fixture(&p, codec, 4, 128, &[32, 1024]);
-    let s = DenseStore::open_with(&p, opts(Some(mmap), verify)).unwrap();
-    let v = s.bind(alloc());
-    let all: Vec<u64> = (0..128).collect();
-    v.gather(&all).unwrap();
-    let victim = shard(&p, 2);
-    let len = std::fs::metadata(&victim).unwrap().len();
-    truncate(&victim, len / 2);
-    let e = v.gather(&all).unwrap_err();
+    let (s, v, victim, _, e) =
+        truncate_under::<Dense>(&p, 128, opts(Some(mmap), verify), 2, |len| len / 2);
     let msg = e.to_string();
     assert!(
         matches!(e, Error::Corrupt { .. }),
@@ -182,14 +199,7 @@ fn a_truncated_ragged_shard_is_an_error_too() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("r");
     ragged_fixture(&p, Codec::Raw, 2, 3000);
-    let s = RaggedStore::open_with(&p, opts(Some(true), false)).unwrap();
-    let v = s.bind(alloc());
-    let all: Vec<u64> = (0..3000).collect();
-    v.gather(&all).unwrap();
-    let victim = shard(&p, 1);
-    let len = std::fs::metadata(&victim).unwrap().len();
-    truncate(&victim, 64);
-    let e = v.gather(&all).unwrap_err();
+    let (.., len, e) = truncate_under::<Ragged>(&p, 3000, opts(Some(true), false), 1, |_| 64);
     assert!(e.is_corruption(), "{e}");
     assert!(e.to_string().contains("shrank"), "{e} (was {len} bytes)");
 }

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use zrecord::{
-    Allocator, Codec, DType, DenseStore, DenseWriter, Error, OpenOptions, RaggedStore,
-    RaggedWriter, SystemAllocator, Vfs, WriterOptions,
+    Allocator, Batch, Codec, DType, Dense, DenseWriter, Error, Layout, OpenOptions, Ragged,
+    RaggedWriter, Store, SystemAllocator, Vfs, WriterOptions,
 };
 
 use super::seeded::{bytes, fine_bytes, small_dict, tiny_dict};
@@ -175,36 +175,40 @@ pub fn check_container(
         ..OpenOptions::default()
     };
     let n = oracle.recs.len() as u64;
-    let all: Vec<u64> = (0..n).collect();
     if oracle.ragged {
-        let store = RaggedStore::open_with(path, opts.clone()).map_err(CheckError::Zr)?;
-        if verify {
-            store.verify().map_err(CheckError::Zr)?;
-        }
-        if store.len() != n {
-            return Err(CheckError::Mismatch(format!("len {} != {n}", store.len())));
-        }
-        let b = store.bind(alloc()).gather(&all).map_err(CheckError::Zr)?;
+        let b = gather_all::<Ragged>(path, opts, verify, n)?;
         for (k, (data, shape)) in oracle.recs.iter().enumerate() {
             if b.record(k) != &data[..] || b.shapes()[k..k + 1] != shape[..] {
                 return Err(CheckError::Mismatch(format!("record {k} differs")));
             }
         }
     } else {
-        let store = DenseStore::open_with(path, opts.clone()).map_err(CheckError::Zr)?;
-        if verify {
-            store.verify().map_err(CheckError::Zr)?;
-        }
-        if store.len() != n {
-            return Err(CheckError::Mismatch(format!("len {} != {n}", store.len())));
-        }
-        let b = store.bind(alloc()).gather(&all).map_err(CheckError::Zr)?;
+        let b = gather_all::<Dense>(path, opts, verify, n)?;
         let expect: Vec<u8> = oracle.recs.iter().flat_map(|r| r.0.clone()).collect();
         if b.bytes() != &expect[..] {
             return Err(CheckError::Mismatch("records differ".into()));
         }
     }
     Ok(())
+}
+
+/// Opens `path` as a `Store<L>` (and runs `verify()` when `verify`), checks that it holds `n`
+/// records and gathers them all.
+fn gather_all<L: Layout>(
+    path: &Path,
+    opts: OpenOptions,
+    verify: bool,
+    n: u64,
+) -> Result<Batch<L>, CheckError> {
+    let store = Store::<L>::open_with(path, opts).map_err(CheckError::Zr)?;
+    if verify {
+        store.verify().map_err(CheckError::Zr)?;
+    }
+    if store.len() != n {
+        return Err(CheckError::Mismatch(format!("len {} != {n}", store.len())));
+    }
+    let all: Vec<u64> = (0..n).collect();
+    store.bind(alloc()).gather(&all).map_err(CheckError::Zr)
 }
 
 /// Why a container did not check out.

@@ -154,6 +154,25 @@ impl MemFs {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Removes the entry at `path`, which must be a directory (`dir`) or a file (`!dir`), and
+    /// logs the unlink. A directory goes with everything below it.
+    fn remove_entry(&self, path: &Path, dir: bool) -> io::Result<()> {
+        let mut st = self.lock();
+        let (parent, name) = split(path)?;
+        let parent = st.dir_of(&parent)?;
+        let ino = *st.entries(parent).get(&name).ok_or_else(|| enoent(path))?;
+        if matches!(st.nodes[ino], Node::Dir(_)) != dir {
+            return Err(io::Error::other(if dir {
+                "not a directory"
+            } else {
+                "is a directory"
+            }));
+        }
+        st.entries(parent).remove(&name);
+        st.log.push(Op::Unlink { dir: parent, name });
+        Ok(())
+    }
+
     /// Forgets the log and takes the current state as durable.
     pub fn start_recording(&self) {
         let mut st = self.lock();
@@ -352,29 +371,11 @@ impl Vfs for MemFs {
     }
 
     fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
-        let mut st = self.lock();
-        let (parent, name) = split(path)?;
-        let dir = st.dir_of(&parent)?;
-        let ino = *st.entries(dir).get(&name).ok_or_else(|| enoent(path))?;
-        if !matches!(st.nodes[ino], Node::Dir(_)) {
-            return Err(io::Error::other("not a directory"));
-        }
-        st.entries(dir).remove(&name);
-        st.log.push(Op::Unlink { dir, name });
-        Ok(())
+        self.remove_entry(path, true)
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        let mut st = self.lock();
-        let (parent, name) = split(path)?;
-        let dir = st.dir_of(&parent)?;
-        let ino = *st.entries(dir).get(&name).ok_or_else(|| enoent(path))?;
-        if !matches!(st.nodes[ino], Node::File(_)) {
-            return Err(io::Error::other("is a directory"));
-        }
-        st.entries(dir).remove(&name);
-        st.log.push(Op::Unlink { dir, name });
-        Ok(())
+        self.remove_entry(path, false)
     }
 
     fn exists(&self, path: &Path) -> io::Result<bool> {

@@ -19,16 +19,16 @@ use super::hint::PREFETCH_AHEAD;
 use super::view::View;
 
 /// A record layout: [`Dense`] or [`Ragged`]. Sealed: the two are all there is, as in the format.
-pub trait Layout: sealed::Sealed + Send + Sync + 'static {}
+pub trait Layout: sealed::Sealed + Clone + Send + Sync + 'static {}
 
 /// Fixed-shape records: every record has the store's `item_shape` (0-D allowed); a batch is
 /// `(n, *item_shape)`, records back to back.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub enum Dense {}
 
 /// Variable-shape records of one rank `>= 1`, each with its own `u64` shape; a batch packs
 /// `values | cu_seqlens | shapes` into one allocation.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub enum Ragged {}
 
 impl Layout for Dense {}

@@ -84,6 +84,7 @@ macro_rules! layout_getters {
 pub(super) use layout_getters;
 
 /// An opened container of layout `L`. Bind it to an allocator to read.
+#[derive(Clone)]
 pub struct Store<L: Layout> {
     c: Arc<Container>,
     layout: PhantomData<fn() -> L>,
@@ -94,15 +95,6 @@ pub type DenseStore = Store<Dense>;
 
 /// An opened Ragged container. Bind it to an allocator to read.
 pub type RaggedStore = Store<Ragged>;
-
-impl<L: Layout> Clone for Store<L> {
-    fn clone(&self) -> Self {
-        Store {
-            c: self.c.clone(),
-            layout: PhantomData,
-        }
-    }
-}
 
 impl<L: Layout> Store<L> {
     /// Opens and validates a published container (structure, manifest, index and header

@@ -25,6 +25,7 @@ pub trait ViewGather {
 }
 
 /// A store of layout `L` bound to a placement.
+#[derive(Clone)]
 pub struct View<L: Layout> {
     pub(super) c: Arc<Container>,
     pub(super) alloc: Arc<dyn Allocator>,
@@ -36,16 +37,6 @@ pub type DenseView = View<Dense>;
 
 /// A Ragged store bound to a placement.
 pub type RaggedView = View<Ragged>;
-
-impl<L: Layout> Clone for View<L> {
-    fn clone(&self) -> Self {
-        View {
-            c: self.c.clone(),
-            alloc: self.alloc.clone(),
-            layout: PhantomData,
-        }
-    }
-}
 
 /// The records `range` of a store of `len` records as a list of indices, or the error a gather
 /// of an out-of-range index returns.

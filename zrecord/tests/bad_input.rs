@@ -24,7 +24,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use support::*;
 use zrecord::{
     Batch, Codec, DType, Dense, DenseWriter, Error, Layout, OpenOptions, Ragged, RaggedWriter,
-    Store, Vfs, View, WriterOptions,
+    Store, Vfs, View, Writer, WriterOptions,
 };
 
 const LIMIT: u64 = 1 << 31;
@@ -206,6 +206,68 @@ fn ragged_valid(values: &[u8], cu: &[i32], shapes: &[u64], ndim: usize, isz: usi
     cu[n] as usize * isz == values.len()
 }
 
+/// Checks a writer's `create` outcome `r` against the model (`valid`: the arguments are valid;
+/// a valid case with a foreign dictionary may be refused too): a refusal is a typed argument
+/// error that left nothing at `path`. Returns the writer where it was created.
+fn created<L: Layout>(
+    r: zrecord::Result<Writer<L>>,
+    valid: bool,
+    fs: &MemFs,
+    path: &Path,
+    c: &Case,
+    ctr: &Counters,
+) -> Result<Option<Writer<L>>, TestCaseError> {
+    ctr.outcome(&r);
+    match r {
+        Err(e) => {
+            ensure!(is_arg_error(&e), "create: untyped rejection {e:?}");
+            ensure!(!valid || c.dict == 4, "create refused valid args: {e}");
+            ensure!(!fs.exists(path).unwrap(), "refused create left a container");
+            Ok(None)
+        }
+        Ok(w) => {
+            ensure!(valid, "create accepted invalid args {c:?}");
+            Ok(Some(w))
+        }
+    }
+}
+
+/// Checks an append's outcome `r` against the model's verdict `ok` on the input (`what`
+/// describes it): an accepted append added `added` records to the `before` the writer held, a
+/// refused one is a typed argument error that changed nothing. Returns whether it was accepted.
+fn appended<L: Layout>(
+    w: &Writer<L>,
+    before: u64,
+    added: usize,
+    r: zrecord::Result<()>,
+    ok: bool,
+    what: impl Fn() -> String,
+    ctr: &Counters,
+) -> Result<bool, TestCaseError> {
+    ctr.outcome(&r);
+    match r {
+        Ok(()) => {
+            ensure!(ok, "append accepted invalid input: {}", what());
+            ensure!(w.len() == before + added as u64, "len not advanced");
+            Ok(true)
+        }
+        Err(e) => {
+            ensure!(is_arg_error(&e), "append: untyped rejection {e:?}");
+            ensure!(!ok, "append refused valid input ({}): {e}", what());
+            ensure!(w.len() == before, "rejected append changed len");
+            Ok(false)
+        }
+    }
+}
+
+/// Closes `w`, which must publish.
+fn closed<L: Layout>(w: Writer<L>, ctr: &Counters) -> Result<(), TestCaseError> {
+    let r = w.close();
+    ctr.outcome(&r);
+    ensure!(r.is_ok(), "close failed: {r:?}");
+    Ok(())
+}
+
 fn run_case(c: &Case, ctr: &Counters) -> Result<(), TestCaseError> {
     let dtype = DType::ALL[c.dtype];
     let isz = dtype.itemsize();
@@ -246,18 +308,8 @@ fn run_case(c: &Case, ctr: &Counters) -> Result<(), TestCaseError> {
     let mut model: Vec<(Vec<u8>, Vec<u64>)> = Vec::new();
     if c.ragged {
         let r = RaggedWriter::create(path, dtype, c.ndim, c.codec, opts);
-        ctr.outcome(&r);
-        let mut w = match r {
-            Err(e) => {
-                ensure!(is_arg_error(&e), "create: untyped rejection {e:?}");
-                ensure!(!valid || c.dict == 4, "create refused valid args: {e}");
-                ensure!(!fs.exists(path).unwrap(), "refused create left a container");
-                return Ok(());
-            }
-            Ok(w) => {
-                ensure!(valid, "create accepted invalid args {c:?}");
-                w
-            }
+        let Some(mut w) = created(r, valid, &fs, path, c, ctr)? else {
+            return Ok(());
         };
         let ndim = c.ndim as usize;
         for a in &c.appends {
@@ -298,47 +350,22 @@ fn run_case(c: &Case, ctr: &Counters) -> Result<(), TestCaseError> {
                 _ => {}
             }
             let ok = ragged_valid(&values, &cu, &shapes, ndim, isz);
+            let what = || format!("batch cu={cu:?} shapes={shapes:?} values={}B", values.len());
+            let added = cu.len().saturating_sub(1);
             let before = w.len();
             let r = w.append(&values, &cu, &shapes);
-            ctr.outcome(&r);
-            match r {
-                Ok(()) => {
-                    ensure!(
-                        ok,
-                        "append accepted invalid batch cu={cu:?} shapes={shapes:?} values={}B",
-                        values.len()
-                    );
-                    let added = cu.len() as u64 - 1;
-                    ensure!(w.len() == before + added, "len not advanced");
-                    for k in 0..added as usize {
-                        let v = values[cu[k] as usize * isz..cu[k + 1] as usize * isz].to_vec();
-                        model.push((v, shapes[k * ndim..(k + 1) * ndim].to_vec()));
-                    }
-                }
-                Err(e) => {
-                    ensure!(is_arg_error(&e), "append: untyped rejection {e:?}");
-                    ensure!(!ok, "append refused a valid batch: {e}");
-                    ensure!(w.len() == before, "rejected append changed len");
+            if appended(&w, before, added, r, ok, what, ctr)? {
+                for k in 0..added {
+                    let v = values[cu[k] as usize * isz..cu[k + 1] as usize * isz].to_vec();
+                    model.push((v, shapes[k * ndim..(k + 1) * ndim].to_vec()));
                 }
             }
         }
-        let r = w.close();
-        ctr.outcome(&r);
-        ensure!(r.is_ok(), "close failed: {r:?}");
+        closed(w, ctr)?;
     } else {
         let r = DenseWriter::create(path, dtype, &c.item, c.codec, opts);
-        ctr.outcome(&r);
-        let mut w = match r {
-            Err(e) => {
-                ensure!(is_arg_error(&e), "create: untyped rejection {e:?}");
-                ensure!(!valid || c.dict == 4, "create refused valid args: {e}");
-                ensure!(!fs.exists(path).unwrap(), "refused create left a container");
-                return Ok(());
-            }
-            Ok(w) => {
-                ensure!(valid, "create accepted invalid args {c:?}");
-                w
-            }
+        let Some(mut w) = created(r, valid, &fs, path, c, ctr)? else {
+            return Ok(());
         };
         let stride = stride.unwrap_or(0) as usize;
         for a in &c.appends {
@@ -352,30 +379,16 @@ fn run_case(c: &Case, ctr: &Counters) -> Result<(), TestCaseError> {
             }
             let data = fine_bytes(len, a.seed, a.perturb % 2 == 0);
             let ok = stride > 0 && len.is_multiple_of(stride);
+            let what = || format!("{len} bytes for stride {stride}");
             let before = w.len();
             let r = w.append(&data);
-            ctr.outcome(&r);
-            match r {
-                Ok(()) => {
-                    ensure!(ok, "append accepted {len} bytes for stride {stride}");
-                    ensure!(
-                        w.len() == before + (len / stride) as u64,
-                        "len not advanced"
-                    );
-                    for ch in data.chunks(stride) {
-                        model.push((ch.to_vec(), c.item.clone()));
-                    }
-                }
-                Err(e) => {
-                    ensure!(is_arg_error(&e), "append: untyped rejection {e:?}");
-                    ensure!(!ok, "append refused {len} bytes for stride {stride}: {e}");
-                    ensure!(w.len() == before, "rejected append changed len");
+            if appended(&w, before, len / stride.max(1), r, ok, what, ctr)? {
+                for ch in data.chunks(stride) {
+                    model.push((ch.to_vec(), c.item.clone()));
                 }
             }
         }
-        let r = w.close();
-        ctr.outcome(&r);
-        ensure!(r.is_ok(), "close failed: {r:?}");
+        closed(w, ctr)?;
     }
 
     // Read everything back through the public API.

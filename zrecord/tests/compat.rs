@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 
 use generate::*;
 use spec::*;
-use zrecord::{Codec, DType, Dense, Layout, Ragged, Store};
+use zrecord::{Batch, Codec, DType, Dense, Layout, Ragged, Store, View};
 
 /// One golden container.
 #[derive(Clone, Copy, Debug)]
@@ -291,6 +291,18 @@ fn open_golden<L: Layout>(case: &Case) -> Store<L> {
     store
 }
 
+/// Every record of golden `case` through `view.get`, with its index.
+fn each_record<'v, L: Layout>(
+    case: &'v Case,
+    view: &'v View<L>,
+) -> impl Iterator<Item = (u64, Batch<L>)> + 'v {
+    let ctx = case.name;
+    (0..case.records).map(move |i| {
+        let b = view.get(i);
+        (i, b.unwrap_or_else(|e| panic!("{ctx}: record {i}: {e}")))
+    })
+}
+
 #[test]
 fn golden_containers_decode_to_the_generated_records() {
     for case in CASES {
@@ -301,10 +313,7 @@ fn golden_containers_decode_to_the_generated_records() {
             let store = open_golden::<Ragged>(case);
             assert_eq!(store.ndim(), case.ndim, "{ctx}: ndim");
             let view = store.bind(alloc());
-            for i in 0..case.records {
-                let b = view
-                    .get(i)
-                    .unwrap_or_else(|e| panic!("{ctx}: record {i}: {e}"));
+            for (i, b) in each_record(case, &view) {
                 assert_eq!(b.len(), 1);
                 assert_eq!(b.values(), &want[i as usize][..], "{ctx}: record {i}");
                 assert_eq!(b.shapes(), &ragged_shape(case, i)[..], "{ctx}: shape {i}");
@@ -318,10 +327,7 @@ fn golden_containers_decode_to_the_generated_records() {
             let store = open_golden::<Dense>(case);
             assert_eq!(store.item_shape(), case.item_shape, "{ctx}: item shape");
             let view = store.bind(alloc());
-            for i in 0..case.records {
-                let b = view
-                    .get(i)
-                    .unwrap_or_else(|e| panic!("{ctx}: record {i}: {e}"));
+            for (i, b) in each_record(case, &view) {
                 assert_eq!(b.shape(), case.item_shape, "{ctx}: shape {i}");
                 assert_eq!(b.bytes(), &want[i as usize][..], "{ctx}: record {i}");
             }

@@ -154,59 +154,52 @@ fn dense_bench(c: &mut Criterion, name: &str, dtype: DType, item: &[u64], n: usi
     // SAFETY: the benchmark's own temp file, not modified while mapped.
     let map = unsafe { memmap2::Mmap::map(&f).unwrap() };
     let alloc: Arc<dyn Allocator> = Arc::new(SystemAllocator::new());
-    let verified = DenseStore::open(&path).unwrap().bind(alloc.clone());
-    let unverified = DenseStore::open_with(
-        &path,
-        OpenOptions {
-            verify: false,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap()
-    .bind(alloc.clone());
-    // The same store with the cold-read probe off: `zrecord-raw` vs this is the probe's cost on
-    // a warm gather (the default policy, `ColdReads::Auto`, probes every gather of 2+ records).
-    let never = DenseStore::open_with(
-        &path,
-        OpenOptions {
-            cold_reads: ColdReads::Never,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap()
-    .bind(alloc);
+    // The store opened with `o`, bound to `alloc`.
+    let open = |o: OpenOptions, alloc: Arc<dyn Allocator>| {
+        DenseStore::open_with(&path, o).unwrap().bind(alloc)
+    };
+    let arms = [
+        ("zrecord-raw", open(OpenOptions::default(), alloc.clone())),
+        (
+            "zrecord-raw-recycled",
+            open(OpenOptions::default(), Arc::new(Recycling::default())),
+        ),
+        // The cold-read probe off: `zrecord-raw` vs this is the probe's cost on a warm gather
+        // (the default policy, `ColdReads::Auto`, probes every gather of 2+ records).
+        (
+            "zrecord-raw-coldnever",
+            open(
+                OpenOptions {
+                    cold_reads: ColdReads::Never,
+                    ..OpenOptions::default()
+                },
+                alloc.clone(),
+            ),
+        ),
+        (
+            "zrecord-raw-noverify",
+            open(
+                OpenOptions {
+                    verify: false,
+                    ..OpenOptions::default()
+                },
+                alloc,
+            ),
+        ),
+    ];
     let sets = indices(n as u64, 256, 7);
     let parallel = 256 * stride >= 1 << 20;
     let mut g = c.benchmark_group(name);
     g.throughput(Throughput::Bytes((256 * stride) as u64));
     let mut k = 0;
-    g.bench_function("zrecord-raw", |b| {
-        b.iter(|| {
-            k = (k + 1) % sets.len();
-            black_box(verified.gather(&sets[k]).unwrap());
-        })
-    });
-    let recycled = DenseStore::open(&path)
-        .unwrap()
-        .bind(Arc::new(Recycling::default()));
-    g.bench_function("zrecord-raw-recycled", |b| {
-        b.iter(|| {
-            k = (k + 1) % sets.len();
-            black_box(recycled.gather(&sets[k]).unwrap());
-        })
-    });
-    g.bench_function("zrecord-raw-coldnever", |b| {
-        b.iter(|| {
-            k = (k + 1) % sets.len();
-            black_box(never.gather(&sets[k]).unwrap());
-        })
-    });
-    g.bench_function("zrecord-raw-noverify", |b| {
-        b.iter(|| {
-            k = (k + 1) % sets.len();
-            black_box(unverified.gather(&sets[k]).unwrap());
-        })
-    });
+    for (arm, view) in &arms {
+        g.bench_function(*arm, |b| {
+            b.iter(|| {
+                k = (k + 1) % sets.len();
+                black_box(view.gather(&sets[k]).unwrap());
+            })
+        });
+    }
     // One output buffer for the limit rows, faulted in (on huge pages where the kernel has them)
     // before timing, as the pooled gathers' recycled regions are.
     let mut out = benchkit::buffers::zeroed(256 * stride);

@@ -8,6 +8,8 @@
 //! `LOADER_BENCH_POOL_MIB` sets the pool size of that section (default: the 256 MiB default);
 //! `LOADER_BENCH_SECTIONS=small,vision` picks sections (default: both).
 
+mod common;
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,10 +101,7 @@ fn vision(_: &mut Criterion) {
     w.append(&data).unwrap();
     w.close().unwrap();
     drop(data);
-    let pool_mib: u64 = std::env::var("LOADER_BENCH_POOL_MIB")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(loaderx::DEFAULT_POOL_SIZE >> 20);
+    let pool_mib: u64 = common::env_or("LOADER_BENCH_POOL_MIB", loaderx::DEFAULT_POOL_SIZE >> 20);
     let pool = PooledAllocator::new(pool_mib << 20);
     let view = DenseStore::open(&path)
         .unwrap()
@@ -161,7 +160,6 @@ fn vision(_: &mut Criterion) {
          per batch):"
     );
     for (k, &workers) in variants.iter().enumerate() {
-        let ratios: Vec<f64> = (0..ROUNDS).map(|r| times[0][r] / times[k][r]).collect();
         let name = if workers == 0 {
             "bare_gather".to_string()
         } else if workers == 5 {
@@ -172,7 +170,7 @@ fn vision(_: &mut Criterion) {
         println!(
             "  {name:<16} {:8.2} ms  {:.2}x  {:.2} misses/batch",
             median(&times[k]),
-            median(&ratios),
+            common::median_ratio(&times[0], &times[k]),
             misses[k] as f64 / (ROUNDS as f64 * f64::from(PER_ROUND))
         );
     }
@@ -227,11 +225,10 @@ fn interleaved(view: &zrecord::DenseView) {
     .iter()
     .enumerate()
     {
-        let ratios: Vec<f64> = (0..ROUNDS).map(|r| times[0][r] / times[k][r]).collect();
         println!(
             "  {name:<16} {:8.2} us  {:.2}x",
             median(&times[k]),
-            median(&ratios)
+            common::median_ratio(&times[0], &times[k])
         );
     }
 }

@@ -23,6 +23,8 @@
 //! the `arrow-ipc-raw` row does. `RAGGED_BENCH_SECTIONS=vision,tokens` picks sections. Run:
 //! `cargo bench -p loaderx --bench ragged`.
 
+mod common;
+
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -79,10 +81,7 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let records: usize = std::env::var("RAGGED_BENCH_RECORDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(480);
+    let records: usize = common::env_or("RAGGED_BENCH_RECORDS", 480);
     let mut r = SplitMix64::new(11);
     let mut values = Vec::new();
     let mut offsets = vec![0usize];
@@ -188,10 +187,7 @@ fn ragged(c: &mut Criterion) {
 }
 
 fn interleaved(f: &Fixture, out: &mut Vec<u8>) {
-    let rounds: usize = std::env::var("RAGGED_BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(7);
+    let rounds: usize = common::env_or("RAGGED_BENCH_ROUNDS", 7);
     const PER_ROUND: usize = 8;
     let names = ["memcpy-limit", "zrecord-pooled", "zrecord-system"];
     let mut rate = vec![Vec::new(); names.len()];
@@ -218,11 +214,10 @@ fn interleaved(f: &Fixture, out: &mut Vec<u8>) {
          per-round ratios to memcpy-limit, minor page faults per batch):"
     );
     for (v, name) in names.iter().enumerate() {
-        let ratios: Vec<f64> = (0..rounds).map(|r| rate[v][r] / rate[0][r]).collect();
         println!(
             "  {name:<16} {:6.2} GB/s  {:.2}x  {:>8} faults/batch",
             median(&rate[v]),
-            median(&ratios),
+            common::median_ratio(&rate[v], &rate[0]),
             faults[v] / (rounds * PER_ROUND) as u64
         );
     }
@@ -289,10 +284,7 @@ fn tokens(_: &mut Criterion) {
         black_box((&out, &cu, &sh));
         total
     };
-    let rounds: usize = std::env::var("RAGGED_BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(9);
+    let rounds: usize = common::env_or("RAGGED_BENCH_ROUNDS", 9);
     const PER_ROUND: usize = 2000;
     let names = ["copy (arrow-like)", "zrecord-raw", "zrecord-noverify"];
     let mut rate = vec![Vec::new(); names.len()];
@@ -318,11 +310,10 @@ fn tokens(_: &mut Criterion) {
          batches of {BATCH}; median GB/s, median of per-round ratios to the copy):"
     );
     for (v, name) in names.iter().enumerate() {
-        let ratios: Vec<f64> = (0..rounds).map(|r| rate[v][r] / rate[0][r]).collect();
         println!(
             "  {name:<18} {:6.2} GB/s  {:.2}x",
             median(&rate[v]),
-            median(&ratios)
+            common::median_ratio(&rate[v], &rate[0])
         );
     }
 }

@@ -29,6 +29,15 @@ use crate::error::{Error, Result};
 
 mod feistel;
 
+/// A lockstep kernel's input: the positions `p .. p + LANES` when `first` is `Some(p)`, else the
+/// values already in `x` (see [`Plan::cyclic_fill`]).
+#[inline(always)]
+fn positions(first: Option<u64>, x: &mut [u64; LANES]) {
+    if let Some(p) = first {
+        *x = std::array::from_fn(|j| p.wrapping_add(j as u64));
+    }
+}
+
 /// The contract the loader draws global index batches from.
 ///
 /// Any type implementing it can replace [`IndexSampler`]. [`Sampler::next`] returns a borrowed buffer
@@ -284,9 +293,7 @@ impl Plan {
         }
         #[cfg(not(target_arch = "x86_64"))]
         self.cyclic_fill(p0, out, |first, x| {
-            if let Some(p) = first {
-                *x = std::array::from_fn(|j| p.wrapping_add(j as u64));
-            }
+            positions(first, x);
             self.feistel.permute_lanes(x, keys);
             self.outside_mask(x)
         });
@@ -296,9 +303,7 @@ impl Plan {
     #[target_feature(enable = "sse2")]
     fn cyclic_fill_sse2(&self, p0: u64, keys: &RoundKeys, out: &mut [u64]) {
         self.cyclic_fill(p0, out, |first, x| {
-            if let Some(p) = first {
-                *x = std::array::from_fn(|j| p.wrapping_add(j as u64));
-            }
+            positions(first, x);
             self.feistel.permute_lanes_sse2(x, keys);
             self.outside_mask(x)
         });

@@ -10,11 +10,12 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::loader::{
-    Fixture, N, dense_view, fixture, ids, ragged_view, sampler, sys, wait_until, watchdog,
+    Fixture, N, counting_loader, dense_view, fixture, ids, ragged_view, sampler, sys, wait_until,
+    watchdog,
 };
 use loaderx::{
     Batch, Error, IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, Shard,
@@ -177,36 +178,12 @@ fn one_worker_preserves_sampling_order_and_several_deliver_every_batch() {
     }
 }
 
-/// A loader whose transform counts the batches it produced.
-fn counting_loader(
-    fx: &Fixture,
-    workers: usize,
-    prefetch: usize,
-) -> (Loader<()>, Arc<AtomicUsize>) {
-    let produced = Arc::new(AtomicUsize::new(0));
-    let counter = produced.clone();
-    let loader = Loader::with_transform(
-        [("x", vec![dense_view(&fx.dense, sys())])],
-        sampler(Mode::Iid, 4),
-        LoaderOptions::new(workers, prefetch),
-        move |_shards: Vec<Shard>| {
-            // Work far longer than the gather of 4 records: every worker runs (no pacing), so each
-            // one ends up blocked on the full queue holding a batch.
-            std::thread::sleep(Duration::from_millis(1));
-            counter.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        },
-    )
-    .unwrap();
-    (loader, produced)
-}
-
 /// Takes one batch, waits until the queue is full and every worker blocks holding one, then closes
 /// the loader; then the same with a second loader that is dropped. Returns how long the close and
 /// the drop took.
 fn close_blocked_workers(fx: &Fixture, workers: usize, prefetch: usize) -> (Duration, Duration) {
     let at_bound = 1 + prefetch + workers;
-    let (mut loader, produced) = counting_loader(fx, workers, prefetch);
+    let (mut loader, produced) = counting_loader(&fx.dense, workers, prefetch);
     loader.next().unwrap().unwrap();
     wait_until(5, "the queue fills and every worker blocks", || {
         produced.load(Ordering::SeqCst) >= at_bound
@@ -227,7 +204,7 @@ fn close_blocked_workers(fx: &Fixture, workers: usize, prefetch: usize) -> (Dura
     );
     assert!(loader.next().is_none());
     // Dropping a loader in the same state.
-    let (mut l2, produced) = counting_loader(fx, workers, prefetch);
+    let (mut l2, produced) = counting_loader(&fx.dense, workers, prefetch);
     l2.next().unwrap().unwrap();
     wait_until(5, "the second loader fills up", || {
         produced.load(Ordering::SeqCst) >= at_bound

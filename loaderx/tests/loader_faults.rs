@@ -8,19 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::loader::{N, dense_view, fixture, ids, sampler, sys, watchdog};
-use loaderx::{Error, IndexSampler, Loader, LoaderOptions, Mode, Sampler, Shard};
-
-#[derive(Debug)]
-struct Boom(u64);
-
-impl std::fmt::Display for Boom {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "boom at step {}", self.0)
-    }
-}
-
-impl std::error::Error for Boom {}
+use common::loader::{Boom, Hooked, N, dense_view, fixture, ids, sampler, sys, watchdog};
+use loaderx::{Error, Loader, LoaderOptions, Mode, Shard};
 
 const B: usize = 4;
 
@@ -180,37 +169,6 @@ fn cases() -> Vec<(usize, usize, bool)> {
     out
 }
 
-/// A sequential sampler that draws an out-of-range index at step `fail`.
-struct Poisoned {
-    inner: IndexSampler,
-    fail: u64,
-    buf: Vec<u64>,
-}
-
-impl Sampler for Poisoned {
-    fn next(&mut self) -> loaderx::Result<&[u64]> {
-        let step = self.inner.step();
-        self.buf.clear();
-        self.buf.extend_from_slice(self.inner.next()?);
-        if step == self.fail {
-            self.buf[B - 1] = N + self.fail;
-        }
-        Ok(&self.buf)
-    }
-    fn batch_size(&self) -> usize {
-        B
-    }
-    fn len(&self) -> u64 {
-        N
-    }
-    fn step(&self) -> u64 {
-        self.inner.step()
-    }
-    fn seek(&mut self, step: u64) -> loaderx::Result<()> {
-        self.inner.seek(step)
-    }
-}
-
 #[test]
 fn fault_matrix_gather_errors_and_panics() {
     let fx = Arc::new(fixture());
@@ -221,11 +179,13 @@ fn fault_matrix_gather_errors_and_panics() {
             let fx2 = fx.clone();
             let (steps, error) =
                 watchdog(10, format!("gather k {k} workers {workers}"), move || {
-                    let s = Box::new(Poisoned {
-                        inner: IndexSampler::new(N, B, Mode::Sequential, 0).unwrap(),
-                        fail: k,
-                        buf: Vec::new(),
-                    });
+                    // Draws an out-of-range index at step k.
+                    let s = Box::new(Hooked::new(B, move |step, batch: &mut [u64]| {
+                        if step == k {
+                            batch[B - 1] = N + k;
+                        }
+                        Ok(())
+                    }));
                     let loader = Loader::with_transform(
                         [("x", vec![dense_view(&fx2.dense, sys())])],
                         s,

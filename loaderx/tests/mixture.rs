@@ -17,6 +17,16 @@ fn spec(len: u64, mode: Mode, seed: u64) -> IndexSpec {
     IndexSpec { len, mode, seed }
 }
 
+/// Three sources, one per mode: Cyclic over 1000 records, Iid over `lens[0]`, Sequential over
+/// `lens[1]`; seeds `seed`, `seed + 1`, `seed + 2`.
+fn one_of_each_mode(lens: [u64; 2], seed: u64) -> [IndexSpec; 3] {
+    [
+        spec(1000, Mode::Cyclic, seed),
+        spec(lens[0], Mode::Iid, seed + 1),
+        spec(lens[1], Mode::Sequential, seed + 2),
+    ]
+}
+
 /// Cumulative counts per source at every step boundary `0..=steps`.
 fn cumulative(plan: &MixturePlan, steps: u64) -> Vec<Vec<u64>> {
     let n = plan.sources();
@@ -40,11 +50,7 @@ fn cumulative(plan: &MixturePlan, steps: u64) -> Vec<Vec<u64>> {
 
 #[test]
 fn every_cumulative_count_is_within_one_record_of_its_share_over_long_runs() {
-    let sources = [
-        spec(1000, Mode::Cyclic, 1),
-        spec(70, Mode::Iid, 2),
-        spec(5, Mode::Sequential, 3),
-    ];
+    let sources = one_of_each_mode([70, 5], 1);
     for (weights, batch) in [
         (vec![5.0, 3.0, 2.0], 64usize),
         (vec![1.0, 1.0, 1.0], 7),
@@ -114,11 +120,7 @@ fn two_sources_are_within_one_record_over_every_window() {
 
 #[test]
 fn the_layout_follows_each_sources_index_stream_and_process_slices_tile_the_batch() {
-    let sources = [
-        spec(1000, Mode::Cyclic, 11),
-        spec(37, Mode::Iid, 12),
-        spec(9, Mode::Sequential, 13),
-    ];
+    let sources = one_of_each_mode([37, 9], 11);
     let batch = 48;
     let plan = MixturePlan::new(&sources, vec![6.0, 3.0, 1.0], batch).unwrap();
     let mut per_source: Vec<Vec<u64>> = vec![Vec::new(); 3];

@@ -23,14 +23,14 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use loaderx::{Error, IndexSampler, Loader, LoaderOptions, Mode, Sampler, Shard, StreamView};
-use zrecord::{Allocator, DenseStore, SystemAllocator};
+use common::loader::{Boom, Hooked, N, counting_loader, sys, wait_until};
+use loaderx::{Error, IndexSampler, Loader, LoaderOptions, Mode, Shard, StreamView};
+use zrecord::DenseStore;
 
-const N: u64 = 1000;
 const B: usize = 4;
 const KS: [u64; 5] = [0, 1, 5, 13, 19];
 const WORKERS: [usize; 4] = [0, 1, 2, 4];
@@ -59,6 +59,23 @@ impl Tier {
             Tier::Timing => MAX_SETTLE,
         }
     }
+}
+
+/// The two tests of check `$run`: `$default` runs the default tier, `$timing` (ignored by default)
+/// the timing tier.
+macro_rules! tiers {
+    ($run:ident: $default:ident, $timing:ident) => {
+        #[test]
+        fn $default() {
+            $run(Tier::Default);
+        }
+
+        #[test]
+        #[ignore = "timing tier: run with --ignored"]
+        fn $timing() {
+            $run(Tier::Timing);
+        }
+    };
 }
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -122,10 +139,6 @@ fn fixture() -> Arc<Fixture> {
     Arc::new(Fixture { dense, _dir: dir })
 }
 
-fn sys() -> Arc<dyn Allocator> {
-    Arc::new(SystemAllocator::new())
-}
-
 fn step_of(shards: &[Shard]) -> u64 {
     let b = shards[0].get("x").unwrap().as_dense().unwrap();
     common::dense_ids(b.bytes(), 8)[0] / B as u64
@@ -159,65 +172,6 @@ fn stamp(s: &Stamp) {
     }
 }
 
-/// Sequential sampler (step `s` draws `4s..4s+4`) that injects `fault` at step `fail`.
-struct Faulty {
-    inner: IndexSampler,
-    fail: u64,
-    fault: Fault,
-    store: DenseStore,
-    failed_at: Stamp,
-    buf: Vec<u64>,
-}
-
-impl Sampler for Faulty {
-    fn next(&mut self) -> loaderx::Result<&[u64]> {
-        let step = self.inner.step();
-        self.buf.clear();
-        self.buf.extend_from_slice(self.inner.next()?);
-        if step == self.fail {
-            match self.fault {
-                Fault::GatherOutOfRange => {
-                    stamp(&self.failed_at);
-                    self.buf[B - 1] = N + self.fail;
-                }
-                Fault::StoreClosed => {
-                    stamp(&self.failed_at);
-                    self.store.close();
-                }
-                Fault::SamplerError => {
-                    stamp(&self.failed_at);
-                    return Err(Error::Sampler(format!("injected at step {step}")));
-                }
-                Fault::Transform => {}
-            }
-        }
-        Ok(&self.buf)
-    }
-    fn batch_size(&self) -> usize {
-        B
-    }
-    fn len(&self) -> u64 {
-        N
-    }
-    fn step(&self) -> u64 {
-        self.inner.step()
-    }
-    fn seek(&mut self, step: u64) -> loaderx::Result<()> {
-        self.inner.seek(step)
-    }
-}
-
-#[derive(Debug)]
-struct Boom(u64);
-
-impl std::fmt::Display for Boom {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "boom at step {}", self.0)
-    }
-}
-
-impl std::error::Error for Boom {}
-
 struct Outcome {
     steps: Vec<u64>,
     error: Error,
@@ -240,14 +194,29 @@ fn run_case(
     // Own store handle per case: the StoreClosed fault closes it.
     let store = DenseStore::open(&fx.dense).unwrap();
     let view: StreamView = store.bind(sys()).into();
-    let sampler = Box::new(Faulty {
-        inner: IndexSampler::new(N, B, Mode::Sequential, 0).unwrap(),
-        fail: k,
-        fault,
-        store: store.clone(),
-        failed_at: failed_at.clone(),
-        buf: Vec::new(),
-    });
+    // Sequential (step `s` draws `4s..4s+4`), injecting `fault` at step `k`.
+    let (closing, sampler_stamp) = (store.clone(), failed_at.clone());
+    let sampler = Box::new(Hooked::new(B, move |step, batch: &mut [u64]| {
+        if step != k {
+            return Ok(());
+        }
+        match fault {
+            Fault::GatherOutOfRange => {
+                stamp(&sampler_stamp);
+                batch[B - 1] = N + k;
+            }
+            Fault::StoreClosed => {
+                stamp(&sampler_stamp);
+                closing.close();
+            }
+            Fault::SamplerError => {
+                stamp(&sampler_stamp);
+                return Err(Error::Sampler(format!("injected at step {step}")));
+            }
+            Fault::Transform => {}
+        }
+        Ok(())
+    }));
     let t_stamp = failed_at.clone();
     let transform = move |shards: Vec<Shard>| {
         let step = step_of(&shards);
@@ -355,16 +324,7 @@ fn check(o: &Outcome, fault: Fault, k: u64, workers: usize, case: &str, tier: Ti
     );
 }
 
-#[test]
-fn fault_matrix_errors_and_threads() {
-    fault_matrix(Tier::Default);
-}
-
-#[test]
-#[ignore = "timing tier: run with --ignored"]
-fn fault_matrix_time_to_error_and_threads() {
-    fault_matrix(Tier::Timing);
-}
+tiers!(fault_matrix: fault_matrix_errors_and_threads, fault_matrix_time_to_error_and_threads);
 
 fn fault_matrix(tier: Tier) {
     let _g = serial();
@@ -407,21 +367,15 @@ fn fault_matrix(tier: Tier) {
     );
 }
 
+tiers!(
+    error_behind_a_full_queue: error_behind_a_full_queue_arrives_once_drained,
+    error_behind_a_full_queue_arrives_within_a_second_of_the_drain
+);
+
 /// With a slow consumer the queue is full when the fault happens: the error then waits behind the
 /// queued batches by design. Once the consumer drains, it gets every batch drawn before the fault
 /// and then the error; in the timing tier, ≤ 1 s after the last queued batch was taken and ≤ 1 s
 /// after the fault plus the time the consumer spent away.
-#[test]
-fn error_behind_a_full_queue_arrives_once_drained() {
-    error_behind_a_full_queue(Tier::Default);
-}
-
-#[test]
-#[ignore = "timing tier: run with --ignored"]
-fn error_behind_a_full_queue_arrives_within_a_second_of_the_drain() {
-    error_behind_a_full_queue(Tier::Timing);
-}
-
 fn error_behind_a_full_queue(tier: Tier) {
     let _g = serial();
     let fx = fixture();
@@ -503,16 +457,10 @@ fn error_behind_a_full_queue(tier: Tier) {
     }
 }
 
-#[test]
-fn threads_return_to_baseline_after_early_exit_and_blocked_close() {
-    early_exit_and_blocked_close(Tier::Default);
-}
-
-#[test]
-#[ignore = "timing tier: run with --ignored"]
-fn blocked_close_takes_under_a_second_and_threads_settle_within_one() {
-    early_exit_and_blocked_close(Tier::Timing);
-}
+tiers!(
+    early_exit_and_blocked_close: threads_return_to_baseline_after_early_exit_and_blocked_close,
+    blocked_close_takes_under_a_second_and_threads_settle_within_one
+);
 
 fn early_exit_and_blocked_close(tier: Tier) {
     let _g = serial();
@@ -527,26 +475,7 @@ fn early_exit_and_blocked_close(tier: Tier) {
                 let c2 = case.clone();
                 let close_took = watchdog(WATCHDOG_SECS, &case, move || {
                     let baseline = threads();
-                    let produced = Arc::new(AtomicUsize::new(0));
-                    let counter = produced.clone();
-                    let mut loader = Loader::with_transform(
-                        [(
-                            "x",
-                            vec![StreamView::from(
-                                DenseStore::open(&fx.dense).unwrap().bind(sys()),
-                            )],
-                        )],
-                        Box::new(IndexSampler::new(N, B, Mode::Iid, 3).unwrap()),
-                        LoaderOptions::new(workers, prefetch),
-                        move |_s: Vec<Shard>| {
-                            // Work far longer than the gather: every worker runs (no pacing), so
-                            // each one ends up blocked on the full queue holding a batch.
-                            std::thread::sleep(Duration::from_millis(1));
-                            counter.fetch_add(1, Ordering::SeqCst);
-                            Ok(())
-                        },
-                    )
-                    .unwrap();
+                    let (mut loader, produced) = counting_loader(&fx.dense, workers, prefetch);
                     // Every thread exists, under its name, when the constructor returns (it waits
                     // until each has started).
                     assert_eq!(
@@ -563,17 +492,9 @@ fn early_exit_and_blocked_close(tier: Tier) {
                     // delivered ahead of it beyond the first leaves one batch fewer to draw.
                     let ahead = loader.state_dict().delivered_ahead.len();
                     let want = consumed + (prefetch + workers).min(prefetch + workers + 1 - ahead);
-                    let t = Instant::now();
-                    while produced.load(Ordering::SeqCst) < want
-                        && t.elapsed() < Duration::from_secs(5)
-                    {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                    assert_eq!(
-                        produced.load(Ordering::SeqCst),
-                        want,
-                        "{c2}: not at the bound"
-                    );
+                    wait_until(5, &c2, || produced.load(Ordering::SeqCst) >= want);
+                    let at = produced.load(Ordering::SeqCst);
+                    assert_eq!(at, want, "{c2}: not at the bound");
                     let t = Instant::now();
                     loader.close();
                     let took = t.elapsed();

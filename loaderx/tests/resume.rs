@@ -453,6 +453,14 @@ fn index(len: u64, mode: Mode, seed: u64) -> SamplerSpec {
 
 /// `count` ordered loaders, processes `0 .. count` of a job over one view per stream (the global
 /// batch `B` divides by 1, 2, 4 and 8 processes).
+/// The next batch of each process's loader, concatenated in process order: the global batch.
+fn next_of_all(loaders: &mut [Loader<Vec<u64>>]) -> Vec<u64> {
+    loaders
+        .iter_mut()
+        .flat_map(|l| l.next().unwrap().unwrap())
+        .collect()
+}
+
 fn loaders(fx: &Fixture, count: usize, ordered: bool) -> Vec<Loader<Vec<u64>>> {
     (0..count)
         .map(|r| {
@@ -483,11 +491,7 @@ fn elastic_resume_continues_the_global_sequence_on_another_process_count() {
     for (n, m) in [(1, 2), (2, 4), (4, 2), (2, 1), (8, 1), (1, 8)] {
         let mut old = loaders(&fx, n, true);
         for (step, want) in global.iter().enumerate().take(9) {
-            let parts: Vec<u64> = old
-                .iter_mut()
-                .flat_map(|l| l.next().unwrap().unwrap())
-                .collect();
-            assert_eq!(&parts, want, "{n} processes, step {step}");
+            assert_eq!(&next_of_all(&mut old), want, "{n} processes, step {step}");
         }
         let states: Vec<LoaderState> = old.iter().map(|l| l.state_dict()).collect();
         for (r, s) in states.iter().enumerate() {
@@ -505,11 +509,8 @@ fn elastic_resume_continues_the_global_sequence_on_another_process_count() {
             l.load_state_dict(&states[0]).unwrap();
         }
         for (step, want) in global.iter().enumerate().skip(9) {
-            let parts: Vec<u64> = new
-                .iter_mut()
-                .flat_map(|l| l.next().unwrap().unwrap())
-                .collect();
-            assert_eq!(&parts, want, "{n} -> {m} processes, step {step}");
+            let got = next_of_all(&mut new);
+            assert_eq!(&got, want, "{n} -> {m} processes, step {step}");
         }
     }
 }

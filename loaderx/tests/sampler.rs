@@ -23,6 +23,12 @@ fn chi2(counts: &[u64]) -> f64 {
         .sum()
 }
 
+/// Asserts that `counts` fit a uniform distribution over their buckets (chi-square test).
+fn assert_uniform(counts: &[u64], what: &str) {
+    let chi = chi2(counts);
+    assert!(chi < chi2_critical(counts.len() - 1), "{what}: chi2 {chi}");
+}
+
 fn draws(s: &mut IndexSampler, n: usize) -> Vec<Vec<u64>> {
     (0..n).map(|_| s.next().unwrap().to_vec()).collect()
 }
@@ -185,12 +191,7 @@ fn cyclic_position_in_cycle_is_uniform() {
     for (k, c) in counts.iter().enumerate() {
         let visible = &c[..slots * batch];
         let omitted = c[slots * batch];
-        let chi = chi2(visible);
-        assert!(
-            chi < chi2_critical(visible.len() - 1),
-            "id {}: chi2 {chi}",
-            ids[k]
-        );
+        assert_uniform(visible, &format!("id {}", ids[k]));
         // Omitted about 3/103 of the time.
         let expect = cycles as f64 * (len % batch as u64) as f64 / len as f64;
         assert!(
@@ -211,8 +212,7 @@ fn cyclic_ids_are_uniform_over_the_first_position() {
         s.seek(cycle * s.steps_per_cycle()).unwrap();
         counts[s.next().unwrap()[0] as usize] += 1;
     }
-    let chi = chi2(&counts);
-    assert!(chi < chi2_critical(counts.len() - 1), "chi2 {chi}");
+    assert_uniform(&counts, "first ids");
 }
 
 #[test]
@@ -225,11 +225,7 @@ fn iid_is_uniform() {
                 counts[i as usize] += 1;
             }
         }
-        let chi = chi2(&counts);
-        assert!(
-            chi < chi2_critical(counts.len() - 1),
-            "len {len}: chi2 {chi}"
-        );
+        assert_uniform(&counts, &format!("len {len}"));
     }
 }
 
@@ -367,12 +363,8 @@ fn cyclic_position_in_cycle_is_uniform_for_wider_halves() {
         }
     }
     for (k, c) in counts.iter().enumerate() {
-        let chi = chi2(c);
-        assert!(
-            chi < chi2_critical(buckets - 1),
-            "id {}: chi2 {chi}",
-            ids[k]
-        );
+        assert_eq!(c.len(), buckets);
+        assert_uniform(c, &format!("id {}", ids[k]));
     }
 }
 
@@ -390,8 +382,8 @@ fn cyclic_neighbouring_positions_are_independent() {
             counts[(w[0] * 8 / len * 8 + w[1] * 8 / len) as usize] += 1;
         }
     }
-    let chi = chi2(&counts);
-    assert!(chi < chi2_critical(63), "chi2 {chi}");
+    assert_eq!(counts.len(), 64);
+    assert_uniform(&counts, "neighbour pairs");
 }
 
 /// The naive oracle of a slice: the whole batch at `step`, then sliced.

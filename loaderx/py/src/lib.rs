@@ -23,22 +23,27 @@ mod writer;
 
 use pyo3::prelude::*;
 
+/// Adds each class to the module.
+macro_rules! add_classes {
+    ($m:ident, $($class:ty),+) => {
+        $($m.add_class::<$class>()?;)+
+    };
+}
+
 #[pymodule]
 fn _loaderx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     errors::check_catalog(py)?;
-    m.add_class::<allocator::PyAllocator>()?;
-    m.add_class::<store::PyDenseStore>()?;
-    m.add_class::<store::PyRaggedStore>()?;
-    m.add_class::<view::PyDenseView>()?;
-    m.add_class::<view::PyRaggedView>()?;
-    m.add_class::<writer::PyDenseWriter>()?;
-    m.add_class::<writer::PyRaggedWriter>()?;
-    m.add_class::<tensor::PyDLTensor>()?;
-    m.add_class::<tensor::PyRaggedBatch>()?;
-    m.add_class::<sampler::PySampler>()?;
-    m.add_class::<sampler::PyMode>()?;
-    m.add_class::<loader::PyLoader>()?;
+    add_classes!(
+        m,
+        allocator::PyAllocator,
+        tensor::PyDLTensor,
+        tensor::PyRaggedBatch
+    );
+    add_classes!(m, store::PyDenseStore, store::PyRaggedStore);
+    add_classes!(m, view::PyDenseView, view::PyRaggedView);
+    add_classes!(m, writer::PyDenseWriter, writer::PyRaggedWriter);
+    add_classes!(m, sampler::PySampler, sampler::PyMode, loader::PyLoader);
     m.add_function(wrap_pyfunction!(view::train_dict, m)?)?;
     #[cfg(feature = "remote")]
     {

@@ -17,7 +17,7 @@ use crate::gpu::Placement;
 use crate::pickle::refuse;
 use crate::sampler::{CustomSampler, PyMode, PySampler};
 use crate::tensor::{dense_to_py, ragged_to_py};
-use crate::view::{PyDenseView, PyRaggedView};
+use crate::view::any_view;
 
 /// What a worker hands the consumer: the raw shard list (no transform: converted to Python objects
 /// on the consumer side, so workers never need the GIL) or the transform's result.
@@ -102,24 +102,17 @@ fn parse_streams<'py>(py: Python<'py>, streams: &Bound<'py, PyAny>) -> PyResult<
             InvalidTypeError::new_err(format!("stream {name:?}: expected a list of views"))
         })? {
             let v = v?;
-            if let Ok(d) = v.cast::<PyDenseView>() {
-                let d = d.get();
-                view_prints.append(("dense", d.path.clone(), d.view.len()))?;
-                labels.push(d.path.to_string_lossy().into_owned());
-                vs.push(StreamView::Dense(d.view.clone()));
-                places.push(d.allocator.get().placement());
-            } else if let Ok(r) = v.cast::<PyRaggedView>() {
-                let r = r.get();
-                view_prints.append(("ragged", r.path.clone(), r.view.len()))?;
-                labels.push(r.path.to_string_lossy().into_owned());
-                vs.push(StreamView::Ragged(r.view.clone()));
-                places.push(r.allocator.get().placement());
-            } else {
+            let Some(a) = any_view(&v) else {
                 let t = type_name(&v);
                 return Err(InvalidTypeError::new_err(format!(
                     "stream {name:?}: expected DenseView or RaggedView (store.bind(allocator)), got {t}"
                 )));
-            }
+            };
+            let path = a.opened.path;
+            view_prints.append((a.kind, path.clone(), a.view.len()))?;
+            labels.push(path.to_string_lossy().into_owned());
+            vs.push(a.view);
+            places.push(a.placement);
         }
         out.prints.append((&name, view_prints))?;
         out.placements.insert(name.clone(), places);
@@ -127,6 +120,19 @@ fn parse_streams<'py>(py: Python<'py>, streams: &Bound<'py, PyAny>) -> PyResult<
         out.list.push((name, vs));
     }
     Ok(out)
+}
+
+/// `value` as a `usize` for which `ok` holds, else an `InvalidInputError` saying `name` must be
+/// `want`.
+fn checked(name: &str, value: i64, want: &str, ok: impl Fn(usize) -> bool) -> PyResult<usize> {
+    usize::try_from(value)
+        .ok()
+        .filter(|&v| ok(v))
+        .ok_or_else(|| {
+            InvalidInputError::new_err(format!(
+                "invalid argument: {name} must be {want}, got {value}"
+            ))
+        })
 }
 
 /// Checks `process_index`, `process_count` and `prefetch` (always a positive integer, whatever
@@ -138,30 +144,16 @@ fn options(
     process_count: i64,
     ordered: bool,
 ) -> PyResult<LoaderOptions> {
-    let process_count = usize::try_from(process_count)
-        .ok()
-        .filter(|&c| c > 0)
-        .ok_or_else(|| {
-            InvalidInputError::new_err(format!(
-                "invalid argument: process_count must be a positive integer, got {process_count}"
-            ))
-        })?;
-    let process_index = usize::try_from(process_index)
-        .ok()
-        .filter(|&i| i < process_count)
-        .ok_or_else(|| {
-            InvalidInputError::new_err(format!(
-                "invalid argument: process_index must be in [0, {process_count}), got {process_index}"
-            ))
-        })?;
-    let prefetch = usize::try_from(prefetch)
-        .ok()
-        .filter(|&p| p > 0)
-        .ok_or_else(|| {
-            InvalidInputError::new_err(format!(
-                "invalid argument: prefetch must be a positive integer, got {prefetch}"
-            ))
-        })?;
+    let process_count = checked("process_count", process_count, "a positive integer", |c| {
+        c > 0
+    })?;
+    let process_index = checked(
+        "process_index",
+        process_index,
+        &format!("in [0, {process_count})"),
+        |i| i < process_count,
+    )?;
+    let prefetch = checked("prefetch", prefetch, "a positive integer", |p| p > 0)?;
     Ok(LoaderOptions::new(workers, prefetch)
         .process(process_index, process_count)
         .ordered(ordered))

@@ -5,9 +5,14 @@
 //! allocator): the receiver reopens the container and gets a fresh pool. Writers, loaders and
 //! batches own process-local state (an open temp directory, threads, memory regions) and refuse.
 
+use std::path::PathBuf;
+
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use zrecord::RemoteOptions;
 
 use crate::errors::InvalidTypeError;
+use crate::remote::{cache_dict, options_dict};
 
 /// What `__reduce__` returns: the rebuilder and its arguments.
 pub(crate) type Reduce<'py, A> = (Bound<'py, PyAny>, A);
@@ -21,4 +26,33 @@ pub(crate) fn rebuilder<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py,
 /// expects), saying why and what to send instead.
 pub(crate) fn refuse(class: &str, why: &str) -> PyErr {
     InvalidTypeError::new_err(format!("cannot pickle a {class}: {why}"))
+}
+
+/// How a container was opened: its path (a URL stays one), `mmap` and storage options. A store
+/// and its views keep it: pickling sends it, and the receiving process reopens the container
+/// with it.
+#[derive(Clone)]
+pub(crate) struct Opened {
+    pub path: PathBuf,
+    pub mmap: Option<bool>,
+    pub remote: RemoteOptions,
+}
+
+/// The pickled form of an `Opened`: path, `mmap`, storage options, the cache keywords.
+type OpenedArgs<'py> = (
+    String,
+    Option<bool>,
+    Option<Bound<'py, PyDict>>,
+    Option<Bound<'py, PyDict>>,
+);
+
+impl Opened {
+    pub(crate) fn pickled<'py>(&self, py: Python<'py>) -> PyResult<OpenedArgs<'py>> {
+        Ok((
+            self.path.to_string_lossy().into_owned(),
+            self.mmap,
+            options_dict(py, &self.remote)?,
+            cache_dict(py, &self.remote)?,
+        ))
+    }
 }

@@ -5,19 +5,27 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
-use zrecord::{DenseStore, OpenOptions, RaggedStore, RemoteOptions};
+use zrecord::{DenseStore, OpenOptions, RaggedStore};
 
 use crate::allocator::PyAllocator;
-use crate::dtypes::dtype_obj;
 use crate::errors::{ClosedError, IntoPyResult, InvalidTypeError, guard};
-use crate::pickle::{Reduce, rebuilder};
-use crate::remote::{cache_dict, options_dict, remote_options, stats_dict, with_cache};
-use crate::view::{PyDenseView, PyRaggedView};
+use crate::pickle::{Opened, Reduce, rebuilder};
+use crate::remote::{remote_options, stats_dict, with_cache};
+use crate::view::{PyDenseView, PyRaggedView, record_methods};
 
+/// The `#[pyclass]` of a store kind (`$store` opened, bound into `$py_view`) and its
+/// `#[pymethods]`: `$extra` (the kind's shape getter), then everything both kinds share.
 macro_rules! store_class {
-    ($py_store:ident, $pyname:literal, $kind:literal, $store:ident, $py_view:ident, { $($extra:tt)* }) => {
-        #[pymethods]
-        impl $py_store {
+    ($(#[$doc:meta])* $py_store:ident($store:ident), $pyname:tt, $kind:literal, $py_view:ident, { $($extra:tt)* }) => {
+        $(#[$doc])*
+        #[pyclass(name = $pyname, module = "loaderx.zrecord", frozen)]
+        pub(crate) struct $py_store {
+            store: $store,
+            /// How it was opened: what pickling sends and its views keep.
+            opened: Opened,
+        }
+
+        record_methods!($py_store, store, {
             $($extra)*
 
             /// Opens a published container: a local path, or a URL (`s3://bucket/prefix`,
@@ -44,7 +52,8 @@ macro_rules! store_class {
                 let remote = with_cache(remote_options(storage_options)?, cache_dir, cache_bytes, cache_block)?;
                 let opts = OpenOptions { mmap, remote: remote.clone(), ..OpenOptions::default() };
                 let store = py.detach(|| guard(|| $store::open_with(&path, opts))).py_err(py)?;
-                Ok($py_store { store, mmap, remote })
+                let opened = Opened { path: store.path().to_path_buf(), mmap, remote };
+                Ok($py_store { store, opened })
             }
 
             /// Whether the store's files are memory-mapped (False: read with positional reads).
@@ -68,16 +77,8 @@ macro_rules! store_class {
                         "cannot pickle {} {}: it is closed", $pyname, self.store.path().display()
                     )));
                 }
-                Ok((
-                    rebuilder(py, "store")?,
-                    (
-                        $kind,
-                        self.store.path().to_string_lossy().into_owned(),
-                        self.mmap,
-                        options_dict(py, &self.remote)?,
-                        cache_dict(py, &self.remote)?,
-                    ),
-                ))
+                let (path, mmap, options, cache) = self.opened.pickled(py)?;
+                Ok((rebuilder(py, "store")?, ($kind, path, mmap, options, cache)))
             }
 
             /// Binds the store to a placement; the view owns the index API.
@@ -89,25 +90,9 @@ macro_rules! store_class {
                 let a = allocator.get().arc()?;
                 Ok($py_view {
                     view: self.store.bind(a),
-                    path: self.store.path().to_path_buf(),
-                    mmap: self.mmap,
-                    remote: self.remote.clone(),
+                    opened: self.opened.clone(),
                     allocator: allocator.unbind(),
                 })
-            }
-
-            fn __len__(&self) -> usize {
-                self.store.len() as usize
-            }
-
-            #[getter]
-            fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                dtype_obj(py, self.store.dtype())
-            }
-
-            #[getter]
-            fn codec(&self) -> &'static str {
-                self.store.codec().name()
             }
 
             #[getter]
@@ -118,11 +103,6 @@ macro_rules! store_class {
             #[getter]
             fn path(&self) -> PathBuf {
                 self.store.path().to_path_buf()
-            }
-
-            #[getter]
-            fn closed(&self) -> bool {
-                self.store.is_closed()
             }
 
             /// The dictionary of a `zstd_dict` store, else None.
@@ -169,30 +149,11 @@ macro_rules! store_class {
                     if self.store.is_closed() { ", closed" } else { "" }
                 )
             }
-        }
+        });
     };
 }
 
-/// An opened Dense container (not indexable: `bind` it).
-#[pyclass(name = "DenseStore", module = "loaderx.zrecord", frozen)]
-pub(crate) struct PyDenseStore {
-    store: DenseStore,
-    /// The `mmap` and storage options it was opened with: what pickling sends.
-    mmap: Option<bool>,
-    remote: RemoteOptions,
-}
-
-/// An opened Ragged container (not indexable: `bind` it).
-#[pyclass(name = "RaggedStore", module = "loaderx.zrecord", frozen)]
-pub(crate) struct PyRaggedStore {
-    store: RaggedStore,
-    /// The `mmap` and storage options it was opened with: what pickling sends.
-    mmap: Option<bool>,
-    remote: RemoteOptions,
-}
-
-/// What a pickled store carries: kind, path (a URL stays a string), `mmap`, storage options, the
-/// cache keywords.
+/// What a pickled store carries: kind, then its `Opened`.
 type StoreArgs<'py> = (
     &'static str,
     String,
@@ -202,12 +163,8 @@ type StoreArgs<'py> = (
 );
 
 store_class!(
-    PyDenseStore,
-    "DenseStore",
-    "dense",
-    DenseStore,
-    PyDenseView,
-    {
+    /// An opened Dense container (not indexable: `bind` it).
+    PyDenseStore(DenseStore), "DenseStore", "dense", PyDenseView, {
         /// Shape of one record.
         #[getter]
         fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
@@ -216,12 +173,8 @@ store_class!(
     }
 );
 store_class!(
-    PyRaggedStore,
-    "RaggedStore",
-    "ragged",
-    RaggedStore,
-    PyRaggedView,
-    {
+    /// An opened Ragged container (not indexable: `bind` it).
+    PyRaggedStore(RaggedStore), "RaggedStore", "ragged", PyRaggedView, {
         /// Rank of every record.
         #[getter]
         fn ndim(&self) -> u32 {

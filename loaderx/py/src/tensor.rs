@@ -137,6 +137,18 @@ pub(crate) fn ragged_to_py(
     .into_any())
 }
 
+/// The pickling refusal of a batch class (`DLTensor`, `RaggedBatch`): what to send instead, or
+/// `copy`.
+fn refuse_batch(class: &str, copy: &str) -> PyErr {
+    refuse(
+        class,
+        &format!(
+            "it is a view of memory in this process; send the indices (and the view) and gather \
+             them there, or {copy}"
+        ),
+    )
+}
+
 fn shape_tuple<'py>(py: Python<'py>, shape: &[u64]) -> PyResult<Bound<'py, PyTuple>> {
     PyTuple::new(py, shape)
 }
@@ -145,10 +157,9 @@ fn shape_tuple<'py>(py: Python<'py>, shape: &[u64]) -> PyResult<Bound<'py, PyTup
 impl PyDLTensor {
     /// Refuses: a tensor is a view of memory in this process.
     fn __reduce__(&self) -> PyResult<()> {
-        Err(refuse(
+        Err(refuse_batch(
             "DLTensor",
-            "it is a view of memory in this process; send the indices (and the view) and gather \
-             them there, or copy it first (numpy.from_dlpack(t).copy())",
+            "copy it first (numpy.from_dlpack(t).copy())",
         ))
     }
 
@@ -308,6 +319,19 @@ pub(crate) struct StoredRagged {
 }
 
 impl StoredRagged {
+    /// One field of the batch as a `DLTensor` on its allocation: `shape` elements of `dtype` at
+    /// byte `off`.
+    fn field(
+        &self,
+        py: Python<'_>,
+        off: usize,
+        shape: Vec<u64>,
+        dtype: DType,
+    ) -> PyResult<Py<PyAny>> {
+        let t = PyDLTensor::new(self.alloc.clone(), off, shape, dtype).with_gpu(&self.gpu);
+        Ok(Py::new(py, t)?.into_any())
+    }
+
     pub(crate) fn from_batch(
         b: zrecord::RaggedBatch,
         placement: &Placement,
@@ -395,11 +419,7 @@ fn ragged_helper<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>
 impl PyRaggedBatch {
     /// Refuses: a batch is a view of memory in this process.
     fn __reduce__(&self) -> PyResult<()> {
-        Err(refuse(
-            "RaggedBatch",
-            "it is a view of memory in this process; send the indices (and the view) and gather \
-             them there, or copy its fields first",
-        ))
+        Err(refuse_batch("RaggedBatch", "copy its fields first"))
     }
 
     /// Wraps three packed fields (any DLPack CPU tensors); they are validated by `append`.
@@ -443,11 +463,7 @@ impl PyRaggedBatch {
         match &self.repr {
             Ragged::Stored(s) => {
                 let n = (s.values_len / s.dtype.itemsize()) as u64;
-                Ok(Py::new(
-                    py,
-                    PyDLTensor::new(s.alloc.clone(), 0, vec![n], s.dtype).with_gpu(&s.gpu),
-                )?
-                .into_any())
+                s.field(py, 0, vec![n], s.dtype)
             }
             Ragged::User { values, .. } => Ok(values.clone_ref(py)),
         }
@@ -457,17 +473,7 @@ impl PyRaggedBatch {
     #[getter]
     fn cu_seqlens(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match &self.repr {
-            Ragged::Stored(s) => Ok(Py::new(
-                py,
-                PyDLTensor::new(
-                    s.alloc.clone(),
-                    s.cu_off,
-                    vec![s.n as u64 + 1],
-                    DType::Int32,
-                )
-                .with_gpu(&s.gpu),
-            )?
-            .into_any()),
+            Ragged::Stored(s) => s.field(py, s.cu_off, vec![s.n as u64 + 1], DType::Int32),
             Ragged::User { cu_seqlens, .. } => Ok(cu_seqlens.clone_ref(py)),
         }
     }
@@ -476,17 +482,10 @@ impl PyRaggedBatch {
     #[getter]
     fn shapes(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match &self.repr {
-            Ragged::Stored(s) => Ok(Py::new(
-                py,
-                PyDLTensor::new(
-                    s.alloc.clone(),
-                    s.shapes_off,
-                    vec![s.n as u64, s.ndim as u64],
-                    DType::UInt64,
-                )
-                .with_gpu(&s.gpu),
-            )?
-            .into_any()),
+            Ragged::Stored(s) => {
+                let shape = vec![s.n as u64, s.ndim as u64];
+                s.field(py, s.shapes_off, shape, DType::UInt64)
+            }
             Ragged::User { shapes, .. } => Ok(shapes.clone_ref(py)),
         }
     }

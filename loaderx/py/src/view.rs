@@ -1,121 +1,154 @@
 //! `DenseView` / `RaggedView` (a store bound to a placement: indexing, gathering, iteration) and
 //! `train_dict`, which samples a view.
+//!
+//! Both classes come from one `view_class!`: the struct, the shared accessors and pickling are
+//! written once; each kind adds its shape getter, indexing and `__repr__`. Code that takes either
+//! kind (the loader, `train_dict`, iteration) reads a view object through `any_view`.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use loaderx::StreamView;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
-use zrecord::{DenseView, RaggedView};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use zrecord::{DenseView, DictSample, RaggedView};
 
 use crate::allocator::PyAllocator;
-use crate::dtypes::dtype_obj;
 use crate::errors::{ClosedError, IntoPyResult, InvalidTypeError, guard};
 use crate::gpu::Placement;
 use crate::index::{Index, index_vec, parse_indices};
-use crate::pickle::{Reduce, rebuilder};
+use crate::pickle::{Opened, Reduce, rebuilder};
 use crate::tensor::{dense_to_py, ragged_to_py};
 
-/// A Dense store bound to a placement: `len`, `dtype`, `item_shape`, indexing and iteration.
-#[pyclass(name = "DenseView", module = "loaderx.zrecord", frozen)]
-pub(crate) struct PyDenseView {
-    pub view: DenseView,
-    /// The container's path and the allocator the view is bound to: what pickling sends.
-    pub path: PathBuf,
-    /// The store's `mmap` and storage options, which the receiving process reopens it with.
-    pub mmap: Option<bool>,
-    pub remote: zrecord::RemoteOptions,
-    pub allocator: Py<PyAllocator>,
-}
-
-/// A Ragged store bound to a placement: `len`, `dtype`, `ndim`, indexing and iteration.
-#[pyclass(name = "RaggedView", module = "loaderx.zrecord", frozen)]
-pub(crate) struct PyRaggedView {
-    pub view: RaggedView,
-    /// The container's path and the allocator the view is bound to: what pickling sends.
-    pub path: PathBuf,
-    /// The store's `mmap` and storage options, which the receiving process reopens it with.
-    pub mmap: Option<bool>,
-    pub remote: zrecord::RemoteOptions,
-    pub allocator: Py<PyAllocator>,
-}
-
 /// What a pickled view carries: kind, store path (a URL stays a string), allocator, `mmap`,
-/// storage options.
+/// storage options, the cache keywords.
 type ViewArgs<'py> = (
     &'static str,
     String,
     Py<PyAllocator>,
     Option<bool>,
-    Option<Bound<'py, pyo3::types::PyDict>>,
-    Option<Bound<'py, pyo3::types::PyDict>>,
+    Option<Bound<'py, PyDict>>,
+    Option<Bound<'py, PyDict>>,
 );
 
-/// The `#[pymethods]` of a view class: `$extra` (the kind-specific methods, indexing included),
-/// then the accessors both kinds share. `$kind` is the view's `StreamView` variant.
-macro_rules! view_class {
-    ($py_view:ident, $kind:ident, $kind_name:literal, { $($extra:tt)* }) => {
+/// A view object of either kind, as the loader, `train_dict` and iteration take it.
+pub(crate) struct AnyView {
+    /// `"dense"` or `"ragged"` (the fingerprint's and the pickled form's kind).
+    pub kind: &'static str,
+    pub view: StreamView,
+    /// How its store was opened (path, `mmap`, storage options).
+    pub opened: Opened,
+    pub placement: Placement,
+}
+
+/// `obj` as a view of either kind; None when it is no view.
+pub(crate) fn any_view(obj: &Bound<'_, PyAny>) -> Option<AnyView> {
+    if let Ok(v) = obj.cast::<PyDenseView>() {
+        return Some(v.get().any());
+    }
+    obj.cast::<PyRaggedView>().ok().map(|v| v.get().any())
+}
+
+/// The `#[pymethods]` of a store or view class `$class`, whose store or view is field `$field`:
+/// `$extra`, then the accessors every store and view has (`len`, `dtype`, `codec`, `closed`).
+macro_rules! record_methods {
+    ($class:ident, $field:ident, { $($extra:tt)* }) => {
         #[pymethods]
-        impl $py_view {
+        impl $class {
             $($extra)*
 
-            /// Pickles as (store path, allocator): the receiving process reopens the container
-            /// and binds it to a fresh allocator of the same placement and `pool_size`.
-            fn __reduce__<'py>(
-                &self,
-                py: Python<'py>,
-            ) -> PyResult<Reduce<'py, ViewArgs<'py>>> {
-                if self.view.is_closed() {
-                    return Err(ClosedError::new_err(format!(
-                        "cannot pickle a view of {}: its store is closed",
-                        self.path.display()
-                    )));
-                }
-                Ok((
-                    rebuilder(py, "view")?,
-                    (
-                        $kind_name,
-                        self.path.to_string_lossy().into_owned(),
-                        self.allocator.clone_ref(py),
-                        self.mmap,
-                        crate::remote::options_dict(py, &self.remote)?,
-                        crate::remote::cache_dict(py, &self.remote)?,
-                    ),
-                ))
-            }
-
             fn __len__(&self) -> usize {
-                self.view.len() as usize
+                self.$field.len() as usize
             }
 
             #[getter]
             fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                dtype_obj(py, self.view.dtype())
+                $crate::dtypes::dtype_obj(py, self.$field.dtype())
             }
 
             #[getter]
             fn codec(&self) -> &'static str {
-                self.view.codec().name()
+                self.$field.codec().name()
             }
 
             #[getter]
             fn closed(&self) -> bool {
-                self.view.is_closed()
-            }
-
-            fn __iter__(&self) -> ViewIter {
-                ViewIter {
-                    view: StreamView::$kind(self.view.clone()),
-                    placement: self.allocator.get().placement(),
-                    pos: AtomicU64::new(0),
-                }
+                self.$field.is_closed()
             }
         }
     };
 }
+pub(crate) use record_methods;
 
-view_class!(PyDenseView, Dense, "dense", {
+/// The `#[pyclass]` of a view kind and its `#[pymethods]`: `$extra` (the kind-specific methods,
+/// indexing included), then the accessors both kinds share. `$variant` is the view's
+/// `StreamView` variant, `$kind` its pickled kind, `$shape` its shape accessor (`item_shape` or
+/// `ndim`), which `__repr__` shows.
+macro_rules! view_class {
+    (
+        $(#[$doc:meta])* $py_view:ident($view:ty), $name:tt, $variant:ident, $kind:literal,
+        $shape:ident, { $($extra:tt)* }
+    ) => {
+        $(#[$doc])*
+        #[pyclass(name = $name, module = "loaderx.zrecord", frozen)]
+        pub(crate) struct $py_view {
+            pub view: $view,
+            /// How its store was opened and the allocator it is bound to: what pickling sends.
+            pub opened: Opened,
+            pub allocator: Py<PyAllocator>,
+        }
+
+        impl $py_view {
+            fn any(&self) -> AnyView {
+                AnyView {
+                    kind: $kind,
+                    view: StreamView::$variant(self.view.clone()),
+                    opened: self.opened.clone(),
+                    placement: self.allocator.get().placement(),
+                }
+            }
+        }
+
+        record_methods!($py_view, view, {
+            $($extra)*
+
+            /// Pickles as (store path, allocator): the receiving process reopens the container
+            /// and binds it to a fresh allocator of the same placement and `pool_size`.
+            fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduce<'py, ViewArgs<'py>>> {
+                let o = &self.opened;
+                if self.view.is_closed() {
+                    return Err(ClosedError::new_err(format!(
+                        "cannot pickle a view of {}: its store is closed",
+                        o.path.display()
+                    )));
+                }
+                let (path, mmap, options, cache) = o.pickled(py)?;
+                let args = ($kind, path, self.allocator.clone_ref(py), mmap, options, cache);
+                Ok((rebuilder(py, "view")?, args))
+            }
+
+            fn __repr__(&self) -> String {
+                format!(
+                    "{}(records={}, dtype={}, {}={:?}, codec={})",
+                    $name,
+                    self.view.len(),
+                    self.view.dtype(),
+                    stringify!($shape),
+                    self.view.$shape(),
+                    self.view.codec().name()
+                )
+            }
+
+            fn __iter__(&self) -> ViewIter {
+                let v = self.any();
+                ViewIter { view: v.view, placement: v.placement, pos: AtomicU64::new(0) }
+            }
+        });
+    };
+}
+
+view_class!(
+    /// A Dense store bound to a placement: `len`, `dtype`, `item_shape`, indexing and iteration.
+    PyDenseView(DenseView), "DenseView", Dense, "dense", item_shape, {
     #[getter]
     fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.view.item_shape())
@@ -125,30 +158,17 @@ view_class!(PyDenseView, Dense, "dense", {
     /// `view[a:b]` → one stacked `(n, *item_shape)` batch in the requested order.
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let view = &self.view;
-        match parse_indices(key, view.len())? {
-            Index::One(i) => {
-                let b = py.detach(|| guard(|| view.get(i))).py_err(py)?;
-                dense_to_py(py, b, &self.allocator.get().placement())
-            }
-            Index::Many(idx) => {
-                let b = py.detach(|| guard(|| view.gather(&idx))).py_err(py)?;
-                dense_to_py(py, b, &self.allocator.get().placement())
-            }
-        }
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "DenseView(records={}, dtype={}, item_shape={:?}, codec={})",
-            self.view.len(),
-            self.view.dtype(),
-            self.view.item_shape(),
-            self.view.codec().name()
-        )
+        let b = match parse_indices(key, view.len())? {
+            Index::One(i) => py.detach(|| guard(|| view.get(i))),
+            Index::Many(idx) => py.detach(|| guard(|| view.gather(&idx))),
+        };
+        dense_to_py(py, b.py_err(py)?, &self.allocator.get().placement())
     }
 });
 
-view_class!(PyRaggedView, Ragged, "ragged", {
+view_class!(
+    /// A Ragged store bound to a placement: `len`, `dtype`, `ndim`, indexing and iteration.
+    PyRaggedView(RaggedView), "RaggedView", Ragged, "ragged", ndim, {
     #[getter]
     fn ndim(&self) -> u32 {
         self.view.ndim()
@@ -160,16 +180,6 @@ view_class!(PyRaggedView, Ragged, "ragged", {
         let idx = index_vec(key, view.len())?;
         let b = py.detach(|| guard(|| view.gather(&idx))).py_err(py)?;
         ragged_to_py(py, b, &self.allocator.get().placement())
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "RaggedView(records={}, dtype={}, ndim={}, codec={})",
-            self.view.len(),
-            self.view.dtype(),
-            self.view.ndim(),
-            self.view.codec().name()
-        )
     }
 });
 
@@ -192,16 +202,16 @@ impl ViewIter {
         if i >= self.view.len() {
             return Ok(None);
         }
-        match &self.view {
+        let p = &self.placement;
+        let item = match &self.view {
             StreamView::Dense(v) => {
-                let b = py.detach(|| guard(|| v.get(i))).py_err(py)?;
-                dense_to_py(py, b, &self.placement).map(Some)
+                dense_to_py(py, py.detach(|| guard(|| v.get(i))).py_err(py)?, p)
             }
             StreamView::Ragged(v) => {
-                let b = py.detach(|| guard(|| v.get(i))).py_err(py)?;
-                ragged_to_py(py, b, &self.placement).map(Some)
+                ragged_to_py(py, py.detach(|| guard(|| v.get(i))).py_err(py)?, p)
             }
-        }
+        };
+        item.map(Some)
     }
 }
 
@@ -213,16 +223,18 @@ pub(crate) fn train_dict<'py>(
     view: &Bound<'py, PyAny>,
     max_bytes: usize,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let d = if let Ok(v) = view.cast::<PyDenseView>() {
-        let v = v.get().view.clone();
-        py.detach(move || guard(|| zrecord::train_dict(&v, max_bytes)))
-    } else if let Ok(v) = view.cast::<PyRaggedView>() {
-        let v = v.get().view.clone();
-        py.detach(move || guard(|| zrecord::train_dict(&v, max_bytes)))
-    } else {
+    let Some(v) = any_view(view) else {
         return Err(InvalidTypeError::new_err(
             "train_dict expects a DenseView or RaggedView (store.bind(allocator))",
         ));
     };
+    let view = v.view;
+    let d = py.detach(move || {
+        let sample: &dyn DictSample = match &view {
+            StreamView::Dense(d) => d,
+            StreamView::Ragged(r) => r,
+        };
+        guard(|| zrecord::train_dict(sample, max_bytes))
+    });
     Ok(PyBytes::new(py, &d.py_err(py)?))
 }

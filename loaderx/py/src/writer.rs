@@ -113,12 +113,79 @@ fn write_detached<W: Send>(
     .py_err(py)
 }
 
-/// The `#[pymethods]` of a writer class: `$extra` (constructor, `append`, the kind-specific getter
-/// and `__repr__`), then the length, accessors and publish/abort life cycle both kinds share.
+/// A zrecord writer kind, created from its kind-specific argument (`item_shape` or `ndim`).
+trait Create: Sized + Send {
+    type Shape: Sync;
+    fn create(
+        path: &Path,
+        dtype: DType,
+        shape: &Self::Shape,
+        codec: Codec,
+        opts: WriterOptions,
+    ) -> zrecord::Result<Self>;
+}
+
+impl Create for DenseWriter {
+    type Shape = Vec<u64>;
+    fn create(
+        p: &Path,
+        d: DType,
+        s: &Vec<u64>,
+        c: Codec,
+        o: WriterOptions,
+    ) -> zrecord::Result<Self> {
+        DenseWriter::create(p, d, s, c, o)
+    }
+}
+
+impl Create for RaggedWriter {
+    type Shape = u32;
+    fn create(p: &Path, d: DType, s: &u32, c: Codec, o: WriterOptions) -> zrecord::Result<Self> {
+        RaggedWriter::create(p, d, *s, c, o)
+    }
+}
+
+/// The `#[pyclass]` of a writer kind and its `#[pymethods]`: the constructor, whose kind-specific
+/// argument `$shape` (a `$arg`, kept as `$writer`'s `Create::Shape` by `$keep`) is the third,
+/// then `$extra` (`append` and the kind's getter), then `__repr__`, the length, accessors and
+/// publish/abort life cycle both kinds share.
 macro_rules! writer_class {
-    ($py_writer:ident, $pyname:literal, { $($extra:tt)* }) => {
+    (
+        $(#[$doc:meta])* $py_writer:ident($writer:ident), $pyname:tt,
+        $shape:ident: $arg:ty => $keep:expr, { $($extra:tt)* }
+    ) => {
+        $(#[$doc])*
+        #[pyclass(name = $pyname, module = "loaderx.zrecord", frozen)]
+        pub(crate) struct $py_writer {
+            inner: Mutex<Option<$writer>>,
+            path: PathBuf,
+            dtype: DType,
+            $shape: <$writer as Create>::Shape,
+        }
+
         #[pymethods]
         impl $py_writer {
+            #[new]
+            #[allow(clippy::too_many_arguments)]
+            #[pyo3(signature = (path, dtype, $shape, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None, *, storage_options=None))]
+            fn py_new(
+                py: Python<'_>,
+                path: PathBuf,
+                dtype: &Bound<'_, PyAny>,
+                $shape: $arg,
+                codec: &str,
+                data_shards: u32,
+                dict_bytes: Option<&Bound<'_, PyAny>>,
+                storage_options: Option<&Bound<'_, pyo3::types::PyDict>>,
+            ) -> PyResult<Self> {
+                let dtype = parse_dtype(dtype)?;
+                let kept: <$writer as Create>::Shape = $keep;
+                let (c, opts) = writer_options(codec, data_shards, dict_bytes, storage_options)?;
+                let create = || <$writer as Create>::create(&path, dtype, &kept, c, opts);
+                let w = py.detach(|| guard(create)).py_err(py)?;
+                Ok($py_writer { inner: Mutex::new(Some(w)), path, dtype, $shape: kept })
+            }
+
             $($extra)*
 
             /// Refuses: a writer owns an open, locked temp directory in this process.
@@ -128,6 +195,17 @@ macro_rules! writer_class {
                     "it owns an open, locked temp directory in this process; close() it and \
                      pickle the store it published (DenseStore / RaggedStore) instead",
                 ))
+            }
+
+            fn __repr__(&self) -> String {
+                format!(
+                    "{}({:?}, dtype={}, {}={:?})",
+                    $pyname,
+                    self.path.display().to_string(),
+                    self.dtype,
+                    stringify!($shape),
+                    self.$shape
+                )
             }
 
             /// Records appended so far.
@@ -192,15 +270,6 @@ macro_rules! writer_class {
     };
 }
 
-/// Creates a new Dense container; `close()` (or leaving `with` normally) publishes it.
-#[pyclass(name = "DenseWriter", module = "loaderx.zrecord", frozen)]
-pub(crate) struct PyDenseWriter {
-    inner: Mutex<Option<DenseWriter>>,
-    path: PathBuf,
-    dtype: DType,
-    item_shape: Vec<u64>,
-}
-
 impl PyDenseWriter {
     /// The dtype and `(n, *item_shape)` checks of both append paths (host and device).
     fn check_input(&self, dtype: DType, shape: &[u64]) -> PyResult<()> {
@@ -263,34 +332,10 @@ impl PyDenseWriter {
     }
 }
 
-writer_class!(PyDenseWriter, "DenseWriter", {
-    #[new]
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, dtype, item_shape, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None, *, storage_options=None))]
-    fn py_new(
-        py: Python<'_>,
-        path: PathBuf,
-        dtype: &Bound<'_, PyAny>,
-        item_shape: &Bound<'_, PyAny>,
-        codec: &str,
-        data_shards: u32,
-        dict_bytes: Option<&Bound<'_, PyAny>>,
-        storage_options: Option<&Bound<'_, pyo3::types::PyDict>>,
-    ) -> PyResult<Self> {
-        let d = parse_dtype(dtype)?;
-        let shape = shape_arg(item_shape, "item_shape")?;
-        let (c, opts) = writer_options(codec, data_shards, dict_bytes, storage_options)?;
-        let w = py
-            .detach(|| guard(|| DenseWriter::create(&path, d, &shape, c, opts)))
-            .py_err(py)?;
-        Ok(PyDenseWriter {
-            inner: Mutex::new(Some(w)),
-            path,
-            dtype: d,
-            item_shape: shape,
-        })
-    }
-
+writer_class!(
+    /// Creates a new Dense container; `close()` (or leaving `with` normally) publishes it.
+    PyDenseWriter(DenseWriter), "DenseWriter",
+    item_shape: &Bound<'_, PyAny> => shape_arg(item_shape, "item_shape")?, {
     /// Appends a C-contiguous CPU tensor of shape `(n, *item_shape)` in the store dtype. The
     /// input is copied into a private staging buffer (raw-pointer copy, GIL released) before it is
     /// encoded, so a concurrent write to it can never reach the encoder half-way.
@@ -319,25 +364,7 @@ writer_class!(PyDenseWriter, "DenseWriter", {
     fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.item_shape)
     }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "DenseWriter({:?}, dtype={}, item_shape={:?})",
-            self.path.display().to_string(),
-            self.dtype,
-            self.item_shape
-        )
-    }
 });
-
-/// Creates a new Ragged container; `close()` (or leaving `with` normally) publishes it.
-#[pyclass(name = "RaggedWriter", module = "loaderx.zrecord", frozen)]
-pub(crate) struct PyRaggedWriter {
-    inner: Mutex<Option<RaggedWriter>>,
-    path: PathBuf,
-    dtype: DType,
-    ndim: u32,
-}
 
 /// The host memory of an imported field that passed `check_fields` (C-contiguous, on the CPU).
 fn host_raw<'a>(imp: &'a Imported<'_>, path: &str, what: &str) -> PyResult<RawBytes<'a>> {
@@ -379,33 +406,9 @@ impl PyRaggedWriter {
     }
 }
 
-writer_class!(PyRaggedWriter, "RaggedWriter", {
-    #[new]
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, dtype, ndim, codec, data_shards=zrecord::DEFAULT_DATA_SHARDS, dict_bytes=None, *, storage_options=None))]
-    fn py_new(
-        py: Python<'_>,
-        path: PathBuf,
-        dtype: &Bound<'_, PyAny>,
-        ndim: u32,
-        codec: &str,
-        data_shards: u32,
-        dict_bytes: Option<&Bound<'_, PyAny>>,
-        storage_options: Option<&Bound<'_, pyo3::types::PyDict>>,
-    ) -> PyResult<Self> {
-        let d = parse_dtype(dtype)?;
-        let (c, opts) = writer_options(codec, data_shards, dict_bytes, storage_options)?;
-        let w = py
-            .detach(|| guard(|| RaggedWriter::create(&path, d, ndim, c, opts)))
-            .py_err(py)?;
-        Ok(PyRaggedWriter {
-            inner: Mutex::new(Some(w)),
-            path,
-            dtype: d,
-            ndim,
-        })
-    }
-
+writer_class!(
+    /// Creates a new Ragged container; `close()` (or leaving `with` normally) publishes it.
+    PyRaggedWriter(RaggedWriter), "RaggedWriter", ndim: u32 => ndim, {
     /// Appends a packed `RaggedBatch(values, cu_seqlens, shapes)`: host fields (CPU or pinned),
     /// or all three on one CUDA device (copied to the host in runs of whole records, see
     /// `crate::ragged_append::DeviceBatch`).
@@ -478,14 +481,5 @@ writer_class!(PyRaggedWriter, "RaggedWriter", {
     #[getter]
     fn ndim(&self) -> u32 {
         self.ndim
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "RaggedWriter({:?}, dtype={}, ndim={})",
-            self.path.display().to_string(),
-            self.dtype,
-            self.ndim
-        )
     }
 });

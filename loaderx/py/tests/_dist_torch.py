@@ -13,6 +13,16 @@ from loaderx.errors import InvalidInputError
 STEPS, RESUME = 5, 3
 
 
+def refused(loader, named, what):
+    """`check_consistent(loader)` fails, naming `named`; `what` says what it would have accepted."""
+    try:
+        check_consistent(loader)
+    except InvalidInputError as e:
+        assert named in str(e), e
+    else:
+        raise AssertionError(f"check_consistent accepted {what}")
+
+
 def main(root):
     dist.init_process_group("gloo")
     rank, world = torch_process()
@@ -36,20 +46,10 @@ def main(root):
                 ref.close()
     # One rank with another seed: every rank must see the failure, naming the seed.
     with st.loader("CYCLIC", seed=3 + rank, index=rank, count=world) as bad:
-        try:
-            check_consistent(bad)
-        except InvalidInputError as e:
-            assert "'seed'" in str(e), e
-        else:
-            raise AssertionError("check_consistent accepted different seeds")
+        refused(bad, "'seed'", "different seeds")
     # And a loader claiming the wrong rank.
     with st.loader("CYCLIC", index=0, count=world) as dup:
-        try:
-            check_consistent(dup)
-        except InvalidInputError as e:
-            assert "process_index" in str(e), e
-        else:
-            raise AssertionError("check_consistent accepted two process_index 0")
+        refused(dup, "process_index", "two process_index 0")
     dist.barrier()
     dist.destroy_process_group()
     print(f"RANK {rank} OK", flush=True)

@@ -1,4 +1,5 @@
 import ctypes
+import os
 
 import numpy as np
 import pytest
@@ -123,3 +124,25 @@ def random_array(dtype, shape, rng):
 
 def as_bytes(a):
     return np.ascontiguousarray(a).view(np.uint8).tobytes()
+
+
+class FakeDevice:
+    """Reports a CUDA DLPack device (and would export garbage if asked)."""
+
+    def __init__(self, dev=(2, 0)):
+        self.dev = dev
+
+    def __dlpack_device__(self):
+        return self.dev
+
+    def __dlpack__(self, **kw):  # pragma: no cover - must never be reached
+        raise AssertionError("__dlpack__ called on a non-CPU tensor")
+
+
+def flip_middle_byte(path):
+    """Inverts the byte in the middle of file `path` (a corruption every read of it must catch)."""
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0xFF]))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import flip_middle_byte
 
 import loaderx
 from loaderx import Allocator, Loader, dtypes, errors
@@ -92,11 +93,7 @@ def test_store_view_and_index_errors(store_path, tmp_path, alloc):
 
 def test_corrupt_error_carries_its_location(store_path, alloc):
     target = os.path.join(store_path, "shard-000.zrd")
-    with open(target, "r+b") as f:
-        f.seek(os.path.getsize(target) // 2)
-        b = f.read(1)
-        f.seek(-1, 1)
-        f.write(bytes([b[0] ^ 0xFF]))
+    flip_middle_byte(target)
     with DenseStore(store_path) as s:
         with raises_exactly(errors.CorruptError) as ei:
             s.bind(alloc)[:]

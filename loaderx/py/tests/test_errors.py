@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import flip_middle_byte
 
 import loaderx
 from loaderx import Allocator, dtypes
@@ -94,11 +95,7 @@ def test_corruption_is_reported(store_path, alloc):
         if os.path.getsize(full) > 1500:
             target = full
     assert target, files
-    with open(target, "r+b") as f:
-        f.seek(os.path.getsize(target) // 2)
-        b = f.read(1)
-        f.seek(-1, 1)
-        f.write(bytes([b[0] ^ 0xFF]))
+    flip_middle_byte(target)
     with DenseStore(store_path) as s:
         v = s.bind(alloc)
         with pytest.raises(loaderx.CorruptError) as ei:

@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import FakeDevice
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,19 +15,6 @@ from loaderx.zrecord import DenseStore, DenseWriter, RaggedBatch, RaggedStore, R
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 NAMES = st.sampled_from(dtypes.NAMES)
-
-
-class FakeDevice:
-    """Reports a CUDA DLPack device (and would export garbage if asked)."""
-
-    def __init__(self, dev=(2, 0)):
-        self.dev = dev
-
-    def __dlpack_device__(self):
-        return self.dev
-
-    def __dlpack__(self, **kw):  # pragma: no cover - must never be reached
-        raise AssertionError("__dlpack__ called on a non-CPU tensor")
 
 
 class DelegatingTensor:

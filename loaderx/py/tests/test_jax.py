@@ -2,11 +2,9 @@
 copying only from 64-byte-aligned buffers, so every exported field's alignment is asserted),
 lifetime, Ragged fields, Loader shards, appends from JAX arrays, clean rejection."""
 
-import gc
-
 import numpy as np
 import pytest
-from conftest import as_bytes, random_array, read_capsule
+from conftest import as_bytes, read_capsule
 
 jax = pytest.importorskip("jax", reason="jax is not installed (scripts/install-deps.sh installs it)")
 import jax.numpy as jnp  # noqa: E402
@@ -14,10 +12,10 @@ import jax.numpy as jnp  # noqa: E402
 # int64/uint64/float64/complex128 stay 64-bit only with x64 on (process-wide; harmless for the rest)
 jax.config.update("jax_enable_x64", True)
 
-import loaderx  # noqa: E402
-from loaderx import Allocator, Loader, dtypes  # noqa: E402
-from loaderx.sampler import Sampler  # noqa: E402
-from loaderx.zrecord import DenseStore, DenseWriter, RaggedBatch, RaggedStore, RaggedWriter  # noqa: E402
+from _interop import Lifetime, append_every_dtype, every_dtype_reads, random_ragged, write_dense, write_ragged  # noqa: E402
+from _interop import check_rejects_wrong_dtype_and_shape, three_stream_loader  # noqa: E402
+from loaderx import dtypes  # noqa: E402
+from loaderx.zrecord import DenseStore, DenseWriter, RaggedStore  # noqa: E402
 
 #: every catalog dtype JAX has (all of them with jax 0.10: ml_dtypes is its dtype library).
 JAX = [name for name in dtypes.NAMES if hasattr(jnp, name)]
@@ -44,43 +42,20 @@ def from_jax_source(a):
     return jnp.asarray(np.ascontiguousarray(a))
 
 
-def _dense(tmp_path, name, data, codec="raw"):
-    p = tmp_path / f"{name}-{codec}"
-    with DenseWriter(p, getattr(dtypes, name), data.shape[1:], codec, data_shards=2) as w:
-        w.append(data)
-    return p
-
-
 @pytest.mark.parametrize("name", JAX)
 def test_dense_every_dtype_zero_copy(tmp_path, name, alloc):
-    dt = getattr(dtypes, name)
-    data = random_array(dt, (24, 3, 4), np.random.default_rng(len(name)))
-    with DenseStore(_dense(tmp_path, name, data, "zstd")) as s:
-        v = s.bind(alloc)
-        for key, want in [(slice(None), list(range(24))), ([5, 0, 5, 23], [5, 0, 5, 23]), (7, 7)]:
-            t = v[key]
-            x = jax.dlpack.from_dlpack(t)
-            assert x.dtype == dt
-            assert x.shape == t.shape
-            assert x.unsafe_buffer_pointer() == data_ptr(t), "jax.dlpack.from_dlpack copied"
-            assert jax_bytes(x) == as_bytes(data[want])
+    for t, want in every_dtype_reads(tmp_path, name, alloc):
+        x = jax.dlpack.from_dlpack(t)
+        assert x.dtype == getattr(dtypes, name)
+        assert x.shape == t.shape
+        assert x.unsafe_buffer_pointer() == data_ptr(t), "jax.dlpack.from_dlpack copied"
+        assert jax_bytes(x) == want
 
 
 @pytest.mark.parametrize("name", JAX)
 def test_append_from_jax_every_dtype(tmp_path, name, alloc):
-    dt = getattr(dtypes, name)
-    data = random_array(dt, (30, 2, 5), np.random.default_rng(3))
-    src = from_jax_source(data)
-    assert src.dtype == dt
-    with DenseWriter(tmp_path / "d", dt, (2, 5), "zstd") as w:
-        w.append(src[:11])
-        w.append(src[11:])
-    recs = [data[k, : 1 + k % 2] for k in range(30)]
-    values = np.concatenate([r.reshape(-1) for r in recs])
-    cu = np.concatenate([[0], np.cumsum([r.size for r in recs])]).astype(np.int32)
-    shapes = np.array([r.shape for r in recs], dtype=np.uint64)
-    with RaggedWriter(tmp_path / "r", dt, 2, "raw") as w:
-        w.append(RaggedBatch(jnp.asarray(values), jnp.asarray(cu), jnp.asarray(shapes)))
+    data, recs, src = append_every_dtype(tmp_path, name, from_jax_source)
+    assert src.dtype == getattr(dtypes, name)
     with DenseStore(tmp_path / "d") as s, RaggedStore(tmp_path / "r") as r:
         assert jax_bytes(jax.dlpack.from_dlpack(s.bind(alloc)[:])) == as_bytes(data)
         for got, want in zip(r.bind(alloc)[:].to_tensors(), recs):
@@ -90,29 +65,19 @@ def test_append_from_jax_every_dtype(tmp_path, name, alloc):
 
 
 def test_lifetime_array_outlives_store_view_allocator(tmp_path):
-    data = np.arange(64 * 100, dtype=np.float32).reshape(100, 64)
-    p = _dense(tmp_path, "float32", data, "zstd")
-    recs = [np.arange(1 + k % 7, dtype=np.int64) * k for k in range(40)]
-    with RaggedWriter(tmp_path / "r", dtypes.int64, 1, "zstd") as w:
-        w.append(RaggedBatch.from_records(recs))
-    s, r, a = DenseStore(p), RaggedStore(tmp_path / "r"), Allocator("cpu", pool_size=1 << 20)
-    v, rv = s.bind(a), r.bind(a)
-    t = v[[9, 3, 99]]
+    c = Lifetime(tmp_path)
+    t = c.view[[9, 3, 99]]
     x = jax.dlpack.from_dlpack(t)
     assert x.unsafe_buffer_pointer() == data_ptr(t)
-    b = rv[[4, 39, 0]]
+    b = c.ragged[[4, 39, 0]]
     vals, cu, sh = (jax.dlpack.from_dlpack(f) for f in (b.values, b.cu_seqlens, b.shapes))
-    del t, v, rv, b
-    s.close()
-    r.close()
-    a.close()
-    del s, r, a
-    gc.collect()
+    del t, b
+    c.release()
     junk = [np.full((100, 64), -1.0, np.float32) for _ in range(8)]
-    np.testing.assert_array_equal(np.asarray(x), data[[9, 3, 99]])
-    assert np.asarray(vals).tolist() == np.concatenate([recs[4], recs[39], recs[0]]).tolist()
+    np.testing.assert_array_equal(np.asarray(x), c.data[[9, 3, 99]])
+    assert np.asarray(vals).tolist() == c.packed([4, 39, 0])
     assert np.asarray(cu).tolist() == [0, 5, 10, 11] and np.asarray(sh).tolist() == [[5], [5], [1]]
-    assert float(jnp.sum(x)) == float(data[[9, 3, 99]].sum())  # JAX computes on the imported buffer
+    assert float(jnp.sum(x)) == float(c.data[[9, 3, 99]].sum())  # JAX computes on the imported buffer
     del junk
 
 
@@ -120,7 +85,7 @@ def test_export_is_writable_and_jax_shares_it(tmp_path, alloc):
     """The export is not READ_ONLY (flags 0); JAX arrays are immutable by contract, but the import
     is zero-copy, so it sees the batch's bytes (here written through NumPy before JAX reads them)."""
     data = np.arange(40, dtype=np.int32).reshape(10, 4)
-    with DenseStore(_dense(tmp_path, "int32", data)) as s:
+    with DenseStore(write_dense(tmp_path, "int32", data)) as s:
         t = s.bind(alloc)[:]
         assert read_capsule(t.__dlpack__(max_version=(1, 0)))["flags"] == 0
         np.from_dlpack(t)[2] = -7
@@ -132,10 +97,7 @@ def test_export_is_writable_and_jax_shares_it(tmp_path, alloc):
 @pytest.mark.parametrize("codec", ["raw", "zstd"])
 @pytest.mark.parametrize("ndim", [1, 3])
 def test_ragged_fields_aligned(tmp_path, alloc, codec, ndim):
-    rng = np.random.default_rng(ndim)
-    recs = [rng.standard_normal(tuple(int(d) for d in rng.integers(1, 6, ndim))).astype(np.float32) for _ in range(50)]
-    with RaggedWriter(tmp_path / "r", dtypes.float32, ndim, codec) as w:
-        w.append(RaggedBatch.from_records(recs))
+    recs = random_ragged(tmp_path, ndim, codec)
     for want in ([7, 49, 0, 7, 13], [3], list(range(50))):
         with RaggedStore(tmp_path / "r") as s:
             b = s.bind(alloc)[want]
@@ -156,35 +118,25 @@ def test_ragged_fields_aligned(tmp_path, alloc, codec, ndim):
 
 
 def test_loader_shards_aligned(tmp_path):
-    n = 256
-    x = np.arange(n * 16, dtype=np.float32).reshape(n, 16)
-    ids = np.arange(n, dtype=np.int64)
-    tok = [np.full(1 + i % 9, i, np.int32) for i in range(n)]
-    px, pi = _dense(tmp_path, "float32", x, "zstd"), _dense(tmp_path, "int64", ids, "raw")
-    with RaggedWriter(tmp_path / "tok", dtypes.int32, 1, "zstd") as w:
-        w.append(RaggedBatch.from_records(tok))
-    with DenseStore(px) as sx, DenseStore(pi) as si, RaggedStore(tmp_path / "tok") as st, Allocator() as a:
-        streams = {"x": [sx.bind(a), sx.bind(a)], "id": [si.bind(a), si.bind(a)], "tok": [st.bind(a), st.bind(a)]}
-        ref = Sampler(n, 32, Sampler.Mode.IID, seed=4)
-        with Loader(streams, Sampler(n, 32, Sampler.Mode.IID, seed=4), workers=1, prefetch=2) as loader:
-            for _ in range(6):
-                shards = next(loader)
-                want = ref.next().astype(np.int64)
-                assert len(shards) == 2
-                for k, sh in enumerate(shards):
-                    jx, ji = jax.dlpack.from_dlpack(sh["x"]), jax.dlpack.from_dlpack(sh["id"])
-                    assert jx.unsafe_buffer_pointer() == data_ptr(sh["x"])
-                    assert ji.unsafe_buffer_pointer() == data_ptr(sh["id"])
-                    np.testing.assert_array_equal(np.asarray(ji), want[16 * k: 16 * (k + 1)])
-                    np.testing.assert_array_equal(np.asarray(jx), x[np.asarray(ji)])
-                    rb = sh["tok"]
-                    vals, cu = jax.dlpack.from_dlpack(rb.values), jax.dlpack.from_dlpack(rb.cu_seqlens)
-                    assert vals.unsafe_buffer_pointer() == data_ptr(rb.values)
-                    assert cu.unsafe_buffer_pointer() == data_ptr(rb.cu_seqlens)
-                    data_ptr(rb.shapes)
-                    cu, vals = np.asarray(cu), np.asarray(vals)
-                    for j, i in enumerate(np.asarray(ji).tolist()):
-                        assert vals[cu[j]:cu[j + 1]].tolist() == tok[i].tolist()
+    with three_stream_loader(tmp_path) as (x, tok, loader, ref):
+        for _ in range(6):
+            shards = next(loader)
+            want = ref.next().astype(np.int64)
+            assert len(shards) == 2
+            for k, sh in enumerate(shards):
+                jx, ji = jax.dlpack.from_dlpack(sh["x"]), jax.dlpack.from_dlpack(sh["id"])
+                assert jx.unsafe_buffer_pointer() == data_ptr(sh["x"])
+                assert ji.unsafe_buffer_pointer() == data_ptr(sh["id"])
+                np.testing.assert_array_equal(np.asarray(ji), want[16 * k: 16 * (k + 1)])
+                np.testing.assert_array_equal(np.asarray(jx), x[np.asarray(ji)])
+                rb = sh["tok"]
+                vals, cu = jax.dlpack.from_dlpack(rb.values), jax.dlpack.from_dlpack(rb.cu_seqlens)
+                assert vals.unsafe_buffer_pointer() == data_ptr(rb.values)
+                assert cu.unsafe_buffer_pointer() == data_ptr(rb.cu_seqlens)
+                data_ptr(rb.shapes)
+                cu, vals = np.asarray(cu), np.asarray(vals)
+                for j, i in enumerate(np.asarray(ji).tolist()):
+                    assert vals[cu[j]:cu[j + 1]].tolist() == tok[i].tolist()
 
 
 def test_append_nd_and_ragged_from_jax(tmp_path, alloc):
@@ -194,10 +146,8 @@ def test_append_nd_and_ragged_from_jax(tmp_path, alloc):
         w.append(imgs[:5])
         w.append(imgs[5:])
     seqs = [jnp.arange(1 + k, dtype=jnp.int64) for k in range(4)]
-    with RaggedWriter(tmp_path / "r1", dtypes.int64, 1, "raw") as w:
-        w.append(RaggedBatch.from_records(seqs))  # JAX records go through DLPack
-    with RaggedWriter(tmp_path / "r3", dtypes.uint8, 3, "zstd") as w:
-        w.append(RaggedBatch.from_records([imgs[k, :, : 2 + k % 5] for k in range(6)]))
+    write_ragged(tmp_path / "r1", dtypes.int64, 1, "raw", seqs)  # JAX records go through DLPack
+    write_ragged(tmp_path / "r3", dtypes.uint8, 3, "zstd", [imgs[k, :, : 2 + k % 5] for k in range(6)])
     with DenseStore(tmp_path / "d") as s, RaggedStore(tmp_path / "r1") as r1, RaggedStore(tmp_path / "r3") as r3:
         np.testing.assert_array_equal(np.asarray(jax.dlpack.from_dlpack(s.bind(alloc)[:])), np.asarray(imgs))
         for t, want in zip(r1.bind(alloc)[:].to_tensors(), seqs):
@@ -208,30 +158,16 @@ def test_append_nd_and_ragged_from_jax(tmp_path, alloc):
 
 def test_rejects_wrong_dtype_and_shape(tmp_path):
     """JAX arrays export C-contiguous only, so non-contiguous input cannot arise from JAX."""
-    w = DenseWriter(tmp_path / "d", dtypes.float32, (4,), "raw")
-    with pytest.raises(loaderx.DTypeError, match="expected dtype"):
-        w.append(jnp.zeros((3, 4), dtype=jnp.float64))
-    with pytest.raises(loaderx.DTypeError, match="expected dtype"):
-        w.append(jnp.zeros((3, 4), dtype=jnp.bfloat16))
-    for shape in [(3, 5), (4,), (3, 4, 1), (3, 2, 2)]:
-        with pytest.raises(loaderx.InvalidInputError, match="expected shape"):
-            w.append(jnp.zeros(shape, dtype=jnp.float32))
-    assert len(w) == 0
-    rw = RaggedWriter(tmp_path / "r", dtypes.int32, 1, "raw")
-    with pytest.raises(loaderx.DTypeError):
-        rw.append(RaggedBatch(jnp.arange(3, dtype=jnp.int64), jnp.array([0, 3], jnp.int32), jnp.array([[3]], jnp.uint64)))
-    with pytest.raises((loaderx.InvalidInputError, loaderx.DTypeError)):
-        rw.append(RaggedBatch(jnp.arange(3, dtype=jnp.int32), jnp.array([0, 3], jnp.int64), jnp.array([[3]], jnp.uint64)))
-    with pytest.raises(loaderx.InvalidInputError):
-        rw.append(RaggedBatch(jnp.arange(3, dtype=jnp.int32), jnp.array([0, 4], jnp.int32), jnp.array([[4]], jnp.uint64)))
-    assert len(rw) == 0
-    w.abort()
-    rw.abort()
+    check_rejects_wrong_dtype_and_shape(
+        tmp_path,
+        lambda shape, name: jnp.zeros(shape, dtype=getattr(jnp, name)),
+        lambda values, name: jnp.array(values, getattr(jnp, name)),
+    )
 
 
 def test_jax_indices_select(tmp_path, alloc):
     data = np.arange(50, dtype=np.int16)
-    with DenseStore(_dense(tmp_path, "int16", data)) as s:
+    with DenseStore(write_dense(tmp_path, "int16", data)) as s:
         v = s.bind(alloc)
         for idx in [jnp.array([4, 1, 4]), jnp.arange(0, 50, 7, dtype=jnp.int32)]:
             assert np.asarray(jax.dlpack.from_dlpack(v[idx])).tolist() == data[np.asarray(idx)].tolist()

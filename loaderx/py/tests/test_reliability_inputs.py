@@ -12,6 +12,7 @@ import os
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import FakeDevice
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -55,17 +56,6 @@ def attempt(fn):
     except BaseException as e:  # noqa: B036 - PanicException derives from BaseException
         check_exception(e)
         return False, e
-
-
-class FakeCuda:
-    def __init__(self, dev):
-        self.dev = dev
-
-    def __dlpack_device__(self):
-        return self.dev
-
-    def __dlpack__(self, **kw):  # pragma: no cover - must never be reached
-        raise AssertionError("__dlpack__ called on a non-CPU tensor")
 
 
 class CudaArrayInterface:
@@ -137,7 +127,7 @@ def dense_call(draw, wdt, item):
     if layout == "memoryview-rw":
         return memoryview(bytearray(n * 4)), None, "invalid"
     if layout == "fake-cuda":
-        return FakeCuda((draw(st.sampled_from([2, 3, 4, 10, 13])), draw(st.integers(0, 3)))), None, "invalid"
+        return FakeDevice((draw(st.sampled_from([2, 3, 4, 10, 13])), draw(st.integers(0, 3)))), None, "invalid"
     if layout == "cai":
         return CudaArrayInterface(shape), None, "invalid"
     if layout == "list":
@@ -308,9 +298,9 @@ def ragged_call(draw, ndim):
     elif defect == "values-memoryview-rw":
         values = memoryview(bytearray(values.tobytes()))
     elif defect == "values-cuda":
-        values = FakeCuda((2, 0))
+        values = FakeDevice((2, 0))
     elif defect == "cu-cuda":
-        cu = FakeCuda((2, 0))
+        cu = FakeDevice((2, 0))
     elif defect == "cu-noncontig":
         cu = np.repeat(cu, 2)[::2]
     elif defect == "values-fortran":

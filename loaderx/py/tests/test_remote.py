@@ -76,6 +76,18 @@ def test_wrong_credentials_raise_storage_io_error(s3):
     assert "endpiont" in str(e.value)
 
 
+def _worker_loader(torch, view, batches, context):
+    """A torch DataLoader whose two workers (started by `context`) read `batches` of `view`."""
+    return torch.utils.data.DataLoader(
+        RemoteViewDataset(view),
+        batch_size=None,
+        sampler=batches,
+        num_workers=2,
+        multiprocessing_context=context,
+        timeout=120,
+    )
+
+
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_remote_view_in_torch_dataloader_workers(s3, context):
     torch = pytest.importorskip("torch")
@@ -88,14 +100,7 @@ def test_remote_view_in_torch_dataloader_workers(s3, context):
     v = s.bind(a)
     v[[0, 1]]  # the parent has made its client and runtime before the workers start
     batches = [np.random.default_rng(k).integers(0, 200, size=32) for k in range(6)]
-    dl = torch.utils.data.DataLoader(
-        RemoteViewDataset(v),
-        batch_size=None,
-        sampler=batches,
-        num_workers=2,
-        multiprocessing_context=context,
-        timeout=120,
-    )
+    dl = _worker_loader(torch, v, batches, context)
     seen = 0
     for k, item in enumerate(dl):
         np.testing.assert_array_equal(item["idx"].numpy(), batches[k])
@@ -155,14 +160,7 @@ def test_a_node_local_cache_is_shared_by_dataloader_workers(s3, tmp_path, contex
     v = s.bind(a)
     order = np.random.default_rng(8).permutation(200)
     batches = [order[k : k + 25] for k in range(0, 200, 25)]
-    dl = torch.utils.data.DataLoader(
-        RemoteViewDataset(v),
-        batch_size=None,
-        sampler=batches,
-        num_workers=2,
-        multiprocessing_context=context,
-        timeout=120,
-    )
+    dl = _worker_loader(torch, v, batches, context)
     for k, item in enumerate(dl):
         np.testing.assert_array_equal(item["x"].numpy(), data[batches[k]])
     assert s.cache_stats["hits"] == 0 and s.cache_stats["misses"] == 0

@@ -1,8 +1,6 @@
 """DLPack hand-off between loaderx and torch (CPU): every catalog dtype torch knows, zero-copy,
 lifetime, writability, Ragged fields, Loader shards, appends from torch tensors, clean rejection."""
 
-import gc
-
 import numpy as np
 import pytest
 from conftest import as_bytes, random_array, read_capsule
@@ -10,8 +8,9 @@ from conftest import as_bytes, random_array, read_capsule
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/install-deps.sh installs it)")
 
 import loaderx  # noqa: E402
-from loaderx import Allocator, Loader, dtypes  # noqa: E402
-from loaderx.sampler import Sampler  # noqa: E402
+from _interop import Lifetime, append_every_dtype, every_dtype_reads, random_ragged, write_dense, write_ragged  # noqa: E402
+from _interop import check_rejects_wrong_dtype_and_shape, three_stream_loader  # noqa: E402
+from loaderx import dtypes  # noqa: E402
 from loaderx.zrecord import DenseStore, DenseWriter, DLTensor, RaggedBatch, RaggedStore, RaggedWriter  # noqa: E402
 
 #: catalog name -> torch dtype, for every catalog dtype torch has.
@@ -49,42 +48,21 @@ def capsule_data(t):
     return read_capsule(t.__dlpack__(max_version=(1, 0)))["data"]
 
 
-def _dense(tmp_path, name, data, codec="raw", shards=2):
-    p = tmp_path / f"{name}-{codec}"
-    with DenseWriter(p, getattr(dtypes, name), data.shape[1:], codec, data_shards=shards) as w:
-        w.append(data)
-    return p
-
-
 @pytest.mark.parametrize("name", sorted(TORCH))
 def test_dense_every_dtype_zero_copy(tmp_path, name, alloc):
-    dt = getattr(dtypes, name)
-    data = random_array(dt, (24, 3, 4), np.random.default_rng(len(name)))
-    with DenseStore(_dense(tmp_path, name, data, "zstd")) as s:
-        v = s.bind(alloc)
-        for key, want in [(slice(None), list(range(24))), ([5, 0, 5, 23], [5, 0, 5, 23]), (7, 7)]:
-            t = v[key]
-            x = torch.from_dlpack(t)
-            assert x.dtype == TORCH[name]
-            assert tuple(x.shape) == t.shape
-            assert x.data_ptr() == capsule_data(t), "torch.from_dlpack copied"
-            assert x.data_ptr() == torch.from_dlpack(t).data_ptr()  # several imports alias
-            assert x.is_contiguous()
-            assert torch_bytes(x) == as_bytes(data[want])
+    for t, want in every_dtype_reads(tmp_path, name, alloc):
+        x = torch.from_dlpack(t)
+        assert x.dtype == TORCH[name]
+        assert tuple(x.shape) == t.shape
+        assert x.data_ptr() == capsule_data(t), "torch.from_dlpack copied"
+        assert x.data_ptr() == torch.from_dlpack(t).data_ptr()  # several imports alias
+        assert x.is_contiguous()
+        assert torch_bytes(x) == want
 
 
 @pytest.mark.parametrize("name", sorted(TORCH))
 def test_append_from_torch_every_dtype(tmp_path, name, alloc):
-    dt = getattr(dtypes, name)
-    data = random_array(dt, (30, 2, 5), np.random.default_rng(3))
-    src = to_torch(data)
-    with DenseWriter(tmp_path / "d", dt, (2, 5), "zstd") as w:
-        w.append(src[:11])
-        w.append(src[11:])
-    recs = [data[k, : 1 + k % 2] for k in range(30)]
-    with RaggedWriter(tmp_path / "r", dt, 2, "raw") as w:
-        vals, cu, sh = _packed(recs)
-        w.append(RaggedBatch(to_torch(vals), torch.from_numpy(cu), torch.from_numpy(sh)))
+    data, recs, _ = append_every_dtype(tmp_path, name, to_torch)
     with DenseStore(tmp_path / "d") as s, RaggedStore(tmp_path / "r") as r:
         assert torch_bytes(torch.from_dlpack(s.bind(alloc)[:])) == as_bytes(data)
         b = r.bind(alloc)[:]
@@ -94,20 +72,12 @@ def test_append_from_torch_every_dtype(tmp_path, name, alloc):
             assert torch_bytes(x) == as_bytes(want)
 
 
-def _packed(recs):
-    values = np.concatenate([r.reshape(-1) for r in recs])
-    cu = np.zeros(len(recs) + 1, dtype=np.int32)
-    cu[1:] = np.cumsum([r.size for r in recs])
-    shapes = np.array([r.shape for r in recs], dtype=np.uint64)
-    return values, cu, shapes
-
-
 @pytest.mark.parametrize("name", NOT_IN_TORCH)
 def test_dtypes_torch_lacks_need_the_numpy_helper(tmp_path, name, alloc):
     """torch has no such dtype: torch.from_dlpack refuses the code, the helper still reads it."""
     dt = getattr(dtypes, name)
     data = random_array(dt, (6, 2), np.random.default_rng(1))
-    with DenseStore(_dense(tmp_path, name, data)) as s:
+    with DenseStore(write_dense(tmp_path, name, data)) as s:
         t = s.bind(alloc)[:]
         with pytest.raises((BufferError, RuntimeError, TypeError)):
             torch.from_dlpack(t)
@@ -117,28 +87,18 @@ def test_dtypes_torch_lacks_need_the_numpy_helper(tmp_path, name, alloc):
 
 
 def test_lifetime_tensor_outlives_store_view_allocator(tmp_path):
-    data = np.arange(64 * 100, dtype=np.float32).reshape(100, 64)
-    p = _dense(tmp_path, "float32", data, "zstd")
-    recs = [np.arange(1 + k % 7, dtype=np.int64) * k for k in range(40)]
-    with RaggedWriter(tmp_path / "r", dtypes.int64, 1, "zstd") as w:
-        w.append(RaggedBatch.from_records(recs))
-    s, r, a = DenseStore(p), RaggedStore(tmp_path / "r"), Allocator("cpu", pool_size=1 << 20)
-    v, rv = s.bind(a), r.bind(a)
-    x = torch.from_dlpack(v[[9, 3, 99]])
-    b = rv[[4, 39, 0]]
+    c = Lifetime(tmp_path)
+    x = torch.from_dlpack(c.view[[9, 3, 99]])
+    b = c.ragged[[4, 39, 0]]
     vals, cu, sh = torch.from_dlpack(b.values), torch.from_dlpack(b.cu_seqlens), torch.from_dlpack(b.shapes)
     pieces = [torch.from_dlpack(t) for t in b.to_tensors()]
-    del v, rv, b
-    s.close()
-    r.close()
-    a.close()
-    del s, r, a
-    gc.collect()
+    del b
+    c.release()
     junk = [torch.full((100, 64), -1.0) for _ in range(8)]  # reuse freed memory, if any was freed
-    assert torch.equal(x, torch.from_numpy(data[[9, 3, 99]]))
-    assert vals.tolist() == np.concatenate([recs[4], recs[39], recs[0]]).tolist()
+    assert torch.equal(x, torch.from_numpy(c.data[[9, 3, 99]]))
+    assert vals.tolist() == c.packed([4, 39, 0])
     assert cu.tolist() == [0, 5, 10, 11] and sh.tolist() == [[5], [5], [1]]
-    assert [p.tolist() for p in pieces] == [recs[4].tolist(), recs[39].tolist(), recs[0].tolist()]
+    assert [p.tolist() for p in pieces] == [c.recs[4].tolist(), c.recs[39].tolist(), c.recs[0].tolist()]
     del junk
 
 
@@ -146,7 +106,7 @@ def test_writable_as_documented(tmp_path, alloc):
     """Every batch owns its allocation: the import is writable, aliases other imports of the same
     DLTensor, and never reaches the store (a new gather reads the stored bytes)."""
     data = np.arange(40, dtype=np.int32).reshape(10, 4)
-    with DenseStore(_dense(tmp_path, "int32", data)) as s:
+    with DenseStore(write_dense(tmp_path, "int32", data)) as s:
         v = s.bind(alloc)
         t = v[:]
         assert read_capsule(t.__dlpack__(max_version=(1, 0)))["flags"] == 0
@@ -163,10 +123,7 @@ def test_writable_as_documented(tmp_path, alloc):
 @pytest.mark.parametrize("codec", ["raw", "zstd"])
 @pytest.mark.parametrize("ndim", [1, 3])
 def test_ragged_fields(tmp_path, alloc, codec, ndim):
-    rng = np.random.default_rng(ndim)
-    recs = [rng.standard_normal(tuple(int(d) for d in rng.integers(1, 6, ndim))).astype(np.float32) for _ in range(50)]
-    with RaggedWriter(tmp_path / "r", dtypes.float32, ndim, codec) as w:
-        w.append(RaggedBatch.from_records(recs))
+    recs = random_ragged(tmp_path, ndim, codec)
     want = [7, 49, 0, 7, 13]
     with RaggedStore(tmp_path / "r") as s:
         b = s.bind(alloc)[want]
@@ -190,31 +147,21 @@ def test_ragged_fields(tmp_path, alloc, codec, ndim):
 
 
 def test_loader_shards(tmp_path):
-    n = 256
-    x = np.arange(n * 16, dtype=np.float32).reshape(n, 16)
-    ids = np.arange(n, dtype=np.int64)
-    tok = [np.full(1 + i % 9, i, np.int32) for i in range(n)]
-    px, pi = _dense(tmp_path, "float32", x, "zstd"), _dense(tmp_path, "int64", ids, "raw")
-    with RaggedWriter(tmp_path / "tok", dtypes.int32, 1, "zstd") as w:
-        w.append(RaggedBatch.from_records(tok))
-    with DenseStore(px) as sx, DenseStore(pi) as si, RaggedStore(tmp_path / "tok") as st, Allocator() as a:
-        streams = {"x": [sx.bind(a), sx.bind(a)], "id": [si.bind(a), si.bind(a)], "tok": [st.bind(a), st.bind(a)]}
-        ref = Sampler(n, 32, Sampler.Mode.IID, seed=4)
-        with Loader(streams, Sampler(n, 32, Sampler.Mode.IID, seed=4), workers=1, prefetch=2) as loader:
-            seen = []
-            for _ in range(6):
-                shards = next(loader)
-                assert len(shards) == 2
-                for sh in shards:
-                    tx, ti = torch.from_dlpack(sh["x"]), torch.from_dlpack(sh["id"])
-                    assert tx.data_ptr() == capsule_data(sh["x"])
-                    assert tuple(tx.shape) == (16, 16)
-                    assert torch.equal(tx, torch.from_numpy(x[ti.numpy()]))
-                    vals = torch.from_dlpack(sh["tok"].values)
-                    cu = torch.from_dlpack(sh["tok"].cu_seqlens)
-                    for k, i in enumerate(ti.tolist()):
-                        assert vals[cu[k]:cu[k + 1]].tolist() == tok[i].tolist()
-                seen.append(tuple(torch.cat([torch.from_dlpack(sh["id"]) for sh in shards]).tolist()))
+    with three_stream_loader(tmp_path) as (x, tok, loader, ref):
+        seen = []
+        for _ in range(6):
+            shards = next(loader)
+            assert len(shards) == 2
+            for sh in shards:
+                tx, ti = torch.from_dlpack(sh["x"]), torch.from_dlpack(sh["id"])
+                assert tx.data_ptr() == capsule_data(sh["x"])
+                assert tuple(tx.shape) == (16, 16)
+                assert torch.equal(tx, torch.from_numpy(x[ti.numpy()]))
+                vals = torch.from_dlpack(sh["tok"].values)
+                cu = torch.from_dlpack(sh["tok"].cu_seqlens)
+                for k, i in enumerate(ti.tolist()):
+                    assert vals[cu[k]:cu[k + 1]].tolist() == tok[i].tolist()
+            seen.append(tuple(torch.cat([torch.from_dlpack(sh["id"]) for sh in shards]).tolist()))
         assert seen == [tuple(int(i) for i in ref.next()) for _ in range(6)]  # one worker keeps the order
 
 
@@ -225,10 +172,8 @@ def test_append_nd_and_ragged_from_torch(tmp_path, alloc):
         w.append(imgs[5:])
         w.append(imgs[:1])
     seqs = [torch.arange(1 + k, dtype=torch.int64) for k in range(9)]
-    with RaggedWriter(tmp_path / "r1", dtypes.int64, 1, "raw") as w:
-        w.append(RaggedBatch.from_records(seqs))  # torch records go through DLPack
-    with RaggedWriter(tmp_path / "r3", dtypes.uint8, 3, "zstd") as w:
-        w.append(RaggedBatch.from_records([imgs[k, :, : 2 + k % 5] for k in range(12)]))
+    write_ragged(tmp_path / "r1", dtypes.int64, 1, "raw", seqs)  # torch records go through DLPack
+    write_ragged(tmp_path / "r3", dtypes.uint8, 3, "zstd", [imgs[k, :, : 2 + k % 5] for k in range(12)])
     with DenseStore(tmp_path / "d") as s, RaggedStore(tmp_path / "r1") as r1, RaggedStore(tmp_path / "r3") as r3:
         got = torch.from_dlpack(s.bind(alloc)[:])
         assert torch.equal(got, torch.cat([imgs, imgs[:1]]))
@@ -255,25 +200,11 @@ def test_rejects_non_contiguous(tmp_path):
 
 
 def test_rejects_wrong_dtype_and_shape(tmp_path):
-    w = DenseWriter(tmp_path / "d", dtypes.float32, (4,), "raw")
-    with pytest.raises(loaderx.DTypeError, match="expected dtype"):
-        w.append(torch.zeros(3, 4, dtype=torch.float64))
-    with pytest.raises(loaderx.DTypeError, match="expected dtype"):
-        w.append(torch.zeros(3, 4, dtype=torch.bfloat16))
-    for shape in [(3, 5), (4,), (3, 4, 1), (3, 2, 2)]:
-        with pytest.raises(loaderx.InvalidInputError, match="expected shape"):
-            w.append(torch.zeros(shape, dtype=torch.float32))
-    assert len(w) == 0
-    rw = RaggedWriter(tmp_path / "r", dtypes.int32, 1, "raw")
-    with pytest.raises(loaderx.DTypeError):
-        rw.append(RaggedBatch(torch.arange(3, dtype=torch.int64), torch.tensor([0, 3], dtype=torch.int32), torch.tensor([[3]], dtype=torch.uint64)))
-    with pytest.raises((loaderx.InvalidInputError, loaderx.DTypeError)):
-        rw.append(RaggedBatch(torch.arange(3, dtype=torch.int32), torch.tensor([0, 3], dtype=torch.int64), torch.tensor([[3]], dtype=torch.uint64)))
-    with pytest.raises(loaderx.InvalidInputError):
-        rw.append(RaggedBatch(torch.arange(3, dtype=torch.int32), torch.tensor([0, 4], dtype=torch.int32), torch.tensor([[4]], dtype=torch.uint64)))
-    assert len(rw) == 0
-    w.abort()
-    rw.abort()
+    check_rejects_wrong_dtype_and_shape(
+        tmp_path,
+        lambda shape, name: torch.zeros(shape, dtype=getattr(torch, name)),
+        lambda values, name: torch.tensor(values, dtype=getattr(torch, name)),
+    )
 
 
 def test_rejects_non_cpu_and_non_tensors(tmp_path):
@@ -304,7 +235,7 @@ def test_rejects_non_cpu_and_non_tensors(tmp_path):
 
 def test_torch_indices_select(tmp_path, alloc):
     data = np.arange(50, dtype=np.int16)
-    with DenseStore(_dense(tmp_path, "int16", data)) as s:
+    with DenseStore(write_dense(tmp_path, "int16", data)) as s:
         v = s.bind(alloc)
         for idx in [torch.tensor([4, 1, 4]), torch.arange(0, 50, 7, dtype=torch.int32), torch.arange(50)[::5]]:
             assert torch.from_dlpack(v[idx]).tolist() == data[idx.numpy()].tolist()

@@ -38,19 +38,11 @@ impl DeviceSource {
 // is never handed a slice of them).
 unsafe impl RegionSource for DeviceSource {
     fn device(&self) -> Device {
-        Device {
-            kind: DeviceType::Cuda,
-            id: self.dev.id(),
-        }
+        self.dev.placement(DeviceType::Cuda)
     }
 
     fn alloc(&self, capacity: usize, align: usize) -> zrecord::Result<NonNull<u8>> {
-        if align > DEVICE_ALIGN {
-            return Err(zrecord::Error::Alloc(format!(
-                "device regions are {DEVICE_ALIGN}-byte aligned; alignment {align} was asked"
-            )));
-        }
-        self.dev.bind()?;
+        self.dev.bind_for_alloc("device", DEVICE_ALIGN, align)?;
         let mut p: sys::CUdeviceptr = 0;
         // SAFETY: out-pointer to a local; the device's context is current.
         check("cuMemAlloc", unsafe {

@@ -198,6 +198,27 @@ impl CudaDevice {
         check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(self.ctx) })
     }
 
+    /// This device's placement of `kind`: `Cuda` for its memory, `CudaHost` for pinned memory.
+    pub(crate) fn placement(&self, kind: zrecord::DeviceType) -> zrecord::Device {
+        zrecord::Device { kind, id: self.id }
+    }
+
+    /// What a region source does before it allocates: refuses an `align` above the `max` its
+    /// driver call guarantees (for `what` regions), then makes this device's context current.
+    pub(crate) fn bind_for_alloc(
+        &self,
+        what: &str,
+        max: usize,
+        align: usize,
+    ) -> zrecord::Result<()> {
+        if align > max {
+            return Err(zrecord::Error::Alloc(format!(
+                "{what} regions are {max}-byte aligned; alignment {align} was asked"
+            )));
+        }
+        self.bind().map_err(Into::into)
+    }
+
     /// The loaderx-owned copy stream.
     pub fn stream(&self) -> StreamHandle {
         StreamHandle(self.stream as usize)

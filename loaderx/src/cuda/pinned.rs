@@ -33,20 +33,9 @@ impl PinnedSource {
 // device, whose retained context outlives every region); `device()` is always this device's
 // `CudaHost` placement.
 unsafe impl RegionSource for PinnedSource {
-    fn device(&self) -> Device {
-        Device {
-            kind: DeviceType::CudaHost,
-            id: self.dev.id(),
-        }
-    }
-
     fn alloc(&self, capacity: usize, align: usize) -> zrecord::Result<NonNull<u8>> {
-        if align > PINNED_ALIGN {
-            return Err(zrecord::Error::Alloc(format!(
-                "pinned host regions are {PINNED_ALIGN}-byte aligned; alignment {align} was asked"
-            )));
-        }
-        self.dev.bind()?;
+        self.dev
+            .bind_for_alloc("pinned host", PINNED_ALIGN, align)?;
         let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
         // SAFETY: out-pointer to a local; the device's context is current.
         check("cuMemHostAlloc", unsafe {
@@ -64,5 +53,9 @@ unsafe impl RegionSource for PinnedSource {
             // SAFETY: `ptr` came from cuMemHostAlloc in `alloc` (the caller's contract) and is unused.
             let _ = unsafe { sys::cuMemFreeHost(ptr.as_ptr().cast()) };
         }
+    }
+
+    fn device(&self) -> Device {
+        self.dev.placement(DeviceType::CudaHost)
     }
 }

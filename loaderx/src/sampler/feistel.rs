@@ -32,6 +32,22 @@ pub(super) struct RoundKeys {
     pub(super) mid: [u64; 4],
 }
 
+/// A [`Feistel`]'s parameters and a cycle's [`RoundKeys`] as the operands of a SIMD kernel:
+/// shift counts `C`, and registers `R` holding one word in every lane.
+#[cfg(target_arch = "x86_64")]
+struct Operands<R, C> {
+    right_bits: C,
+    left_align: C,
+    right_align: C,
+    right_mask: R,
+    left_top: R,
+    right_top: R,
+    c0: R,
+    c1: R,
+    pre: [R; 4],
+    mid: [R; 4],
+}
+
 impl Feistel {
     pub(super) fn for_len(len: u64) -> Self {
         // Smallest power-of-two domain holding [0, len), at least 4 so both halves are non-empty.
@@ -93,6 +109,30 @@ impl Feistel {
         }
     }
 
+    /// The permutation's shift counts and words as SIMD operands (`count` makes a shift count,
+    /// `splat` a register of one word in every lane): made once per call of a SIMD kernel.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn operands<R, C>(
+        &self,
+        keys: &RoundKeys,
+        splat: impl Fn(u64) -> R,
+        count: impl Fn(u32) -> C,
+    ) -> Operands<R, C> {
+        Operands {
+            right_bits: count(self.right_bits),
+            left_align: count(self.left_align),
+            right_align: count(self.right_align),
+            right_mask: splat(self.right_mask),
+            left_top: splat(self.left_top),
+            right_top: splat(self.right_top),
+            c0: splat(FEISTEL_C0),
+            c1: splat(FEISTEL_C1),
+            pre: keys.pre.map(&splat),
+            mid: keys.mid.map(&splat),
+        }
+    }
+
     /// [`Feistel::permute_lanes`] with SSE2 (part of the x86-64 baseline): two lanes per register,
     /// eight in flight, each multiply one `pmuludq`; the same function bit for bit.
     #[cfg(target_arch = "x86_64")]
@@ -106,25 +146,12 @@ impl Feistel {
         };
         const V: usize = 4;
         let splat = |v: u64| _mm_set1_epi64x(v as i64);
-        let count = |n: u32| _mm_cvtsi32_si128(n as i32);
-        let (right_bits, left_align, right_align) = (
-            count(self.right_bits),
-            count(self.left_align),
-            count(self.right_align),
-        );
-        let (right_mask, left_top, right_top) = (
-            splat(self.right_mask),
-            splat(self.left_top),
-            splat(self.right_top),
-        );
-        let (c0, c1) = (splat(FEISTEL_C0), splat(FEISTEL_C1));
-        let pre = keys.pre.map(splat);
-        let mid = keys.mid.map(splat);
+        let o = self.operands(keys, splat, |n: u32| _mm_cvtsi32_si128(n as i32));
         let round = |v: __m128i, i: usize, top: __m128i| {
             // pmuludq multiplies the low 32 bits of each lane: the `as u32` of the scalar round.
-            let z = _mm_mul_epu32(_mm_xor_si128(v, pre[i]), c0);
-            let b = _mm_xor_si128(_mm_xor_si128(z, _mm_srli_epi64::<32>(z)), mid[i]);
-            _mm_and_si128(_mm_mul_epu32(b, c1), top)
+            let z = _mm_mul_epu32(_mm_xor_si128(v, o.pre[i]), o.c0);
+            let b = _mm_xor_si128(_mm_xor_si128(z, _mm_srli_epi64::<32>(z)), o.mid[i]);
+            _mm_and_si128(_mm_mul_epu32(b, o.c1), top)
         };
         for half in x.chunks_exact_mut(2 * V) {
             let ptr = half.as_mut_ptr().cast::<__m128i>();
@@ -134,21 +161,21 @@ impl Feistel {
                 // SAFETY: `half` holds 2 * V u64s, so register v (16 bytes at u64 offset 2v) is in
                 // bounds; the unaligned load has no alignment requirement.
                 let xv = unsafe { _mm_loadu_si128(ptr.add(v)) };
-                l[v] = _mm_sll_epi64(_mm_srl_epi64(xv, right_bits), left_align);
-                r[v] = _mm_sll_epi64(_mm_and_si128(xv, right_mask), right_align);
+                l[v] = _mm_sll_epi64(_mm_srl_epi64(xv, o.right_bits), o.left_align);
+                r[v] = _mm_sll_epi64(_mm_and_si128(xv, o.right_mask), o.right_align);
             }
             for i in [0, 2] {
                 for v in 0..V {
-                    l[v] = _mm_xor_si128(l[v], round(r[v], i, left_top));
+                    l[v] = _mm_xor_si128(l[v], round(r[v], i, o.left_top));
                 }
                 for v in 0..V {
-                    r[v] = _mm_xor_si128(r[v], round(l[v], i + 1, right_top));
+                    r[v] = _mm_xor_si128(r[v], round(l[v], i + 1, o.right_top));
                 }
             }
             for v in 0..V {
                 let xv = _mm_or_si128(
-                    _mm_sll_epi64(_mm_srl_epi64(l[v], left_align), right_bits),
-                    _mm_srl_epi64(r[v], right_align),
+                    _mm_sll_epi64(_mm_srl_epi64(l[v], o.left_align), o.right_bits),
+                    _mm_srl_epi64(r[v], o.right_align),
                 );
                 // SAFETY: as for the load above; `half` is borrowed mutably.
                 unsafe { _mm_storeu_si128(ptr.add(v), xv) };
@@ -178,35 +205,22 @@ impl Feistel {
         };
         const V: usize = LANES / 4;
         let splat = |v: u64| _mm256_set1_epi64x(v as i64);
-        let count = |n: u32| _mm_cvtsi32_si128(n as i32);
-        let (right_bits, left_align, right_align) = (
-            count(self.right_bits),
-            count(self.left_align),
-            count(self.right_align),
-        );
-        let (right_mask, left_top, right_top) = (
-            splat(self.right_mask),
-            splat(self.left_top),
-            splat(self.right_top),
-        );
-        let (c0, c1) = (splat(FEISTEL_C0), splat(FEISTEL_C1));
-        let pre = keys.pre.map(splat);
-        let mid = keys.mid.map(splat);
+        let o = self.operands(keys, splat, |n: u32| _mm_cvtsi32_si128(n as i32));
         let round = |v: __m256i, i: usize, top: __m256i| {
-            let z = _mm256_mul_epu32(_mm256_xor_si256(v, pre[i]), c0);
-            let b = _mm256_xor_si256(_mm256_xor_si256(z, _mm256_srli_epi64::<32>(z)), mid[i]);
-            _mm256_and_si256(_mm256_mul_epu32(b, c1), top)
+            let z = _mm256_mul_epu32(_mm256_xor_si256(v, o.pre[i]), o.c0);
+            let b = _mm256_xor_si256(_mm256_xor_si256(z, _mm256_srli_epi64::<32>(z)), o.mid[i]);
+            _mm256_and_si256(_mm256_mul_epu32(b, o.c1), top)
         };
         let permute = |x: __m256i| {
-            let mut l = _mm256_sll_epi64(_mm256_srl_epi64(x, right_bits), left_align);
-            let mut r = _mm256_sll_epi64(_mm256_and_si256(x, right_mask), right_align);
-            l = _mm256_xor_si256(l, round(r, 0, left_top));
-            r = _mm256_xor_si256(r, round(l, 1, right_top));
-            l = _mm256_xor_si256(l, round(r, 2, left_top));
-            r = _mm256_xor_si256(r, round(l, 3, right_top));
+            let mut l = _mm256_sll_epi64(_mm256_srl_epi64(x, o.right_bits), o.left_align);
+            let mut r = _mm256_sll_epi64(_mm256_and_si256(x, o.right_mask), o.right_align);
+            l = _mm256_xor_si256(l, round(r, 0, o.left_top));
+            r = _mm256_xor_si256(r, round(l, 1, o.right_top));
+            l = _mm256_xor_si256(l, round(r, 2, o.left_top));
+            r = _mm256_xor_si256(r, round(l, 3, o.right_top));
             _mm256_or_si256(
-                _mm256_sll_epi64(_mm256_srl_epi64(l, left_align), right_bits),
-                _mm256_srl_epi64(r, right_align),
+                _mm256_sll_epi64(_mm256_srl_epi64(l, o.left_align), o.right_bits),
+                _mm256_srl_epi64(r, o.right_align),
             )
         };
         let ptr = x.as_mut_ptr().cast::<__m256i>();

@@ -1,11 +1,13 @@
-//! Loader fixtures and waits shared by the loader test files: the stores, views, samplers, the
-//! ids of a delivered batch, and waits that turn a hang into a failure.
+//! Loader fixtures and waits shared by the loader test files: the stores, views, samplers (one
+//! that injects faults), the ids of a delivered batch, a transform error, and waits that turn a
+//! hang into a failure.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use loaderx::{IndexSampler, Mode, Sampler, Shard, StreamView};
+use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, Sampler, Shard, StreamView};
 use zrecord::{Allocator, DenseStore, RaggedStore, SystemAllocator};
 
 /// Records in every fixture store.
@@ -84,4 +86,81 @@ pub fn watchdog<R: Send + 'static>(
         Ok(r) => r,
         Err(_) => panic!("{what}: hung for {secs} s"),
     }
+}
+
+/// A sequential sampler over the `N` fixture records (step `s` draws `b s .. b s + b`) whose draw
+/// `hook(step, batch)` may change or fail: how the fault tests inject a fault at a step.
+pub struct Hooked<F> {
+    inner: IndexSampler,
+    buf: Vec<u64>,
+    hook: F,
+}
+
+impl<F: FnMut(u64, &mut [u64]) -> loaderx::Result<()> + Send> Hooked<F> {
+    pub fn new(batch: usize, hook: F) -> Self {
+        let inner = IndexSampler::new(N, batch, Mode::Sequential, 0).unwrap();
+        Hooked {
+            inner,
+            buf: Vec::new(),
+            hook,
+        }
+    }
+}
+
+impl<F: FnMut(u64, &mut [u64]) -> loaderx::Result<()> + Send> Sampler for Hooked<F> {
+    fn next(&mut self) -> loaderx::Result<&[u64]> {
+        let step = self.inner.step();
+        self.buf.clear();
+        self.buf.extend_from_slice(self.inner.next()?);
+        (self.hook)(step, &mut self.buf)?;
+        Ok(&self.buf)
+    }
+    fn batch_size(&self) -> usize {
+        self.inner.batch_size()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn step(&self) -> u64 {
+        self.inner.step()
+    }
+    fn seek(&mut self, step: u64) -> loaderx::Result<()> {
+        self.inner.seek(step)
+    }
+}
+
+/// The error an injected transform fault returns: the step it failed at.
+#[derive(Debug)]
+pub struct Boom(pub u64);
+
+impl std::fmt::Display for Boom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "boom at step {}", self.0)
+    }
+}
+
+impl std::error::Error for Boom {}
+
+/// A loader of stream `x` (a Dense view of `dense`, IID batches of 4) whose transform sleeps 1 ms
+/// and counts the batches it produced: far longer than the gather, so every worker runs (no
+/// pacing) and each one ends up blocked on a full queue holding a batch.
+pub fn counting_loader(
+    dense: &Path,
+    workers: usize,
+    prefetch: usize,
+) -> (Loader<()>, Arc<AtomicUsize>) {
+    let produced = Arc::new(AtomicUsize::new(0));
+    let counter = produced.clone();
+    let loader = Loader::with_transform(
+        [("x", vec![dense_view(dense, sys())])],
+        sampler(Mode::Iid, 4),
+        LoaderOptions::new(workers, prefetch),
+        move |_shards: Vec<Shard>| {
+            std::thread::sleep(Duration::from_millis(1));
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        },
+    )
+    .unwrap();
+    (loader, produced)
 }

@@ -2,7 +2,7 @@
 //! the deleters / capsule destructors that release it exactly once.
 
 use std::any::Any;
-use std::ffi::c_void;
+use std::ffi::{CStr, c_void};
 use std::sync::Arc;
 
 use pyo3::ffi;
@@ -24,38 +24,57 @@ struct Ctx {
     shape: Vec<i64>,
 }
 
-unsafe extern "C" fn delete_versioned(p: *mut DLManagedTensorVersioned) {
+/// The two managed-tensor structs (versioned and legacy), each with the capsule name it travels
+/// under: what the deleter, the capsule destructor and `into_capsule` below need of them.
+trait Managed: Sized {
+    const NAME: &'static CStr;
+    fn manager_ctx(&self) -> *mut c_void;
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
+}
+
+/// `Managed` for each struct `$t`, travelling under capsule name `$name`.
+macro_rules! managed {
+    ($($t:ty = $name:expr),+) => {$(
+        impl Managed for $t {
+            const NAME: &'static CStr = $name;
+            fn manager_ctx(&self) -> *mut c_void {
+                self.manager_ctx
+            }
+            fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+                self.deleter
+            }
+        }
+    )+};
+}
+
+managed!(
+    DLManagedTensorVersioned = VERSIONED,
+    DLManagedTensor = LEGACY
+);
+
+/// The deleter of an exported managed tensor of either struct.
+unsafe extern "C" fn delete<M: Managed>(p: *mut M) {
     if p.is_null() {
         return;
     }
-    // SAFETY: `p` was produced by `Box::into_raw` in `export` and its `manager_ctx` by
-    // `Box::into_raw(Box<Ctx>)`; the DLPack contract calls the deleter exactly once.
+    // SAFETY: `p` was produced by `Box::into_raw` in `into_capsule` and its `manager_ctx` by
+    // `Box::into_raw(Box<Ctx>)` in `export`; the DLPack contract calls the deleter exactly once.
     unsafe {
         let m = Box::from_raw(p);
-        drop(Box::from_raw(m.manager_ctx.cast::<Ctx>()));
+        drop(Box::from_raw(m.manager_ctx().cast::<Ctx>()));
     }
 }
 
-unsafe extern "C" fn delete_legacy(p: *mut DLManagedTensor) {
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: as in `delete_versioned`, for the legacy struct.
-    unsafe {
-        let m = Box::from_raw(p);
-        drop(Box::from_raw(m.manager_ctx.cast::<Ctx>()));
-    }
-}
-
-unsafe extern "C" fn capsule_dtor_versioned(cap: *mut ffi::PyObject) {
+/// The destructor of a capsule named `M::NAME`.
+unsafe extern "C" fn capsule_dtor<M: Managed>(cap: *mut ffi::PyObject) {
     // SAFETY: called by CPython with a live capsule. If it still carries its original name, no
-    // consumer took ownership, so the managed tensor is still ours to delete (exactly once, here).
+    // consumer took ownership (a consumer renames it), so the `M` it points to is still ours to
+    // delete (exactly once, here).
     unsafe {
-        if ffi::PyCapsule_IsValid(cap, VERSIONED.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(cap, VERSIONED.as_ptr())
-                .cast::<DLManagedTensorVersioned>();
+        if ffi::PyCapsule_IsValid(cap, M::NAME.as_ptr()) == 1 {
+            let p = ffi::PyCapsule_GetPointer(cap, M::NAME.as_ptr()).cast::<M>();
             if !p.is_null()
-                && let Some(d) = (*p).deleter
+                && let Some(d) = (*p).deleter()
             {
                 d(p);
             }
@@ -63,17 +82,17 @@ unsafe extern "C" fn capsule_dtor_versioned(cap: *mut ffi::PyObject) {
     }
 }
 
-unsafe extern "C" fn capsule_dtor_legacy(cap: *mut ffi::PyObject) {
-    // SAFETY: as in `capsule_dtor_versioned`, for the legacy capsule name.
+/// Moves `m` to the heap and wraps it in a capsule named `M::NAME` whose destructor deletes it
+/// unless a consumer took it.
+fn into_capsule<M: Managed>(py: Python<'_>, m: M) -> PyResult<Bound<'_, PyAny>> {
+    let m = Box::into_raw(Box::new(m));
+    // SAFETY: `m` is a valid heap pointer we own; on failure we delete it ourselves.
     unsafe {
-        if ffi::PyCapsule_IsValid(cap, LEGACY.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(cap, LEGACY.as_ptr()).cast::<DLManagedTensor>();
-            if !p.is_null()
-                && let Some(d) = (*p).deleter
-            {
-                d(p);
-            }
+        let c = ffi::PyCapsule_New(m.cast(), M::NAME.as_ptr(), Some(capsule_dtor::<M>));
+        if c.is_null() {
+            delete(m);
         }
+        Bound::from_owned_ptr_or_err(py, c)
     }
 }
 
@@ -137,38 +156,23 @@ pub(crate) fn export<'py>(
     };
     let ctx = Box::into_raw(ctx).cast::<c_void>();
     match version {
-        Some(version) => {
-            let m = Box::into_raw(Box::new(DLManagedTensorVersioned {
+        Some(version) => into_capsule(
+            py,
+            DLManagedTensorVersioned {
                 version,
                 manager_ctx: ctx,
-                deleter: Some(delete_versioned),
+                deleter: Some(delete),
                 flags: 0,
                 dl_tensor: dl,
-            }));
-            // SAFETY: `m` is a valid heap pointer we own; on failure we delete it ourselves.
-            unsafe {
-                let c =
-                    ffi::PyCapsule_New(m.cast(), VERSIONED.as_ptr(), Some(capsule_dtor_versioned));
-                if c.is_null() {
-                    delete_versioned(m);
-                }
-                Bound::from_owned_ptr_or_err(py, c)
-            }
-        }
-        None => {
-            let m = Box::into_raw(Box::new(DLManagedTensor {
+            },
+        ),
+        None => into_capsule(
+            py,
+            DLManagedTensor {
                 dl_tensor: dl,
                 manager_ctx: ctx,
-                deleter: Some(delete_legacy),
-            }));
-            // SAFETY: as above, for the legacy struct.
-            unsafe {
-                let c = ffi::PyCapsule_New(m.cast(), LEGACY.as_ptr(), Some(capsule_dtor_legacy));
-                if c.is_null() {
-                    delete_legacy(m);
-                }
-                Bound::from_owned_ptr_or_err(py, c)
-            }
-        }
+                deleter: Some(delete),
+            },
+        ),
     }
 }

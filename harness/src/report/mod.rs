@@ -1,6 +1,11 @@
-//! Aggregation over repeats ([`aggregate`]) and the three outputs of a run: `results.json`,
-//! `tables.md` ([`render_markdown`]) and `plots/` (drawn by `plots`); [`rerender`] rebuilds the
-//! last two from a finished run's `results.json`.
+//! A run's report: aggregation over repeats ([`aggregate`]) and its outputs ([`write`]):
+//! `results.json`, the data every figure is drawn from; `tables.md` (`markdown`, or
+//! `remote_report` for a `harness remote` run); `plots/` (`plots`: the headline plots, or all of
+//! them). `render` is `harness render`, which draws the last two again from a run's `results.json`.
+
+mod markdown;
+pub mod plots;
+pub mod render;
 
 use std::path::Path;
 
@@ -10,6 +15,9 @@ use serde_json::Value;
 use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, Report, Status, StoreRow, StoreTable, or_nan};
 use crate::table::{LIMIT_ROW, Table};
+
+pub use markdown::render_markdown;
+pub use plots::PlotSet;
 
 /// A store table from its cells: per backend, the medians over the repeats that ran.
 pub fn aggregate(
@@ -136,15 +144,16 @@ pub fn aggregate(
     }
 }
 
-/// Writes all outputs of `rep` into `out`; returns the number of failed cells.
-pub fn write(rep: &Report, out: &Path) -> Result<usize> {
+/// Writes all outputs of `rep` into `out`, with the plots of `plots`; returns the number of
+/// failed cells.
+pub fn write(rep: &Report, out: &Path, plots: PlotSet) -> Result<usize> {
     let j = rep.to_json();
     let json_path = out.join("results.json");
     std::fs::write(&json_path, serde_json::to_vec_pretty(&j)?)
         .map_err(HarnessError::io("write", &json_path))?;
     let md_path = out.join("tables.md");
     std::fs::write(&md_path, render_markdown(rep)).map_err(HarnessError::io("write", &md_path))?;
-    crate::plots::render_all(rep, &out.join("plots"))?;
+    plots::render(rep, &out.join("plots"), plots)?;
     let mut failed = 0;
     for t in &rep.store_tables {
         failed += t
@@ -161,250 +170,6 @@ pub fn write(rep: &Report, out: &Path) -> Result<usize> {
             .count();
     }
     Ok(failed)
-}
-
-fn fmt_num(v: f64, digits: usize) -> String {
-    if v.is_nan() {
-        "–".into()
-    } else {
-        format!("{v:.digits$}")
-    }
-}
-
-/// Bold the best cell of each numeric column (`higher` says which direction is better).
-fn bold_best(cells: &mut [Vec<String>], values: &[Vec<f64>], higher: &[Option<bool>]) {
-    for (c, dir) in higher.iter().enumerate() {
-        let Some(higher) = dir else { continue };
-        let best = values.iter().map(|r| r[c]).filter(|v| v.is_finite()).fold(
-            None,
-            |acc: Option<f64>, v| {
-                Some(match acc {
-                    None => v,
-                    Some(a) if *higher => a.max(v),
-                    Some(a) => a.min(v),
-                })
-            },
-        );
-        if let Some(b) = best {
-            for (r, row) in values.iter().enumerate() {
-                if row[c] == b {
-                    cells[r][c] = format!("**{}**", cells[r][c]);
-                }
-            }
-        }
-    }
-}
-
-/// The run's receipt above its tables: the machine, read from the machine, and whether the run
-/// may be published (from a clean tree at one commit). Runs recorded before receipts were sealed
-/// (no `publishable` field) render without it, as they always did.
-fn receipt_line(rep: &Report) -> String {
-    let Some(ok) = rep.source.get("publishable").and_then(Value::as_bool) else {
-        return String::new();
-    };
-    let commit = rep
-        .source
-        .get("git_commit")
-        .and_then(Value::as_str)
-        .map_or("unknown commit", |c| &c[..c.len().min(12)]);
-    let machine = crate::machine::machine_line(&rep.machine);
-    if ok {
-        format!("Run at commit `{commit}` (clean tree) on {machine}.\n\n")
-    } else {
-        let why = rep
-            .source
-            .get("unpublishable_because")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown");
-        format!("**UNPUBLISHABLE** (not to be cited): {why}. Commit `{commit}` on {machine}.\n\n")
-    }
-}
-
-pub fn render_markdown(rep: &Report) -> String {
-    let mut s = receipt_line(rep);
-    for t in &rep.store_tables {
-        let syn = if t.synthetic {
-            " (synthetic corpus)"
-        } else {
-            ""
-        };
-        s.push_str(&format!(
-            "### {}{syn}\n\n{} — {} records, {:.1} MiB logical\n\n",
-            t.name, t.title, t.records, t.logical_mib
-        ));
-        for c in &t.captions {
-            s.push_str(&format!("{c}\n"));
-        }
-        if !t.captions.is_empty() {
-            s.push('\n');
-        }
-        s.push_str("| backend | logical write | write × limit | logical gather | krecords/s | p95 | disk | ratio | × memcpy-limit | verified |\n");
-        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
-        let mut cells = Vec::new();
-        let mut values = Vec::new();
-        let mut notes = Vec::new();
-        for r in &t.rows {
-            if r.status == Status::NotApplicable {
-                continue;
-            }
-            let x = r.x_memcpy.unwrap_or(f64::NAN);
-            let is_limit = r.backend == LIMIT_ROW;
-            if is_limit {
-                // An in-memory array: no write, no disk, no compression to report.
-                cells.push(vec![
-                    "–".into(),
-                    "–".into(),
-                    format!(
-                        "{} ± {} MiB/s",
-                        fmt_num(r.gather_mib_s, 0),
-                        fmt_num(r.sd, 0)
-                    ),
-                    fmt_num(r.krecords_s, 1),
-                    format!("{} ms", fmt_num(r.p95_ms, 2)),
-                    "–".into(),
-                    "–".into(),
-                    "1.00x".into(),
-                ]);
-                values.push(vec![f64::NAN; 8]);
-                continue;
-            }
-            let xw = r.x_write_limit.unwrap_or(f64::NAN);
-            cells.push(vec![
-                format!("{} MiB/s", fmt_num(r.write_mib_s, 0)),
-                format!("{}x", fmt_num(xw, 2)),
-                format!(
-                    "{} ± {} MiB/s",
-                    fmt_num(r.gather_mib_s, 0),
-                    fmt_num(r.sd, 0)
-                ),
-                fmt_num(r.krecords_s, 1),
-                format!("{} ms", fmt_num(r.p95_ms, 2)),
-                format!("{} MiB", fmt_num(r.disk_mib, 1)),
-                format!("{}x", fmt_num(r.compression, 2)),
-                format!("{}x", fmt_num(x, 2)),
-            ]);
-            // A reference row (`npy-crc-limit`) is shown in full but never marked best.
-            if r.backend
-                .parse::<competitors::Backend>()
-                .is_ok_and(|b| b.is_reference())
-            {
-                values.push(vec![f64::NAN; 8]);
-            } else {
-                values.push(vec![
-                    r.write_mib_s,
-                    xw,
-                    r.gather_mib_s,
-                    r.krecords_s,
-                    r.p95_ms,
-                    r.disk_mib,
-                    r.compression,
-                    x,
-                ]);
-            }
-            if let Some(n) = &r.note {
-                notes.push(format!("- `{}` ({}): {n}", r.backend, r.status));
-            }
-        }
-        bold_best(
-            &mut cells,
-            &values,
-            &[
-                Some(true),
-                Some(true),
-                Some(true),
-                Some(true),
-                Some(false),
-                Some(false),
-                Some(true),
-                Some(true),
-            ],
-        );
-        let rows: Vec<&StoreRow> = t
-            .rows
-            .iter()
-            .filter(|r| r.status != Status::NotApplicable)
-            .collect();
-        for (r, c) in rows.iter().zip(cells) {
-            let v = match (r.status, r.verified) {
-                (Status::Failed, _) => "**FAILED**".to_string(),
-                (Status::Excluded, _) => "excluded".to_string(),
-                (_, Some(true)) => "yes".to_string(),
-                (_, Some(false)) => "**NO**".to_string(),
-                // A reference row: nothing of its own to verify (results written before
-                // `verified` could be null say `true` here, and render as they did).
-                (_, None) => "reference".to_string(),
-            };
-            s.push_str(&format!("| {} | {} | {v} |\n", r.backend, c.join(" | ")));
-        }
-        if let Some(w) = t.write_limit_mib_s {
-            s.push_str(&format!(
-                "| write-limit | {} MiB/s | 1.00x | – | – | – | – | – | – | – |\n",
-                fmt_num(w, 0)
-            ));
-        }
-        if !notes.is_empty() {
-            s.push('\n');
-            s.push_str(&notes.join("\n"));
-            s.push('\n');
-        }
-        s.push('\n');
-    }
-    for t in rep.free_tables() {
-        let syn = if t.synthetic {
-            " (synthetic corpus)"
-        } else {
-            ""
-        };
-        s.push_str(&format!(
-            "### {}{syn}\n\n{}\n\n| {} |\n|{}|\n",
-            t.name,
-            t.title,
-            t.columns.join(" | "),
-            t.columns
-                .iter()
-                .map(|_| "---")
-                .collect::<Vec<_>>()
-                .join("|")
-        ));
-        for r in &t.rows {
-            let cells: Vec<String> = t
-                .columns
-                .iter()
-                .map(|c| match r.get(c) {
-                    Some(Value::String(x)) => x.clone(),
-                    Some(Value::Number(n)) => {
-                        let f = n.as_f64().unwrap_or(f64::NAN);
-                        if f.fract() == 0.0 && f.abs() < 1e12 {
-                            format!("{}", f as i64)
-                        } else {
-                            format!("{f:.2}")
-                        }
-                    }
-                    Some(Value::Bool(b)) => b.to_string(),
-                    Some(Value::Null) | None => "–".into(),
-                    Some(v) => v.to_string(),
-                })
-                .collect();
-            s.push_str(&format!("| {} |\n", cells.join(" | ")));
-        }
-        s.push('\n');
-        s.push_str(&crate::loader_goals::render(t));
-    }
-    s
-}
-
-/// Rebuilds `tables.md` and `plots/` of a finished run from its `results.json`.
-pub fn rerender(dir: &Path) -> Result<()> {
-    let path = dir.join("results.json");
-    let bytes = std::fs::read(&path).map_err(HarnessError::io("read", &path))?;
-    let j: Value =
-        serde_json::from_slice(&bytes).map_err(|source| HarnessError::Parse { path, source })?;
-    let md_path = dir.join("tables.md");
-    std::fs::write(&md_path, render_results(&j)).map_err(HarnessError::io("write", &md_path))?;
-    if is_remote(&j) {
-        return Ok(());
-    }
-    crate::plots::render_all(&Report::from_json(&j), &dir.join("plots"))
 }
 
 /// Whether a `results.json` is the object-storage run's (`harness remote`): its tables are named
@@ -446,39 +211,6 @@ fn paired_x_memcpy(cells: &[&CellResult]) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::model::Report;
-
-    /// Committed runs whose `tables.md` an older renderer wrote (before the `write × limit`
-    /// column): not reproduced.
-    const OLDER_RENDERER: &[&str] = &["2026-11-30-vm-r2"];
-
-    /// Every other committed run, read back through the model, renders to its committed
-    /// `tables.md` byte for byte (what `harness render` writes).
-    #[test]
-    fn committed_tables_render_byte_for_byte() {
-        let results = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../results"));
-        let mut checked = Vec::new();
-        for entry in std::fs::read_dir(results).expect("list results/") {
-            let dir = entry.expect("results/ entry").path();
-            let run = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-            let Some(run) = run.filter(|r| !OLDER_RENDERER.contains(&r.as_str())) else {
-                continue;
-            };
-            let Ok(json) = std::fs::read(dir.join("results.json")) else {
-                continue;
-            };
-            let j: Value = serde_json::from_slice(&json).unwrap_or_else(|e| panic!("{run}: {e}"));
-            let want = std::fs::read_to_string(dir.join("tables.md")).expect("read tables.md");
-            assert_eq!(render_results(&j), want, "{run}");
-            checked.push(run);
-        }
-        assert!(
-            checked
-                .iter()
-                .any(|r| r == "2026-12-03-xeon-tokens-9500673")
-                && checked.iter().any(|r| r == "2026-12-04-remote-0bda08d"),
-            "{checked:?}"
-        );
-    }
 
     fn cell(backend: &str, write_mib_s: f64, limit: Option<f64>) -> CellResult {
         CellResult {

@@ -1,5 +1,7 @@
 //! The `plots/` of a report: per store table a gather bar chart and a write-vs-gather scatter,
-//! per free table (sampler, loaders) a bar chart, each as PNG + SVG. Bar charts print each value,
+//! per free table (sampler, loaders) a bar chart, each as PNG + SVG ([`PlotSet::All`]); a run
+//! writes only its headline plots, as PNG ([`PlotSet::Headline`]), and `harness render` draws
+//! the rest from `results.json` on demand. Bar charts print each value,
 //! draw +/- SD whiskers from the repeats, switch to a log axis when values span more than 30x,
 //! colour loaderx/zrecord rows apart and draw the limit row (memcpy, or a loader table's plain
 //! view.gather loop) as a named line, drawn with plotters and an embedded font (no
@@ -17,6 +19,52 @@ use crate::model::{Report, Status};
 use crate::table::{BARE_ROW, LIMIT_ROW, Stage};
 
 const W: u32 = 1000;
+
+/// The headline plots, in the order a run takes them: at most [`HEADLINE_MAX`] of these that the
+/// report has (the loader tables', then the image and token-line gathers).
+pub const HEADLINE: [&str; 4] = [
+    "loader-dense-vision",
+    "loader-ragged-tokens",
+    "dense-vision-gather",
+    "ragged-tokens-gather",
+];
+
+/// The most headline plots a run writes.
+pub const HEADLINE_MAX: usize = 3;
+
+/// Which plots to draw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlotSet {
+    /// The first [`HEADLINE_MAX`] of [`HEADLINE`] the report has, PNG only: what a run writes.
+    Headline,
+    /// Every plot, PNG and SVG: `harness render`, or a run with `--all-plots`.
+    All,
+}
+
+/// The file stems of every plot of `rep`, in drawing order.
+pub fn stems(rep: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in &rep.store_tables {
+        out.push(format!("{}-gather", t.name));
+        out.push(format!("{}-write-vs-gather", t.name));
+    }
+    out.extend(rep.free_tables().map(|t| t.name.name().to_string()));
+    out
+}
+
+/// The stems of `rep` that `set` draws.
+pub fn selected(rep: &Report, set: PlotSet) -> Vec<String> {
+    let all = stems(rep);
+    match set {
+        PlotSet::All => all,
+        PlotSet::Headline => HEADLINE
+            .iter()
+            .filter(|h| all.iter().any(|s| s == *h))
+            .take(HEADLINE_MAX)
+            .map(|h| h.to_string())
+            .collect(),
+    }
+}
 const ROW_H: u32 = 34;
 
 fn register_font() {
@@ -274,11 +322,13 @@ where
     Ok(())
 }
 
-fn bars_file(dir: &Path, stem: &str, c: &Bars<'_>) -> Result<()> {
+fn bars_file(dir: &Path, stem: &str, svg: bool, c: &Bars<'_>) -> Result<()> {
     let plot = plot_error(dir, stem);
     let h = 90 + ROW_H * c.labels.len().max(1) as u32;
-    let svg = dir.join(format!("{stem}.svg"));
-    draw_bars(SVGBackend::new(&svg, (W, h)).into_drawing_area(), c).map_err(&plot)?;
+    if svg {
+        let svg = dir.join(format!("{stem}.svg"));
+        draw_bars(SVGBackend::new(&svg, (W, h)).into_drawing_area(), c).map_err(&plot)?;
+    }
     let mut buf = vec![0u8; (W * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (W, h)).into_drawing_area();
@@ -295,16 +345,24 @@ fn bars_file(dir: &Path, stem: &str, c: &Bars<'_>) -> Result<()> {
     Ok(())
 }
 
-fn scatter_file(dir: &Path, stem: &str, title: &str, pts: &[(String, f64, f64)]) -> Result<()> {
+fn scatter_file(
+    dir: &Path,
+    stem: &str,
+    svg: bool,
+    title: &str,
+    pts: &[(String, f64, f64)],
+) -> Result<()> {
     let plot = plot_error(dir, stem);
     let (w, h) = (W, 640);
-    let svg = dir.join(format!("{stem}.svg"));
-    draw_scatter(
-        SVGBackend::new(&svg, (w, h)).into_drawing_area(),
-        title,
-        pts,
-    )
-    .map_err(&plot)?;
+    if svg {
+        let svg = dir.join(format!("{stem}.svg"));
+        draw_scatter(
+            SVGBackend::new(&svg, (w, h)).into_drawing_area(),
+            title,
+            pts,
+        )
+        .map_err(&plot)?;
+    }
     let mut buf = vec![0u8; (w * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
@@ -320,7 +378,14 @@ fn scatter_file(dir: &Path, stem: &str, title: &str, pts: &[(String, f64, f64)])
     .map_err(|x| plot(e(x)))
 }
 
-pub fn render_all(rep: &Report, dir: &Path) -> Result<()> {
+/// Draws the plots of `rep` that `set` selects into `dir`.
+pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
+    let wanted = selected(rep, set);
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let want = |stem: &str| wanted.iter().any(|w| w == stem);
+    let svg = set == PlotSet::All;
     register_font();
     std::fs::create_dir_all(dir).map_err(HarnessError::io("create", dir))?;
     for t in &rep.store_tables {
@@ -338,30 +403,35 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<()> {
             .find(|r| r.backend == LIMIT_ROW && r.status == Status::Ok)
             .map(|r| (r.gather_mib_s, LIMIT_ROW));
         let syn = if t.synthetic { " (synthetic)" } else { "" };
-        bars_file(
-            dir,
-            &format!("{}-gather", t.name),
-            &Bars {
-                title: &format!("{}{syn}: logical gather", t.name),
-                labels: &labels,
-                values: &values,
-                sds: &sds,
-                x_desc: "MiB/s (+/- SD over repeats)",
-                line: limit,
-            },
-        )?;
-        let pts: Vec<(String, f64, f64)> = rows
-            .iter()
-            .map(|r| (r.backend.clone(), r.write_mib_s, r.gather_mib_s))
-            .collect();
-        scatter_file(
-            dir,
-            &format!("{}-write-vs-gather", t.name),
-            &format!("{}{syn}: write vs gather", t.name),
-            &pts,
-        )?;
+        let (gather, scatter) = (
+            format!("{}-gather", t.name),
+            format!("{}-write-vs-gather", t.name),
+        );
+        if want(&gather) {
+            bars_file(
+                dir,
+                &gather,
+                svg,
+                &Bars {
+                    title: &format!("{}{syn}: logical gather", t.name),
+                    labels: &labels,
+                    values: &values,
+                    sds: &sds,
+                    x_desc: "MiB/s (+/- SD over repeats)",
+                    line: limit,
+                },
+            )?;
+        }
+        if want(&scatter) {
+            let pts: Vec<(String, f64, f64)> = rows
+                .iter()
+                .map(|r| (r.backend.clone(), r.write_mib_s, r.gather_mib_s))
+                .collect();
+            let title = format!("{}{syn}: write vs gather", t.name);
+            scatter_file(dir, &scatter, svg, &title, &pts)?;
+        }
     }
-    for t in rep.free_tables() {
+    for t in rep.free_tables().filter(|t| want(t.name.name())) {
         let (label_col, value_col, sd_col, desc) = match t.name.stage() {
             Stage::Sampler => (
                 "row",
@@ -411,6 +481,7 @@ pub fn render_all(rep: &Report, dir: &Path) -> Result<()> {
         bars_file(
             dir,
             t.name.name(),
+            svg,
             &Bars {
                 title: &format!("{}{syn}: {}", t.name, desc),
                 labels: &labels,
@@ -438,6 +509,57 @@ mod tests {
         assert_eq!(short(42.0), "42.0");
     }
 
+    /// A run draws at most three headline plots, PNG only, in [`HEADLINE`]'s order; `All`
+    /// draws every plot of the report as PNG and SVG.
+    #[test]
+    fn a_run_draws_its_headline_plots_and_render_all_of_them() {
+        let mut rep = Report::new(true, 1, vec![]);
+        for t in [
+            crate::table::Table::DenseVision,
+            crate::table::Table::RaggedTokens,
+        ] {
+            rep.store_tables
+                .push(crate::report::aggregate(t, true, Vec::new()));
+        }
+        assert_eq!(
+            selected(&rep, PlotSet::Headline),
+            ["dense-vision-gather", "ragged-tokens-gather"]
+        );
+        assert_eq!(selected(&rep, PlotSet::All).len(), 4);
+        let dir = tempfile::tempdir().expect("tempdir");
+        render(&rep, dir.path(), PlotSet::Headline).expect("render");
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("plots")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["dense-vision-gather.png", "ragged-tokens-gather.png"]
+        );
+        render(&rep, dir.path(), PlotSet::All).expect("render");
+        assert_eq!(std::fs::read_dir(dir.path()).expect("plots").count(), 8);
+        for t in ["loader-ragged-tokens", "loader-dense-vision"] {
+            rep.loader
+                .get_or_insert_with(Vec::new)
+                .push(crate::model::FreeTable {
+                    name: crate::table::Table::from_name(t).expect("a loader table"),
+                    title: "t".into(),
+                    synthetic: false,
+                    columns: vec![],
+                    rows: vec![],
+                });
+        }
+        assert_eq!(
+            selected(&rep, PlotSet::Headline),
+            [
+                "loader-dense-vision",
+                "loader-ragged-tokens",
+                "dense-vision-gather"
+            ]
+        );
+    }
+
     /// Every free table gets a plot, a loader table's limit row as the named line.
     #[test]
     fn loader_table_plot_is_written() {
@@ -455,7 +577,7 @@ mod tests {
                 serde_json::json!({"loader": "webdataset", "arm": "webdataset", "samples/s": null}),
             ],
         }]);
-        render_all(&rep, dir.path()).expect("render");
+        render(&rep, dir.path(), PlotSet::All).expect("render");
         for ext in ["png", "svg"] {
             let p = dir.path().join(format!("loader-ragged-tokens.{ext}"));
             assert!(
@@ -481,7 +603,7 @@ mod tests {
         if let Some(t) = rep.loader.as_mut() {
             t[0].rows.insert(0, serde_json::json!({"loader": "memcpy limit", "arm": "memcpy-limit", "samples/s": 1.2e7, "samples/s sd": 0.0}));
         }
-        render_all(&rep, dir.path()).expect("render");
+        render(&rep, dir.path(), PlotSet::All).expect("render");
         let svg =
             std::fs::read_to_string(dir.path().join("loader-ragged-tokens.svg")).expect("svg");
         assert!(

@@ -2,7 +2,6 @@
 //! crate). The top of the module graph: it turns arguments into a [`RunArgs`] and calls the
 //! subcommand's module; only `main` imports it.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cell_args::{
@@ -23,6 +22,7 @@ const USAGE: &str = "usage:
                 [--min-seconds S] [--vision-records N] [--token-records N]
                 [--cold | --cold-only]   (cold-<store table>: page cache dropped per batch; root)
                 [--gated]   (only the rows the CI gate times: limit, zrecord-raw, loaderx rows)
+                [--all-plots]   (every plot, PNG + SVG; default: the headline plots, PNG)
   harness prepare [--download] [--pets DIR] [--text DIR] [--cache DIR] [--quick]
   harness gate BASELINE.json CURRENT.json [--retry-file FILE] [--partial] [--first RUN.json] [--last]
                 (FILE: the tables whose speed violations a rerun should confirm;
@@ -36,8 +36,9 @@ const USAGE: &str = "usage:
   harness remote [--quick] [--repeats N] [--only TABLE[,..]] [--out DIR] [--pets DIR] [--text DIR] [--cache DIR]
                 (feature `remote`: remote-dense-vision and remote-ragged-tokens against a
                  SeaweedFS server on loopback: GET limit, no cache, cache cold, cached, local)
-  harness render RESULTS_DIR        (re-render tables.md and plots/ from RESULTS_DIR/results.json,
-                                     cold.md from RESULTS_DIR/cold.json)
+  harness render RUN [--out DIR] [--headline] [--check]
+                (tables.md and every plot from RUN/results.json, cold.md from RUN/cold.json;
+                 --check: compare with RUN's committed tables, write nothing)
   harness placement [--quiet-pid PID]  (one reading of how far apart two cores are, ns: a cache
                                      line's round trip, once PID's threads are quiet; what a Python
                                      loader row runs between blocks)
@@ -87,6 +88,7 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool)> {
             "--cold" => a.cold = true,
             "--cold-only" => (a.cold, a.cold_only) = (true, true),
             "--gated" => a.gated = true,
+            "--all-plots" => a.all_plots = true,
             "--download" => download = true,
             "--repeats" => {
                 a.repeats = parsed(args, &mut i, "--repeats", "a positive integer")?;
@@ -177,26 +179,10 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
             println!("{}", serde_json::json!(ns));
             Ok(ExitCode::SUCCESS)
         }
-        Some("render") => {
-            let dir: PathBuf = args
-                .get(1)
-                .ok_or_else(|| usage("render needs RESULTS_DIR"))?
-                .into();
-            let (warm, cold) = (dir.join("results.json"), dir.join("cold.json"));
-            if !warm.exists() && !cold.exists() {
-                return Err(HarnessError::Missing {
-                    what: "results.json or cold.json".into(),
-                    place: Some(dir),
-                });
-            }
-            if warm.exists() {
-                report::rerender(&dir)?;
-            }
-            if cold.exists() {
-                cold_table::rerender(&dir)?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Some("render") => report::render::main(
+            &report::render::RenderArgs::parse(&args[1..])?,
+            cold_table::cold_md,
+        ),
         Some(GateArgs::NAME) => {
             let g = GateArgs::parse(&args[1..])?;
             gate::main(g)

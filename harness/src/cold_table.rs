@@ -415,14 +415,13 @@ fn batches_of(cells: &[CellResult]) -> u64 {
         .unwrap_or(BATCHES)
 }
 
-/// Rebuilds `cold.md` of a finished run from its `cold.json`.
-pub fn rerender(dir: &Path) -> Result<()> {
+/// `cold.md` of a finished run, from its `cold.json` (`harness render`).
+pub fn cold_md(dir: &Path) -> Result<String> {
     let path = dir.join("cold.json");
     let bytes = std::fs::read(&path).map_err(HarnessError::io("read", &path))?;
     let cells: Vec<CellResult> =
         serde_json::from_slice(&bytes).map_err(|source| HarnessError::Parse { path, source })?;
-    let md_path = dir.join("cold.md");
-    std::fs::write(&md_path, rerendered(&cells)).map_err(HarnessError::io("write", &md_path))
+    Ok(rerendered(&cells))
 }
 
 /// `cold.md` of the cells of a finished run.

@@ -31,6 +31,8 @@ pub struct RunArgs {
     /// zrecord-raw store rows, loaderx's own loader rows; no peak-RAM runs): the gate's
     /// confirmation run.
     pub gated: bool,
+    /// `--all-plots`: write every plot (PNG + SVG), not only the headline ones.
+    pub all_plots: bool,
 }
 
 /// The defaults of `harness run` without flags.
@@ -51,6 +53,7 @@ impl Default for RunArgs {
             cold: false,
             cold_only: false,
             gated: false,
+            all_plots: false,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! cargo run --release -p harness -- --quick --only dense-vision,sampler
 //! cargo run --release -p harness -- prepare --download    # fetch the full public datasets
 //! cargo run --release -p harness -- gate BASELINE.json CURRENT.json
+//! cargo run --release -p harness -- render results/RUN    # its tables and every plot, from its data
 //! ```
 //!
 //! Every (table, backend) cell runs in a fresh process (the harness re-invokes itself with the
@@ -20,7 +21,7 @@
 //! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) |
 //! | run | `run` (corpora, every selected table, the report) |
 //! | tables | `store_cell` (and `gap_probe` and `write_probe`, its interleaved A/Bs of gathers and writes), `sampler_table`, `loader_table` (running the rows, the tables), `loader_cell` (the Rust rows' cell) → `loader_store` (the store the rows read, checked against the source), `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
-//! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`) → `plots`; `machine` (receipts) |
+//! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`, `plots`, `render`); `machine` (receipts) |
 //! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `progress` → `table` (`Table`: names, geometry, corpus); `cell_args` (the hidden subcommands' command lines: `cli` parses them, the code that spawns a cell renders them) → `table`; `error` (`HarnessError`, what every fallible call returns); `corrupt` (the test-only `LOADERX_HARNESS_CORRUPT_BATCH` switch of every verifying cell) |
 
 mod cell_args;
@@ -46,7 +47,6 @@ mod loader_store;
 mod loader_table;
 mod machine;
 mod model;
-mod plots;
 mod progress;
 mod remote_report;
 #[cfg(feature = "remote")]

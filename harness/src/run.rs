@@ -241,7 +241,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     report.machine = machine::receipts();
     report.source = machine::source_info();
     machine::seal(&source_at_start, &mut report.source);
-    let failed = report::write(&report, &out)?;
+    let plots = if a.all_plots {
+        report::PlotSet::All
+    } else {
+        report::PlotSet::Headline
+    };
+    let failed = report::write(&report, &out, plots)?;
     println!("{}", report::render_markdown(&report));
     println!("results: {}", out.display());
     let failed = failed + cold_failed;

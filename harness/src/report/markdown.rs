@@ -1,0 +1,237 @@
+//! `tables.md` of a warm run: the receipt line, then each store table (the best value of each
+//! column bold, reference rows never) and each free table (sampler, loaders) with its goals.
+
+use serde_json::Value;
+
+use crate::model::{Report, Status, StoreRow};
+use crate::table::LIMIT_ROW;
+
+fn fmt_num(v: f64, digits: usize) -> String {
+    if v.is_nan() {
+        "–".into()
+    } else {
+        format!("{v:.digits$}")
+    }
+}
+
+/// Bold the best cell of each numeric column (`higher` says which direction is better).
+fn bold_best(cells: &mut [Vec<String>], values: &[Vec<f64>], higher: &[Option<bool>]) {
+    for (c, dir) in higher.iter().enumerate() {
+        let Some(higher) = dir else { continue };
+        let best = values.iter().map(|r| r[c]).filter(|v| v.is_finite()).fold(
+            None,
+            |acc: Option<f64>, v| {
+                Some(match acc {
+                    None => v,
+                    Some(a) if *higher => a.max(v),
+                    Some(a) => a.min(v),
+                })
+            },
+        );
+        if let Some(b) = best {
+            for (r, row) in values.iter().enumerate() {
+                if row[c] == b {
+                    cells[r][c] = format!("**{}**", cells[r][c]);
+                }
+            }
+        }
+    }
+}
+
+/// The run's receipt above its tables: the machine, read from the machine, and whether the run
+/// may be published (from a clean tree at one commit). Runs recorded before receipts were sealed
+/// (no `publishable` field) render without it, as they always did.
+fn receipt_line(rep: &Report) -> String {
+    let Some(ok) = rep.source.get("publishable").and_then(Value::as_bool) else {
+        return String::new();
+    };
+    let commit = rep
+        .source
+        .get("git_commit")
+        .and_then(Value::as_str)
+        .map_or("unknown commit", |c| &c[..c.len().min(12)]);
+    let machine = crate::machine::machine_line(&rep.machine);
+    if ok {
+        format!("Run at commit `{commit}` (clean tree) on {machine}.\n\n")
+    } else {
+        let why = rep
+            .source
+            .get("unpublishable_because")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
+        format!("**UNPUBLISHABLE** (not to be cited): {why}. Commit `{commit}` on {machine}.\n\n")
+    }
+}
+
+pub fn render_markdown(rep: &Report) -> String {
+    let mut s = receipt_line(rep);
+    for t in &rep.store_tables {
+        let syn = if t.synthetic {
+            " (synthetic corpus)"
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "### {}{syn}\n\n{} — {} records, {:.1} MiB logical\n\n",
+            t.name, t.title, t.records, t.logical_mib
+        ));
+        for c in &t.captions {
+            s.push_str(&format!("{c}\n"));
+        }
+        if !t.captions.is_empty() {
+            s.push('\n');
+        }
+        s.push_str("| backend | logical write | write × limit | logical gather | krecords/s | p95 | disk | ratio | × memcpy-limit | verified |\n");
+        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        let mut cells = Vec::new();
+        let mut values = Vec::new();
+        let mut notes = Vec::new();
+        for r in &t.rows {
+            if r.status == Status::NotApplicable {
+                continue;
+            }
+            let x = r.x_memcpy.unwrap_or(f64::NAN);
+            let is_limit = r.backend == LIMIT_ROW;
+            if is_limit {
+                // An in-memory array: no write, no disk, no compression to report.
+                cells.push(vec![
+                    "–".into(),
+                    "–".into(),
+                    format!(
+                        "{} ± {} MiB/s",
+                        fmt_num(r.gather_mib_s, 0),
+                        fmt_num(r.sd, 0)
+                    ),
+                    fmt_num(r.krecords_s, 1),
+                    format!("{} ms", fmt_num(r.p95_ms, 2)),
+                    "–".into(),
+                    "–".into(),
+                    "1.00x".into(),
+                ]);
+                values.push(vec![f64::NAN; 8]);
+                continue;
+            }
+            let xw = r.x_write_limit.unwrap_or(f64::NAN);
+            cells.push(vec![
+                format!("{} MiB/s", fmt_num(r.write_mib_s, 0)),
+                format!("{}x", fmt_num(xw, 2)),
+                format!(
+                    "{} ± {} MiB/s",
+                    fmt_num(r.gather_mib_s, 0),
+                    fmt_num(r.sd, 0)
+                ),
+                fmt_num(r.krecords_s, 1),
+                format!("{} ms", fmt_num(r.p95_ms, 2)),
+                format!("{} MiB", fmt_num(r.disk_mib, 1)),
+                format!("{}x", fmt_num(r.compression, 2)),
+                format!("{}x", fmt_num(x, 2)),
+            ]);
+            // A reference row (`npy-crc-limit`) is shown in full but never marked best.
+            if r.backend
+                .parse::<competitors::Backend>()
+                .is_ok_and(|b| b.is_reference())
+            {
+                values.push(vec![f64::NAN; 8]);
+            } else {
+                values.push(vec![
+                    r.write_mib_s,
+                    xw,
+                    r.gather_mib_s,
+                    r.krecords_s,
+                    r.p95_ms,
+                    r.disk_mib,
+                    r.compression,
+                    x,
+                ]);
+            }
+            if let Some(n) = &r.note {
+                notes.push(format!("- `{}` ({}): {n}", r.backend, r.status));
+            }
+        }
+        bold_best(
+            &mut cells,
+            &values,
+            &[
+                Some(true),
+                Some(true),
+                Some(true),
+                Some(true),
+                Some(false),
+                Some(false),
+                Some(true),
+                Some(true),
+            ],
+        );
+        let rows: Vec<&StoreRow> = t
+            .rows
+            .iter()
+            .filter(|r| r.status != Status::NotApplicable)
+            .collect();
+        for (r, c) in rows.iter().zip(cells) {
+            let v = match (r.status, r.verified) {
+                (Status::Failed, _) => "**FAILED**".to_string(),
+                (Status::Excluded, _) => "excluded".to_string(),
+                (_, Some(true)) => "yes".to_string(),
+                (_, Some(false)) => "**NO**".to_string(),
+                // A reference row: nothing of its own to verify (results written before
+                // `verified` could be null say `true` here, and render as they did).
+                (_, None) => "reference".to_string(),
+            };
+            s.push_str(&format!("| {} | {} | {v} |\n", r.backend, c.join(" | ")));
+        }
+        if let Some(w) = t.write_limit_mib_s {
+            s.push_str(&format!(
+                "| write-limit | {} MiB/s | 1.00x | – | – | – | – | – | – | – |\n",
+                fmt_num(w, 0)
+            ));
+        }
+        if !notes.is_empty() {
+            s.push('\n');
+            s.push_str(&notes.join("\n"));
+            s.push('\n');
+        }
+        s.push('\n');
+    }
+    for t in rep.free_tables() {
+        let syn = if t.synthetic {
+            " (synthetic corpus)"
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "### {}{syn}\n\n{}\n\n| {} |\n|{}|\n",
+            t.name,
+            t.title,
+            t.columns.join(" | "),
+            t.columns
+                .iter()
+                .map(|_| "---")
+                .collect::<Vec<_>>()
+                .join("|")
+        ));
+        for r in &t.rows {
+            let cells: Vec<String> = t
+                .columns
+                .iter()
+                .map(|c| match r.get(c) {
+                    Some(Value::String(x)) => x.clone(),
+                    Some(Value::Number(n)) => {
+                        let f = n.as_f64().unwrap_or(f64::NAN);
+                        if f.fract() == 0.0 && f.abs() < 1e12 {
+                            format!("{}", f as i64)
+                        } else {
+                            format!("{f:.2}")
+                        }
+                    }
+                    Some(Value::Bool(b)) => b.to_string(),
+                    Some(Value::Null) | None => "–".into(),
+                    Some(v) => v.to_string(),
+                })
+                .collect();
+            s.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+        s.push('\n');
+        s.push_str(&crate::loader_goals::render(t));
+    }
+    s
+}

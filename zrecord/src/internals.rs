@@ -1,6 +1,7 @@
 //! What the workspace's benchmarks take from zrecord's internals (feature `internals`; not a
 //! stable API, and no normal build of the library compiles it): the copy and checksum kernels a
-//! gather runs, the rule that picks its stores, and the byte-balanced split of its output. The
+//! gather runs, the rule that picks its stores, the byte-balanced split of its output and the
+//! parse of a sysfs cache size that the rule's cache size comes from. The
 //! limit rows and criterion arms call these, so they time the product's own code rather than a
 //! copy of it.
 
@@ -52,6 +53,8 @@ pub fn streaming_from() -> usize {
     hi
 }
 
+pub use crate::cache::parse_cache_size;
+
 /// Splits `out` (records `0..n`, record k at `offsets(k)..offsets(k + 1)`) into at most `pieces`
 /// contiguous runs of records of about equal bytes, `(first, end, bytes)`: how a gather that fans
 /// out divides its output over the pool.
@@ -75,7 +78,7 @@ mod tests {
         assert_eq!(read::stores_for(at), Stores::Streaming);
         assert_eq!(read::stores_for(at - 1), Stores::Cached);
         assert_eq!(
-            crate::llc_bytes().map_or(at, |b| b as usize),
+            crate::cache::llc_bytes().map_or(at, |b| b as usize),
             at,
             "the rule reads the probe's value"
         );

@@ -53,12 +53,12 @@ pub mod remote;
 mod sigbus;
 mod write;
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 pub use dict::{DEFAULT_DICT_BYTES, DictSample, train_dict, train_dict_from};
 pub use format::{Codec, Kind};
-#[doc(hidden)]
-pub use publish::Mutation;
 
-pub use cache::{llc_bytes, parse_cache_size};
 pub use publish::gc;
 #[cfg(feature = "mutations")]
 #[doc(hidden)]

@@ -39,11 +39,11 @@ pub(super) trait ReadEngine {
 /// The last-level cache size assumed where sysfs does not tell (32 MiB).
 const DEFAULT_LLC_BYTES: usize = 32 << 20;
 
-/// [`crate::llc_bytes`], or [`DEFAULT_LLC_BYTES`]; read once.
+/// `crate::cache::llc_bytes`, or [`DEFAULT_LLC_BYTES`]; read once.
 fn llc_bytes() -> usize {
     static LLC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *LLC.get_or_init(|| {
-        crate::llc_bytes()
+        crate::cache::llc_bytes()
             .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n > 0)
             .unwrap_or(DEFAULT_LLC_BYTES)

@@ -117,8 +117,7 @@ impl GetLimit {
     /// `concurrency` in flight; the bytes received.
     pub fn fetch(&self, requests: Vec<(String, std::ops::Range<u64>)>) -> crate::Result<u64> {
         let mut n = 0u64;
-        let tagged = requests.into_iter().map(|(k, r)| (k, r, ())).collect();
-        self.0.fetch_ranges(tagged, |(), bytes| {
+        crate::source::RangeFetch::fetch(&*self.0, requests, &mut |_, bytes| {
             n += bytes.len() as u64;
             Ok(())
         })?;

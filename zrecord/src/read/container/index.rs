@@ -10,7 +10,7 @@ use crate::error::{Error, Location, Result};
 use crate::format::{
     self, Codec, Entry, FLAG_STORED_RAW, HEADER_LEN, Kind, MAX_RECORD_BYTES, Manifest,
 };
-use crate::vfs::{ReadFile, Vfs};
+use crate::source::{Opener, ReadFile};
 
 use super::files::{InMemory, missing_or_io, open_whole};
 
@@ -22,13 +22,13 @@ pub(super) const INDEX_IN_MEMORY_BYTES: usize = 64 << 20;
 /// Opens the index of the container described by `m` at `index_path` (memory-mapped when
 /// `mapped`, else read into memory) and checks its length, its header and every page checksum.
 pub(super) fn open_index(
-    vfs: &dyn Vfs,
+    opener: &dyn Opener,
     m: &Manifest,
     index_path: &Path,
     mapped: bool,
 ) -> Result<Arc<dyn ReadFile>> {
     let index =
-        open_whole(vfs, index_path, mapped).map_err(|e| missing_or_io(index_path, None, e))?;
+        open_whole(opener, index_path, mapped).map_err(|e| missing_or_io(index_path, None, e))?;
     let ib = index.bytes();
     if ib.len() as u64 != m.index_len {
         return Err(Error::corrupt(

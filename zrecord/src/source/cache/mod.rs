@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crate::read::CacheStats;
+use super::options::CacheStats;
 
 /// The file's magic bytes.
 const MAGIC: &[u8; 4] = b"ZRCB";

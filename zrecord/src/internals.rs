@@ -54,18 +54,7 @@ pub fn streaming_from() -> usize {
 }
 
 pub use crate::cache::parse_cache_size;
-
-/// Splits `out` (records `0..n`, record k at `offsets(k)..offsets(k + 1)`) into at most `pieces`
-/// contiguous runs of records of about equal bytes, `(first, end, bytes)`: how a gather that fans
-/// out divides its output over the pool.
-pub fn split_output<'o, F: Fn(usize) -> usize>(
-    n: usize,
-    out: &'o mut [u8],
-    offsets: &F,
-    pieces: usize,
-) -> Vec<(usize, usize, &'o mut [u8])> {
-    read::split_output(n, out, offsets, pieces)
-}
+pub use crate::read::split_output;
 
 #[cfg(test)]
 mod tests {

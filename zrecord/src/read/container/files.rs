@@ -110,11 +110,7 @@ pub(super) fn open_shards(
         let want = m.shards[s as usize].len;
         if len != want {
             return Err(Error::corrupt(
-                Location {
-                    path: p.clone(),
-                    shard: Some(s),
-                    ..Default::default()
-                },
+                file_at(&p, Some(s)),
                 "shard file length",
                 want,
                 len,
@@ -150,10 +146,7 @@ pub(super) fn load_dict(
         .map(Some)
         .map_err(|e| {
             Error::corrupt(
-                Location {
-                    path: mp.to_path_buf(),
-                    ..Default::default()
-                },
+                file_at(mp, None),
                 "zstd dictionary",
                 "a dictionary zstd can load",
                 e.to_string(),
@@ -176,15 +169,20 @@ pub(super) fn outgrows_memory(data_bytes: u64) -> bool {
     ram > 0 && data_bytes > ram / 2
 }
 
+/// The file at `path` (shard `shard`'s, if any), as an error names it.
+pub(super) fn file_at(path: &Path, shard: Option<u32>) -> Location {
+    Location {
+        path: path.to_path_buf(),
+        shard,
+        ..Default::default()
+    }
+}
+
 /// A file the manifest lists but the directory lacks is a damaged container, not an I/O failure.
 pub(super) fn missing_or_io(path: &Path, shard: Option<u32>, e: std::io::Error) -> Error {
     if e.kind() == std::io::ErrorKind::NotFound {
         Error::corrupt(
-            Location {
-                path: path.to_path_buf(),
-                shard,
-                ..Default::default()
-            },
+            file_at(path, shard),
             "file listed in the manifest",
             "present",
             "missing",

@@ -12,7 +12,7 @@ use crate::format::{
 };
 use crate::source::{Opener, ReadFile};
 
-use super::files::{InMemory, missing_or_io, open_whole};
+use super::files::{InMemory, file_at, missing_or_io, open_whole};
 
 /// Indexes up to this size (64 MiB: 4 Mi records of 16-byte entries) are copied into process
 /// memory at open; larger ones stay memory-mapped (an unmapped store holds its whole index in
@@ -32,10 +32,7 @@ pub(super) fn open_index(
     let ib = index.bytes();
     if ib.len() as u64 != m.index_len {
         return Err(Error::corrupt(
-            Location {
-                path: index_path.to_path_buf(),
-                ..Default::default()
-            },
+            file_at(index_path, None),
             "index file length",
             m.index_len,
             ib.len(),
@@ -197,11 +194,7 @@ pub(super) fn validate_entries(
     for (s, c) in cursor.iter().enumerate() {
         if *c != m.shards[s].len {
             return Err(Error::corrupt(
-                Location {
-                    path: shard_paths[s].clone(),
-                    shard: Some(s as u32),
-                    ..Default::default()
-                },
+                file_at(&shard_paths[s], Some(s as u32)),
                 "shard length covered by its records",
                 c,
                 m.shards[s].len,

@@ -311,10 +311,8 @@ impl Container {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             return Error::corrupt(
                 Location {
-                    path: path.clone(),
-                    shard: Some(s),
                     offset: Some(start),
-                    ..Default::default()
+                    ..files::file_at(path, Some(s))
                 },
                 format!("shard file length (bytes {start}..{end} read after open: {e})"),
                 self.m.shards[s as usize].len,
@@ -357,11 +355,7 @@ impl Container {
                 .map(|md| format!("{} bytes now", md.len()))
                 .unwrap_or_else(|e| format!("unreadable now ({e})"));
             Error::corrupt(
-                Location {
-                    path: path.to_path_buf(),
-                    shard,
-                    ..Default::default()
-                },
+                files::file_at(path, shard),
                 "file length (the file shrank under the open store; its map read past the end)",
                 want,
                 now,
@@ -386,11 +380,7 @@ impl Container {
                     Ok(md) if md.len() == want => {}
                     Ok(md) => {
                         return Err(Error::corrupt(
-                            Location {
-                                path: p.clone(),
-                                shard: Some(s),
-                                ..Default::default()
-                            },
+                            files::file_at(p, Some(s)),
                             "shard file length (the file changed under the open store)",
                             want,
                             md.len(),

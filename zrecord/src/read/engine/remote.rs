@@ -32,7 +32,7 @@ use crate::read::decode::{
 };
 use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
 use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
-use crate::read::plan::{Plan, ReadEngine};
+use crate::read::plan::{Offsets, Plan, ReadEngine};
 use crate::read::ranges::{Member, Range, coalesce, decode_range, locate, merge};
 use crate::source::cache::{BlockCache, Held, Snapshot, now_secs};
 use crate::source::{RangeFetch, fetch_tagged};
@@ -43,12 +43,7 @@ use crate::threads::{cores, process_pool};
 pub(super) struct RemoteEngine;
 
 impl ReadEngine for RemoteEngine {
-    fn gather_into<F: Fn(usize) -> usize + Sync>(
-        self,
-        c: &Container,
-        plan: &Plan<'_, F>,
-        out: &mut [u8],
-    ) -> Result<()> {
+    fn gather_into<F: Offsets>(self, c: &Container, plan: &Plan<F>, out: &mut [u8]) -> Result<()> {
         let Some(remote) = c.remote() else {
             return Err(Error::invalid(
                 "internal: the remote engine chosen for a local store",

@@ -251,19 +251,16 @@ pub(crate) fn describe(name: &str, g: &Graph) -> String {
         g.edges.len(),
         g.test_edges.len()
     );
+    // The targets of `n`'s edges among `edges`.
+    let from = |edges: &BTreeSet<(String, String)>, n: &String| -> Vec<String> {
+        edges
+            .iter()
+            .filter(|e| &e.0 == n)
+            .map(|e| e.1.clone())
+            .collect()
+    };
     for n in &g.nodes {
-        let to: Vec<&str> = g
-            .edges
-            .iter()
-            .filter(|e| &e.0 == n)
-            .map(|e| e.1.as_str())
-            .collect();
-        let test: Vec<&str> = g
-            .test_edges
-            .iter()
-            .filter(|e| &e.0 == n)
-            .map(|e| e.1.as_str())
-            .collect();
+        let (to, test) = (from(&g.edges, n), from(&g.test_edges, n));
         s.push_str(&format!("  {n} -> [{}]", to.join(", ")));
         if !test.is_empty() {
             s.push_str(&format!(" (tests: {})", test.join(", ")));

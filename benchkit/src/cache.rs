@@ -17,7 +17,7 @@ pub struct Level {
     pub level: String,
     /// `type` (`"Data"`, `"Instruction"`, `"Unified"`).
     pub kind: String,
-    /// `size` (`"48K"`, `"260M"`; `zrecord::parse_cache_size` reads it).
+    /// `size` (`"48K"`, `"260M"`; `zrecord::internals::parse_cache_size` reads it).
     pub size: String,
 }
 
@@ -52,7 +52,7 @@ mod tests {
         let largest = levels()
             .iter()
             .filter(|l| l.kind != "Instruction")
-            .filter_map(|l| zrecord::parse_cache_size(&l.size))
+            .filter_map(|l| zrecord::internals::parse_cache_size(&l.size))
             .max();
         if let Some(b) = largest.filter(|&b| b > 0) {
             assert_eq!(llc, b);

@@ -1,5 +1,7 @@
 //! The CPU's last-level cache size, from Linux sysfs: what a gather's store rule
-//! (`read::stores_for`) and the benchmarks' working-set sizing both read.
+//! (`read::stores_for`) reads, and through it (`internals::streaming_from`) the benchmarks'
+//! working-set sizing. Internal: not part of the crate's API (the benchmarks' tests reach
+//! [`parse_cache_size`] through `internals`).
 
 /// Parses a sysfs cache `size` (`"266240K"`, `"2048K"`, `"32M"`, `"512"`) into bytes.
 pub fn parse_cache_size(s: &str) -> Option<u64> {
@@ -16,7 +18,7 @@ pub fn parse_cache_size(s: &str) -> Option<u64> {
 /// The largest data or unified cache of CPU 0 (`type` and `size` under
 /// `/sys/devices/system/cpu/cpu0/cache/index*`), in bytes; `None` when sysfs has none. Read anew
 /// on each call.
-pub fn llc_bytes() -> Option<u64> {
+pub(crate) fn llc_bytes() -> Option<u64> {
     let read = |p: String| std::fs::read_to_string(p).ok();
     (0..16)
         .filter_map(|k| {

@@ -1,6 +1,7 @@
 //! What the workspace's benchmarks take from zrecord's internals (feature `internals`; not a
 //! stable API, and no normal build of the library compiles it): the copy and checksum kernels a
-//! gather runs, the rule that picks its stores, and the byte-balanced split of its output. The
+//! gather runs, the rule that picks its stores, the byte-balanced split of its output and the
+//! parse of a sysfs cache size that the rule's cache size comes from. The
 //! limit rows and criterion arms call these, so they time the product's own code rather than a
 //! copy of it.
 
@@ -52,17 +53,8 @@ pub fn streaming_from() -> usize {
     hi
 }
 
-/// Splits `out` (records `0..n`, record k at `offsets(k)..offsets(k + 1)`) into at most `pieces`
-/// contiguous runs of records of about equal bytes, `(first, end, bytes)`: how a gather that fans
-/// out divides its output over the pool.
-pub fn split_output<'o, F: Fn(usize) -> usize>(
-    n: usize,
-    out: &'o mut [u8],
-    offsets: &F,
-    pieces: usize,
-) -> Vec<(usize, usize, &'o mut [u8])> {
-    read::split_output(n, out, offsets, pieces)
-}
+pub use crate::cache::parse_cache_size;
+pub use crate::read::split_output;
 
 #[cfg(test)]
 mod tests {
@@ -75,7 +67,7 @@ mod tests {
         assert_eq!(read::stores_for(at), Stores::Streaming);
         assert_eq!(read::stores_for(at - 1), Stores::Cached);
         assert_eq!(
-            crate::llc_bytes().map_or(at, |b| b as usize),
+            crate::cache::llc_bytes().map_or(at, |b| b as usize),
             at,
             "the rule reads the probe's value"
         );
@@ -114,8 +106,7 @@ impl GetLimit {
     /// `concurrency` in flight; the bytes received.
     pub fn fetch(&self, requests: Vec<(String, std::ops::Range<u64>)>) -> crate::Result<u64> {
         let mut n = 0u64;
-        let tagged = requests.into_iter().map(|(k, r)| (k, r, ())).collect();
-        self.0.fetch_ranges(tagged, |(), bytes| {
+        crate::source::RangeFetch::fetch(&*self.0, requests, &mut |_, bytes| {
             n += bytes.len() as u64;
             Ok(())
         })?;

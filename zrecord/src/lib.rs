@@ -20,14 +20,21 @@
 //! The modules follow the data path. Writing: `write` (the two writers and the per-shard encode),
 //! then `publish` (the publish protocol of the spec, step by step, and `gc`). Reading: `read`
 //! (open and validate, the public store and view types, gather fan-out, record decoding,
-//! batches). Shared leaves: `format` (the on-disk structures), `crc`, `dtype`, `alloc` (output
-//! memory), `vfs` (the file-system seam) and `error`; `dict` trains `zstd_dict` dictionaries.
-//! No module imports one that imports it back.
+//! batches, the read engines). Object storage: `remote` (feature `remote`: the client, the
+//! publish to a URL). Between them: `source` (the read-side traits both use: a file read by
+//! range or through its map, the opener of a store's files, the node-local cache of remote
+//! blocks) and `backend` (the one module that names both sides: it hands a store path's opener,
+//! local or remote, to the read path). Shared leaves: `format` (the on-disk structures), `crc`,
+//! `dtype`, `alloc` (output memory), `vfs` (the file-system seam of writers, publish and local
+//! reads), `cache` (the CPU's cache size) and `error`; `dict` trains `zstd_dict` dictionaries.
+//! No module imports one that imports it back, and no folder does either (the workspace's
+//! module-graph test checks both).
 //!
 //! An open store is not indexable: bind it to an [`Allocator`] to get a view, whose gathers return
 //! batches in memory the allocator hands out (never memory the store owns).
 
 mod alloc;
+mod backend;
 mod cache;
 mod crc;
 mod dtype;
@@ -51,14 +58,15 @@ mod read;
 #[cfg(feature = "remote")]
 pub mod remote;
 mod sigbus;
+mod source;
 mod write;
+
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use dict::{DEFAULT_DICT_BYTES, DictSample, train_dict, train_dict_from};
 pub use format::{Codec, Kind};
-#[doc(hidden)]
-pub use publish::Mutation;
 
-pub use cache::{llc_bytes, parse_cache_size};
 pub use publish::gc;
 #[cfg(feature = "mutations")]
 #[doc(hidden)]

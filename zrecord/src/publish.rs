@@ -22,8 +22,9 @@ use crate::vfs::{LockGuard, StdFs, Vfs, WriteFile};
 const TMP_MARKER: &str = ".zr-tmp-";
 
 /// Deliberate protocol breakages, for proving the crash-simulation suite has teeth. Only honoured
-/// when the `mutations` feature is enabled.
-#[doc(hidden)]
+/// in test builds (feature `testing`, which exports it as `zrecord::testing::Mutation`); other
+/// builds never construct one (the publish reads `None`).
+#[cfg_attr(not(feature = "mutations"), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mutation {
     /// Skip fsync step k (shards 0..S, then index, manifest, temp dir, parent).

@@ -1,8 +1,12 @@
-//! The small file-system interface every zrecord read and write goes through.
+//! The small file-system interface zrecord's writers, its publish and its reads of local stores go
+//! through.
 //!
 //! Production code uses [`StdFs`] (positional writes, `fsync`, `renameat2(RENAME_NOREPLACE)`, read-only
 //! memory maps). Tests substitute their own implementation to inject I/O errors or to record every
-//! operation of a publish and replay crash images (see the reliability suite).
+//! operation of a publish and replay crash images (see the reliability suite). A store on object
+//! storage is not a file system: it is read through the read-side traits of `crate::source`
+//! ([`ReadFile`], re-exported here with the URL helpers and [`DIRECT_ALIGN`]), which the remote
+//! client implements.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -10,6 +14,8 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
+
+pub use crate::source::{DIRECT_ALIGN, ReadFile, URL_SCHEMES, url_of};
 
 /// A file being written. Writes are positional so shards can be filled independently.
 pub trait WriteFile: Send + Sync {
@@ -35,80 +41,13 @@ pub trait WriteFile: Send + Sync {
     }
 }
 
-/// A file opened for reading, exposed as one immutable byte slice.
-pub trait ReadFile: Send + Sync {
-    /// The whole file.
-    fn bytes(&self) -> &[u8];
-    /// The same file for reads that bypass the page cache (`O_DIRECT`: offset, length and buffer
-    /// aligned to [`DIRECT_ALIGN`]), used by cold gathers of large records; `None` (the default)
-    /// when this file system has no such reads, and every read then goes through
-    /// [`ReadFile::bytes`].
-    fn direct(&self) -> Option<&File> {
-        None
-    }
-    /// Whether [`ReadFile::bytes`] is the file's contents (a map, or a copy in memory). `false`
-    /// for a file opened with [`Vfs::open_read_unmapped`]: its `bytes` is empty and it is read
-    /// only with [`ReadFile::read_exact_at`].
-    fn mapped(&self) -> bool {
-        true
-    }
-    /// The file's length in bytes (as opened).
-    fn file_len(&self) -> u64 {
-        self.bytes().len() as u64
-    }
-    /// Reads `buf.len()` bytes at `offset`; fails with [`io::ErrorKind::UnexpectedEof`] where the
-    /// file ends first. The default copies from [`ReadFile::bytes`].
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        copy_at(self.bytes(), buf, offset)
-    }
-    /// Whether the file was found shorter than its map while it was read (a `SIGBUS` caught by
-    /// [`crate::sigbus`]): from then on the map's tail reads zeros, not the file, and every read
-    /// of the store fails. Never for a file that is not mapped.
-    fn faulted(&self) -> bool {
-        false
-    }
-}
-
-/// `buf.len()` bytes of `b` from `offset` into `buf`; [`io::ErrorKind::UnexpectedEof`] where `b`
-/// ends first.
-fn copy_at(b: &[u8], buf: &mut [u8], offset: u64) -> io::Result<()> {
-    let src = usize::try_from(offset)
-        .ok()
-        .and_then(|o| b.get(o..)?.get(..buf.len()))
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "the file ends at byte {} before bytes {offset}..{}",
-                    b.len(),
-                    offset + buf.len() as u64
-                ),
-            )
-        })?;
-    buf.copy_from_slice(src);
-    Ok(())
-}
-
-/// The URL schemes a store path may have: a path `scheme://...` with one of them names a store on
-/// object storage (read with the `remote` feature).
-pub const URL_SCHEMES: [&str; 7] = ["s3", "gs", "az", "abfs", "abfss", "http", "https"];
-
-/// The URL `path` names, when it is one (`scheme://...` with a scheme of [`URL_SCHEMES`]).
-pub fn url_of(path: &Path) -> Option<&str> {
-    let s = path.to_str()?;
-    let (scheme, rest) = s.split_once("://")?;
-    (URL_SCHEMES.contains(&scheme) && !rest.is_empty()).then_some(s)
-}
-
-/// The alignment of offsets, lengths and buffers of a [`ReadFile::direct`] read: 4 KiB, a
-/// multiple of every common device's logical block size (a device with larger blocks refuses
-/// the read with `EINVAL`, and the caller then reads through the mapping).
-pub const DIRECT_ALIGN: usize = 4096;
-
 /// A held advisory lock; dropping it releases the lock.
 pub trait LockGuard: Send + Sync {}
 
-/// File-system operations used by zrecord.
+/// File-system operations used by zrecord: what the writers and the publish do (create, write,
+/// `fsync`, rename without replace, remove, list, lock) and how a local store's files are opened
+/// for reading (`open_read`, `open_read_unmapped`, `shared_fs`: the local side of the read path's
+/// opener). A store on object storage is not a `Vfs`.
 pub trait Vfs: Send + Sync + fmt::Debug {
     /// Creates one directory; fails if it exists.
     fn create_dir(&self, path: &Path) -> io::Result<()>;
@@ -247,83 +186,6 @@ impl WriteFile for StdWriteFile {
     }
 }
 
-enum StdReadFile {
-    Mapped {
-        /// Registers `map` with the `SIGBUS` guard; declared before `map`, so it is dropped (and
-        /// the map unregistered) before the map is unmapped. `None` when every slot was taken.
-        guard: Option<crate::sigbus::Guard>,
-        map: memmap2::Mmap,
-        /// The descriptor the map was made from, kept for direct reads.
-        file: File,
-        /// Whether `file` reads with `O_DIRECT`: switched on at the first direct read (`None`
-        /// until then; `Some(false)` where the file system refuses the flag).
-        direct: std::sync::OnceLock<bool>,
-    },
-    /// Opened for positional reads only.
-    Unmapped {
-        file: File,
-        len: u64,
-    },
-    Empty,
-}
-
-impl ReadFile for StdReadFile {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            StdReadFile::Mapped { map, .. } => map,
-            StdReadFile::Unmapped { .. } | StdReadFile::Empty => &[],
-        }
-    }
-
-    fn mapped(&self) -> bool {
-        !matches!(self, StdReadFile::Unmapped { .. })
-    }
-
-    fn file_len(&self) -> u64 {
-        match self {
-            StdReadFile::Mapped { map, .. } => map.len() as u64,
-            StdReadFile::Unmapped { len, .. } => *len,
-            StdReadFile::Empty => 0,
-        }
-    }
-
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let StdReadFile::Unmapped { file, .. } = self else {
-            return copy_at(self.bytes(), buf, offset);
-        };
-        // std's loop: short reads continue, EINTR is retried, the file's end is UnexpectedEof
-        // (the container names the range and the manifest's length around it).
-        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-    }
-
-    fn faulted(&self) -> bool {
-        match self {
-            StdReadFile::Mapped { guard: Some(g), .. } => g.faulted(),
-            _ => false,
-        }
-    }
-
-    /// The descriptor the file was mapped from, switched to `O_DIRECT` on first use (the map
-    /// does not depend on the descriptor's flags, and nothing else reads through it).
-    #[cfg(target_os = "linux")]
-    fn direct(&self) -> Option<&File> {
-        let StdReadFile::Mapped { file, direct, .. } = self else {
-            return None;
-        };
-        let on = *direct.get_or_init(|| {
-            use std::os::fd::AsRawFd;
-            let fd = file.as_raw_fd();
-            // SAFETY: fcntl on a descriptor this value owns and keeps open; F_GETFL and F_SETFL
-            // only read and change its status flags.
-            unsafe {
-                let flags = libc::fcntl(fd, libc::F_GETFL);
-                flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT) == 0
-            }
-        });
-        on.then_some(file)
-    }
-}
-
 /// Whether a `statfs` file-system type (`f_type`, as `linux/magic.h` numbers them) is a shared or
 /// network file system: NFS, SMB, CIFS, SMB2, FUSE, Ceph, Lustre, GPFS, 9P, AFS (both numbers),
 /// GFS2, OCFS2.
@@ -406,28 +268,11 @@ impl Vfs for StdFs {
     }
 
     fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
-        let f = File::open(path)?;
-        let len = f.metadata()?.len();
-        if len == 0 {
-            return Ok(Arc::new(StdReadFile::Empty));
-        }
-        // SAFETY: containers are immutable after publish; the map is read-only. A file shrunk
-        // under the map (another process truncating it, a shared file system) would raise
-        // SIGBUS on a read past its new end: the guard registered here turns that into zeros
-        // and a fault mark that the read path reports as an error (`crate::sigbus`).
-        let map = unsafe { memmap2::Mmap::map(&f)? };
-        Ok(Arc::new(StdReadFile::Mapped {
-            guard: crate::sigbus::Guard::register(&map),
-            map,
-            file: f,
-            direct: std::sync::OnceLock::new(),
-        }))
+        crate::source::open_mapped(path)
     }
 
     fn open_read_unmapped(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
-        Ok(Arc::new(StdReadFile::Unmapped { file, len }))
+        crate::source::open_unmapped(path)
     }
 
     fn shared_fs(&self, path: &Path) -> bool {

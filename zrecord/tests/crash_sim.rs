@@ -4,7 +4,7 @@
 //!
 //! Pass criteria: 0 published-but-corrupt images, 0 images without the container once `close()`
 //! has returned. Mutation check: with any single fsync skipped, or the rename moved before the
-//! syncs (`zrecord::Mutation`, test-only feature `mutations`), the same simulation must find a
+//! syncs (`zrecord::testing::Mutation`, test-only feature `testing`), the same simulation must find a
 //! violation.
 //!
 //! `ZR_T1_SUBSETS` sets the images per prefix (CI 200, long tier 10,000); `ZR_SEED` replays.
@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use support::*;
-use zrecord::{Codec, Mutation, Vfs, WriterOptions};
+use zrecord::testing::Mutation;
+use zrecord::{Codec, Vfs, WriterOptions};
 
 const PARENT: &str = "/data/sets";
 const NAME: &str = "/data/sets/c";

@@ -196,16 +196,18 @@ pub(crate) fn cycles(g: &Graph) -> Vec<Vec<String>> {
         s.stack.push(v);
         s.on.insert(v);
         for w in s.adj.get(v).cloned().unwrap_or_default() {
-            if !s.index.contains_key(w) {
+            // The earliest node `w` reaches: its low link once visited from here, its index when
+            // it is on the stack (an edge back into the component being built).
+            let reach = if !s.index.contains_key(w) {
                 visit(w, s);
-                let lw = s.low[w];
-                let lv = s.low.get_mut(v).expect("visited");
-                *lv = (*lv).min(lw);
+                s.low[w]
             } else if s.on.contains(w) {
-                let iw = s.index[w];
-                let lv = s.low.get_mut(v).expect("visited");
-                *lv = (*lv).min(iw);
-            }
+                s.index[w]
+            } else {
+                continue;
+            };
+            let lv = s.low.get_mut(v).expect("visited");
+            *lv = (*lv).min(reach);
         }
         if s.low[v] == s.index[v] {
             let mut scc = Vec::new();
@@ -249,19 +251,16 @@ pub(crate) fn describe(name: &str, g: &Graph) -> String {
         g.edges.len(),
         g.test_edges.len()
     );
+    // The targets of `n`'s edges among `edges`.
+    let from = |edges: &BTreeSet<(String, String)>, n: &String| -> Vec<String> {
+        edges
+            .iter()
+            .filter(|e| &e.0 == n)
+            .map(|e| e.1.clone())
+            .collect()
+    };
     for n in &g.nodes {
-        let to: Vec<&str> = g
-            .edges
-            .iter()
-            .filter(|e| &e.0 == n)
-            .map(|e| e.1.as_str())
-            .collect();
-        let test: Vec<&str> = g
-            .test_edges
-            .iter()
-            .filter(|e| &e.0 == n)
-            .map(|e| e.1.as_str())
-            .collect();
+        let (to, test) = (from(&g.edges, n), from(&g.test_edges, n));
         s.push_str(&format!("  {n} -> [{}]", to.join(", ")));
         if !test.is_empty() {
             s.push_str(&format!(" (tests: {})", test.join(", ")));

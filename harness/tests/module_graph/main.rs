@@ -10,24 +10,31 @@
 //! made inside `#[cfg(test)] mod .. { }`, or in a file declared `#[cfg(test)] mod ..;`, are test
 //! edges: printed, not part of the cycle check.
 //!
+//! Over the file graph, [`folders`] builds the folder graph (a folder is a module with children:
+//! its file and the module tree under its directory), checked level by level: a cycle between two
+//! folders fails even where no two files form one.
+//!
 //! The checker is generic; [`CRATES`] lists the workspace's source folders, and for each of them
 //! the tests here also check the layout rules: no source file over [`MAX_LINES`] lines (test
 //! files excepted) and `//!` docs opening every file.
 //!
 //! The reader lives in `module_graph/`, one pass per file: `tokens` (source to tokens), `facts`
-//! (what one file says), `graph` (the graph, its cycles, its printed form). This file holds the
+//! (what one file says), `graph` (the graph, its cycles, its printed form), `folders` (the folder
+//! graph over it). This file holds the
 //! workspace's rules and the checker's own tests.
 
 mod facts;
+mod folders;
 mod graph;
 mod tokens;
 
 use std::path::{Path, PathBuf};
 
+use folders::{describe_folders, folder_cycles, folder_levels};
 use graph::{cycles, describe, graph_of_dir, rust_files};
 
 /// The workspace's crate source folders (from the workspace root). Each must have an acyclic
-/// module graph, no source file over [`MAX_LINES`] lines (test files excepted) and `//!` docs
+/// module graph at the level of files and of folders, no source file over [`MAX_LINES`] lines (test files excepted) and `//!` docs
 /// opening every file.
 const CRATES: &[&str] = &[
     "zrecord/src",
@@ -55,6 +62,19 @@ fn every_crate_has_an_acyclic_module_graph() {
         let c = cycles(&g);
         assert!(c.is_empty(), "{dir} has module cycles: {c:?}");
     }
+}
+
+#[test]
+fn every_crate_has_an_acyclic_folder_graph() {
+    let mut bad = Vec::new();
+    for dir in CRATES {
+        let levels = folder_levels(&graph_of_dir(&workspace().join(dir)));
+        println!("{}", describe_folders(dir, &levels));
+        for (parent, c) in folder_cycles(&levels) {
+            bad.push(format!("{dir}, in {parent}: {}", c.join(" <-> ")));
+        }
+    }
+    assert!(bad.is_empty(), "folder cycles:\n{}", bad.join("\n"));
 }
 
 /// A file that is test code: `tests.rs` or anything under a `tests/` folder of `src`.
@@ -146,6 +166,39 @@ mod checker {
             .collect();
         assert_eq!(test_edges, ["a->b", "tests->a", "tests->b"]);
         assert!(cycles(&graph).is_empty());
+    }
+
+    #[test]
+    fn finds_a_folder_cycle_that_no_two_files_form() {
+        let graph = g(&[
+            ("lib.rs", "mod a; mod b; mod c;"),
+            ("a/mod.rs", "mod x; mod w;"),
+            ("a/x.rs", "use crate::b::y::Y;"),
+            ("a/w.rs", "pub struct W;"),
+            ("b/mod.rs", "mod y; mod z;"),
+            ("b/y.rs", "pub struct Y;"),
+            ("b/z.rs", "use crate::a::w::W; use crate::c::C;"),
+            ("c.rs", "pub struct C;"),
+        ]);
+        assert_eq!(edges(&graph), ["a::x->b::y", "b::z->a::w", "b::z->c"]);
+        assert!(cycles(&graph).is_empty());
+        let levels = folder_levels(&graph);
+        let parents: Vec<&str> = levels.iter().map(|l| l.parent.as_str()).collect();
+        assert_eq!(parents, ["crate", "a", "b"]);
+        assert_eq!(
+            edges(&levels[0].graph),
+            ["a/->b/", "b/->a/", "b/->c"],
+            "one level: the root's children"
+        );
+        assert_eq!(
+            folder_cycles(&levels),
+            [(
+                "crate".to_string(),
+                vec!["a/".to_string(), "b/".to_string()]
+            )]
+        );
+        let text = describe_folders("t", &levels);
+        assert!(text.contains("CYCLE among: a/, b/"), "{text}");
     }
 
     #[test]

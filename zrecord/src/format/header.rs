@@ -40,14 +40,16 @@ pub(crate) fn check_header(
     shard: Option<u32>,
     what: &str,
 ) -> Result<()> {
+    // Byte `offset` of the header, as an error names it.
+    let at = |offset: u64| Location {
+        path: path.to_path_buf(),
+        shard,
+        offset: Some(offset),
+        ..Default::default()
+    };
     if found.len() < HEADER_LEN {
         return Err(Error::corrupt(
-            Location {
-                path: path.to_path_buf(),
-                shard,
-                offset: Some(0),
-                ..Default::default()
-            },
+            at(0),
             format!("{what} length"),
             format!(">= {HEADER_LEN}"),
             found.len(),
@@ -56,12 +58,7 @@ pub(crate) fn check_header(
     let crc = crc32c::crc32c(&found[..60]);
     if crc != rd_u32(found, 60) {
         return Err(Error::corrupt(
-            Location {
-                path: path.to_path_buf(),
-                shard,
-                offset: Some(60),
-                ..Default::default()
-            },
+            at(60),
             format!("{what} crc32c"),
             format!("{crc:#010x}"),
             format!("{:#010x}", rd_u32(found, 60)),
@@ -80,12 +77,7 @@ pub(crate) fn check_header(
             _ => "header field",
         };
         return Err(Error::corrupt(
-            Location {
-                path: path.to_path_buf(),
-                shard,
-                offset: Some(pos as u64),
-                ..Default::default()
-            },
+            at(pos as u64),
             format!("{what} {field} (belongs to another container or position?)"),
             format!("byte {:#04x}", expected[pos]),
             format!("byte {:#04x}", found[pos]),

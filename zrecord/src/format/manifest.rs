@@ -1,15 +1,15 @@
 //! `manifest.zrm`: the [`Manifest`] (schema, counts, per-shard descriptors, dictionary), its
 //! encoding, and its decoding, which checks every field before anything trusts it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::dtype::DType;
 use crate::error::{Error, Location, Result};
 
 use super::index::index_file_len;
 use super::layout::{
-    Codec, FORMAT_VERSION, Kind, MANIFEST_FIXED, MANIFEST_MAGIC, MAX_DTYPE_NAME, SHARD_DESC,
-    dense_stride, entry_size, rd_u32, rd_u64,
+    Codec, FORMAT_VERSION, INDEX_FILE, Kind, MANIFEST_FILE, MANIFEST_FIXED, MANIFEST_MAGIC,
+    MAX_DTYPE_NAME, SHARD_DESC, dense_stride, entry_size, rd_u32, rd_u64, shard_file_name,
 };
 use super::placement::records_in_shard;
 
@@ -352,6 +352,18 @@ impl Manifest {
     pub(crate) fn dense_stride(&self) -> Option<u64> {
         dense_stride(self.dtype, &self.item_shape)
     }
+}
+
+/// Paths of the files inside the local container at `path`, manifest first, then the index and
+/// the shards in shard order (for tools, tests and a publish to object storage).
+pub fn container_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
+    let p = path.as_ref();
+    let mp = p.join(MANIFEST_FILE);
+    let bytes = std::fs::read(&mp).map_err(|e| Error::io("read", &mp, e))?;
+    let m = Manifest::decode(&bytes, &mp)?;
+    let mut v = vec![mp, p.join(INDEX_FILE)];
+    v.extend((0..m.shard_count()).map(|s| p.join(shard_file_name(s))));
+    Ok(v)
 }
 
 /// The zstd dictionary id of a dictionary (0 for raw-content or empty dictionaries).

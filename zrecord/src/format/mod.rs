@@ -22,6 +22,7 @@ pub(crate) use layout::{
     FLAG_STORED_RAW, HEADER_LEN, INDEX_FILE, MANIFEST_FILE, MAX_RECORD_BYTES, PAGE_ENTRIES,
     dense_stride, entry_size, rd_u32, rd_u64, shard_file_name,
 };
+pub use manifest::container_files;
 pub(crate) use manifest::{Manifest, ShardDesc, zstd_dict_id};
 pub(crate) use placement::{ShardMap, shard_of};
 pub(crate) use seed::{page_seed, record_seed, record_seed_after, uuid_crc};

@@ -43,17 +43,8 @@ pub use engine::with_blocking_direct_reads;
 pub use fan_out::{gather_fan_outs, sequential_gathers};
 pub use layout::{Dense, Layout, Ragged};
 #[cfg(feature = "internals")]
+pub use plan::split_output;
+#[cfg(feature = "internals")]
 pub(crate) use plan::stores_for;
 pub use store::{DenseStore, RaggedStore, Store};
 pub use view::{DenseView, RaggedView, View, ViewGather};
-
-/// `plan::split_output` for the crate: the `internals` feature exposes it to the benchmarks.
-#[cfg(feature = "internals")]
-pub(crate) fn split_output<'o, F: Fn(usize) -> usize>(
-    n: usize,
-    out: &'o mut [u8],
-    offsets: &F,
-    pieces: usize,
-) -> Vec<(usize, usize, &'o mut [u8])> {
-    plan::split_output(n, out, offsets, pieces)
-}

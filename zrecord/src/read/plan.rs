@@ -19,6 +19,12 @@ pub(super) struct Plan<'a, F> {
     pub(super) stores: Stores,
 }
 
+/// Where a gather's records go: `offsets(k)` is the first output byte of record `k` (every
+/// engine's bound on a gather's offsets).
+pub(super) trait Offsets: Fn(usize) -> usize + Sync {}
+
+impl<T: Fn(usize) -> usize + Sync> Offsets for T {}
+
 /// A read engine: one way of getting a gather's records from the container's files into the
 /// output. An engine locates records through the [`Container`] (shard, offset, stored length,
 /// checksum), fetches their stored bytes its own way, checks them (CRC32C when the store
@@ -28,22 +34,17 @@ pub(super) struct Plan<'a, F> {
 /// for one gather (an io_uring ring) goes back where it came from when the gather ends.
 pub(super) trait ReadEngine {
     /// Fills `out` (the whole output of `plan`) with its records, or returns the first error.
-    fn gather_into<F: Fn(usize) -> usize + Sync>(
-        self,
-        c: &Container,
-        plan: &Plan<'_, F>,
-        out: &mut [u8],
-    ) -> Result<()>;
+    fn gather_into<F: Offsets>(self, c: &Container, plan: &Plan<F>, out: &mut [u8]) -> Result<()>;
 }
 
 /// The last-level cache size assumed where sysfs does not tell (32 MiB).
 const DEFAULT_LLC_BYTES: usize = 32 << 20;
 
-/// [`crate::llc_bytes`], or [`DEFAULT_LLC_BYTES`]; read once.
+/// `crate::cache::llc_bytes`, or [`DEFAULT_LLC_BYTES`]; read once.
 fn llc_bytes() -> usize {
     static LLC: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *LLC.get_or_init(|| {
-        crate::llc_bytes()
+        crate::cache::llc_bytes()
             .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n > 0)
             .unwrap_or(DEFAULT_LLC_BYTES)
@@ -64,8 +65,9 @@ pub(crate) fn stores_for(total: usize) -> Stores {
 }
 
 /// Splits `out` (records `0..n`, record k at `offsets(k)..offsets(k + 1)`) into at most `pieces`
-/// contiguous runs of records of about equal bytes: `(first, end, bytes)`.
-pub(super) fn split_output<'o, F: Fn(usize) -> usize>(
+/// contiguous runs of records of about equal bytes, `(first, end, bytes)`: how a gather that fans
+/// out divides its output over the pool (exported by `internals` for the benchmarks).
+pub fn split_output<'o, F: Fn(usize) -> usize>(
     n: usize,
     out: &'o mut [u8],
     offsets: &F,

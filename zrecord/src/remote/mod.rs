@@ -4,24 +4,27 @@
 //! * [`Remote`]: one store's connection: its URL, its options and a client made lazily once per
 //!   process (after a `fork` the child makes its own: the parent's connections and runtime
 //!   threads do not exist there);
-//! * [`RemoteVfs`] / [`Object`]: the manifest and index fetched whole at open, each shard an
-//!   object read by ranged GETs; `Container::open` reads a remote store through them exactly as it
-//!   reads an unmapped local one (same checks, same caps);
-//! * [`Remote::fetch_ranges`]: a gather's coalesced ranges fetched with a bounded number of
-//!   requests in flight, each handed back as it lands (the remote read engine,
-//!   `read::engine::remote`, checks and decodes it into its place);
+//! * [`RemoteFiles`] / [`Object`]: the read-side opener of a store (`crate::source::Opener`): the
+//!   manifest and index fetched whole at open, each shard an object read by ranged GETs
+//!   (`crate::source::ReadFile`); the read path opens a remote store through them exactly as it
+//!   opens an unmapped local one (same checks, same caps);
+//! * [`Remote`] as `crate::source::RangeFetch`: a gather's coalesced ranges fetched with a bounded
+//!   number of requests in flight, each handed back as it lands (the remote read engine checks
+//!   and decodes it into its place), and the store's node-local cache (`crate::source::cache`);
 //! * [`publish_dir`] and [`gc`]: an atomic publish of a local container to a prefix (a claim
 //!   object, the data objects, the manifest last with a conditional create) and the cleanup of
 //!   prefixes a failed publish left without a manifest; every object it writes is typed
 //!   ([`CONTENT_TYPE`]), so a server stores it as sent;
 //! * `client`: the object-store client of each scheme.
 //!
+//! This module sees only the read-side traits and leaves it implements (`crate::source`,
+//! `crate::format`); the module that hands a URL's client to the read path is `crate::backend`.
+//!
 //! Requests are retried by `object_store` (exponential backoff on 5xx, timeouts and resets),
 //! bounded in count ([`crate::RemoteOptions::max_retries`]) and time
 //! ([`crate::RemoteOptions::retry_timeout`]); then the error names the URL, the byte range and
 //! the attempts.
 
-mod cache;
 mod client;
 mod runtime;
 
@@ -40,13 +43,12 @@ use object_store::{
 };
 
 use crate::error::{Error, Result};
-use crate::read::RemoteOptions;
-use crate::vfs::{LockGuard, ReadFile, Vfs, WriteFile};
+use crate::source::cache::{BlockCache, now_secs};
+use crate::source::{Opener, RangeFetch, ReadFile, RemoteOptions};
 
-pub(crate) use cache::{BlockCache, Held, Snapshot, now_secs};
 pub use client::CONTENT_TYPE;
 use client::build;
-pub(crate) use runtime::block_on;
+use runtime::block_on;
 
 /// One remote store's connection.
 pub struct Remote {
@@ -111,11 +113,6 @@ impl Remote {
     /// The options the store was opened with.
     pub fn options(&self) -> &RemoteOptions {
         &self.opts
-    }
-
-    /// The node-local cache, when the store was opened with one.
-    pub(crate) fn cache(&self) -> Option<&BlockCache> {
-        self.cache.as_ref()
     }
 
     /// This process's client, made on first use in each process.
@@ -205,18 +202,26 @@ impl Remote {
         }
         Ok(got)
     }
+}
 
-    /// Fetches `ranges` (each `(file name, byte range, tag)`) with at most
-    /// [`RemoteOptions::concurrency`] requests in flight and hands each to `each` with its tag as
-    /// it lands, on the calling thread; the first failure (a request's, or `each`'s) ends the
-    /// fetch and is returned. Memory: at most `concurrency` ranges' bytes in flight.
-    pub(crate) fn fetch_ranges<T>(
+/// The read engine's view of the store: its options, its cache and many ranges at once.
+impl RangeFetch for Remote {
+    fn options(&self) -> &RemoteOptions {
+        &self.opts
+    }
+
+    fn cache(&self) -> Option<&BlockCache> {
+        self.cache.as_ref()
+    }
+
+    /// Memory: at most [`RemoteOptions::concurrency`] ranges' bytes in flight.
+    fn fetch(
         &self,
-        ranges: Vec<(String, Range<u64>, T)>,
-        mut each: impl FnMut(T, &[u8]) -> Result<()>,
+        ranges: Vec<(String, Range<u64>)>,
+        each: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
     ) -> Result<()> {
         let c = self.client()?;
-        let fetches = ranges.into_iter().map(|(name, range, tag)| {
+        let fetches = ranges.into_iter().enumerate().map(|(tag, (name, range))| {
             let c = c.clone();
             async move {
                 let want = range.end - range.start;
@@ -261,13 +266,17 @@ fn to_io(e: Error) -> io::Error {
     }
 }
 
-/// The read side of a remote store as a [`Vfs`]: `open_read` fetches an object whole,
-/// `open_read_unmapped` opens it for ranged GETs; every write is refused (a remote store is
-/// written by [`publish_dir`]).
+/// The read side of a remote store (`crate::source::Opener`): `open_read` fetches an object
+/// whole, `open_read_unmapped` opens it for ranged GETs. A remote store is written by
+/// [`publish_dir`], never through a file system.
 #[derive(Debug, Clone)]
-pub struct RemoteVfs(pub Arc<Remote>);
+pub struct RemoteFiles(pub Arc<Remote>);
 
-impl RemoteVfs {
+/// The former name of [`RemoteFiles`], when it was a `Vfs` that refused every write.
+#[deprecated(note = "renamed RemoteFiles: a remote store is read through the read-side traits")]
+pub type RemoteVfs = RemoteFiles;
+
+impl RemoteFiles {
     /// The object name of `path`, a path under the store's URL.
     fn name(&self, path: &Path) -> io::Result<String> {
         let s = path.to_str().unwrap_or_default();
@@ -282,35 +291,7 @@ impl RemoteVfs {
     }
 }
 
-fn refused() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Unsupported,
-        "a remote store is read-only here: publish a local container to it (zrecord::remote::publish_dir)",
-    )
-}
-
-impl Vfs for RemoteVfs {
-    fn create_dir(&self, _: &Path) -> io::Result<()> {
-        Err(refused())
-    }
-    fn create_dir_all(&self, _: &Path) -> io::Result<Vec<PathBuf>> {
-        Err(refused())
-    }
-    fn create_file(&self, _: &Path) -> io::Result<Box<dyn WriteFile>> {
-        Err(refused())
-    }
-    fn sync_dir(&self, _: &Path) -> io::Result<()> {
-        Err(refused())
-    }
-    fn rename_noreplace(&self, _: &Path, _: &Path) -> io::Result<()> {
-        Err(refused())
-    }
-    fn remove_dir_all(&self, _: &Path) -> io::Result<()> {
-        Err(refused())
-    }
-    fn remove_file(&self, _: &Path) -> io::Result<()> {
-        Err(refused())
-    }
+impl Opener for RemoteFiles {
     fn exists(&self, path: &Path) -> io::Result<bool> {
         let name = self.name(path)?;
         if name.is_empty() {
@@ -350,12 +331,6 @@ impl Vfs for RemoteVfs {
     }
     fn shared_fs(&self, _: &Path) -> bool {
         true
-    }
-    fn list_dir(&self, _: &Path) -> io::Result<Vec<std::ffi::OsString>> {
-        Err(refused())
-    }
-    fn try_lock(&self, _: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        Err(refused())
     }
 }
 
@@ -423,7 +398,7 @@ pub fn publish_dir(dir: &Path, url: &str, opts: &RemoteOptions) -> Result<()> {
     // [`CONTENT_TYPE`]).
     let remote = Remote::open(url, opts, true)?;
     let c = remote.client()?;
-    let files = crate::read::container_files(dir)?;
+    let files = crate::format::container_files(dir)?;
     let manifest = &files[0];
     let name_of = |p: &Path| {
         p.file_name()

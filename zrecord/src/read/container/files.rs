@@ -1,14 +1,14 @@
 //! The files of a container, as an open finds them: the manifest (and whether it describes the
 //! kind of store asked for), the data shards (each one's length and header), the `zstd_dict`
-//! dictionary, plus [`container_files`] and the on-disk size. A file the manifest lists but the
+//! dictionary, and the on-disk size. A file the manifest lists but the
 //! directory lacks is a damaged container, not an I/O failure ([`missing_or_io`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Location, Result};
-use crate::format::{self, Codec, INDEX_FILE, Kind, MANIFEST_FILE, Manifest};
-use crate::vfs::{ReadFile, Vfs};
+use crate::format::{self, Codec, Kind, MANIFEST_FILE, Manifest};
+use crate::source::{Opener, ReadFile};
 
 /// A file's bytes held in process memory.
 pub(super) struct InMemory(pub(super) Vec<u8>);
@@ -22,14 +22,14 @@ impl ReadFile for InMemory {
 /// Opens `path` whole: memory-mapped when `mapped`, else read into process memory with positional
 /// reads (an unmapped store's manifest and index).
 pub(super) fn open_whole(
-    vfs: &dyn Vfs,
+    opener: &dyn Opener,
     path: &Path,
     mapped: bool,
 ) -> std::io::Result<Arc<dyn ReadFile>> {
     if mapped {
-        return vfs.open_read(path);
+        return opener.open_read(path);
     }
-    let f = vfs.open_read_unmapped(path)?;
+    let f = opener.open_read_unmapped(path)?;
     if f.mapped() {
         return Ok(f);
     }
@@ -44,21 +44,21 @@ pub(super) fn open_whole(
 /// Reads and decodes the manifest of the container at `path`, which must be of `kind`. Returns
 /// the manifest and its path.
 pub(super) fn open_manifest(
-    vfs: &dyn Vfs,
+    opener: &dyn Opener,
     path: &Path,
     kind: Kind,
     mapped: bool,
 ) -> Result<(Manifest, PathBuf)> {
     let mp = path.join(MANIFEST_FILE);
     let not_found = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
-    let mfile = match open_whole(vfs, &mp, mapped) {
+    let mfile = match open_whole(opener, &mp, mapped) {
         Ok(f) => f,
-        Err(e) if not_found(&e) && !vfs.exists(path).unwrap_or(false) => {
+        Err(e) if not_found(&e) && !opener.exists(path).unwrap_or(false) => {
             return Err(Error::io("open", path, e));
         }
         // The directory exists now; it may have been published (renamed into place, manifest
         // included) between the two calls, so look once more before calling it foreign.
-        Err(e) if not_found(&e) => open_whole(vfs, &mp, mapped).map_err(|e| {
+        Err(e) if not_found(&e) => open_whole(opener, &mp, mapped).map_err(|e| {
             if not_found(&e) {
                 Error::format(
                     path,
@@ -90,7 +90,7 @@ pub(super) type Shards = (Vec<Arc<dyn ReadFile>>, Vec<PathBuf>);
 /// The open data shards of the container at `path` and their paths, each checked for its
 /// length and header; memory-mapped when `mapped`, else opened for positional reads.
 pub(super) fn open_shards(
-    vfs: &dyn Vfs,
+    opener: &dyn Opener,
     path: &Path,
     m: &Manifest,
     mapped: bool,
@@ -101,20 +101,16 @@ pub(super) fn open_shards(
     for s in 0..nshards {
         let p = path.join(format::shard_file_name(s));
         let f = if mapped {
-            vfs.open_read(&p)
+            opener.open_read(&p)
         } else {
-            vfs.open_read_unmapped(&p)
+            opener.open_read_unmapped(&p)
         }
         .map_err(|e| missing_or_io(&p, Some(s), e))?;
         let len = f.file_len();
         let want = m.shards[s as usize].len;
         if len != want {
             return Err(Error::corrupt(
-                Location {
-                    path: p.clone(),
-                    shard: Some(s),
-                    ..Default::default()
-                },
+                file_at(&p, Some(s)),
                 "shard file length",
                 want,
                 len,
@@ -150,10 +146,7 @@ pub(super) fn load_dict(
         .map(Some)
         .map_err(|e| {
             Error::corrupt(
-                Location {
-                    path: mp.to_path_buf(),
-                    ..Default::default()
-                },
+                file_at(mp, None),
                 "zstd dictionary",
                 "a dictionary zstd can load",
                 e.to_string(),
@@ -176,15 +169,20 @@ pub(super) fn outgrows_memory(data_bytes: u64) -> bool {
     ram > 0 && data_bytes > ram / 2
 }
 
+/// The file at `path` (shard `shard`'s, if any), as an error names it.
+pub(super) fn file_at(path: &Path, shard: Option<u32>) -> Location {
+    Location {
+        path: path.to_path_buf(),
+        shard,
+        ..Default::default()
+    }
+}
+
 /// A file the manifest lists but the directory lacks is a damaged container, not an I/O failure.
 pub(super) fn missing_or_io(path: &Path, shard: Option<u32>, e: std::io::Error) -> Error {
     if e.kind() == std::io::ErrorKind::NotFound {
         Error::corrupt(
-            Location {
-                path: path.to_path_buf(),
-                shard,
-                ..Default::default()
-            },
+            file_at(path, shard),
             "file listed in the manifest",
             "present",
             "missing",
@@ -204,17 +202,4 @@ pub(super) fn disk_bytes<'a>(files: impl IntoIterator<Item = &'a Path>) -> u64 {
         }
     }
     total
-}
-
-/// Paths of the files inside a container (for tools and tests).
-pub fn container_files(path: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
-    let p = path.as_ref();
-    let mp = p.join(MANIFEST_FILE);
-    let bytes = std::fs::read(&mp).map_err(|e| Error::io("read", &mp, e))?;
-    let m = Manifest::decode(&bytes, &mp)?;
-    let mut v = vec![mp, p.join(INDEX_FILE)];
-    for s in 0..m.shard_count() {
-        v.push(p.join(format::shard_file_name(s)));
-    }
-    Ok(v)
 }

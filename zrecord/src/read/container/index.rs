@@ -10,9 +10,9 @@ use crate::error::{Error, Location, Result};
 use crate::format::{
     self, Codec, Entry, FLAG_STORED_RAW, HEADER_LEN, Kind, MAX_RECORD_BYTES, Manifest,
 };
-use crate::vfs::{ReadFile, Vfs};
+use crate::source::{Opener, ReadFile};
 
-use super::files::{InMemory, missing_or_io, open_whole};
+use super::files::{InMemory, file_at, missing_or_io, open_whole};
 
 /// Indexes up to this size (64 MiB: 4 Mi records of 16-byte entries) are copied into process
 /// memory at open; larger ones stay memory-mapped (an unmapped store holds its whole index in
@@ -22,20 +22,17 @@ pub(super) const INDEX_IN_MEMORY_BYTES: usize = 64 << 20;
 /// Opens the index of the container described by `m` at `index_path` (memory-mapped when
 /// `mapped`, else read into memory) and checks its length, its header and every page checksum.
 pub(super) fn open_index(
-    vfs: &dyn Vfs,
+    opener: &dyn Opener,
     m: &Manifest,
     index_path: &Path,
     mapped: bool,
 ) -> Result<Arc<dyn ReadFile>> {
     let index =
-        open_whole(vfs, index_path, mapped).map_err(|e| missing_or_io(index_path, None, e))?;
+        open_whole(opener, index_path, mapped).map_err(|e| missing_or_io(index_path, None, e))?;
     let ib = index.bytes();
     if ib.len() as u64 != m.index_len {
         return Err(Error::corrupt(
-            Location {
-                path: index_path.to_path_buf(),
-                ..Default::default()
-            },
+            file_at(index_path, None),
             "index file length",
             m.index_len,
             ib.len(),
@@ -197,11 +194,7 @@ pub(super) fn validate_entries(
     for (s, c) in cursor.iter().enumerate() {
         if *c != m.shards[s].len {
             return Err(Error::corrupt(
-                Location {
-                    path: shard_paths[s].clone(),
-                    shard: Some(s as u32),
-                    ..Default::default()
-                },
+                file_at(&shard_paths[s], Some(s as u32)),
                 "shard length covered by its records",
                 c,
                 m.shards[s].len,

@@ -27,13 +27,16 @@ use crate::error::{Error, Location, Result};
 use crate::format::{
     self, Codec, Entry, FLAG_STORED_RAW, INDEX_FILE, Kind, MANIFEST_FILE, Manifest,
 };
-use crate::vfs::{ReadFile, Vfs};
+#[cfg(feature = "remote")]
+use crate::source::RangeFetch;
+use crate::source::{Opener, ReadFile};
 
 use super::hint::{PREFETCH_BYTES, prefetch};
 use fixed::Fixed;
 
-pub use files::container_files;
-pub use options::{CacheStats, ColdReads, OpenOptions, RemoteOptions};
+pub use crate::format::container_files;
+pub use crate::source::{CacheStats, RemoteOptions};
+pub use options::{ColdReads, OpenOptions};
 
 /// Where one record's stored bytes lie on disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,44 +89,23 @@ pub(in crate::read) struct Container {
     /// Whether the shards are memory-mapped ([`OpenOptions::mmap`]); an unmapped store is read
     /// with positional reads only (`read::engine::positional`) and never through [`Maps`].
     mapped: bool,
-    /// The object store a remote store is read from (`read::engine::remote`).
+    /// The client of the object store a remote store is read from (`read::engine::remote`).
     #[cfg(feature = "remote")]
-    remote: Option<Arc<crate::remote::Remote>>,
+    remote: Option<Arc<dyn RangeFetch>>,
     closed: AtomicBool,
 }
 
 impl Container {
     /// Opens the container at `path`, which must hold a store of `kind`, and validates it.
     pub(in crate::read) fn open(path: &Path, kind: Kind, opts: &OpenOptions) -> Result<Container> {
-        // A URL names a store on object storage: read through its own file system, unmapped.
-        #[cfg(feature = "remote")]
-        let remote = crate::vfs::url_of(path)
-            .map(|url| crate::remote::Remote::connect(url, &opts.remote))
-            .transpose()?;
-        #[cfg(feature = "remote")]
-        let remote_vfs = remote.clone().map(crate::remote::RemoteVfs);
-        #[cfg(feature = "remote")]
-        let vfs: &dyn Vfs = match &remote_vfs {
-            Some(v) => v,
-            None => &*opts.vfs,
-        };
-        #[cfg(not(feature = "remote"))]
-        let vfs: &dyn Vfs = match crate::vfs::url_of(path) {
-            Some(url) => {
-                return Err(Error::invalid(format!(
-                    "{url}: this build of zrecord reads local stores only (object storage needs \
-                     the `remote` feature, which the Python wheel has)"
-                )));
-            }
-            None => &*opts.vfs,
-        };
-        // A remote store is never mapped, whatever `mmap` says.
-        let mapped =
-            crate::vfs::url_of(path).is_none() && opts.mmap.unwrap_or_else(|| !vfs.shared_fs(path));
-        let (m, mp) = files::open_manifest(vfs, path, kind, mapped)?;
+        // A URL names a store on object storage: read through its client, never mapped.
+        let backend = crate::backend::for_path(path, &opts.vfs, &opts.remote)?;
+        let opener: &dyn Opener = &*backend.files;
+        let mapped = !backend.remote() && opts.mmap.unwrap_or_else(|| !opener.shared_fs(path));
+        let (m, mp) = files::open_manifest(opener, path, kind, mapped)?;
         let index_path = path.join(INDEX_FILE);
-        let index = index::open_index(vfs, &m, &index_path, mapped)?;
-        let (shards, shard_paths) = files::open_shards(vfs, path, &m, mapped)?;
+        let index = index::open_index(opener, &m, &index_path, mapped)?;
+        let (shards, shard_paths) = files::open_shards(opener, path, &m, mapped)?;
         // A file system may map a file even when asked not to (`Vfs::open_read_unmapped`'s
         // default): the store is unmapped only when no shard is.
         let mapped = shards.iter().any(|f| f.mapped());
@@ -161,7 +143,7 @@ impl Container {
             warm_gathers: AtomicU32::new(0),
             fixed,
             #[cfg(feature = "remote")]
-            remote,
+            remote: backend.fetch,
             closed: AtomicBool::new(false),
         })
     }
@@ -272,9 +254,9 @@ impl Container {
         self.shards.iter().all(|f| f.direct().is_some())
     }
 
-    /// The object store of a store opened from a URL.
+    /// The object-store client of a store opened from a URL.
     #[cfg(feature = "remote")]
-    pub(in crate::read) fn remote(&self) -> Option<&crate::remote::Remote> {
+    pub(in crate::read) fn remote(&self) -> Option<&dyn RangeFetch> {
         self.remote.as_deref()
     }
 
@@ -329,10 +311,8 @@ impl Container {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             return Error::corrupt(
                 Location {
-                    path: path.clone(),
-                    shard: Some(s),
                     offset: Some(start),
-                    ..Default::default()
+                    ..files::file_at(path, Some(s))
                 },
                 format!("shard file length (bytes {start}..{end} read after open: {e})"),
                 self.m.shards[s as usize].len,
@@ -375,11 +355,7 @@ impl Container {
                 .map(|md| format!("{} bytes now", md.len()))
                 .unwrap_or_else(|e| format!("unreadable now ({e})"));
             Error::corrupt(
-                Location {
-                    path: path.to_path_buf(),
-                    shard,
-                    ..Default::default()
-                },
+                files::file_at(path, shard),
                 "file length (the file shrank under the open store; its map read past the end)",
                 want,
                 now,
@@ -404,11 +380,7 @@ impl Container {
                     Ok(md) if md.len() == want => {}
                     Ok(md) => {
                         return Err(Error::corrupt(
-                            Location {
-                                path: p.clone(),
-                                shard: Some(s),
-                                ..Default::default()
-                            },
+                            files::file_at(p, Some(s)),
                             "shard file length (the file changed under the open store)",
                             want,
                             md.len(),

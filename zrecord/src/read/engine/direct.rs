@@ -23,7 +23,7 @@ use crate::read::piece::{
     CHUNK, Piece, PieceSum, copy_piece, piece_extent, piece_read_error, piece_through_map,
     read_at_least, read_pieces,
 };
-use crate::read::plan::{Plan, ReadEngine};
+use crate::read::plan::{Offsets, Plan, ReadEngine};
 use crate::read::readers::drain;
 use crate::vfs::DIRECT_ALIGN;
 
@@ -65,12 +65,7 @@ pub(super) struct Direct;
 
 impl ReadEngine for Direct {
     /// The first failure stops the other readers and is returned.
-    fn gather_into<F: Fn(usize) -> usize + Sync>(
-        self,
-        c: &Container,
-        plan: &Plan<'_, F>,
-        out: &mut [u8],
-    ) -> Result<()> {
+    fn gather_into<F: Offsets>(self, c: &Container, plan: &Plan<F>, out: &mut [u8]) -> Result<()> {
         read_pieces(c, plan, out, |work| {
             threaded_pieces(c, plan.idx, work, plan.stores)
         })

@@ -12,7 +12,7 @@ use crate::error::Result;
 
 use crate::read::container::Container;
 use crate::read::decode::Decoder;
-use crate::read::plan::{Plan, ReadEngine};
+use crate::read::plan::{Offsets, Plan, ReadEngine};
 use crate::read::ranges::{Range, coalesce, decode_range};
 use crate::read::readers::drain;
 
@@ -30,12 +30,7 @@ pub(super) struct Positional;
 
 impl ReadEngine for Positional {
     /// The first failure stops the other readers and is returned.
-    fn gather_into<F: Fn(usize) -> usize + Sync>(
-        self,
-        c: &Container,
-        plan: &Plan<'_, F>,
-        out: &mut [u8],
-    ) -> Result<()> {
+    fn gather_into<F: Offsets>(self, c: &Container, plan: &Plan<F>, out: &mut [u8]) -> Result<()> {
         let ranges = coalesce(c, plan.idx, out, plan.offsets, GAP, MAX_SPAN);
         drain(
             READERS,

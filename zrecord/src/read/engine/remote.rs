@@ -2,11 +2,11 @@
 //! records are merged into ranges of their shard objects (`read::ranges`: neighbours up to
 //! `RemoteOptions::gap` apart share a request, a request spans at most `RemoteOptions::max_span`
 //! unless one record is longer), the ranges are fetched with at most
-//! `RemoteOptions::concurrency` requests in flight (`crate::remote::Remote::fetch_ranges`), and
-//! each range's records are checked (CRC32C, frame and size) and decoded into their places in the
-//! output on the calling thread as the range lands. Bound: `concurrency` ranges' bytes in flight.
+//! `RemoteOptions::concurrency` requests in flight (the store's client through
+//! `crate::source::RangeFetch`), and each range's records are checked (CRC32C, frame and size)
+//! and decoded into their places in the output on the calling thread as the range lands. Bound: `concurrency` ranges' bytes in flight.
 //!
-//! With a node-local cache (`RemoteOptions::cache_dir`, `crate::remote::cache`), each record
+//! With a node-local cache (`RemoteOptions::cache_dir`, `crate::source::cache`), each record
 //! the cache holds mapped is decoded at once, straight from the map, in the gather's order
 //! (`hits`), its own CRC32C standing in for the cache's page checks, which run only when a record
 //! fails, or always when the store does not check records. The other records are merged into
@@ -32,9 +32,10 @@ use crate::read::decode::{
 };
 use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
 use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
-use crate::read::plan::{Plan, ReadEngine};
+use crate::read::plan::{Offsets, Plan, ReadEngine};
 use crate::read::ranges::{Member, Range, coalesce, decode_range, locate, merge};
-use crate::remote::{BlockCache, Held, Remote, Snapshot, now_secs};
+use crate::source::cache::{BlockCache, Held, Snapshot, now_secs};
+use crate::source::{RangeFetch, fetch_tagged};
 use crate::threads::{cores, process_pool};
 
 /// Reads a gather's records from the store's object store.
@@ -42,12 +43,7 @@ use crate::threads::{cores, process_pool};
 pub(super) struct RemoteEngine;
 
 impl ReadEngine for RemoteEngine {
-    fn gather_into<F: Fn(usize) -> usize + Sync>(
-        self,
-        c: &Container,
-        plan: &Plan<'_, F>,
-        out: &mut [u8],
-    ) -> Result<()> {
+    fn gather_into<F: Offsets>(self, c: &Container, plan: &Plan<F>, out: &mut [u8]) -> Result<()> {
         let Some(remote) = c.remote() else {
             return Err(Error::invalid(
                 "internal: the remote engine chosen for a local store",
@@ -66,7 +62,7 @@ impl ReadEngine for RemoteEngine {
             .map(|r| (c.shard_name(r.shard), r.start..r.end, r))
             .collect();
         let mut dec = Decoder::new(c);
-        remote.fetch_ranges(requests, |mut r, bytes| {
+        fetch_tagged(remote, requests, |mut r, bytes| {
             decode_range(c, &mut r, bytes, &mut dec, plan.stores)
         })
     }
@@ -309,7 +305,7 @@ fn from_cache<'o>(
 /// The gather through the node-local cache (see the module's notes).
 fn through_cache<F: Fn(usize) -> usize + Sync>(
     c: &Container,
-    remote: &Remote,
+    remote: &dyn RangeFetch,
     cache: &BlockCache,
     plan: &Plan<'_, F>,
     out: &mut [u8],
@@ -420,7 +416,7 @@ fn through_cache<F: Fn(usize) -> usize + Sync>(
             (c.shard_name(s), first * bs..end, (s, first))
         })
         .collect();
-    remote.fetch_ranges(requests, |(s, first), bytes| {
+    fetch_tagged(remote, requests, |(s, first), bytes| {
         for (j, block) in bytes.chunks(bs as usize).enumerate() {
             let b = first + j as u64;
             cache.fill(&uuid, s, b, block);

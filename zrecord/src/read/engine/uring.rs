@@ -29,7 +29,7 @@ use crate::read::piece::{
     Piece, PieceSum, copy_piece, piece_extent, piece_read_error, piece_through_map, read_at_least,
     read_pieces,
 };
-use crate::read::plan::{Plan, ReadEngine};
+use crate::read::plan::{Offsets, Plan, ReadEngine};
 
 /// Submission-queue entries of a ring (its completion queue has twice as many).
 const ENTRIES: u32 = 256;
@@ -139,10 +139,10 @@ fn keep_arena(a: Vec<u8>) {
 
 impl ReadEngine for Ring {
     /// The first failure stops new reads; the ones in flight are reaped before it is returned.
-    fn gather_into<F: Fn(usize) -> usize + Sync>(
+    fn gather_into<F: Offsets>(
         mut self,
         c: &Container,
-        plan: &Plan<'_, F>,
+        plan: &Plan<F>,
         out: &mut [u8],
     ) -> Result<()> {
         read_pieces(c, plan, out, |work| {

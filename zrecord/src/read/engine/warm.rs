@@ -15,7 +15,7 @@ use crate::read::container::{Container, Maps};
 use crate::read::decode::{Decoder, GROUP_BYTES, GROUP_RECORDS, read_record};
 use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
 use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
-use crate::read::plan::{Plan, ReadEngine, split_output};
+use crate::read::plan::{Offsets, Plan, ReadEngine, split_output};
 use crate::threads::{cores, process_pool};
 
 /// Copies records out of the memory-mapped shards.
@@ -23,12 +23,7 @@ use crate::threads::{cores, process_pool};
 pub(super) struct Warm;
 
 impl ReadEngine for Warm {
-    fn gather_into<F: Fn(usize) -> usize + Sync>(
-        self,
-        c: &Container,
-        plan: &Plan<'_, F>,
-        out: &mut [u8],
-    ) -> Result<()> {
+    fn gather_into<F: Offsets>(self, c: &Container, plan: &Plan<F>, out: &mut [u8]) -> Result<()> {
         let (idx, offsets, stores) = (plan.idx, plan.offsets, plan.stores);
         let total = out.len();
         let compressed = c.codec() != Codec::Raw;
@@ -91,10 +86,11 @@ fn read_run<F: Fn(usize) -> usize>(
     stores: Stores,
 ) -> Result<()> {
     let maps = c.maps();
-    if c.verifies() && c.codec() == Codec::Raw && stores == Stores::Cached {
-        return read_run_grouped(c, idx, out, offsets, first, &maps);
-    }
     let base = offsets(first);
+    let at = |j: usize| offsets(first + j) - base;
+    if c.verifies() && c.codec() == Codec::Raw && stores == Stores::Cached {
+        return read_run_grouped(c, idx, out, at, &maps);
+    }
     let mut start = 0;
     for (j, &i) in idx.iter().enumerate() {
         if let Some(&ahead) = idx.get(j + 2 * PREFETCH_AHEAD) {
@@ -103,15 +99,15 @@ fn read_run<F: Fn(usize) -> usize>(
         if let Some(&ahead) = idx.get(j + PREFETCH_AHEAD) {
             c.prefetch_record(&maps, ahead);
         }
-        let end = offsets(first + j + 1) - base;
+        let end = at(j + 1);
         read_record(c, &maps, i, &mut out[start..end], dec, c.verifies(), stores)?;
         start = end;
     }
     Ok(())
 }
 
-/// [`read_run`] for a verified gather of a raw container with cached stores,
-/// a group of records at a time (at most [`GROUP_RECORDS`] records and [`GROUP_BYTES`] of
+/// [`read_run`] for a verified gather of a raw container with cached stores (record `idx[j]` at
+/// `out[at(j)..at(j + 1)]`), a group of records at a time (at most [`GROUP_RECORDS`] records and [`GROUP_BYTES`] of
 /// output): first each record of the group is located, then every record is copied, then
 /// each is checksummed from the output (so the caller gets exactly the bytes that were
 /// verified). A record's first line is requested [`PREFETCH_AHEAD`] records before its copy,
@@ -120,16 +116,13 @@ fn read_run<F: Fn(usize) -> usize>(
 /// prefetches at once hold the line-fill buffers the copy's loads need. A record of
 /// `GROUP_BYTES` or more is copied and checksummed in one pass, as the hardware prefetcher
 /// streams it anyway.
-fn read_run_grouped<F: Fn(usize) -> usize>(
+fn read_run_grouped(
     c: &Container,
     idx: &[u64],
     out: &mut [u8],
-    offsets: &F,
-    first: usize,
+    at: impl Fn(usize) -> usize,
     maps: &Maps<'_>,
 ) -> Result<()> {
-    let base = offsets(first);
-    let at = |j: usize| offsets(first + j) - base;
     let mut located: [(u32, Entry, &[u8]); GROUP_RECORDS] = [(0, Entry::ZERO, &[]); GROUP_RECORDS];
     let mut g = 0;
     while g < idx.len() {

@@ -127,7 +127,7 @@ fn a_block_read_without_a_map_checks_what_it_reads() {
     let unmapped = |b: u64, r: std::ops::Range<usize>| {
         let f = File::open(c.path(&UUID, 0, b)).ok()?;
         let mut dst = vec![0u8; r.len()];
-        c.read_unmapped(&f, &UUID, 0, b, data.len(), r, &mut dst)
+        c.read_unmapped(&f, &(UUID, 0, b), data.len(), r, &mut dst)
             .then_some(dst)
     };
     for b in 0..4 {

@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crate::read::CacheStats;
+use super::options::CacheStats;
 
 /// The file's magic bytes.
 const MAGIC: &[u8; 4] = b"ZRCB";
@@ -309,7 +309,7 @@ impl BlockCache {
                 return false;
             }
             Found::Damaged => return self.damaged(&key),
-            Found::Unmapped(f) => return self.read_unmapped(&f, uuid, shard, b, len, within, dst),
+            Found::Unmapped(f) => return self.read_unmapped(&f, &key, len, within, dst),
         };
         let hl = header_len(len);
         let (head, body) = m.map.split_at(hl);
@@ -500,25 +500,24 @@ impl BlockCache {
         let _ = fs::remove_file(self.path(&key.0, key.1, key.2));
     }
 
-    /// [`BlockCache::read`] without a map: the header and the pages read from `f` with `pread`.
-    #[allow(clippy::too_many_arguments)]
+    /// [`BlockCache::read`] without a map: bytes `within` of block `key` (of `len` bytes) read
+    /// from its file `f` with `pread` into `dst`, the header and the pages they lie in checked.
     fn read_unmapped(
         &self,
         f: &File,
-        uuid: &[u8; 16],
-        shard: u32,
-        b: u64,
+        key: &Key,
         len: usize,
         within: std::ops::Range<usize>,
         dst: &mut [u8],
     ) -> bool {
+        let (uuid, shard, b) = key;
         // The header, then the pages: `Ok(false)` when one fails its check.
         let checked = || -> io::Result<bool> {
             let mut head = vec![0u8; header_len(len)];
             if !read_whole(f, &mut head, 0)? || !header_ok(&head, len) {
                 return Ok(false);
             }
-            read_pages(f, &head, block_seed(uuid, shard, b), len, within, dst)
+            read_pages(f, &head, block_seed(uuid, *shard, *b), len, within, dst)
         };
         match checked() {
             Ok(true) => {
@@ -526,9 +525,9 @@ impl BlockCache {
                 refresh(f, f.metadata().and_then(|m| m.modified()));
                 true
             }
-            Ok(false) => self.damaged(&(*uuid, shard, b)),
+            Ok(false) => self.damaged(key),
             Err(e) => {
-                self.note("read", &self.path(uuid, shard, b), &e);
+                self.note("read", &self.path(uuid, *shard, *b), &e);
                 self.misses.fetch_add(1, Ordering::Relaxed);
                 false
             }

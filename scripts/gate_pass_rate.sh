@@ -33,22 +33,30 @@ python3 - "$out" "$runs" "$pairs" "$((SECONDS - start))" <<'PY'
 import json, sys
 out, runs, pairs, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 ds = [json.load(open(f"{out}/{k}/decision.json")) for k in range(1, runs + 1)]
-paths = [v["path"] for v in ds[0]["verdicts"]]
+paths = list(dict.fromkeys(v["path"] for v in ds[0]["verdicts"]))
 summary = {
     "schema": "loaderx-gate-pass-rate/1",
     "command": f"bash scripts/gate_pass_rate.sh {runs}  (LOADERX_GATE_PAIRS={pairs})",
     "what": "A/A: one build of the tree gated against itself; each decision on its own pairs",
     "runs": runs,
     "pairs_per_path": pairs,
-    "passed": sum(d["pass"] for d in ds),
+    # The deciding verdicts (older decision files lack the flag: their CPU ones decide).
+    "passed": sum(
+        not d["fact"] and all(v["pass"] for v in d["verdicts"] if v.get("deciding", v["metric"] == "cpu"))
+        for d in ds
+    ),
+    "wall_verdicts_below": sum(not v["pass"] for d in ds for v in d["verdicts"] if v["metric"] == "wall"),
     "seconds": secs,
     "rule": ds[0]["rule"],
     "per_path": {
         p: {
-            "failed": sum(not v["pass"] for d in ds for v in d["verdicts"] if v["path"] == p),
-            "median_ratios": [round(v["median_ratio"], 4) for d in ds for v in d["verdicts"] if v["path"] == p],
-            "upper_bounds": [v["upper_bound"] and round(v["upper_bound"], 4) for d in ds for v in d["verdicts"] if v["path"] == p],
-            "lowest_ratio": round(min(x["ratio"] for d in ds for x in d["pairs"] if x["path"] == p), 4),
+            m: {
+                "failed": sum(not v["pass"] for d in ds for v in d["verdicts"] if (v["path"], v["metric"]) == (p, m)),
+                "median_ratios": [round(v["median_ratio"], 4) for d in ds for v in d["verdicts"] if (v["path"], v["metric"]) == (p, m)],
+                "upper_bounds": [v["upper_bound"] and round(v["upper_bound"], 4) for d in ds for v in d["verdicts"] if (v["path"], v["metric"]) == (p, m)],
+                "lowest_ratio": round(min(x[m + "_ratio"] for d in ds for x in d["pairs"] if x["path"] == p), 4),
+            }
+            for m in ("cpu", "wall")
         }
         for p in paths
     },

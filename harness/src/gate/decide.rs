@@ -55,6 +55,8 @@ pub struct Verdict {
     /// One-sided sign-test p-value of "the candidate is slower".
     pub sign_p: f64,
     pub pass: bool,
+    /// Whether this verdict decides the gate (a reported one does not).
+    pub deciding: bool,
 }
 
 impl Verdict {
@@ -87,6 +89,7 @@ impl Verdict {
             slower_pairs: slower,
             sign_p,
             pass: upper_bound.is_some_and(|u| u >= THRESHOLD),
+            deciding: true,
         }
     }
 
@@ -100,7 +103,11 @@ impl Verdict {
             "{} ({}): {} — median ratio {:.3}, {:.0} % upper bound {bound} vs {THRESHOLD}; sign test: {} of {} pairs slower, p = {:.4}",
             self.path,
             self.metric,
-            if self.pass { "pass" } else { "FAIL" },
+            match (self.pass, self.deciding) {
+                (true, _) => "pass",
+                (false, true) => "FAIL",
+                (false, false) => "below (reported, not deciding)",
+            },
             self.median_ratio,
             CONFIDENCE * 100.0,
             self.slower_pairs,

@@ -155,8 +155,13 @@ pub struct Pair {
     pub cpu_ratio: f64,
 }
 
-/// The figures a path is judged on: a pair's ratio of each.
-pub const METRICS: [&str; 2] = ["wall", "cpu"];
+/// The figures of a pair: `cpu` decides; `wall` is judged the same way and reported beside it.
+///
+/// On a loaded shared machine the wall ratios of two identical builds spread from 0.05 to 3 and
+/// came in runs (in one A/A decision of two, 11 of 12 pairs of one path were slower), so a wall
+/// bound failed unchanged trees while it could not see a 25 % slowdown; the CPU figure of the
+/// same pairs spread 0.84-1.18 and held its median within 1 % of 1.0.
+pub const METRICS: [(&str, bool); 2] = [("cpu", true), ("wall", false)];
 
 impl Pair {
     fn ratio(&self, metric: &str) -> f64 {
@@ -210,7 +215,11 @@ pub fn main(args: &[String]) -> Result<ExitCode> {
             // Paths rotate per round; within a pair a coin picks which build runs first.
             let i = (k + round) % inputs.len();
             let (cell, input) = &inputs[i];
-            let order = if firsts[i][round] { [1, 0] } else { [0, 1] };
+            let order = if firsts[i].get(round) == Some(&true) {
+                [1, 0]
+            } else {
+                [0, 1]
+            };
             let mut m = [Measure {
                 wall: 0.0,
                 cpu: 0.0,
@@ -256,17 +265,20 @@ pub fn main(args: &[String]) -> Result<ExitCode> {
     }
     let verdicts: Vec<Verdict> = inputs
         .iter()
-        .flat_map(|(c, _)| METRICS.map(|metric| (c.path, metric)))
-        .map(|(path, metric)| {
+        .flat_map(|(c, _)| METRICS.map(|(metric, deciding)| (c.path, metric, deciding)))
+        .map(|(path, metric, deciding)| {
             let r: Vec<f64> = pairs
                 .iter()
                 .filter(|p| p.path == path)
                 .map(|p| p.ratio(metric))
                 .collect();
-            Verdict::of(path, metric, &r)
+            Verdict {
+                deciding,
+                ..Verdict::of(path, metric, &r)
+            }
         })
         .collect();
-    let pass = fact.is_none() && verdicts.iter().all(|v| v.pass);
+    let pass = fact.is_none() && verdicts.iter().all(|v| v.pass || !v.deciding);
     for v in &verdicts {
         println!("gate: {}", v.line());
     }
@@ -280,11 +292,11 @@ pub fn main(args: &[String]) -> Result<ExitCode> {
         "baseline": {"label": o.labels[0], "harness": o.baseline},
         "candidate": {"label": o.labels[1], "harness": o.candidate},
         "rule": format!(
-            "per path and figure (timed batches per second; per CPU second of the cell process): \
-             fail when the one-sided {:.0} % upper confidence bound of the median of the paired \
-             ratios (candidate / baseline; an exact binomial order statistic) is below \
-             {THRESHOLD}; at least {MIN_PAIRS} pairs; sign test reported; a wrong value or failed \
-             cell fails at once",
+            "per path, on timed batches per CPU second of the cell process: fail when the \
+             one-sided {:.0} % upper confidence bound of the median of the paired ratios \
+             (candidate / baseline; an exact binomial order statistic) is below {THRESHOLD}; at \
+             least {MIN_PAIRS} pairs; sign test reported; timed batches per second judged the \
+             same way and reported, not deciding; a wrong value or failed cell fails at once",
             CONFIDENCE * 100.0
         ),
         "confidence": CONFIDENCE,

@@ -1,55 +1,48 @@
 #!/usr/bin/env bash
-# CI regression gate: the quick benchmark matrix on the shared corpora, then the gate against the
-# committed baseline of this machine's kind (results/gate/<kind>.json, built by `harness baseline`
-# from three quick runs of one clean commit on that kind, its bands widened by earlier runs of the
-# kind; docs/benchmarks.md names them). It fails on any unverified or failed cell, on a missing
-# table or loaderx row, and on any speed-gated figure below its band. Each figure is a ratio of two
-# rows' best repeats in one run (each zrecord-raw store row over its table's limit row; a loader
-# table's bare gather over its limit row; each other loaderx loader row over the bare gather), and
-# a band is at most 18 %, so a 25 % slower row fails (harness/src/gate.rs, gate/figures.rs).
-# On a machine kind with no baseline the facts are gated and the speed rule is off (it says so).
-#
-# Quick cells run once, on a shared machine. A speed violation is therefore confirmed: the rows the
-# gate reads in the tables that showed one (limit, zrecord-raw, loaderx rows: `--gated`) are
-# measured three more times, and a figure fails only when both runs judged it below its floor (a
-# real regression slows every repeat and fails both). A figure the first run could not judge (its
-# cores far apart) and the confirmation put below its floor is measured once more, and that run
-# decides. A wrong, failed or missing row fails at once, with no rerun.
+# CI regression gate: the candidate (this working tree) against the baseline commit named in
+# results/gate/baseline-commit (the last commit whose gate passed), both measured in this run in
+# interleaved A/B pairs (method, test and threshold: results/gate/README.md).
+#   1. builds the candidate's release harness, then the baseline's in a git worktree of that
+#      commit sharing the candidate's target directory (only the workspace crates build again);
+#   2. runs `harness gate` from the candidate's build: per pair and gated path, each build's
+#      loader-table cell once in a fresh process, back to back (half the pairs baseline first, in
+#      a seeded order); a wrong value or a failed cell fails at once; each path is decided on its
+#      paired ratios (candidate / baseline throughput);
+#   3. prints every pair and the decision, and writes them to cache/gate/decision.json.
+# Environment: LOADERX_GATE_PAIRS (pairs per path, default 12), LOADERX_GATE_SEED (default: the
+# clock), LOADERX_CORPORA (default ../shared/corpora; without it the quick corpora are synthetic).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out="$root/cache/ci-quick"
-rm -rf "$out" "$out-confirm" "$out-again"
 start=$SECONDS
-bash scripts/bench.sh --quick --out "$out"
-echo "ci-gate: quick matrix took $((SECONDS - start)) s"
-gate() { cargo run --release -q -p harness -- gate results/gate "$@"; }
-if gate "$out/results.json" --retry-file "$out/retry-tables.txt"; then
-  exit 0
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+out="$root/cache/gate"
+mkdir -p "$out"
+base=$(tr -d '[:space:]' < results/gate/baseline-commit)
+candidate=$(git rev-parse HEAD)
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+  candidate="$candidate+changes"
 fi
-tables=$(cat "$out/retry-tables.txt" 2>/dev/null || true)
-if [ -z "$tables" ]; then
-  echo "ci-gate: FAIL (a cell was wrong or failed: not retried)"
-  exit 1
-fi
-echo "ci-gate: speed violation(s) in $tables: measuring those tables once more to confirm"
-start=$SECONDS
-bash scripts/bench.sh --quick --gated --repeats 3 --only "$tables" --out "$out-confirm"
-echo "ci-gate: confirmation run took $((SECONDS - start)) s"
-# A speed violation fails only where two runs that judged the figure both put it below its floor
-# (harness/src/gate/confirm.rs). Exit 3: figures the first run could not judge (its cores far
-# apart) were below their floor here, judged once: their tables are measured once more, and that
-# run decides.
+tree="$out/baseline-tree"
+drop_tree() {
+  git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
+  git worktree prune
+}
+drop_tree
+bash scripts/gate_build.sh "$root" "$out/harness-candidate"
+git worktree add --detach --quiet "$tree" "$base"
+bash scripts/gate_build.sh "$tree" "$out/harness-baseline"
+drop_tree
+# The last build left the baseline's executable in the shared target directory: put the
+# candidate's back, so a later `cargo run -p harness` here runs this tree's code.
+cp "$out/harness-candidate" "$CARGO_TARGET_DIR/release/harness"
+echo "ci-gate: builds took $((SECONDS - start)) s"
+corpora=${LOADERX_CORPORA:-$root/../shared/corpora}
+args=(--pairs "${LOADERX_GATE_PAIRS:-12}" --seed "${LOADERX_GATE_SEED:-$(date +%s)}" --out "$out")
+if [ -d "$corpora/oxford-pet" ]; then args+=(--pets "$corpora/oxford-pet"); fi
+if [ -d "$corpora/text" ]; then args+=(--text "$corpora/text"); fi
 rc=0
-gate "$out-confirm/results.json" --partial --first "$out/results.json" \
-  --retry-file "$out-confirm/retry-tables.txt" || rc=$?
-if [ "$rc" -ne 3 ]; then
-  exit "$rc"
-fi
-tables=$(cat "$out-confirm/retry-tables.txt")
-echo "ci-gate: figures judged once in $tables: measuring those tables once more"
-rm -rf "$out-again"
-start=$SECONDS
-bash scripts/bench.sh --quick --gated --repeats 3 --only "$tables" --out "$out-again"
-echo "ci-gate: second confirmation run took $((SECONDS - start)) s"
-gate "$out-again/results.json" --partial --first "$out-confirm/results.json" --last
+"$out/harness-candidate" gate "$out/harness-baseline" "$out/harness-candidate" \
+  --label-baseline "$base" --label-candidate "$candidate" "${args[@]}" || rc=$?
+echo "ci-gate: done in $((SECONDS - start)) s (exit $rc)"
+exit "$rc"

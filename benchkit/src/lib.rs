@@ -14,8 +14,6 @@
 //! * [`cache`]: the last-level cache size as zrecord's store rule reads it, and the cache list the
 //!   machine receipt records;
 //! * [`probe`]: this process's page faults and context switches (`getrusage`);
-//! * [`placement`]: how far apart two cores are right now (a cache line's round trip between
-//!   them), which a VM's host changes under a run;
 //! * [`seaweed`]: a real SeaweedFS server on loopback (master, volume servers, filer, S3
 //!   gateway) that the object-storage tests and the harness's remote tables both start.
 //!
@@ -29,7 +27,6 @@ pub mod buffers;
 pub mod cache;
 pub mod copy;
 pub mod lengths;
-pub mod placement;
 pub mod probe;
 pub mod rng;
 pub mod seaweed;

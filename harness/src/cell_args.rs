@@ -1,7 +1,6 @@
 //! The command lines of the hidden subcommands as types: a store cell ([`StoreCellArgs`]), a cold
 //! cell ([`ColdCellArgs`]), a sampler cell ([`SamplerCellArgs`]), a loader cell
-//! ([`LoaderCellArgs`]) and the two probes ([`GapProbeArgs`], [`WriteProbeArgs`]); and the
-//! gate's ([`GateArgs`]), the one positional public subcommand.
+//! ([`LoaderCellArgs`]) and the write probe ([`WriteProbeArgs`]).
 //!
 //! Each is parsed from its positional words by one function ([`Subcommand::parse`]) that names
 //! the argument it rejects, and rendered back to them by [`Subcommand::to_args`]; the code that
@@ -305,46 +304,6 @@ impl Subcommand for LoaderCellArgs {
     }
 }
 
-/// The gather probe's command line (`gap-probe`): interleaved timed gathers of several arms.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GapProbeArgs {
-    pub table: Table,
-    pub corpus: PathBuf,
-    pub work: PathBuf,
-    pub rounds: usize,
-    /// Batches per arm per round.
-    pub batches: usize,
-    pub arms: Vec<String>,
-}
-
-impl Subcommand for GapProbeArgs {
-    const NAME: &'static str = "gap-probe";
-    const USAGE: &'static str = "TABLE CORPUS WORK ROUNDS BATCHES ARM[,ARM...]";
-
-    fn parse(args: &[String]) -> Result<GapProbeArgs> {
-        let mut w = Words::of::<Self>(args, 6, 0)?;
-        Ok(GapProbeArgs {
-            table: w.table()?,
-            corpus: w.path()?,
-            work: w.path()?,
-            rounds: w.parsed("ROUNDS", "an integer")?,
-            batches: w.parsed("BATCHES", "an integer")?,
-            arms: w.list()?,
-        })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        vec![
-            self.table.name().to_string(),
-            word(&self.corpus),
-            word(&self.work),
-            self.rounds.to_string(),
-            self.batches.to_string(),
-            self.arms.join(","),
-        ]
-    }
-}
-
 /// The write probe's command line (`write-probe`): interleaved timed writes of several arms.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WriteProbeArgs {
@@ -379,145 +338,6 @@ impl Subcommand for WriteProbeArgs {
             self.rounds.to_string(),
             self.arms.join(","),
         ]
-    }
-}
-
-/// The regression gate's command line (`gate`): the baseline, a `results.json`, where to write
-/// the tables a rerun should confirm, and whether the run holds only some tables (a confirmation
-/// run).
-#[derive(Clone, Debug, PartialEq)]
-pub struct GateArgs {
-    pub baseline: PathBuf,
-    pub current: PathBuf,
-    /// `--retry-file FILE`: the tables whose speed violations a rerun should confirm.
-    pub retry_file: Option<PathBuf>,
-    /// `--partial`: a baseline table the run does not hold is not checked.
-    pub partial: bool,
-    /// `--first RUN.json` (a confirmation): the run that asked for it; a speed violation is final
-    /// only where that run put the same figure below its floor too (`gate::confirm`).
-    pub first: Option<PathBuf>,
-    /// `--last`: no further confirmation follows; a figure judged once is not failed.
-    pub last: bool,
-}
-
-impl Subcommand for GateArgs {
-    const NAME: &'static str = "gate";
-    const USAGE: &'static str =
-        "BASELINE.json CURRENT.json [--retry-file FILE] [--partial] [--first RUN.json] [--last]";
-
-    fn parse(args: &[String]) -> Result<GateArgs> {
-        let mut w = Words::of::<Self>(args, 2, 6)?;
-        let (baseline, current) = (w.path()?, w.path()?);
-        let (mut retry_file, mut partial, mut first, mut last) = (None, false, None, false);
-        while w.has_more() {
-            match w.word()? {
-                "--retry-file" => retry_file = Some(w.path()?),
-                "--partial" => partial = true,
-                "--first" => first = Some(w.path()?),
-                "--last" => last = true,
-                flag => {
-                    return Err(HarnessError::Argument {
-                        command: Self::NAME,
-                        name: "option",
-                        value: flag.to_string(),
-                        expected: "--retry-file, --partial, --first or --last",
-                    });
-                }
-            }
-        }
-        Ok(GateArgs {
-            baseline,
-            current,
-            retry_file,
-            partial,
-            first,
-            last,
-        })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        let mut v = vec![word(&self.baseline), word(&self.current)];
-        if let Some(f) = &self.retry_file {
-            v.push("--retry-file".into());
-            v.push(word(f));
-        }
-        if self.partial {
-            v.push("--partial".into());
-        }
-        if let Some(f) = &self.first {
-            v.push("--first".into());
-            v.push(word(f));
-        }
-        if self.last {
-            v.push("--last".into());
-        }
-        v
-    }
-}
-
-/// `baseline OUT RUN... [--spread RUN...]`: the gate's baseline from quick runs of one commit;
-/// `--spread` runs (other commits or machines of the same kind) widen each figure's spread only.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BaselineArgs {
-    pub out: PathBuf,
-    pub runs: Vec<PathBuf>,
-    pub spread: Vec<PathBuf>,
-}
-
-impl Subcommand for BaselineArgs {
-    const NAME: &'static str = "baseline";
-    const USAGE: &'static str = "OUT.json RUN1/results.json RUN2/results.json RUN3/results.json [...] [--spread RUN/results.json ...]";
-
-    fn parse(args: &[String]) -> Result<BaselineArgs> {
-        let mut w = Words::of::<Self>(args, 4, 128)?;
-        let out = w.path()?;
-        let (mut runs, mut spread, mut in_spread) = (Vec::new(), Vec::new(), false);
-        while w.has_more() {
-            let p = w.path()?;
-            if p.as_os_str() == "--spread" {
-                in_spread = true;
-            } else if in_spread {
-                spread.push(p);
-            } else {
-                runs.push(p);
-            }
-        }
-        Ok(BaselineArgs { out, runs, spread })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::iter::once(word(&self.out))
-            .chain(self.runs.iter().map(|p| word(p)))
-            .collect();
-        if !self.spread.is_empty() {
-            v.push("--spread".into());
-            v.extend(self.spread.iter().map(|p| word(p)));
-        }
-        v
-    }
-}
-
-/// `gate-bite BASELINE RUN`: the gate's measured bite on a run.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GateBiteArgs {
-    pub baseline: PathBuf,
-    pub run: PathBuf,
-}
-
-impl Subcommand for GateBiteArgs {
-    const NAME: &'static str = "gate-bite";
-    const USAGE: &'static str = "BASELINE.json RUN/results.json";
-
-    fn parse(args: &[String]) -> Result<GateBiteArgs> {
-        let mut w = Words::of::<Self>(args, 2, 0)?;
-        Ok(GateBiteArgs {
-            baseline: w.path()?,
-            run: w.path()?,
-        })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        vec![word(&self.baseline), word(&self.run)]
     }
 }
 
@@ -578,43 +398,6 @@ mod tests {
             arm: "loaderx-w4".into(),
             batches: 1250,
         });
-        round_trip(GapProbeArgs {
-            table: Table::DenseVision,
-            corpus: "/c".into(),
-            work: "/w".into(),
-            rounds: 5,
-            batches: 20,
-            arms: vec!["zrecord-raw".into(), "npy-4k".into()],
-        });
-        round_trip(GateArgs {
-            baseline: "results/gate".into(),
-            current: "/tmp/r/results.json".into(),
-            retry_file: Some("/tmp/retry".into()),
-            partial: true,
-            first: Some("/tmp/first/results.json".into()),
-            last: true,
-        });
-        round_trip(BaselineArgs {
-            out: "results/gate/amd-epyc-2cpu.json".into(),
-            runs: vec![
-                "a/results.json".into(),
-                "b/results.json".into(),
-                "c/results.json".into(),
-            ],
-            spread: vec!["d/results.json".into()],
-        });
-        round_trip(GateBiteArgs {
-            baseline: "b.json".into(),
-            run: "r/results.json".into(),
-        });
-        round_trip(GateArgs {
-            baseline: "b.json".into(),
-            current: "c.json".into(),
-            retry_file: None,
-            partial: false,
-            first: None,
-            last: false,
-        });
         round_trip(WriteProbeArgs {
             table: Table::DenseTokens,
             corpus: "/c".into(),
@@ -656,24 +439,6 @@ mod tests {
             LoaderCellArgs::parse(&words("sampler /s /c loaderx-w4 10")).expect_err("no records");
         assert!(
             matches!(e, HarnessError::Argument { name: "KIND", .. }),
-            "{e}"
-        );
-        let e = GateArgs::parse(&words("b.json c.json --retry-file"))
-            .expect_err("no value for the option");
-        assert!(
-            matches!(
-                e,
-                HarnessError::ArgumentCount {
-                    command: "gate",
-                    found: 3,
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        let e = GateArgs::parse(&words("b.json c.json --retry f")).expect_err("no such option");
-        assert!(
-            matches!(e, HarnessError::Argument { name: "option", .. }),
             "{e}"
         );
         let e = StoreCellArgs::parse(&words("dense-vision b /c /w /o 1 2 3 4 5"))

@@ -5,15 +5,13 @@
 use std::process::ExitCode;
 
 use crate::cell_args::{
-    BaselineArgs, ColdCellArgs, GapProbeArgs, GateArgs, GateBiteArgs, LoaderCellArgs,
-    SamplerCellArgs, StoreCellArgs, Subcommand, WriteProbeArgs,
+    ColdCellArgs, LoaderCellArgs, SamplerCellArgs, StoreCellArgs, Subcommand, WriteProbeArgs,
 };
 use crate::config::RunArgs;
 use crate::error::{HarnessError, Result};
 use crate::table::Table;
 use crate::{
-    cold_table, corpus, gap_probe, gate, gate_baseline, loader_cell, report, run, sampler_table,
-    store_cell, write_probe,
+    cold_table, corpus, gate, loader_cell, report, run, sampler_table, store_cell, write_probe,
 };
 
 const USAGE: &str = "usage:
@@ -21,18 +19,12 @@ const USAGE: &str = "usage:
                 [--pets DIR] [--text DIR | --wikitext-parquet DIR] [--cache DIR]
                 [--min-seconds S] [--vision-records N] [--token-records N]
                 [--cold | --cold-only]   (cold-<store table>: page cache dropped per batch; root)
-                [--gated]   (only the rows the CI gate times: limit, zrecord-raw, loaderx rows)
                 [--all-plots]   (every plot, PNG + SVG; default: the headline plots, PNG)
   harness prepare [--download] [--pets DIR] [--text DIR] [--cache DIR] [--quick]
-  harness gate BASELINE.json CURRENT.json [--retry-file FILE] [--partial] [--first RUN.json] [--last]
-                (FILE: the tables whose speed violations a rerun should confirm;
-                 --partial: only the tables CURRENT holds, as in a confirmation run)
-  harness baseline OUT.json RUN1/results.json RUN2/results.json RUN3/results.json [...]
-                [--spread RUN/results.json ...]
-                (the gate's baseline: quick runs of one clean commit on one machine kind;
-                 --spread: runs of other commits or VMs of that kind, for the spread only)
-  harness gate-bite BASELINE.json RUN/results.json
-                (each gated row of RUN 25 % slower must fail; the chance of a false failure)
+  harness gate BASELINE_HARNESS CANDIDATE_HARNESS [--pairs N] [--out DIR] [--seed S]
+                [--pets DIR] [--text DIR] [--cache DIR] [--vision-corpus DIR] [--token-corpus DIR]
+                (the regression gate: interleaved A/B pairs of two builds' loader-table cells,
+                 decided on the paired ratios; scripts/ci-gate.sh, results/gate/README.md)
   harness remote [--quick] [--repeats N] [--only TABLE[,..]] [--out DIR] [--pets DIR] [--text DIR] [--cache DIR]
                 (feature `remote`: remote-dense-vision and remote-ragged-tokens against a
                  SeaweedFS server on loopback: GET limit, no cache, cache cold, cached, local)
@@ -87,7 +79,6 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool)> {
             "--quick" => a.quick = true,
             "--cold" => a.cold = true,
             "--cold-only" => (a.cold, a.cold_only) = (true, true),
-            "--gated" => a.gated = true,
             "--all-plots" => a.all_plots = true,
             "--download" => download = true,
             "--repeats" => {
@@ -151,50 +142,17 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool)> {
 pub fn dispatch(args: &[String]) -> Result<ExitCode> {
     match args.first().map(String::as_str) {
         Some(StoreCellArgs::NAME) => store_cell::main(&StoreCellArgs::parse(&args[1..])?),
-        Some(GapProbeArgs::NAME) => gap_probe::main(&GapProbeArgs::parse(&args[1..])?),
         Some(WriteProbeArgs::NAME) => write_probe::main(&WriteProbeArgs::parse(&args[1..])?),
         Some(ColdCellArgs::NAME) => cold_table::cell_main(&ColdCellArgs::parse(&args[1..])?),
         Some(SamplerCellArgs::NAME) => {
             sampler_table::cell_main(&SamplerCellArgs::parse(&args[1..])?)
         }
         Some(LoaderCellArgs::NAME) => loader_cell::cell_main(&LoaderCellArgs::parse(&args[1..])?),
-        Some("placement") => {
-            // One reading of the cores' placement, for a Python row's timed loop (`null` on one
-            // CPU): `harness/python/loaders/common.py`. With `--quiet-pid PID`, once that
-            // process's threads are quiet (its loader's workers done refilling).
-            use benchkit::placement::{
-                PROBE_WINDOW, QUIESCE_LIMIT, quiesce_process, round_trip_ns,
-            };
-            match args.get(1..).unwrap_or_default() {
-                [] => {}
-                [flag, pid] if flag == "--quiet-pid" => {
-                    let pid = pid.parse().map_err(|_| {
-                        usage(format!("--quiet-pid needs a process id, got {pid:?}"))
-                    })?;
-                    quiesce_process(pid, QUIESCE_LIMIT);
-                }
-                other => return Err(usage(format!("placement: unexpected {other:?}"))),
-            }
-            let ns = round_trip_ns(PROBE_WINDOW);
-            println!("{}", serde_json::json!(ns));
-            Ok(ExitCode::SUCCESS)
-        }
         Some("render") => report::render::main(
             &report::render::RenderArgs::parse(&args[1..])?,
             cold_table::cold_md,
         ),
-        Some(GateArgs::NAME) => {
-            let g = GateArgs::parse(&args[1..])?;
-            gate::main(g)
-        }
-        Some(BaselineArgs::NAME) => {
-            let b = BaselineArgs::parse(&args[1..])?;
-            gate_baseline::main_build(&b.out, &b.runs, &b.spread)
-        }
-        Some(GateBiteArgs::NAME) => {
-            let b = GateBiteArgs::parse(&args[1..])?;
-            gate_baseline::main_bite(&b.baseline, &b.run)
-        }
+        Some("gate") => gate::main(&args[1..]),
         Some("prepare") => {
             let (a, download) = parse_run(&args[1..])?;
             corpus::prepare_command(&a, download)?;
@@ -247,14 +205,13 @@ mod tests {
         let (all, _) = parse_run(&[]).expect("parses");
         assert!(Table::ALL.into_iter().all(|t| all.selected(t)));
         assert_eq!(all.repeats, 3);
-        // One loader table by its own name (the CI gate's confirmation run reruns one table).
+        // One loader table by its own name.
         let (one, _) = parse_run(&args("--only loader-ragged-tokens")).expect("parses");
         assert_eq!(one.only, Some(vec![Table::LoaderRaggedTokens]));
-        assert!(!one.gated);
-        // ... and only the rows its gate reads, three times.
-        let (c, _) =
-            parse_run(&args("--quick --gated --repeats 3 --only ragged-vision")).expect("parses");
-        assert!(c.gated && c.quick && c.repeats == 3);
+        assert!(
+            parse_run(&args("--gated")).is_err(),
+            "the flag went with the old gate"
+        );
         for bad in ["loader-dense", "vision", "sampler,bogus"] {
             let e = parse_run(&args(&format!("--only {bad}"))).expect_err(bad);
             assert!(e.to_string().starts_with("unknown table"), "{e}");

@@ -27,10 +27,6 @@ pub struct RunArgs {
     pub cold: bool,
     /// `--cold-only`: run only those (no warm store, sampler or loader tables).
     pub cold_only: bool,
-    /// `--gated`: only the rows the CI gate's speed rule reads (each table's limit row, the
-    /// zrecord-raw store rows, loaderx's own loader rows; no peak-RAM runs): the gate's
-    /// confirmation run.
-    pub gated: bool,
     /// `--all-plots`: write every plot (PNG + SVG), not only the headline ones.
     pub all_plots: bool,
 }
@@ -52,7 +48,6 @@ impl Default for RunArgs {
             token_records: None,
             cold: false,
             cold_only: false,
-            gated: false,
             all_plots: false,
         }
     }

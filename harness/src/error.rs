@@ -79,16 +79,6 @@ pub enum HarnessError {
         /// The underlying error.
         source: serde_json::Error,
     },
-    /// A `results.json` whose `schema` is not the harness's.
-    #[error("{}: not a {expected} file (schema {found:?})", .path.display())]
-    Schema {
-        /// The file.
-        path: PathBuf,
-        /// The schema expected.
-        expected: &'static str,
-        /// The schema found (`None`: no `schema` field).
-        found: Option<String>,
-    },
     /// A value could not be written as JSON.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use loaderx::{IndexSampler, Mode, Sampler};
-use serde_json::Value;
 
 use crate::cell_args::{LoaderCellArgs, Subcommand};
 use crate::config;
@@ -67,8 +66,7 @@ pub fn block_from_env() -> Result<usize> {
 }
 /// In a full run's timed passes the limit row is timed once more after every `LIMIT_EVERY` other
 /// rows, so its repeats meet the placements the host gives the vCPUs over the pass (its figure is
-/// its fastest repeat, a bound's figure). Quick and gated runs (the gate's) keep one limit cell
-/// a pass: the gate reads its near repeats.
+/// its fastest repeat, a bound's figure). Quick runs keep one limit cell a pass.
 pub const LIMIT_EVERY: usize = 4;
 
 /// The cells of one pass, as indices into the table's `n` rows: the rows rotated by `rep`, and
@@ -536,41 +534,9 @@ pub fn in_small_shm(cmd: &Command) -> Command {
     c
 }
 
-/// The variable naming the program a Python row runs (with the argument `placement`) to read the
-/// cores' placement between its timed blocks (`harness/python/loaders/common.py`).
-pub const PROBE_ENV: &str = "LOADERX_PLACEMENT_PROBE";
-
-/// The upper decile of the placement readings a row took between its timed blocks
-/// (`benchkit::placement::note_all`: far when a tenth of them or more were far; noted as this
-/// run's readings), or `None` when it took none.
-pub fn inner_reading(j: &Value) -> Option<f64> {
-    let xs: Vec<f64> = j
-        .get("core_rt_ns_readings")?
-        .as_array()?
-        .iter()
-        .filter_map(Value::as_f64)
-        .collect();
-    benchkit::placement::note_all(&xs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_row_is_placed_by_the_readings_it_took_between_its_blocks() {
-        let j = serde_json::json!({"core_rt_ns_readings": [66.0, 330.0, 70.0]});
-        assert_eq!(inner_reading(&j), Some(330.0));
-        // None taken (one CPU, no probe): the readings around the row's process decide.
-        assert_eq!(
-            inner_reading(&serde_json::json!({"core_rt_ns_readings": []})),
-            None
-        );
-        assert_eq!(
-            inner_reading(&serde_json::json!({"per_batch_s": 1e-5})),
-            None
-        );
-    }
 
     #[test]
     fn arm_names_are_unique_and_found() {

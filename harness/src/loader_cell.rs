@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use benchkit::placement::Readings;
 use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
 use serde_json::json;
 use zrecord::{Allocator, DenseStore, RaggedStore};
@@ -187,13 +186,7 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
     let mut blocks = 0usize;
     let mut verified = 0usize;
     let mut spent = Duration::ZERO;
-    // The placement of the cores, read outside the timer: before the first block, between blocks
-    // every `Readings::EVERY`, after the last (the sampled peak-RAM run times nothing).
-    let mut readings = (block > 1).then(|| Readings::every(Readings::EVERY));
     while verified < batches && (verified == 0 || spent.as_secs_f64() < BUDGET_S) {
-        if let Some(r) = readings.as_mut() {
-            r.due();
-        }
         for _ in 0..drain {
             // Matched to its step by its probe records only (see above).
             if !verify(&next()?, false)? {
@@ -230,15 +223,11 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
         blocks += 1;
     }
     drop(next);
-    if let Some(r) = readings.as_mut() {
-        r.take();
-    }
     let mut line = json!({
         "per_batch_s": spent.as_secs_f64() / verified.max(1) as f64,
         "verified": verified > 0,
         "verified_batches": verified,
         "peak_rss_bytes": own_peak_rss(),
-        "core_rt_ns_readings": readings.as_ref().map_or(&[][..], |r| r.values()),
     });
     if let Some(p) = pair.as_ref().and_then(BarePair::per_batch_s) {
         line["bare_per_batch_s"] = json!(p);

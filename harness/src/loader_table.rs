@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use crate::config::RunArgs;
 use crate::corpus::Corpora;
 use crate::error::{HarnessError, Result};
-use crate::gate::PAIRED_BARE;
 use crate::loader_arms::{
     self, ARMS, Arm, BATCH, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
 };
@@ -24,13 +23,14 @@ use crate::model::FreeTable;
 use crate::progress::progress;
 use crate::table::{Corpus, LIMIT_ROW, Layout, Table};
 
+/// An inline loader row's bare gather, timed in the row's own cell block by block beside it
+/// (`loader_pair`), samples/s, one beside each of its `samples/s repeats`.
+pub const PAIRED_BARE: &str = "bare-gather samples/s paired repeats";
+
 /// One arm's results over the repeats.
 #[derive(Default)]
 struct ArmResult {
     per_batch: Vec<f64>,
-    /// Each timed repeat's reading of the cores' round trip (`benchkit::placement::around`),
-    /// beside `per_batch`; `None` where the probe could not run.
-    core_rt_ns: Vec<Option<f64>>,
     /// Each timed repeat's bare gather, timed beside it in its cell (`loader_pair`), seconds per
     /// batch, beside `per_batch`; `None` for a row that is not paired.
     bare_per_batch: Vec<Option<f64>>,
@@ -55,7 +55,7 @@ fn run_json(cmd: Command, sample: bool) -> Result<(Value, u64)> {
 }
 
 /// Folds one run's JSON into the arm's results.
-fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool, rt: Option<f64>) {
+fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
     if let Some(note) = j.get("skipped").and_then(Value::as_str) {
         r.note = Some(note.to_string());
         return;
@@ -96,7 +96,6 @@ fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool, rt: Option
             .unwrap_or(0);
         if let Some(p) = j.get("per_batch_s").and_then(Value::as_f64) {
             r.per_batch.push(p);
-            r.core_rt_ns.push(rt);
             r.bare_per_batch
                 .push(j.get("bare_per_batch_s").and_then(Value::as_f64));
         }
@@ -143,7 +142,7 @@ fn selected(a: &RunArgs) -> Vec<Table> {
 
 pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>> {
     // Dense batches timed per row. Full runs read the 2,500-image corpus, where the slowest peers
-    // run ~800 samples/s, so 200 batches already take a minute a row. Quick runs (the CI gate) read
+    // run ~800 samples/s, so 200 batches already take a minute a row. Quick runs read
     // a cache-sized corpus at ~150 k samples/s: 200 batches timed 0.4 s a row and three clean runs
     // of one commit spread 10-18 % (sd of ln) on four loaderx figures, too wide to gate; 800 time
     // ~1.5 s. At 50 batches one neighbour's burst moved a row by 2x.
@@ -189,7 +188,6 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             .into_iter()
             .filter(|arm| arm.applies(dense) && arm.name != "webdataset")
             .filter(|arm| !a.quick || loader_arms::QUICK_ARMS.contains(&arm.name))
-            .filter(|arm| !a.gated || crate::gate::reads_row(arm.name))
             .collect();
         let args = |b: usize| CellArgs {
             exe: &exe,
@@ -236,7 +234,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         // slowed the timed loop by 25-75 % (most for the arms with the most memory mapped). Peak
         // RAM comes from one more, sampled run of each arm after the timed ones.
         let limit = arms.iter().position(|x| x.name == LIMIT_ROW);
-        let interleave = !(a.quick || a.gated);
+        let interleave = !a.quick;
         let orders: Vec<Vec<usize>> = (0..=a.repeats)
             .map(|rep| {
                 loader_arms::pass_order(arms.len(), rep, limit, interleave && rep < a.repeats)
@@ -256,51 +254,29 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                 ));
                 pb.inc(1);
                 // Skipped, or failed once: the row is not a result, nothing more to run.
-                let unsampled = memory_pass && (r.per_batch.is_empty() || a.gated);
+                let unsampled = memory_pass && r.per_batch.is_empty();
                 if r.note.is_some() || r.failed || unsampled {
                     continue;
                 }
                 let started = std::time::Instant::now();
                 let run_batches = if memory_pass { memory_batches } else { batches };
-                // A quick or gated run (the CI gate's) retakes a timed repeat taken while the
-                // cores sat far apart (`gate::retake_far`); every take is kept. The sampled
-                // peak-RAM run times nothing, so it takes no placement reading.
-                for _ in 0..=crate::gate::RETAKES_FAR {
-                    let mut again = false;
-                    match command(&arm, run_batches) {
-                        Err(note) => r.note = Some(note.to_string()),
-                        Ok(mut cmd) if memory_pass => {
+                match command(&arm, run_batches) {
+                    Err(note) => r.note = Some(note.to_string()),
+                    Ok(mut cmd) => {
+                        if memory_pass {
                             // Blocks of one batch: the sampled run holds no extra batches.
                             cmd.env("LOADERX_LOADER_MEMORY_PASS", "1");
                             if let Some(d) = &digests {
                                 cmd.env("LOADERX_LOADER_DIGESTS", d);
                             }
-                            match run_json(cmd, true) {
-                                Ok((j, peak)) => record(r, &j, peak, true, None),
-                                Err(e) => {
-                                    r.failed = true;
-                                    r.note = Some(format!("failed: {e}"));
-                                }
+                        }
+                        match run_json(cmd, memory_pass) {
+                            Ok((j, peak)) => record(r, &j, peak, memory_pass),
+                            Err(e) => {
+                                r.failed = true;
+                                r.note = Some(format!("failed: {e}"));
                             }
                         }
-                        Ok(mut cmd) => {
-                            cmd.env(loader_arms::PROBE_ENV, &exe);
-                            match benchkit::placement::around(|| run_json(cmd, false)) {
-                                (Ok((j, peak)), around) => {
-                                    let rt = loader_arms::inner_reading(&j).or(around);
-                                    record(r, &j, peak, false, rt);
-                                    again =
-                                        crate::gate::retake_far(a.quick || a.gated, arm.name, rt);
-                                }
-                                (Err(e), _) => {
-                                    r.failed = true;
-                                    r.note = Some(format!("failed: {e}"));
-                                }
-                            }
-                        }
-                    }
-                    if !(again && !r.failed && r.note.is_none()) {
-                        break;
                     }
                 }
                 let what = if memory_pass {
@@ -390,9 +366,6 @@ fn build_table(
             "samples/s sd": sps.map(|_| sample_sd(&per_rep)),
             // Every repeat's figure, in the order run (the median, or the limit's best, of these).
             "samples/s repeats": if sps.is_some() { json!(per_rep) } else { Value::Null },
-            // Beside each repeat: the cores' round trip around it (the gate reads only repeats
-            // taken while the cores sat near each other, `gate::figures`).
-            "core round trip ns repeats": if sps.is_some() { json!(r.core_rt_ns) } else { Value::Null },
             "peak RAM MiB": sps.and(r.peaks.iter().max().map(|&b| b as f64 / (1 << 20) as f64)),
             "x loaderx": match (reference, sps) { (Some(l), Some(s)) => Some(l / s), _ => None },
             "verified batches": sps.map(|_| r.verified_batches),
@@ -402,8 +375,7 @@ fn build_table(
             "64 MiB /dev/shm": r.small_shm,
             "note": note,
         });
-        // Beside each repeat of an inline row, the bare gather timed in its cell (`loader_pair`;
-        // the gate's `x_bare_paired`).
+        // Beside each repeat of an inline row, the bare gather timed in its cell (`loader_pair`).
         if sps.is_some()
             && !r.bare_per_batch.is_empty()
             && r.bare_per_batch.iter().all(Option::is_some)

@@ -5,7 +5,7 @@
 //! cargo run --release -p harness -- --pets DIR --text DIR # real sources
 //! cargo run --release -p harness -- --quick --only dense-vision,sampler
 //! cargo run --release -p harness -- prepare --download    # fetch the full public datasets
-//! cargo run --release -p harness -- gate BASELINE.json CURRENT.json
+//! cargo run --release -p harness -- gate BASELINE_HARNESS CANDIDATE_HARNESS   # scripts/ci-gate.sh
 //! cargo run --release -p harness -- render results/RUN    # its tables and every plot, from its data
 //! ```
 //!
@@ -20,7 +20,7 @@
 //! |---|---|
 //! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) |
 //! | run | `run` (corpora, every selected table, the report) |
-//! | tables | `store_cell` (and `gap_probe` and `write_probe`, its interleaved A/Bs of gathers and writes), `sampler_table`, `loader_table` (running the rows, the tables), `loader_cell` (the Rust rows' cell) → `loader_store` (the store the rows read, checked against the source), `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` |
+//! | tables | `store_cell` (and `write_probe`, its interleaved A/B of writes), `sampler_table`, `loader_table` (running the rows, the tables), `loader_cell` (the Rust rows' cell) → `loader_store` (the store the rows read, checked against the source), `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` (A/B pairs of two builds' loader cells: `gate::cells` → `loader_store`, `loader_arms`) |
 //! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`, `plots`, `render`); `machine` (receipts) |
 //! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `progress` → `table` (`Table`: names, geometry, corpus); `cell_args` (the hidden subcommands' command lines: `cli` parses them, the code that spawns a cell renders them) → `table`; `error` (`HarnessError`, what every fallible call returns); `corrupt` (the test-only `LOADERX_HARNESS_CORRUPT_BATCH` switch of every verifying cell) |
 
@@ -34,9 +34,7 @@ mod config;
 mod corpus;
 mod corrupt;
 mod error;
-mod gap_probe;
 mod gate;
-mod gate_baseline;
 mod loader_arms;
 mod loader_cell;
 mod loader_goals;

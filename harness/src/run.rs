@@ -89,25 +89,16 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     }
     // Quick: at least 1.5 s of gathers per cell. At 0.5 s (a 130 MiB ragged-vision batch takes
     // ~18 ms, so ~25 batches) three clean runs of one commit spread 14-25 % (sd of ln) on the
-    // dense and token zrecord-raw x memcpy figures, too wide for the CI gate to bite at 25 %.
+    // dense and token zrecord-raw x memcpy figures.
     let min_seconds = a.min_seconds.unwrap_or(if a.quick { 1.5 } else { 2.0 });
     let verify_batches = if a.quick { 10 } else { 100 };
 
     let mut report = Report::new(a.quick, a.repeats, corpora.describe());
-    if a.quick || a.gated {
-        // The near level the retakes of far cells are judged against, before the first cell.
-        benchkit::placement::settle(10);
-    }
     let tables: Vec<Table> = Table::STORE
         .into_iter()
         .filter(|&t| a.selected(t) && !a.cold_only)
         .collect();
-    // `--gated` (a confirmation run of the CI gate): only the rows the gate's speed rule reads.
-    let backends: Vec<&str> = competitors::Backend::ALL
-        .iter()
-        .map(|b| b.name())
-        .filter(|b| !a.gated || crate::gate::reads_row(b))
-        .collect();
+    let backends: Vec<&str> = competitors::Backend::ALL.iter().map(|b| b.name()).collect();
     let cells = tables.len() * backends.len() * a.repeats;
     let mut results: BTreeMap<(Table, String), Vec<CellResult>> = BTreeMap::new();
     let (mut by_table, mut by_cell) = (Ledger::default(), Ledger::default());
@@ -138,36 +129,22 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                         .then_some(1.0),
                     };
                     let t = std::time::Instant::now();
-                    let mut takes = Vec::new();
-                    // A quick or gated run (the CI gate's) retakes a cell taken while the cores
-                    // sat far apart (`gate::retake_far`) and keeps every take.
-                    for _ in 0..=crate::gate::RETAKES_FAR {
-                        // A take's result is its own: never one an earlier take left.
-                        let _ = std::fs::remove_file(&args.out);
-                        let (mut r, rt) = benchkit::placement::around(|| run_cell(&args));
-                        r.core_rt_ns = rt;
-                        let again = r.status == Status::Ok
-                            && crate::gate::retake_far(a.quick || a.gated, backend, rt);
-                        takes.push(r);
-                        if !again {
-                            break;
-                        }
-                    }
+                    // The result is this cell's own: never one an earlier run left.
+                    let _ = std::fs::remove_file(&args.out);
+                    let r = run_cell(&args);
                     let secs = t.elapsed().as_secs_f64();
                     by_table.add(table.name(), secs);
                     by_cell.add(&format!("{table}/{backend}"), secs);
-                    for r in takes {
-                        if r.status == Status::Failed {
-                            pb.println(format!(
-                                "FAILED {table} / {backend}: {}",
-                                r.note.clone().unwrap_or_default()
-                            ));
-                        }
-                        results
-                            .entry((table, backend.to_string()))
-                            .or_default()
-                            .push(r);
+                    if r.status == Status::Failed {
+                        pb.println(format!(
+                            "FAILED {table} / {backend}: {}",
+                            r.note.clone().unwrap_or_default()
+                        ));
                     }
+                    results
+                        .entry((table, backend.to_string()))
+                        .or_default()
+                        .push(r);
                     pb.inc(1);
                 }
             }

@@ -302,46 +302,6 @@ class Steps:
         return None
 
 
-class Readings:
-    """The placement of the cores, read outside the timer between timed blocks, each once this
-    process's other threads are quiet: a reading once ``EVERY_S`` has passed since the last
-    (``due``) and one after the last block (``take``), each from ``$LOADERX_PLACEMENT_PROBE
-    placement`` (the harness binary: the round trip of a cache line between two threads pinned to
-    two CPUs, ``benchkit::placement``). Without the variable, or where the probe fails, there are
-    none and the harness falls back to its readings around the row's process."""
-
-    EVERY_S = 0.5  # benchkit::placement::Readings::EVERY
-
-    def __init__(self):
-        self.probe = os.environ.get(PROBE_ENV)
-        self.last: float | None = None
-        self.values: list[float] = []
-
-    def take(self) -> None:
-        if not self.probe:
-            return
-        import subprocess
-
-        # The probe waits until no thread of this process runs (benchkit::placement::
-        # quiesce_process): workers refilling the loader's window would hold the CPUs it pins to.
-        try:
-            cmd = [self.probe, "placement", "--quiet-pid", str(os.getpid())]
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True)
-            ns = json.loads(out.stdout.strip().splitlines()[-1])
-        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-            ns = None
-        if isinstance(ns, (int, float)) and ns > 0:
-            self.values.append(float(ns))
-        self.last = time.perf_counter()
-
-    def due(self) -> None:
-        if self.last is None or time.perf_counter() - self.last >= self.EVERY_S:
-            self.take()
-
-
-PROBE_ENV = "LOADERX_PLACEMENT_PROBE"
-
-
 def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
     """Warm-up, then blocks: DRAIN untimed batches, BLOCK timed ones held until the block's timer
     stops. Warm-up and timed batches are compared in full with the source records of their step
@@ -382,11 +342,7 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
         k += 1
     spent = 0.0
     verified = 0
-    # Outside the timer, as the Rust rows do (the sampled peak-RAM run times nothing).
-    readings = Readings() if not memory_pass else None
     while verified < job.batches and (verified == 0 or spent < BUDGET_S):
-        if readings is not None:
-            readings.due()
         for _ in range(drain):
             # Matched to its step, not compared in full (see above), and not counted.
             if steps.take(next_batch(k)) is None:
@@ -403,13 +359,10 @@ def timed(job: Job, src: Source, draws: np.ndarray, next_batch) -> dict:
             verified += 1
             k += 1
         del held, b
-    if readings is not None:
-        readings.take()
     return {
         "per_batch_s": spent / verified,
         "verified": True,
         "verified_batches": verified,
-        "core_rt_ns_readings": readings.values if readings is not None else [],
     }
 
 

@@ -11,11 +11,9 @@ use crate::cell_args::{
 };
 use crate::config::RunArgs;
 use crate::error::{HarnessError, Result};
+use crate::store::{self, sampler, write_probe};
 use crate::table::Table;
-use crate::{
-    cold_table, corpus, gap_probe, gate, gate_baseline, loader_cell, report, run, sampler_table,
-    store_cell, write_probe,
-};
+use crate::{cold, corpus, gap_probe, gate, gate_baseline, loader, report, run};
 
 const USAGE: &str = "usage:
   harness [run] [--quick] [--repeats N] [--only TABLE[,..]] [--out DIR]
@@ -148,14 +146,12 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool)> {
 
 pub fn dispatch(args: &[String]) -> Result<ExitCode> {
     match args.first().map(String::as_str) {
-        Some(StoreCellArgs::NAME) => store_cell::main(&StoreCellArgs::parse(&args[1..])?),
+        Some(StoreCellArgs::NAME) => store::main(&StoreCellArgs::parse(&args[1..])?),
         Some(GapProbeArgs::NAME) => gap_probe::main(&GapProbeArgs::parse(&args[1..])?),
         Some(WriteProbeArgs::NAME) => write_probe::main(&WriteProbeArgs::parse(&args[1..])?),
-        Some(ColdCellArgs::NAME) => cold_table::cell_main(&ColdCellArgs::parse(&args[1..])?),
-        Some(SamplerCellArgs::NAME) => {
-            sampler_table::cell_main(&SamplerCellArgs::parse(&args[1..])?)
-        }
-        Some(LoaderCellArgs::NAME) => loader_cell::cell_main(&LoaderCellArgs::parse(&args[1..])?),
+        Some(ColdCellArgs::NAME) => cold::cell_main(&ColdCellArgs::parse(&args[1..])?),
+        Some(SamplerCellArgs::NAME) => sampler::cell_main(&SamplerCellArgs::parse(&args[1..])?),
+        Some(LoaderCellArgs::NAME) => loader::cell::cell_main(&LoaderCellArgs::parse(&args[1..])?),
         Some("placement") => {
             // One reading of the cores' placement, for a Python row's timed loop (`null` on one
             // CPU): `harness/python/loaders/common.py`. With `--quiet-pid PID`, once that
@@ -193,7 +189,7 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
                 report::rerender(&dir)?;
             }
             if cold.exists() {
-                cold_table::rerender(&dir)?;
+                cold::rerender(&dir)?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -35,7 +35,7 @@ use rand::rngs::SmallRng;
 use crate::cell_args::GapProbeArgs;
 use crate::corpus::Loaded;
 use crate::error::{HarnessError, Result};
-use crate::store_cell::BATCH;
+use crate::store::BATCH;
 
 /// One timed arm: gathers a batch, returns it for checking.
 type Gather<'a> = Box<dyn FnMut(&[u64]) -> Result<Batch> + 'a>;
@@ -87,7 +87,7 @@ pub fn main(args: &GapProbeArgs) -> Result<ExitCode> {
     }
     // As in a cell, the stores are written back before they are read (a cell's write-limit run
     // flushes the file system after the store's last write).
-    crate::store_cell::flush(&work)?;
+    crate::store::flush(&work)?;
     let n = source.len();
     let mut rng = SmallRng::seed_from_u64(7);
     // secs[arm][round]

@@ -8,7 +8,7 @@
 //! and ragged, and a store that differs from the source), and the Python rows' shared timed loop
 //! (`harness/python/loaders/common.py`, when the project venv's Python is found). The cold cells
 //! drop the machine's page cache, which a test must not do; their batch check is unit-tested in
-//! `cold_loader`.
+//! `cold::loader`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -243,7 +243,7 @@ pub struct CellResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_limit_mib_s: Option<f64>,
     /// Seconds the `memcpy-limit` copy took for exactly the timed batches' records, timed in this
-    /// cell in rounds alternating with the backend's gathers (`store_cell::LIMIT_METHOD`); absent
+    /// cell in rounds alternating with the backend's gathers (`store::LIMIT_METHOD`); absent
     /// in the limit's own cells and in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_gather_s: Option<f64>,

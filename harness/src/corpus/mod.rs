@@ -13,7 +13,9 @@ use zrecord::DType;
 use crate::config::RunArgs;
 use crate::error::{HarnessError, Result};
 use crate::table::{Corpus, Layout, Stage, Table};
-use crate::{token_corpus, working_set};
+use crate::working_set;
+
+pub mod tokens;
 
 /// A prepared corpus directory (the datasets crate's layout) and what it is.
 #[derive(Clone, Debug)]
@@ -118,7 +120,7 @@ pub fn caption(t: Table, p: &Prepared, records: u64) -> Option<String> {
     }
     let m = &p.metadata;
     match t.corpus()? {
-        Corpus::Tokens => token_corpus::caption(m, t.layout() == Some(Layout::Ragged)),
+        Corpus::Tokens => tokens::caption(m, t.layout() == Some(Layout::Ragged)),
         Corpus::Vision => Some(format!(
             "{}{} records from {} ({} images), {} unique{}.",
             if t == Table::RaggedVision {
@@ -231,7 +233,7 @@ fn cached_or_synthesized(
     Ok(Prepared::synthetic(dir, m))
 }
 
-/// Finds or builds the token corpus (the real one is laid out by [`token_corpus`]).
+/// Finds or builds the token corpus (the real one is laid out by [`tokens`]).
 pub fn tokens(a: &RunArgs) -> Result<Prepared> {
     let n = token_records(a);
     let ragged_min = if a.quick { 20_000 } else { 200_000 };
@@ -242,19 +244,19 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared> {
     ));
     let mut sources: Vec<PathBuf> = Vec::new();
     if let Some(t) = &a.text {
-        sources.extend(token_corpus::text_files(t)?);
+        sources.extend(tokens::text_files(t)?);
     }
     if let Some(p) = &a.wikitext_parquet {
-        sources.extend(token_corpus::text_files(p)?);
+        sources.extend(tokens::text_files(p)?);
     }
     if sources.is_empty() {
         let full = a.cache.join("wikitext-103-raw");
         if full.is_dir() {
-            sources.extend(token_corpus::text_files(&full)?);
+            sources.extend(tokens::text_files(&full)?);
         }
     }
     if !sources.is_empty() {
-        let req = token_corpus::Request {
+        let req = tokens::Request {
             sources: sources
                 .iter()
                 .map(|s| s.canonicalize().unwrap_or(s.clone()).display().to_string())
@@ -268,13 +270,13 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared> {
         {
             return Ok(Prepared::real(real_dir, m));
         }
-        let plan = token_corpus::plan(&sources);
+        let plan = tokens::plan(&sources);
         eprintln!(
             "harness: tokenizing {n} dense blocks from {:?} and >= {ragged_records} ragged records from {:?}",
             plan.dense, plan.ragged
         );
         let t = std::time::Instant::now();
-        let m = token_corpus::prepare(&plan, &real_dir, &req)?;
+        let m = tokens::prepare(&plan, &real_dir, &req)?;
         eprintln!(
             "harness: tokens prepared in {:.1} s",
             t.elapsed().as_secs_f64()
@@ -565,9 +567,9 @@ impl Loaded {
     }
 
     /// The held-out dictionary sample of token table `table` in the corpus `dir` (see
-    /// [`token_corpus`]); `None` for a vision table or a corpus without one.
+    /// [`tokens`]); `None` for a vision table or a corpus without one.
     pub fn open_held_out(table: Table, dir: &Path) -> Result<Option<Loaded>> {
-        let held = dir.join(token_corpus::HELD_OUT);
+        let held = dir.join(tokens::HELD_OUT);
         if table.corpus() != Some(Corpus::Tokens) || !held.is_dir() {
             return Ok(None);
         }

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cell_args::{
-    BaselineArgs, ColdCellArgs, GapProbeArgs, GateArgs, GateBiteArgs, LoaderCellArgs,
-    SamplerCellArgs, StoreCellArgs, Subcommand, WriteProbeArgs,
+    BaselineArgs, Cell, ColdCellArgs, GapProbeArgs, GateArgs, GateBiteArgs, LoaderCellArgs,
+    SamplerCellArgs, StoreCellArgs, WriteProbeArgs,
 };
 use crate::config::RunArgs;
 use crate::error::{HarnessError, Result};

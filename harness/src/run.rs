@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-use crate::cell_args::{StoreCellArgs, Subcommand};
+use crate::cell_args::{Cell, StoreCellArgs};
 use crate::config::{self, RunArgs};
 use crate::corpus::{self, Corpora};
 use crate::error::{HarnessError, Result};

@@ -21,7 +21,7 @@ use benchkit::stats::percentile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::cell_args::{ColdCellArgs, Subcommand};
+use crate::cell_args::{Cell, ColdCellArgs};
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
 use crate::corrupt;

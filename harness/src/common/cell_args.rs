@@ -1,120 +1,83 @@
 //! The command lines of the hidden subcommands as types: a store cell ([`StoreCellArgs`]), a cold
 //! cell ([`ColdCellArgs`]), a sampler cell ([`SamplerCellArgs`]), a loader cell
 //! ([`LoaderCellArgs`]) and the two probes ([`GapProbeArgs`], [`WriteProbeArgs`]); and the
-//! gate's ([`GateArgs`]), the one positional public subcommand.
+//! gate's public ones ([`GateArgs`], [`BaselineArgs`], [`GateBiteArgs`]), which are only parsed.
 //!
-//! Each is parsed from its positional words by one function ([`Subcommand::parse`]) that names
-//! the argument it rejects, and rendered back to them by [`Subcommand::to_args`]; the code that
-//! spawns a cell builds the struct and renders it, so what a cell parses is what its parent meant
-//! (`parse(render(x)) == x`, tested below). A leaf module apart from [`Table`] and the error type.
+//! A cell's arguments are declared once, as a serde-derived struct: its command line is its
+//! name, then one `field=value` word a field ([`Cell::argv`] renders it from the struct, e.g.
+//! `cell table=dense-vision backend=zrecord-raw ... seed=7`), and [`Cell::parse`] reads it back
+//! through the same derive, so what a cell parses is what its parent meant
+//! (`parse(argv(x)) == x`, tested below). A value is JSON where it reads as JSON (numbers,
+//! lists), else the word itself (names, paths). A leaf module apart from [`Table`] and the error
+//! type.
 
 use std::path::PathBuf;
-use std::str::FromStr;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::error::{HarnessError, Result};
 use crate::table::Table;
 
-/// A subcommand whose arguments are positional words.
-pub trait Subcommand: Sized {
+/// A hidden subcommand whose arguments are the fields of one serde-derived struct.
+pub trait Cell: Serialize + DeserializeOwned {
     /// The subcommand's name (the first word of its command line).
     const NAME: &'static str;
-    /// Its arguments, in order (optional ones in brackets).
-    const USAGE: &'static str;
 
-    /// Parses the words after [`Subcommand::NAME`].
-    fn parse(args: &[String]) -> Result<Self>;
-
-    /// The words after [`Subcommand::NAME`] that [`Subcommand::parse`] reads back as `self`.
-    fn to_args(&self) -> Vec<String>;
-
-    /// The whole command line after the executable: the name, then [`Subcommand::to_args`].
-    fn argv(&self) -> Vec<String> {
-        let mut v = vec![Self::NAME.to_string()];
-        v.extend(self.to_args());
-        v
+    /// What the fields' types cannot say (`Ok` unless a cell overrides it).
+    fn check(&self) -> Result<()> {
+        Ok(())
     }
-}
 
-/// Reads positional words one by one, naming each as it is read.
-struct Words<'a> {
-    command: &'static str,
-    usage: &'static str,
-    args: &'a [String],
-    next: usize,
-}
-
-impl<'a> Words<'a> {
-    /// The words of `C`, which must number between `required` and `args.len()` of `C`'s usage.
-    fn of<C: Subcommand>(args: &'a [String], required: usize, optional: usize) -> Result<Self> {
-        if args.len() < required || args.len() > required + optional {
-            return Err(HarnessError::ArgumentCount {
-                command: C::NAME,
-                usage: C::USAGE,
-                found: args.len(),
-            });
+    /// Parses the `field=value` words after [`Cell::NAME`].
+    fn parse(args: &[String]) -> Result<Self> {
+        let bad = |problem: String| HarnessError::CellArgs {
+            command: Self::NAME,
+            problem,
+        };
+        let mut fields = Map::new();
+        for arg in args {
+            let (name, word) = arg
+                .split_once('=')
+                .ok_or_else(|| bad(format!("{arg:?} is not FIELD=VALUE")))?;
+            let value = serde_json::from_str(word).unwrap_or_else(|_| Value::String(word.into()));
+            if fields.insert(name.to_string(), value).is_some() {
+                return Err(bad(format!("{name} given twice")));
+            }
         }
-        Ok(Words {
-            command: C::NAME,
-            usage: C::USAGE,
-            args,
-            next: 0,
-        })
+        let parsed: Self =
+            serde_json::from_value(Value::Object(fields)).map_err(|e| bad(e.to_string()))?;
+        parsed.check()?;
+        Ok(parsed)
     }
 
-    fn word(&mut self) -> Result<&'a str> {
-        let w = self
-            .args
-            .get(self.next)
-            .ok_or(HarnessError::ArgumentCount {
-                command: self.command,
-                usage: self.usage,
-                found: self.args.len(),
-            })?;
-        self.next += 1;
-        Ok(w)
-    }
-
-    fn string(&mut self) -> Result<String> {
-        self.word().map(str::to_string)
-    }
-
-    fn path(&mut self) -> Result<PathBuf> {
-        self.word().map(PathBuf::from)
-    }
-
-    /// The next word as a `T`; `name` and `expected` go into the error.
-    fn parsed<T: FromStr>(&mut self, name: &'static str, expected: &'static str) -> Result<T> {
-        let w = self.word()?;
-        w.parse().map_err(|_| HarnessError::Argument {
-            command: self.command,
-            name,
-            value: w.to_string(),
-            expected,
-        })
-    }
-
-    fn table(&mut self) -> Result<Table> {
-        let w = self.word()?;
-        Table::from_name(w).ok_or_else(|| HarnessError::UnknownTable { name: w.into() })
-    }
-
-    /// The next word as a comma-separated list.
-    fn list(&mut self) -> Result<Vec<String>> {
-        Ok(self.word()?.split(',').map(str::to_string).collect())
-    }
-
-    fn has_more(&self) -> bool {
-        self.next < self.args.len()
+    /// The whole command line after the executable: the name, then a `field=value` word for
+    /// every field that is set, which [`Cell::parse`] reads back as `self`.
+    fn argv(&self) -> Vec<String> {
+        let fields = match serde_json::to_value(self) {
+            Ok(Value::Object(fields)) => fields,
+            other => unreachable!("a cell's arguments are a struct: {other:?}"),
+        };
+        let words = fields.into_iter().filter(|(_, v)| !v.is_null());
+        std::iter::once(Self::NAME.to_string())
+            .chain(words.map(|(name, v)| format!("{name}={}", word(v))))
+            .collect()
     }
 }
 
-/// A path as one command-line word.
-fn word(p: &std::path::Path) -> String {
-    p.display().to_string()
+/// A value as the word [`Cell::parse`] reads back: a string that would read as JSON (`"12"`,
+/// `"true"`) is written quoted, any other string as itself, everything else as JSON.
+fn word(v: Value) -> String {
+    match v {
+        Value::String(s) if serde_json::from_str::<Value>(&s).is_err() => s,
+        other => other.to_string(),
+    }
 }
 
 /// A store cell's command line (`cell`): one backend of one store table.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StoreCellArgs {
     pub table: Table,
     pub backend: String,
@@ -131,51 +94,17 @@ pub struct StoreCellArgs {
     pub seed: u64,
     /// When set, one probe batch first: a backend slower than this many seconds per batch is
     /// excluded from the table.
+    #[serde(default)]
     pub probe_seconds: Option<f64>,
 }
 
-impl Subcommand for StoreCellArgs {
+impl Cell for StoreCellArgs {
     const NAME: &'static str = "cell";
-    const USAGE: &'static str =
-        "TABLE BACKEND CORPUS WORK OUT MIN_SECONDS VERIFY_BATCHES SEED [PROBE_SECONDS]";
-
-    fn parse(args: &[String]) -> Result<StoreCellArgs> {
-        let mut w = Words::of::<Self>(args, 8, 1)?;
-        Ok(StoreCellArgs {
-            table: w.table()?,
-            backend: w.string()?,
-            corpus: w.path()?,
-            work: w.path()?,
-            out: w.path()?,
-            min_seconds: w.parsed("MIN_SECONDS", "a number")?,
-            verify_batches: w.parsed("VERIFY_BATCHES", "an integer")?,
-            seed: w.parsed("SEED", "an integer")?,
-            probe_seconds: if w.has_more() {
-                Some(w.parsed("PROBE_SECONDS", "a number")?)
-            } else {
-                None
-            },
-        })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        let mut v = vec![
-            self.table.name().to_string(),
-            self.backend.clone(),
-            word(&self.corpus),
-            word(&self.work),
-            word(&self.out),
-            self.min_seconds.to_string(),
-            self.verify_batches.to_string(),
-            self.seed.to_string(),
-        ];
-        v.extend(self.probe_seconds.map(|p| p.to_string()));
-        v
-    }
 }
 
 /// A cold cell's command line (`cold-cell`): one row of one cold table.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ColdCellArgs {
     /// The warm store table whose cold variant this is.
     pub table: Table,
@@ -189,38 +118,13 @@ pub struct ColdCellArgs {
     pub seed: u64,
 }
 
-impl Subcommand for ColdCellArgs {
+impl Cell for ColdCellArgs {
     const NAME: &'static str = "cold-cell";
-    const USAGE: &'static str = "TABLE BACKEND CORPUS WORK OUT BATCHES SEED";
-
-    fn parse(args: &[String]) -> Result<ColdCellArgs> {
-        let mut w = Words::of::<Self>(args, 7, 0)?;
-        Ok(ColdCellArgs {
-            table: w.table()?,
-            backend: w.string()?,
-            corpus: w.path()?,
-            work: w.path()?,
-            out: w.path()?,
-            batches: w.parsed("BATCHES", "an integer")?,
-            seed: w.parsed("SEED", "an integer")?,
-        })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        vec![
-            self.table.name().to_string(),
-            self.backend.clone(),
-            word(&self.corpus),
-            word(&self.work),
-            word(&self.out),
-            self.batches.to_string(),
-            self.seed.to_string(),
-        ]
-    }
 }
 
 /// A sampler cell's command line (`sampler-cell`): one Rust sampler arm at one batch size.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SamplerCellArgs {
     pub arm: String,
     pub batch: usize,
@@ -230,33 +134,14 @@ pub struct SamplerCellArgs {
     pub out: PathBuf,
 }
 
-impl Subcommand for SamplerCellArgs {
+impl Cell for SamplerCellArgs {
     const NAME: &'static str = "sampler-cell";
-    const USAGE: &'static str = "ARM BATCH SECONDS OUT";
-
-    fn parse(args: &[String]) -> Result<SamplerCellArgs> {
-        let mut w = Words::of::<Self>(args, 4, 0)?;
-        Ok(SamplerCellArgs {
-            arm: w.string()?,
-            batch: w.parsed("BATCH", "an integer")?,
-            seconds: w.parsed("SECONDS", "a number")?,
-            out: w.path()?,
-        })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        vec![
-            self.arm.clone(),
-            self.batch.to_string(),
-            self.seconds.to_string(),
-            word(&self.out),
-        ]
-    }
 }
 
 /// A loader cell's command line (`loader-cell`): one Rust loader arm over a zrecord store; it
 /// prints its result as one JSON line.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LoaderCellArgs {
     /// The store table whose records the store holds (its layout says dense or ragged).
     pub kind: Table,
@@ -270,43 +155,25 @@ pub struct LoaderCellArgs {
     pub batches: usize,
 }
 
-impl Subcommand for LoaderCellArgs {
+impl Cell for LoaderCellArgs {
     const NAME: &'static str = "loader-cell";
-    const USAGE: &'static str = "KIND STORE CORPUS ARM BATCHES";
 
-    fn parse(args: &[String]) -> Result<LoaderCellArgs> {
-        let mut w = Words::of::<Self>(args, 5, 0)?;
-        let kind = w.table()?;
-        if kind.layout().is_none() {
-            return Err(HarnessError::Argument {
+    fn check(&self) -> Result<()> {
+        match self.kind.layout() {
+            Some(_) => Ok(()),
+            None => Err(HarnessError::Argument {
                 command: Self::NAME,
-                name: "KIND",
-                value: kind.name().to_string(),
+                name: "kind",
+                value: self.kind.name().to_string(),
                 expected: "a table with records",
-            });
+            }),
         }
-        Ok(LoaderCellArgs {
-            kind,
-            store: w.path()?,
-            corpus: w.path()?,
-            arm: w.string()?,
-            batches: w.parsed("BATCHES", "an integer")?,
-        })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        vec![
-            self.kind.name().to_string(),
-            word(&self.store),
-            word(&self.corpus),
-            self.arm.clone(),
-            self.batches.to_string(),
-        ]
     }
 }
 
 /// The gather probe's command line (`gap-probe`): interleaved timed gathers of several arms.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GapProbeArgs {
     pub table: Table,
     pub corpus: PathBuf,
@@ -317,36 +184,14 @@ pub struct GapProbeArgs {
     pub arms: Vec<String>,
 }
 
-impl Subcommand for GapProbeArgs {
+impl Cell for GapProbeArgs {
     const NAME: &'static str = "gap-probe";
-    const USAGE: &'static str = "TABLE CORPUS WORK ROUNDS BATCHES ARM[,ARM...]";
-
-    fn parse(args: &[String]) -> Result<GapProbeArgs> {
-        let mut w = Words::of::<Self>(args, 6, 0)?;
-        Ok(GapProbeArgs {
-            table: w.table()?,
-            corpus: w.path()?,
-            work: w.path()?,
-            rounds: w.parsed("ROUNDS", "an integer")?,
-            batches: w.parsed("BATCHES", "an integer")?,
-            arms: w.list()?,
-        })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        vec![
-            self.table.name().to_string(),
-            word(&self.corpus),
-            word(&self.work),
-            self.rounds.to_string(),
-            self.batches.to_string(),
-            self.arms.join(","),
-        ]
-    }
 }
 
-/// The write probe's command line (`write-probe`): interleaved timed writes of several arms.
-#[derive(Clone, Debug, PartialEq)]
+/// The write probe's command line (`write-probe`): interleaved timed writes of several arms (a
+/// store backend, or `write-limit`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WriteProbeArgs {
     pub table: Table,
     pub corpus: PathBuf,
@@ -355,30 +200,26 @@ pub struct WriteProbeArgs {
     pub arms: Vec<String>,
 }
 
-impl Subcommand for WriteProbeArgs {
+impl Cell for WriteProbeArgs {
     const NAME: &'static str = "write-probe";
-    const USAGE: &'static str =
-        "TABLE CORPUS WORK ROUNDS ARM[,ARM...] (ARM: a store backend, or write-limit)";
+}
 
-    fn parse(args: &[String]) -> Result<WriteProbeArgs> {
-        let mut w = Words::of::<Self>(args, 5, 0)?;
-        Ok(WriteProbeArgs {
-            table: w.table()?,
-            corpus: w.path()?,
-            work: w.path()?,
-            rounds: w.parsed("ROUNDS", "an integer")?,
-            arms: w.list()?,
+/// The words of a public positional subcommand: `required` of them at least, `most` at most.
+fn count(
+    command: &'static str,
+    usage: &'static str,
+    args: &[String],
+    required: usize,
+    most: usize,
+) -> Result<()> {
+    if (required..=most).contains(&args.len()) {
+        Ok(())
+    } else {
+        Err(HarnessError::ArgumentCount {
+            command,
+            usage,
+            found: args.len(),
         })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        vec![
-            self.table.name().to_string(),
-            word(&self.corpus),
-            word(&self.work),
-            self.rounds.to_string(),
-            self.arms.join(","),
-        ]
     }
 }
 
@@ -400,21 +241,36 @@ pub struct GateArgs {
     pub last: bool,
 }
 
-impl Subcommand for GateArgs {
-    const NAME: &'static str = "gate";
+impl GateArgs {
+    pub const NAME: &'static str = "gate";
     const USAGE: &'static str =
         "BASELINE.json CURRENT.json [--retry-file FILE] [--partial] [--first RUN.json] [--last]";
 
-    fn parse(args: &[String]) -> Result<GateArgs> {
-        let mut w = Words::of::<Self>(args, 2, 6)?;
-        let (baseline, current) = (w.path()?, w.path()?);
-        let (mut retry_file, mut partial, mut first, mut last) = (None, false, None, false);
-        while w.has_more() {
-            match w.word()? {
-                "--retry-file" => retry_file = Some(w.path()?),
-                "--partial" => partial = true,
-                "--first" => first = Some(w.path()?),
-                "--last" => last = true,
+    pub fn parse(args: &[String]) -> Result<GateArgs> {
+        count(Self::NAME, Self::USAGE, args, 2, 8)?;
+        let mut g = GateArgs {
+            baseline: args[0].clone().into(),
+            current: args[1].clone().into(),
+            retry_file: None,
+            partial: false,
+            first: None,
+            last: false,
+        };
+        let mut rest = args[2..].iter();
+        while let Some(flag) = rest.next() {
+            let mut path = || -> Result<Option<PathBuf>> {
+                let v = rest.next().ok_or(HarnessError::ArgumentCount {
+                    command: Self::NAME,
+                    usage: Self::USAGE,
+                    found: args.len(),
+                })?;
+                Ok(Some(v.into()))
+            };
+            match flag.as_str() {
+                "--retry-file" => g.retry_file = path()?,
+                "--partial" => g.partial = true,
+                "--first" => g.first = path()?,
+                "--last" => g.last = true,
                 flag => {
                     return Err(HarnessError::Argument {
                         command: Self::NAME,
@@ -425,33 +281,7 @@ impl Subcommand for GateArgs {
                 }
             }
         }
-        Ok(GateArgs {
-            baseline,
-            current,
-            retry_file,
-            partial,
-            first,
-            last,
-        })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        let mut v = vec![word(&self.baseline), word(&self.current)];
-        if let Some(f) = &self.retry_file {
-            v.push("--retry-file".into());
-            v.push(word(f));
-        }
-        if self.partial {
-            v.push("--partial".into());
-        }
-        if let Some(f) = &self.first {
-            v.push("--first".into());
-            v.push(word(f));
-        }
-        if self.last {
-            v.push("--last".into());
-        }
-        v
+        Ok(g)
     }
 }
 
@@ -464,36 +294,26 @@ pub struct BaselineArgs {
     pub spread: Vec<PathBuf>,
 }
 
-impl Subcommand for BaselineArgs {
-    const NAME: &'static str = "baseline";
+impl BaselineArgs {
+    pub const NAME: &'static str = "baseline";
     const USAGE: &'static str = "OUT.json RUN1/results.json RUN2/results.json RUN3/results.json [...] [--spread RUN/results.json ...]";
 
-    fn parse(args: &[String]) -> Result<BaselineArgs> {
-        let mut w = Words::of::<Self>(args, 4, 128)?;
-        let out = w.path()?;
-        let (mut runs, mut spread, mut in_spread) = (Vec::new(), Vec::new(), false);
-        while w.has_more() {
-            let p = w.path()?;
-            if p.as_os_str() == "--spread" {
-                in_spread = true;
-            } else if in_spread {
-                spread.push(p);
-            } else {
-                runs.push(p);
-            }
-        }
-        Ok(BaselineArgs { out, runs, spread })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::iter::once(word(&self.out))
-            .chain(self.runs.iter().map(|p| word(p)))
-            .collect();
-        if !self.spread.is_empty() {
-            v.push("--spread".into());
-            v.extend(self.spread.iter().map(|p| word(p)));
-        }
-        v
+    pub fn parse(args: &[String]) -> Result<BaselineArgs> {
+        count(Self::NAME, Self::USAGE, args, 4, 132)?;
+        let split = (args.iter())
+            .position(|a| a == "--spread")
+            .unwrap_or(args.len());
+        let paths = |s: &[String]| {
+            s.iter()
+                .filter(|a| *a != "--spread")
+                .map(PathBuf::from)
+                .collect()
+        };
+        Ok(BaselineArgs {
+            out: args[0].clone().into(),
+            runs: paths(&args[1..split]),
+            spread: paths(&args[split..]),
+        })
     }
 }
 
@@ -504,20 +324,15 @@ pub struct GateBiteArgs {
     pub run: PathBuf,
 }
 
-impl Subcommand for GateBiteArgs {
-    const NAME: &'static str = "gate-bite";
-    const USAGE: &'static str = "BASELINE.json RUN/results.json";
+impl GateBiteArgs {
+    pub const NAME: &'static str = "gate-bite";
 
-    fn parse(args: &[String]) -> Result<GateBiteArgs> {
-        let mut w = Words::of::<Self>(args, 2, 0)?;
+    pub fn parse(args: &[String]) -> Result<GateBiteArgs> {
+        count(Self::NAME, "BASELINE.json RUN/results.json", args, 2, 2)?;
         Ok(GateBiteArgs {
-            baseline: w.path()?,
-            run: w.path()?,
+            baseline: args[0].clone().into(),
+            run: args[1].clone().into(),
         })
-    }
-
-    fn to_args(&self) -> Vec<String> {
-        vec![word(&self.baseline), word(&self.run)]
     }
 }
 
@@ -525,8 +340,8 @@ impl Subcommand for GateBiteArgs {
 mod tests {
     use super::*;
 
-    /// `parse(render(x)) == x`, and the rendered line starts with the subcommand's name.
-    fn round_trip<C: Subcommand + PartialEq + std::fmt::Debug>(x: C) {
+    /// `parse(argv(x)) == x`, and the line starts with the subcommand's name.
+    fn round_trip<C: Cell + PartialEq + std::fmt::Debug>(x: C) {
         let argv = x.argv();
         assert_eq!(argv[0], C::NAME);
         let back = C::parse(&argv[1..]).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
@@ -543,7 +358,7 @@ mod tests {
             table: Table::RaggedVision,
             backend: "hdf5-gzip".into(),
             corpus: "/c/vision real".into(),
-            work: "/w".into(),
+            work: "/w=x".into(),
             out: "/w/cell-ragged-vision-hdf5-gzip-2.json".into(),
             min_seconds: 0.1 + 0.2,
             verify_batches: 100,
@@ -551,20 +366,30 @@ mod tests {
             probe_seconds: Some(1.0),
         };
         round_trip(store.clone());
-        round_trip(StoreCellArgs {
+        let no_probe = StoreCellArgs {
             probe_seconds: None,
             min_seconds: 2.0,
             ..store
-        });
-        round_trip(ColdCellArgs {
-            table: Table::DenseTokens,
-            backend: "cold-limit".into(),
-            corpus: "/c/t".into(),
-            work: "/w".into(),
-            out: "/w/o.json".into(),
-            batches: 20,
-            seed: 7,
-        });
+        };
+        assert!(
+            !no_probe
+                .argv()
+                .iter()
+                .any(|w| w.starts_with("probe_seconds"))
+        );
+        round_trip(no_probe);
+        // Names that would read as JSON stay names.
+        for backend in ["12", "true", "null", "", "[x]", "\"q\""] {
+            round_trip(ColdCellArgs {
+                table: Table::DenseTokens,
+                backend: backend.into(),
+                corpus: "/c/t".into(),
+                work: "7".into(),
+                out: "/w/o.json".into(),
+                batches: 20,
+                seed: 7,
+            });
+        }
         round_trip(SamplerCellArgs {
             arm: "smallrng-uniform".into(),
             batch: 8192,
@@ -586,35 +411,6 @@ mod tests {
             batches: 20,
             arms: vec!["zrecord-raw".into(), "npy-4k".into()],
         });
-        round_trip(GateArgs {
-            baseline: "results/gate".into(),
-            current: "/tmp/r/results.json".into(),
-            retry_file: Some("/tmp/retry".into()),
-            partial: true,
-            first: Some("/tmp/first/results.json".into()),
-            last: true,
-        });
-        round_trip(BaselineArgs {
-            out: "results/gate/amd-epyc-2cpu.json".into(),
-            runs: vec![
-                "a/results.json".into(),
-                "b/results.json".into(),
-                "c/results.json".into(),
-            ],
-            spread: vec!["d/results.json".into()],
-        });
-        round_trip(GateBiteArgs {
-            baseline: "b.json".into(),
-            run: "r/results.json".into(),
-        });
-        round_trip(GateArgs {
-            baseline: "b.json".into(),
-            current: "c.json".into(),
-            retry_file: None,
-            partial: false,
-            first: None,
-            last: false,
-        });
         round_trip(WriteProbeArgs {
             table: Table::DenseTokens,
             corpus: "/c".into(),
@@ -625,41 +421,59 @@ mod tests {
     }
 
     #[test]
+    fn a_hand_written_line_parses_in_any_order() {
+        let a =
+            SamplerCellArgs::parse(&words("out=/o.json seconds=2 batch=64 arm=a")).expect("parses");
+        assert_eq!((a.arm.as_str(), a.batch, a.seconds), ("a", 64, 2.0));
+        assert_eq!(a.out, PathBuf::from("/o.json"));
+    }
+
+    #[test]
     fn a_bad_word_is_named_in_the_error() {
-        let e = StoreCellArgs::parse(&words("dense-vision zrecord-raw /c /w /o x 100 7"))
-            .expect_err("MIN_SECONDS is no number");
+        let problem = |e: HarnessError| match e {
+            HarnessError::CellArgs { command, problem } => format!("{command}: {problem}"),
+            other => panic!("{other}"),
+        };
+        let line = "table=dense-vision backend=b corpus=/c work=/w out=/o verify_batches=1 seed=7";
+        let e = StoreCellArgs::parse(&words(&format!("{line} min_seconds=x")));
+        assert!(problem(e.expect_err("no number")).starts_with("cell: invalid type"));
+        let e = StoreCellArgs::parse(&words(line)).expect_err("one field short");
+        assert!(problem(e).contains("missing field `min_seconds`"));
+        let e = StoreCellArgs::parse(&words(&format!("{line} min_seconds=1 sed=2")));
+        assert!(problem(e.expect_err("a typo")).contains("unknown field `sed`"));
+        let e = StoreCellArgs::parse(&words(&format!("{line} min_seconds=1 seed=2")));
+        assert_eq!(problem(e.expect_err("twice")), "cell: seed given twice");
+        let e = StoreCellArgs::parse(&words("dense-vision")).expect_err("positional");
+        assert!(problem(e).contains("not FIELD=VALUE"));
+        let e = ColdCellArgs::parse(&words(
+            "table=cold-dense-vision backend=b corpus=/c work=/w out=/o batches=2 seed=7",
+        ))
+        .expect_err("no such table");
+        assert!(problem(e).contains("unknown table"));
+        let e = LoaderCellArgs::parse(&words("kind=sampler store=/s corpus=/c arm=a batches=1"))
+            .expect_err("no records");
         assert!(
-            matches!(
-                &e,
-                HarnessError::Argument { command: "cell", name: "MIN_SECONDS", value, .. }
-                    if value == "x"
-            ),
+            matches!(e, HarnessError::Argument { name: "kind", .. }),
             "{e}"
         );
-        let e = ColdCellArgs::parse(&words("dense-vision zrecord-raw /c /w /o 20"))
-            .expect_err("one word short");
-        assert!(
-            matches!(
-                e,
-                HarnessError::ArgumentCount {
-                    command: "cold-cell",
-                    found: 6,
-                    ..
-                }
-            ),
-            "{e}"
+    }
+
+    #[test]
+    fn the_gate_command_lines_parse() {
+        let g = GateArgs::parse(&words("b.json c.json --partial --retry-file r --last"))
+            .expect("parses");
+        assert_eq!(
+            g,
+            GateArgs {
+                baseline: "b.json".into(),
+                current: "c.json".into(),
+                retry_file: Some("r".into()),
+                partial: true,
+                first: None,
+                last: true,
+            }
         );
-        let e = ColdCellArgs::parse(&words("cold-dense-vision b /c /w /o 20 7"))
-            .expect_err("no such table");
-        assert!(matches!(e, HarnessError::UnknownTable { .. }), "{e}");
-        let e =
-            LoaderCellArgs::parse(&words("sampler /s /c loaderx-w4 10")).expect_err("no records");
-        assert!(
-            matches!(e, HarnessError::Argument { name: "KIND", .. }),
-            "{e}"
-        );
-        let e = GateArgs::parse(&words("b.json c.json --retry-file"))
-            .expect_err("no value for the option");
+        let e = GateArgs::parse(&words("b.json c.json --retry-file")).expect_err("no value");
         assert!(
             matches!(
                 e,
@@ -676,11 +490,10 @@ mod tests {
             matches!(e, HarnessError::Argument { name: "option", .. }),
             "{e}"
         );
-        let e = StoreCellArgs::parse(&words("dense-vision b /c /w /o 1 2 3 4 5"))
-            .expect_err("one word too many");
-        assert!(
-            matches!(e, HarnessError::ArgumentCount { found: 10, .. }),
-            "{e}"
-        );
+        let b = BaselineArgs::parse(&words("o.json a b c --spread d")).expect("parses");
+        assert_eq!((b.runs.len(), b.spread), (3, vec![PathBuf::from("d")]));
+        assert!(BaselineArgs::parse(&words("o.json a b")).is_err());
+        let bite = GateBiteArgs::parse(&words("b.json r.json")).expect("parses");
+        assert_eq!(bite.run, PathBuf::from("r.json"));
     }
 }

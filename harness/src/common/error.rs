@@ -46,6 +46,15 @@ pub enum HarnessError {
         /// What it must be.
         expected: &'static str,
     },
+    /// A hidden subcommand's `field=value` words do not make its arguments (a word with no
+    /// `=`, a field given twice, missing or unknown, a value of the wrong type).
+    #[error("{command}: {problem}")]
+    CellArgs {
+        /// The subcommand (`cell`, `cold-cell`, ...).
+        command: &'static str,
+        /// What serde or the check said.
+        problem: String,
+    },
     /// A table name no table has.
     #[error("unknown table {name:?}")]
     UnknownTable {

@@ -16,7 +16,7 @@ use std::process::Command;
 use loaderx::{IndexSampler, Mode, Sampler};
 use serde_json::Value;
 
-use crate::cell_args::{LoaderCellArgs, Subcommand};
+use crate::cell_args::{Cell, LoaderCellArgs};
 use crate::config;
 use crate::error::{HarnessError, Result};
 use crate::table::{BARE_ROW, LIMIT_ROW, Table};

@@ -16,7 +16,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use crate::cell_args::{SamplerCellArgs, Subcommand};
+use crate::cell_args::{Cell, SamplerCellArgs};
 use crate::config::{self, RunArgs};
 use crate::error::{HarnessError, Result};
 use crate::model::FreeTable;

@@ -492,6 +492,19 @@ impl Loaded {
         Loaded::open_records(table, dir, true)
     }
 
+    /// A ragged source: `values` cut at `offsets`, each record's `ndim` dims in `shapes`.
+    fn ragged(values: NpyFile, offsets: Vec<i64>, shapes: Vec<u64>, ndim: usize) -> Result<Loaded> {
+        Ok(Loaded {
+            dtype: dtype_of(values.descr())?,
+            files: vec![values],
+            offsets,
+            shapes,
+            dense_shape: vec![],
+            ragged_ndim: ndim,
+            dense: false,
+        })
+    }
+
     fn open_records(table: Table, dir: &Path, whole: bool) -> Result<Loaded> {
         let open = |name: &str| {
             NpyFile::open(dir.join(name)).map_err(|source| HarnessError::Datasets {
@@ -533,31 +546,14 @@ impl Loaded {
                 };
                 offsets.truncate(keep + 1);
                 shapes.truncate(keep * RAGGED_VISION_NDIM);
-                Ok(Loaded {
-                    files: vec![v],
-                    offsets,
-                    shapes,
-                    dense_shape: vec![],
-                    dtype,
-                    ragged_ndim: RAGGED_VISION_NDIM,
-                    dense: false,
-                })
+                Loaded::ragged(v, offsets, shapes, RAGGED_VISION_NDIM)
             }
             (Stage::Store, Some(Layout::Ragged), Some(Corpus::Tokens)) => {
                 let v = open("tokens.npy")?;
                 let o = open("offsets.npy")?;
                 let offsets = le_words(&o, i64::from_le_bytes);
                 let shapes: Vec<u64> = offsets.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
-                let dtype = dtype_of(v.descr())?;
-                Ok(Loaded {
-                    files: vec![v],
-                    offsets,
-                    shapes,
-                    dense_shape: vec![],
-                    dtype,
-                    ragged_ndim: 1,
-                    dense: false,
-                })
+                Loaded::ragged(v, offsets, shapes, 1)
             }
             _ => Err(HarnessError::Missing {
                 what: format!("source of table {table}"),

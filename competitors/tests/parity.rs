@@ -222,18 +222,23 @@ fn expect_rows(ran: &[&str], geometry: Geometry) {
     }
 }
 
+/// `n` dense records of `dtype[item_shape]` from generator seed `seed`, checked in every backend
+/// that runs them (draws from seed `draws`).
+fn dense_case(seed: u64, dtype: DType, item_shape: &[u64], n: usize, draws: u64) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let owned = dense(&mut rng, dtype, item_shape, n);
+    let label = format!("dense {dtype} {item_shape:?} n={n}");
+    expect_rows(&check_all(&label, &owned, draws), Geometry::Dense);
+}
+
 #[test]
 fn dense_generated_vision_uint8() {
-    let mut rng = SmallRng::seed_from_u64(1);
-    let owned = dense(&mut rng, DType::UInt8, &[3, 24, 20], 97);
-    expect_rows(&check_all("dense u8 3x24x20", &owned, 11), Geometry::Dense);
+    dense_case(1, DType::UInt8, &[3, 24, 20], 97, 11);
 }
 
 #[test]
 fn dense_generated_tokens_int32() {
-    let mut rng = SmallRng::seed_from_u64(2);
-    let owned = dense(&mut rng, DType::Int32, &[512], 300);
-    expect_rows(&check_all("dense i32 512", &owned, 12), Geometry::Dense);
+    dense_case(2, DType::Int32, &[512], 300, 12);
 }
 
 #[test]
@@ -264,9 +269,7 @@ fn dense_generated_odd_dtypes_and_shapes() {
 #[test]
 fn dense_large_batch_parallel_path() {
     // > PAR_MIN_BYTES per gather so the rayon copy paths run.
-    let mut rng = SmallRng::seed_from_u64(4);
-    let owned = dense(&mut rng, DType::UInt8, &[3, 64, 64], 160);
-    expect_rows(&check_all("dense u8 3x64x64", &owned, 13), Geometry::Dense);
+    dense_case(4, DType::UInt8, &[3, 64, 64], 160, 13);
 }
 
 #[test]

@@ -113,6 +113,16 @@ def _unregister(ptr: int, torch) -> None:
         pass
 
 
+def timed(item, warm: int, items: int) -> float:
+    """Seconds ``items`` calls of ``item`` take, after ``warm`` untimed ones."""
+    for _ in range(warm):
+        item()
+    t0 = time.perf_counter()
+    for _ in range(items):
+        item()
+    return time.perf_counter() - t0
+
+
 def run_arm(kind: str, data: Path, mode: str) -> dict:
     """One timed trial of `kind` in this fresh process."""
     import torch
@@ -160,12 +170,7 @@ def run_arm(kind: str, data: Path, mode: str) -> dict:
                         raise AssertionError(f"first element {shift} names no record")
                     check(g, shift)
 
-                for _ in range(warm):
-                    item()
-                t0 = time.perf_counter()
-                for _ in range(items):
-                    item()
-                dt = time.perf_counter() - t0
+                dt = timed(item, warm, items)
         return {"batches_per_s": items / dt, "checked": items + warm}
 
     backend, mem = kind.split("-")
@@ -201,12 +206,7 @@ def run_arm(kind: str, data: Path, mode: str) -> dict:
                 free_q.put(slot)
             check(g, shift_of(seq))
 
-        for _ in range(warm):
-            item()
-        t0 = time.perf_counter()
-        for _ in range(items):
-            item()
-        dt = time.perf_counter() - t0
+        dt = timed(item, warm, items)
         if ready_q.get(timeout=60) is not None:
             raise AssertionError("the producer made more items than asked")
         proc.join(timeout=30)

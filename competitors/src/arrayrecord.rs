@@ -237,11 +237,7 @@ impl ArrayRecord {
 
 impl Competitor for ArrayRecord {
     fn backend(&self) -> Backend {
-        if self.zstd {
-            Backend::ArrayRecordZstd
-        } else {
-            Backend::ArrayRecordRaw
-        }
+        Backend::ArrayRecordRaw.compressed_if(self.zstd)
     }
 
     fn prepare(&mut self, source: &Source<'_>) -> Result<()> {

@@ -260,11 +260,7 @@ pub(crate) fn pack_hits(
 
 impl Competitor for ArrowIpc {
     fn backend(&self) -> Backend {
-        if self.zstd {
-            Backend::ArrowIpcZstd
-        } else {
-            Backend::ArrowIpcRaw
-        }
+        Backend::ArrowIpcRaw.compressed_if(self.zstd)
     }
 
     fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored> {

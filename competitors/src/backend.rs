@@ -88,6 +88,18 @@ impl Backend {
         }
     }
 
+    /// `self`, or when `compressed` its compressed twin (a raw backend of a peer that has one:
+    /// `hdf5-raw` gives `hdf5-gzip`, `arrow-ipc-raw` `arrow-ipc-zstd`, ...).
+    pub const fn compressed_if(self, compressed: bool) -> Backend {
+        match (compressed, self) {
+            (true, Backend::Hdf5Raw) => Backend::Hdf5Gzip,
+            (true, Backend::ArrowIpcRaw) => Backend::ArrowIpcZstd,
+            (true, Backend::ParquetRaw) => Backend::ParquetZstd,
+            (true, Backend::ArrayRecordRaw) => Backend::ArrayRecordZstd,
+            (_, other) => other,
+        }
+    }
+
     /// Whether the row is a reference rather than a peer: `npy-crc-limit` (Dense tables:
     /// npy-mmap-raw's gather plus a CRC32C pass over every record, the verified-copy limit) and
     /// `memcpy-limit` (the same records copied from memory). Tables show them, but never as the
@@ -150,5 +162,24 @@ mod tests {
         let text = e.to_string();
         assert!(text.starts_with("unknown backend \"nope\"; expected one of zrecord-raw, "));
         assert!(text.ends_with("npy-crc-limit, memcpy-limit"), "{text}");
+    }
+
+    #[test]
+    fn a_compressed_twin_shares_the_raw_name_up_to_the_codec() {
+        for b in Backend::ALL {
+            assert_eq!(b.compressed_if(false), b);
+            let twin = b.compressed_if(true);
+            if twin != b {
+                let (raw, packed) = (b.name(), twin.name());
+                assert!(raw.ends_with("-raw"), "{raw}");
+                assert_eq!(
+                    packed.rsplit_once('-').map(|p| p.0),
+                    raw.strip_suffix("-raw")
+                );
+                assert_eq!(twin.compressed_if(true), twin);
+            }
+        }
+        assert_eq!(Backend::ZrecordRaw.compressed_if(true), Backend::ZrecordRaw);
+        assert_eq!(Backend::LmdbRaw.compressed_if(true), Backend::LmdbRaw);
     }
 }

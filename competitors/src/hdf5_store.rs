@@ -108,11 +108,7 @@ fn write_all(ds: &hdf5::Dataset, bytes: &[u8]) -> Result<()> {
 
 impl Competitor for Hdf5 {
     fn backend(&self) -> Backend {
-        if self.gzip {
-            Backend::Hdf5Gzip
-        } else {
-            Backend::Hdf5Raw
-        }
+        Backend::Hdf5Raw.compressed_if(self.gzip)
     }
 
     fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored> {

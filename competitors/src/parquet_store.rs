@@ -61,11 +61,7 @@ impl Parquet {
 
 impl Competitor for Parquet {
     fn backend(&self) -> Backend {
-        if self.zstd {
-            Backend::ParquetZstd
-        } else {
-            Backend::ParquetRaw
-        }
+        Backend::ParquetRaw.compressed_if(self.zstd)
     }
 
     fn write(&mut self, source: &Source<'_>, dir: &Path) -> Result<Stored> {

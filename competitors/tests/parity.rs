@@ -222,18 +222,23 @@ fn expect_rows(ran: &[&str], geometry: Geometry) {
     }
 }
 
+/// `n` dense records of `dtype[item_shape]` from generator seed `seed`, checked in every backend
+/// that runs them (draws from seed `draws`).
+fn dense_case(seed: u64, dtype: DType, item_shape: &[u64], n: usize, draws: u64) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let owned = dense(&mut rng, dtype, item_shape, n);
+    let label = format!("dense {dtype} {item_shape:?} n={n}");
+    expect_rows(&check_all(&label, &owned, draws), Geometry::Dense);
+}
+
 #[test]
 fn dense_generated_vision_uint8() {
-    let mut rng = SmallRng::seed_from_u64(1);
-    let owned = dense(&mut rng, DType::UInt8, &[3, 24, 20], 97);
-    expect_rows(&check_all("dense u8 3x24x20", &owned, 11), Geometry::Dense);
+    dense_case(1, DType::UInt8, &[3, 24, 20], 97, 11);
 }
 
 #[test]
 fn dense_generated_tokens_int32() {
-    let mut rng = SmallRng::seed_from_u64(2);
-    let owned = dense(&mut rng, DType::Int32, &[512], 300);
-    expect_rows(&check_all("dense i32 512", &owned, 12), Geometry::Dense);
+    dense_case(2, DType::Int32, &[512], 300, 12);
 }
 
 #[test]
@@ -264,9 +269,7 @@ fn dense_generated_odd_dtypes_and_shapes() {
 #[test]
 fn dense_large_batch_parallel_path() {
     // > PAR_MIN_BYTES per gather so the rayon copy paths run.
-    let mut rng = SmallRng::seed_from_u64(4);
-    let owned = dense(&mut rng, DType::UInt8, &[3, 64, 64], 160);
-    expect_rows(&check_all("dense u8 3x64x64", &owned, 13), Geometry::Dense);
+    dense_case(4, DType::UInt8, &[3, 64, 64], 160, 13);
 }
 
 #[test]
@@ -323,6 +326,24 @@ fn corpora() -> Option<PathBuf> {
     }
 }
 
+/// Byte strings as a Ragged uint8 source of rank 1 (each record's one dim its length).
+fn byte_records(records: impl IntoIterator<Item = impl AsRef<[u8]>>) -> Owned {
+    let (mut values, mut offsets, mut shapes) = (Vec::new(), vec![0i64], Vec::new());
+    for r in records {
+        let r = r.as_ref();
+        values.extend_from_slice(r);
+        offsets.push(values.len() as i64);
+        shapes.push(r.len() as u64);
+    }
+    Owned::Ragged {
+        dtype: DType::UInt8,
+        ndim: 1,
+        values,
+        offsets,
+        shapes,
+    }
+}
+
 /// Real WikiText-2 lines: Ragged uint8 (each line's UTF-8 bytes, ndim 1) and Dense int32[512]
 /// blocks of byte-level "token ids" packed from the same stream.
 #[test]
@@ -330,21 +351,7 @@ fn real_text_slice() {
     let Some(root) = corpora() else { return };
     let text = std::fs::read_to_string(root.join("text/wikitext2/wiki.test.raw.txt")).unwrap();
     let lines: Vec<&str> = text.lines().filter(|l| l.len() >= 16).take(300).collect();
-    let mut values = Vec::new();
-    let mut offsets = vec![0i64];
-    let mut shapes = Vec::new();
-    for l in &lines {
-        values.extend_from_slice(l.as_bytes());
-        offsets.push(values.len() as i64);
-        shapes.push(l.len() as u64);
-    }
-    let owned = Owned::Ragged {
-        dtype: DType::UInt8,
-        ndim: 1,
-        values,
-        offsets,
-        shapes,
-    };
+    let owned = byte_records(&lines);
     expect_rows(&check_all("real text lines", &owned, 31), Geometry::Ragged);
 
     let ids: Vec<u8> = text
@@ -374,22 +381,7 @@ fn real_oxford_pet_slice() {
         .filter(|p| p.extension().is_some_and(|e| e == "jpg"))
         .collect();
     names.sort();
-    let mut values = Vec::new();
-    let mut offsets = vec![0i64];
-    let mut shapes = Vec::new();
-    for p in names.iter().take(40) {
-        let b = std::fs::read(p).unwrap();
-        shapes.push(b.len() as u64);
-        values.extend_from_slice(&b);
-        offsets.push(values.len() as i64);
-    }
-    let owned = Owned::Ragged {
-        dtype: DType::UInt8,
-        ndim: 1,
-        values,
-        offsets,
-        shapes,
-    };
+    let owned = byte_records(names.iter().take(40).map(|p| std::fs::read(p).unwrap()));
     expect_rows(
         &check_all("real oxford-pet bytes", &owned, 33),
         Geometry::Ragged,

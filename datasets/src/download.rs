@@ -69,15 +69,6 @@ pub struct FetchOutcome {
     pub verified: bool,
 }
 
-fn part_path(dest: &Path) -> PathBuf {
-    let mut name = dest
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".part");
-    dest.with_file_name(name)
-}
-
 fn normalize_digest(d: &str) -> Result<String> {
     let d = d.trim().to_ascii_lowercase();
     if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -172,7 +163,7 @@ pub fn fetch(url: &str, sha256: Option<&str>, dest: &Path, progress: bool) -> Re
         }
         fs::remove_file(dest).map_err(|e| Error::io(dest, "remove", e))?;
     }
-    let part = part_path(dest);
+    let part = crate::staging_path(dest, ".part");
     let agent = agent();
     let pb = byte_bar(progress, url);
     let mut resumed = false;

@@ -122,6 +122,17 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// `path` with `suffix` after its file name: the file a write goes to before it is renamed into
+/// place (`x.npy.tmp`, `x.zip.part`).
+pub(crate) fn staging_path(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
 /// A progress bar on stderr, hidden unless `enabled` and stderr is a terminal.
 pub(crate) fn progress_bar(len: u64, enabled: bool, what: &str) -> ProgressBar {
     if !enabled || !std::io::stderr().is_terminal() {

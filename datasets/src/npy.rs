@@ -136,15 +136,6 @@ fn build_header(descr: &str, shape: &[u64], min_dict_len: usize) -> Vec<u8> {
     out
 }
 
-fn tmp_path(path: &Path) -> PathBuf {
-    let mut name = path
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".tmp");
-    path.with_file_name(name)
-}
-
 /// Streaming `.npy` writer.
 #[derive(Debug)]
 pub struct NpyWriter {
@@ -191,7 +182,7 @@ impl NpyWriter {
             let reserve = build_header(descr, &widest, 0).len();
             header = build_header(descr, &shape, reserve.saturating_sub(11));
         }
-        let tmp = tmp_path(path);
+        let tmp = crate::staging_path(path, ".tmp");
         let file = File::create(&tmp).map_err(|e| Error::io(&tmp, "create", e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         out.write_all(&header)

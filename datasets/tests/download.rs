@@ -46,6 +46,17 @@ impl Server {
         s
     }
 
+    /// Serves `body` at `path` with no other quirk; its URL.
+    fn put_body(&self, path: &str, body: Vec<u8>) -> String {
+        self.put(
+            path,
+            Served {
+                body,
+                ..Served::default()
+            },
+        )
+    }
+
     fn put(&self, path: &str, served: Served) -> String {
         self.files.lock().unwrap().insert(path.to_string(), served);
         format!("{}{path}", self.base)
@@ -177,13 +188,7 @@ fn good_download_verifies_and_unpacks() {
         ("images/a.bin", noise(100_000)),
         ("images/b.txt", b"hello".to_vec()),
     ]);
-    let url = srv.put(
-        "/images.tar.gz",
-        Served {
-            body: archive.clone(),
-            ..Served::default()
-        },
-    );
+    let url = srv.put_body("/images.tar.gz", archive.clone());
     let tmp = tempfile::tempdir().unwrap();
     let dest = tmp.path().join("dl/images.tar.gz");
     let o = download::fetch(&url, Some(&sha(&archive).to_uppercase()), &dest, false).unwrap();
@@ -209,13 +214,7 @@ fn corrupted_download_is_rejected_and_deleted() {
     let good = tar_gz(&[("images/a.bin", noise(50_000))]);
     let mut bad = good.clone();
     bad[1000] ^= 0x40;
-    let url = srv.put(
-        "/bad.tar.gz",
-        Served {
-            body: bad.clone(),
-            ..Served::default()
-        },
-    );
+    let url = srv.put_body("/bad.tar.gz", bad.clone());
     let tmp = tempfile::tempdir().unwrap();
     let dest = tmp.path().join("bad.tar.gz");
     let err = download::fetch(&url, Some(&sha(&good)), &dest, false).unwrap_err();
@@ -235,13 +234,7 @@ fn corrupted_download_is_rejected_and_deleted() {
     assert!(!part(&dest).exists());
     // A stale file with the wrong digest is replaced, not trusted.
     std::fs::write(&dest, b"stale").unwrap();
-    srv.put(
-        "/bad.tar.gz",
-        Served {
-            body: good.clone(),
-            ..Served::default()
-        },
-    );
+    srv.put_body("/bad.tar.gz", good.clone());
     let o = download::fetch(&url, Some(&sha(&good)), &dest, false).unwrap();
     assert!(!o.cached);
     assert_eq!(std::fs::read(&dest).unwrap(), good);
@@ -329,9 +322,10 @@ fn restart_when_server_ignores_range() {
     );
 }
 
+mod common;
+
 fn corpora() -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpora"));
-    p.join("oxford-pet").is_dir().then_some(p)
+    common::corpora("oxford-pet", "the end-to-end test runs on synthetic images")
 }
 
 #[test]

@@ -6,17 +6,10 @@ use std::path::{Path, PathBuf};
 use datasets::npy::NpyFile;
 use datasets::tokens::{self, MAX_TOKENS, MIN_TOKENS};
 
+mod common;
+
 fn corpora() -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpora"));
-    if p.join("text").is_dir() {
-        Some(p)
-    } else {
-        eprintln!(
-            "SKIP: {} not found; corpus token tests need it",
-            p.display()
-        );
-        None
-    }
+    common::corpora("text", "corpus token tests need it")
 }
 
 /// `k` tokens exactly: "a" then " a" repeated (each is one GPT-2 token).

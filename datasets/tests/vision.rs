@@ -5,17 +5,10 @@ use std::path::{Path, PathBuf};
 use datasets::npy::NpyFile;
 use datasets::vision::{self, VisionMetadata};
 
+mod common;
+
 fn corpora() -> Option<PathBuf> {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpora"));
-    if p.join("oxford-pet").is_dir() {
-        Some(p)
-    } else {
-        eprintln!(
-            "SKIP: {} not found; vision tests need the shared corpora",
-            p.display()
-        );
-        None
-    }
+    common::corpora("oxford-pet", "vision tests need the shared corpora")
 }
 
 /// A source directory of symlinks to the named corpus images (nothing is copied).

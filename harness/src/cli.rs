@@ -5,14 +5,13 @@
 use std::process::ExitCode;
 
 use crate::cell_args::{
-    ColdCellArgs, LoaderCellArgs, SamplerCellArgs, StoreCellArgs, Subcommand, WriteProbeArgs,
+    Cell, ColdCellArgs, LoaderCellArgs, SamplerCellArgs, StoreCellArgs, WriteProbeArgs,
 };
 use crate::config::RunArgs;
 use crate::error::{HarnessError, Result};
+use crate::store::{self, sampler, write_probe};
 use crate::table::Table;
-use crate::{
-    cold_table, corpus, gate, loader_cell, report, run, sampler_table, store_cell, write_probe,
-};
+use crate::{cold, corpus, gate, loader, report, run};
 
 const USAGE: &str = "usage:
   harness [run] [--quick] [--repeats N] [--only TABLE[,..]] [--out DIR]
@@ -141,16 +140,14 @@ fn parse_run(args: &[String]) -> Result<(RunArgs, bool)> {
 
 pub fn dispatch(args: &[String]) -> Result<ExitCode> {
     match args.first().map(String::as_str) {
-        Some(StoreCellArgs::NAME) => store_cell::main(&StoreCellArgs::parse(&args[1..])?),
+        Some(StoreCellArgs::NAME) => store::main(&StoreCellArgs::parse(&args[1..])?),
         Some(WriteProbeArgs::NAME) => write_probe::main(&WriteProbeArgs::parse(&args[1..])?),
-        Some(ColdCellArgs::NAME) => cold_table::cell_main(&ColdCellArgs::parse(&args[1..])?),
-        Some(SamplerCellArgs::NAME) => {
-            sampler_table::cell_main(&SamplerCellArgs::parse(&args[1..])?)
-        }
-        Some(LoaderCellArgs::NAME) => loader_cell::cell_main(&LoaderCellArgs::parse(&args[1..])?),
+        Some(ColdCellArgs::NAME) => cold::cell_main(&ColdCellArgs::parse(&args[1..])?),
+        Some(SamplerCellArgs::NAME) => sampler::cell_main(&SamplerCellArgs::parse(&args[1..])?),
+        Some(LoaderCellArgs::NAME) => loader::cell::cell_main(&LoaderCellArgs::parse(&args[1..])?),
         Some("render") => report::render::main(
             &report::render::RenderArgs::parse(&args[1..])?,
-            cold_table::cold_md,
+            cold::cold_md,
         ),
         Some("gate") => gate::main(&args[1..]),
         Some("prepare") => {

@@ -13,50 +13,35 @@
 //! hidden `cell` subcommand); arms are rotated per repeat; each cell verifies 100 random batches
 //! byte for byte before timing and checks every timed batch after its timer stops.
 //!
-//! Modules by layer; each imports only from layers below it (`tests/module_graph/` checks the
-//! graph has no cycle):
+//! The source is in rooms, one folder each; a room imports only from rooms below it
+//! (`tests/module_graph/` checks the module graph has no cycle):
 //!
-//! | layer | modules |
+//! | layer | rooms and modules |
 //! |---|---|
-//! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) |
-//! | run | `run` (corpora, every selected table, the report) |
-//! | tables | `store_cell` (and `write_probe`, its interleaved A/B of writes), `sampler_table`, `loader_table` (running the rows, the tables), `loader_cell` (the Rust rows' cell) → `loader_store` (the store the rows read, checked against the source), `loader_match`, `loader_limit`, `cold_table` (the `--cold` tables) → `cold_loader`, `cold_limit`; `gate` (A/B pairs of two builds' loader cells: `gate::cells` → `loader_store`, `loader_arms`) |
-//! | inputs, outputs | `corpus` (corpora, sources); `report` (aggregation, `tables.md`, `plots`, `render`); `machine` (receipts) |
-//! | leaves | `config` (run options, paths), `model` (results, rows, cells, `Status`), `progress` → `table` (`Table`: names, geometry, corpus); `cell_args` (the hidden subcommands' command lines: `cli` parses them, the code that spawns a cell renders them) → `table`; `error` (`HarnessError`, what every fallible call returns); `corrupt` (the test-only `LOADERX_HARNESS_CORRUPT_BATCH` switch of every verifying cell) |
+//! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) → `run` (corpora, every selected table, the report) |
+//! | tables | `store/` (the store cell, its write probe, the sampler table), `loader/` (the loader tables, their Rust cell, the store they read), `cold/` (the `--cold` tables), `remote_table/` (feature `remote`); `gate` (A/B pairs of two builds' loader cells: `gate::cells` → `loader::store`, `loader::arms`) |
+//! | inputs, outputs | `corpus/` (corpora, sources, the token corpus); `report/` (aggregation, `tables.md`, plots, `render`); `machine` (receipts) |
+//! | leaves | `common/` (run options, results, tables, errors, progress, child processes, the cells' command lines, the corruption switch) |
+//!
+//! The common room's modules are named at the root too (`crate::error`, `crate::table`, ...), as
+//! every room reads them.
 
-mod cell_args;
-mod child;
 mod cli;
-mod cold_limit;
-mod cold_loader;
-mod cold_table;
-mod config;
+mod cold;
+mod common;
 mod corpus;
-mod corrupt;
-mod error;
 mod gate;
-mod loader_arms;
-mod loader_cell;
-mod loader_goals;
-mod loader_limit;
-mod loader_match;
-mod loader_pair;
-mod loader_store;
-mod loader_table;
+mod loader;
 mod machine;
-mod model;
-mod progress;
 mod remote_report;
 #[cfg(feature = "remote")]
 mod remote_table;
 mod report;
 mod run;
-mod sampler_table;
-mod store_cell;
-mod table;
-mod token_corpus;
+mod store;
 mod working_set;
-mod write_probe;
+
+use common::{cell_args, child, config, corrupt, error, model, progress, table};
 
 use std::process::ExitCode;
 

@@ -5,15 +5,15 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-use crate::cell_args::{StoreCellArgs, Subcommand};
+use crate::cell_args::{Cell, StoreCellArgs};
 use crate::config::{self, RunArgs};
 use crate::corpus::{self, Corpora};
 use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, Report, Status};
 use crate::progress::{Ledger, progress};
-use crate::store_cell;
+use crate::store::{self, sampler};
 use crate::table::{Corpus, Table};
-use crate::{loader_table, machine, report, sampler_table, working_set};
+use crate::{loader, machine, report, working_set};
 
 /// Backends that the reference leaves out of the Ragged vision table when a batch takes > 1 s.
 pub const SLOW_RAGGED_VISION: &[&str] = &["hdf5-gzip", "arrow-ipc-zstd", "parquet-zstd"];
@@ -174,21 +174,20 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
             logical,
             working_set::llc_or_fallback(),
         ));
-        st.captions.push(store_cell::WRITE_METHOD.to_string());
-        st.captions.push(store_cell::LIMIT_METHOD.to_string());
+        st.captions.push(store::WRITE_METHOD.to_string());
+        st.captions.push(store::LIMIT_METHOD.to_string());
         if st
             .rows
             .iter()
             .any(|r| r.backend == "npy-crc-limit" && r.status == Status::Ok)
         {
-            st.captions
-                .push(store_cell::VERIFIED_COPY_LIMIT.to_string());
+            st.captions.push(store::VERIFIED_COPY_LIMIT.to_string());
         }
         report.store_tables.push(st);
     }
     let mut cold_failed = 0;
     if a.cold {
-        let (md, failed) = crate::cold_table::run(&a, &corpora, &work, &out)?;
+        let (md, failed) = crate::cold::run(&a, &corpora, &work, &out)?;
         println!("{md}");
         cold_failed = failed;
         // cold.json holds the cells; the run's receipt (machine, source, publishable) beside it.
@@ -208,11 +207,10 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     }
     let mut phases = Ledger::default();
     if a.selected(Table::Sampler) {
-        report.sampler = Some(phases.time("sampler", || sampler_table::run(&a, &work))?);
+        report.sampler = Some(phases.time("sampler", || sampler::run(&a, &work))?);
     }
     if Table::LOADER.into_iter().any(|t| a.selected(t)) {
-        report.loader =
-            Some(phases.time("loader tables", || loader_table::run(&a, &corpora, &work))?);
+        report.loader = Some(phases.time("loader tables", || loader::run(&a, &corpora, &work))?);
     }
     eprintln!("{}", phases.summary("sampler and loader tables", 2));
     report.machine = machine::receipts();

@@ -8,7 +8,7 @@
 //! and ragged, and a store that differs from the source), and the Python rows' shared timed loop
 //! (`harness/python/loaders/common.py`, when the project venv's Python is found). The cold cells
 //! drop the machine's page cache, which a test must not do; their batch check is unit-tested in
-//! `cold_loader`.
+//! `cold::loader`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -132,17 +132,28 @@ fn gate_fails(dir: &Path, dense: &Path, ragged: &Path, corrupt: u64) -> bool {
         && decision["pairs"] == json!([])
 }
 
-/// Runs a store cell (`zrecord-raw`) of `table` over `corpus`; returns its result.
-fn store_cell(tmp: &Path, table: &str, corpus: &Path, corrupt: Option<u64>) -> Value {
+/// A store cell's command line (`harness cell field=value ...`): no timed seconds, 3 verified
+/// batches, seed 7, its stores under `tmp/work`, its result in `out`.
+fn cell_command(tmp: &Path, table: &str, backend: &str, corpus: &Path, out: &Path) -> Command {
     let work = tmp.join("work");
     std::fs::create_dir_all(&work).expect("work dir");
-    let out = tmp.join(format!("{table}-{corrupt:?}.json"));
     let mut c = Command::new(EXE);
-    c.args(["cell", table, "zrecord-raw"])
-        .arg(corpus)
-        .arg(&work)
-        .arg(&out)
-        .args(["0", "3", "7"]);
+    c.args([
+        "cell",
+        &format!("table={table}"),
+        &format!("backend={backend}"),
+    ])
+    .arg(format!("corpus={}", corpus.display()))
+    .arg(format!("work={}", work.display()))
+    .arg(format!("out={}", out.display()))
+    .args(["min_seconds=0", "verify_batches=3", "seed=7"]);
+    c
+}
+
+/// Runs a store cell (`zrecord-raw`) of `table` over `corpus`; returns its result.
+fn store_cell(tmp: &Path, table: &str, corpus: &Path, corrupt: Option<u64>) -> Value {
+    let out = tmp.join(format!("{table}-{corrupt:?}.json"));
+    let mut c = cell_command(tmp, table, "zrecord-raw", corpus, &out);
     c.env_remove(CORRUPT);
     if let Some(k) = corrupt {
         c.env(CORRUPT, k.to_string());
@@ -188,18 +199,14 @@ fn a_store_cell_with_no_layout_is_unverified_not_verified() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let ragged = tmp.path().join("ragged");
     ragged_corpus(&ragged);
-    let work = tmp.path().join("work");
-    std::fs::create_dir_all(&work).expect("work dir");
     let out = tmp.path().join("na.json");
-    let o = run({
-        let mut c = Command::new(EXE);
-        c.args(["cell", "ragged-tokens", "npy-mmap-raw"])
-            .arg(&ragged)
-            .arg(&work)
-            .arg(&out)
-            .args(["0", "3", "7"]);
-        c
-    });
+    let o = run(cell_command(
+        tmp.path(),
+        "ragged-tokens",
+        "npy-mmap-raw",
+        &ragged,
+        &out,
+    ));
     assert!(o.status.success());
     let r: Value = serde_json::from_slice(&std::fs::read(&out).expect("result")).expect("JSON");
     assert_eq!(r["status"], json!("n/a"), "{r}");
@@ -209,10 +216,10 @@ fn a_store_cell_with_no_layout_is_unverified_not_verified() {
 /// Runs a Rust loader cell; returns its JSON line.
 fn loader_cell(kind: &str, store: &Path, corpus: &Path, arm: &str, corrupt: Option<u64>) -> Value {
     let mut c = Command::new(EXE);
-    c.args(["loader-cell", kind])
-        .arg(store)
-        .arg(corpus)
-        .args([arm, "8"]);
+    c.args(["loader-cell", &format!("kind={kind}")])
+        .arg(format!("store={}", store.display()))
+        .arg(format!("corpus={}", corpus.display()))
+        .args([format!("arm={arm}"), "batches=8".into()]);
     c.env_remove(CORRUPT);
     if let Some(k) = corrupt {
         c.env(CORRUPT, k.to_string());

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cell_args::{LoaderCellArgs, Subcommand};
-use crate::loader_arms::{self, BLOCK_ENV};
-use crate::loader_store::{batch_bytes, ensure_store, store_len};
+use crate::cell_args::{Cell as _, LoaderCellArgs};
+use crate::loader::arms::{self as loader_arms, BLOCK_ENV};
+use crate::loader::store::{batch_bytes, ensure_store, store_len};
 use crate::table::{BARE_ROW, Layout, Table};
 
 /// One gated path: a loader-table row over one store.

@@ -44,7 +44,7 @@ use zrecord::{
 use crate::config::{self, RunArgs};
 use crate::corpus::{self, Loaded};
 use crate::error::{HarnessError, Result};
-use crate::loader_arms;
+use crate::loader::arms;
 use crate::table::Table;
 
 mod server;
@@ -68,8 +68,8 @@ const ARMS: [&str; 8] = [
 /// The first peer row in [`ARMS`].
 const FIRST_PEER: usize = 5;
 
-/// Timed batches of a peer row (blocks of [`loader_arms::BLOCK`], each after
-/// [`loader_arms::DRAIN`] drained ones: the drains dominate what a peer fetches).
+/// Timed batches of a peer row (blocks of [`arms::BLOCK`], each after
+/// [`arms::DRAIN`] drained ones: the drains dominate what a peer fetches).
 fn peer_batches(quick: bool) -> usize {
     if quick { 8 } else { 16 }
 }
@@ -216,7 +216,7 @@ fn time_peer(arm: &str, server: &Server, p: &PeerArgs<'_>) -> Timed {
         .arg(p.draws)
         .arg(p.peer_dir)
         .arg(p.batches.to_string())
-        .arg(loader_arms::WARMUP.to_string())
+        .arg(arms::WARMUP.to_string())
         .envs(peer_env(server))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -401,10 +401,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         // Per repeat: the cached store's speed over the local one's, gathered in pairs.
         let mut pairs: Vec<f64> = Vec::new();
         let peer_dir = work.join("peers");
-        let steps = (batches + warm).max(loader_arms::steps_needed(
-            peer_batches(a.quick),
-            loader_arms::BLOCK,
-        ));
+        let steps = (batches + warm).max(arms::steps_needed(peer_batches(a.quick), arms::BLOCK));
         for rep in 0..a.repeats {
             let mut rng = SmallRng::seed_from_u64(7 + rep as u64);
             let all_draws: Vec<Vec<u64>> = (0..steps)

@@ -231,7 +231,7 @@ pub fn render_markdown(rep: &Report) -> String {
             s.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
         s.push('\n');
-        s.push_str(&crate::loader_goals::render(t));
+        s.push_str(&crate::loader::goals::render(t));
     }
     s
 }

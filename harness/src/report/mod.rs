@@ -192,7 +192,7 @@ pub fn render_results(j: &Value) -> String {
     }
 }
 
-/// `x memcpy` from the limit timed beside each cell's gathers (`store_cell::LIMIT_METHOD`):
+/// `x memcpy` from the limit timed beside each cell's gathers (`store::LIMIT_METHOD`):
 /// the median over the cells of the limit's seconds over the cell's for the same batches; `None`
 /// unless every cell timed it.
 fn paired_x_memcpy(cells: &[&CellResult]) -> Option<f64> {

@@ -3,7 +3,7 @@
 //! batch starts from a dropped page cache, plus the `cold-limit` row (`O_DIRECT` random reads of
 //! the same record extents at the best queue depth). Owns the hidden `cold-cell` subcommand (one
 //! backend of one table in its own process), its result (a cold [`CellResult`]), and `cold.json` /
-//! `cold.md` in the results directory. The loader rows are `cold_loader`'s.
+//! `cold.md` in the results directory. The loader rows are `cold::loader`'s.
 //!
 //! Protocol: the store is opened once per cell (untimed; a reader loads its own metadata at open,
 //! as in the warm tables, and keeps it, as a training job keeps its store open). Each timed batch:
@@ -21,17 +21,19 @@ use benchkit::stats::percentile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::cell_args::{ColdCellArgs, Subcommand};
-use crate::cold_limit::{self, DEPTHS, DiskStat, Extent};
-use crate::cold_loader;
+use crate::cell_args::{Cell, ColdCellArgs};
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
 use crate::corrupt;
 use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, CellTable, Status, or_nan};
 use crate::progress::progress;
-use crate::store_cell::BATCH;
+use crate::store::BATCH;
 use crate::table::Table;
+use limit::{DEPTHS, DiskStat, Extent};
+
+pub mod limit;
+pub mod loader;
 
 /// The row name of the device limit.
 pub const LIMIT_ROW: &str = "cold-limit";
@@ -53,7 +55,7 @@ pub fn rows() -> Vec<&'static str> {
         .iter()
         .filter(|b| !b.is_reference())
         .map(|b| b.name())
-        .chain(cold_loader::ARMS.iter().map(|a| a.0))
+        .chain(loader::ARMS.iter().map(|a| a.0))
         .chain([LIMIT_ROW])
         .collect()
 }
@@ -93,7 +95,7 @@ fn cell(
     seed: u64,
     r: &mut CellResult,
 ) -> Result<()> {
-    if let Err(why) = cold_limit::can_drop_caches() {
+    if let Err(why) = limit::can_drop_caches() {
         r.status = Status::NotApplicable;
         r.note = Some(format!("skipped: {why}"));
         return Ok(());
@@ -102,7 +104,7 @@ fn cell(
     let source = loaded.source();
     source.validate().map_err(HarnessError::InvalidSource)?;
     let limit_row = backend_name == LIMIT_ROW;
-    let loader_arm = cold_loader::arm(backend_name);
+    let loader_arm = loader::arm(backend_name);
     // The limit reads the extents of the zrecord raw store; the loader rows read that store.
     let write_as = if limit_row || loader_arm.is_some() {
         "zrecord-raw"
@@ -173,8 +175,8 @@ fn timed_cell(
     // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
     let mut counter = corrupt::Counter::from_env();
     for (k, idx) in draws.iter().enumerate() {
-        cold_limit::unmap_pages_under(&stored.dir)?;
-        cold_limit::drop_caches()?;
+        limit::unmap_pages_under(&stored.dir)?;
+        limit::drop_caches()?;
         let before = DiskStat::read(&stat_file)?;
         let t = Instant::now();
         let got = reader
@@ -231,7 +233,7 @@ fn loader_cell(
 ) -> Result<()> {
     let path = zrecord_container(dir)?;
     let stat_file = DiskStat::file_for(dir)?;
-    let run = cold_loader::run(&path, source, workers, prefetch, batches, &stat_file)?;
+    let run = loader::run(&path, source, workers, prefetch, batches, &stat_file)?;
     r.gather_batches = run.batches;
     r.gather_records = run.batches * BATCH as u64;
     r.gather_s = run.seconds;
@@ -292,7 +294,7 @@ fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut CellResult) -> Result<()> 
         .collect();
     let mut runs = Vec::new();
     for depth in DEPTHS {
-        runs.push(cold_limit::limit(&files, &ext, depth)?);
+        runs.push(limit::limit(&files, &ext, depth)?);
     }
     let best = runs
         .iter()
@@ -311,7 +313,7 @@ fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut CellResult) -> Result<()> 
     // last reads of a batch run with fewer in flight (shown beside, not the row's figure).
     let mut barrier_s = 0.0;
     for batch in ext.chunks(BATCH) {
-        barrier_s += cold_limit::limit(&files, batch, best.depth)?.seconds;
+        barrier_s += limit::limit(&files, batch, best.depth)?.seconds;
     }
     let mut note: Vec<String> = runs
         .iter()
@@ -408,7 +410,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path, out: &Path) -> Result<(S
 fn batches_of(cells: &[CellResult]) -> u64 {
     cells
         .iter()
-        .filter(|c| cold_loader::arm(&c.backend).is_none())
+        .filter(|c| loader::arm(&c.backend).is_none())
         .map(|c| c.gather_batches)
         .max()
         .filter(|&b| b > 0)

@@ -11,7 +11,7 @@
 //! `verified: null`. The ragged contract's `cu_seqlens` and shapes are still built from the drawn
 //! records, as a loader must.
 //!
-//! Below `loader_cell` (the Rust cell that runs it): it imports only `loader_arms` (the block
+//! Below `loader::cell` (the Rust cell that runs it): it imports only `loader::arms` (the block
 //! size) and `error`.
 
 use std::sync::mpsc::{Receiver, sync_channel};
@@ -152,7 +152,7 @@ impl CopyLimit {
     fn prefill(&mut self, batch: usize) {
         let len = self.average_batch_bytes(batch);
         let room = if self.ragged { 2 * len } else { len };
-        let bufs: Vec<Vec<u8>> = (0..crate::loader_arms::BLOCK + 2)
+        let bufs: Vec<Vec<u8>> = (0..crate::loader::arms::BLOCK + 2)
             .map(|_| self.free.take(room))
             .collect();
         for b in bufs {
@@ -273,14 +273,14 @@ mod tests {
         };
         // Batches taken and dropped one after another reuse the prefilled buffers: no new one.
         let mut seen = vec![first_ptr];
-        for _ in 0..3 * crate::loader_arms::BLOCK {
+        for _ in 0..3 * crate::loader::arms::BLOCK {
             let again = limit.copy(&idx);
             if !seen.contains(&again.values.as_ptr()) {
                 seen.push(again.values.as_ptr());
             }
         }
         assert!(
-            seen.len() <= crate::loader_arms::BLOCK + 2,
+            seen.len() <= crate::loader::arms::BLOCK + 2,
             "{}",
             seen.len()
         );

@@ -13,7 +13,9 @@ use zrecord::DType;
 use crate::config::RunArgs;
 use crate::error::{HarnessError, Result};
 use crate::table::{Corpus, Layout, Stage, Table};
-use crate::{token_corpus, working_set};
+use crate::working_set;
+
+pub mod tokens;
 
 /// A prepared corpus directory (the datasets crate's layout) and what it is.
 #[derive(Clone, Debug)]
@@ -118,7 +120,7 @@ pub fn caption(t: Table, p: &Prepared, records: u64) -> Option<String> {
     }
     let m = &p.metadata;
     match t.corpus()? {
-        Corpus::Tokens => token_corpus::caption(m, t.layout() == Some(Layout::Ragged)),
+        Corpus::Tokens => tokens::caption(m, t.layout() == Some(Layout::Ragged)),
         Corpus::Vision => Some(format!(
             "{}{} records from {} ({} images), {} unique{}.",
             if t == Table::RaggedVision {
@@ -231,7 +233,7 @@ fn cached_or_synthesized(
     Ok(Prepared::synthetic(dir, m))
 }
 
-/// Finds or builds the token corpus (the real one is laid out by [`token_corpus`]).
+/// Finds or builds the token corpus (the real one is laid out by [`tokens`]).
 pub fn tokens(a: &RunArgs) -> Result<Prepared> {
     let n = token_records(a);
     let ragged_min = if a.quick { 20_000 } else { 200_000 };
@@ -242,19 +244,19 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared> {
     ));
     let mut sources: Vec<PathBuf> = Vec::new();
     if let Some(t) = &a.text {
-        sources.extend(token_corpus::text_files(t)?);
+        sources.extend(tokens::text_files(t)?);
     }
     if let Some(p) = &a.wikitext_parquet {
-        sources.extend(token_corpus::text_files(p)?);
+        sources.extend(tokens::text_files(p)?);
     }
     if sources.is_empty() {
         let full = a.cache.join("wikitext-103-raw");
         if full.is_dir() {
-            sources.extend(token_corpus::text_files(&full)?);
+            sources.extend(tokens::text_files(&full)?);
         }
     }
     if !sources.is_empty() {
-        let req = token_corpus::Request {
+        let req = tokens::Request {
             sources: sources
                 .iter()
                 .map(|s| s.canonicalize().unwrap_or(s.clone()).display().to_string())
@@ -268,13 +270,13 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared> {
         {
             return Ok(Prepared::real(real_dir, m));
         }
-        let plan = token_corpus::plan(&sources);
+        let plan = tokens::plan(&sources);
         eprintln!(
             "harness: tokenizing {n} dense blocks from {:?} and >= {ragged_records} ragged records from {:?}",
             plan.dense, plan.ragged
         );
         let t = std::time::Instant::now();
-        let m = token_corpus::prepare(&plan, &real_dir, &req)?;
+        let m = tokens::prepare(&plan, &real_dir, &req)?;
         eprintln!(
             "harness: tokens prepared in {:.1} s",
             t.elapsed().as_secs_f64()
@@ -490,6 +492,19 @@ impl Loaded {
         Loaded::open_records(table, dir, true)
     }
 
+    /// A ragged source: `values` cut at `offsets`, each record's `ndim` dims in `shapes`.
+    fn ragged(values: NpyFile, offsets: Vec<i64>, shapes: Vec<u64>, ndim: usize) -> Result<Loaded> {
+        Ok(Loaded {
+            dtype: dtype_of(values.descr())?,
+            files: vec![values],
+            offsets,
+            shapes,
+            dense_shape: vec![],
+            ragged_ndim: ndim,
+            dense: false,
+        })
+    }
+
     fn open_records(table: Table, dir: &Path, whole: bool) -> Result<Loaded> {
         let open = |name: &str| {
             NpyFile::open(dir.join(name)).map_err(|source| HarnessError::Datasets {
@@ -531,31 +546,14 @@ impl Loaded {
                 };
                 offsets.truncate(keep + 1);
                 shapes.truncate(keep * RAGGED_VISION_NDIM);
-                Ok(Loaded {
-                    files: vec![v],
-                    offsets,
-                    shapes,
-                    dense_shape: vec![],
-                    dtype,
-                    ragged_ndim: RAGGED_VISION_NDIM,
-                    dense: false,
-                })
+                Loaded::ragged(v, offsets, shapes, RAGGED_VISION_NDIM)
             }
             (Stage::Store, Some(Layout::Ragged), Some(Corpus::Tokens)) => {
                 let v = open("tokens.npy")?;
                 let o = open("offsets.npy")?;
                 let offsets = le_words(&o, i64::from_le_bytes);
                 let shapes: Vec<u64> = offsets.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
-                let dtype = dtype_of(v.descr())?;
-                Ok(Loaded {
-                    files: vec![v],
-                    offsets,
-                    shapes,
-                    dense_shape: vec![],
-                    dtype,
-                    ragged_ndim: 1,
-                    dense: false,
-                })
+                Loaded::ragged(v, offsets, shapes, 1)
             }
             _ => Err(HarnessError::Missing {
                 what: format!("source of table {table}"),
@@ -565,9 +563,9 @@ impl Loaded {
     }
 
     /// The held-out dictionary sample of token table `table` in the corpus `dir` (see
-    /// [`token_corpus`]); `None` for a vision table or a corpus without one.
+    /// [`tokens`]); `None` for a vision table or a corpus without one.
     pub fn open_held_out(table: Table, dir: &Path) -> Result<Option<Loaded>> {
-        let held = dir.join(token_corpus::HELD_OUT);
+        let held = dir.join(tokens::HELD_OUT);
         if table.corpus() != Some(Corpus::Tokens) || !held.is_dir() {
             return Ok(None);
         }

@@ -6,12 +6,10 @@
 //! Types and their (de)serialization only: it imports nothing from the crate but [`Table`].
 //! Aggregation and rendering live in `report`, `plots`; the gate reads the same JSON.
 
-use std::fmt;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
-use crate::table::{Stage, Table};
+use crate::table::{Stage, Table, by_name};
 
 /// The `schema` field of every `results.json`.
 pub const SCHEMA: &str = "loaderx-harness/1";
@@ -57,25 +55,7 @@ impl Status {
     }
 }
 
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Serialize for Status {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for Status {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Status, D::Error> {
-        let name = String::deserialize(d)?;
-        Status::from_name(&name)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown status {name:?}")))
-    }
-}
+by_name!(Status, "status");
 
 /// Deserializes a figure a cell kind has: present (a number, or `null` for NaN) gives `Some`;
 /// with `#[serde(default)]`, absent gives `None`.
@@ -132,25 +112,7 @@ impl PartialEq<Table> for CellTable {
     }
 }
 
-impl fmt::Display for CellTable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name())
-    }
-}
-
-impl Serialize for CellTable {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for CellTable {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CellTable, D::Error> {
-        let name = String::deserialize(d)?;
-        CellTable::from_name(&name)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown table {name:?}")))
-    }
-}
+by_name!(CellTable, "table");
 
 /// What one cell reports, warm or cold (one JSON file per cell run; a cold table's cells are
 /// `cold.json`). The figures every cell has are plain fields; a figure only one kind measures is
@@ -243,7 +205,7 @@ pub struct CellResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_limit_mib_s: Option<f64>,
     /// Seconds the `memcpy-limit` copy took for exactly the timed batches' records, timed in this
-    /// cell in rounds alternating with the backend's gathers (`store_cell::LIMIT_METHOD`); absent
+    /// cell in rounds alternating with the backend's gathers (`store::LIMIT_METHOD`); absent
     /// in the limit's own cells and in older results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_gather_s: Option<f64>,

@@ -5,15 +5,15 @@
 //! loader with several workers delivers in completion order (as documented), so a batch is
 //! matched to the earliest pending step whose probe records equal the source's records.
 //!
-//! Below `loader_table`: it imports `loader_arms` (the batch size), `loader_limit` (the copy) and
+//! Below `loader`: it imports `loader::arms` (the batch size), `loader::limit` (the copy) and
 //! `corrupt` (the test-only switch).
 
 use competitors::Source;
 
 use crate::corrupt;
 use crate::error::Result;
-use crate::loader_arms::BATCH;
-use crate::loader_limit::Copied;
+use crate::loader::arms::BATCH;
+use crate::loader::limit::Copied;
 
 /// What one step delivered: a loader's (or the bare gather's) batches, the limit row's copy, or
 /// an owned copy of a delivered batch (what `LOADERX_HARNESS_CORRUPT_BATCH` turns one into).

@@ -1,10 +1,10 @@
 //! Table 6: end-to-end loaders over dense vision and ragged tokens, loaderx against the peer
-//! loaders (`loader_arms`). Each row runs in a fresh process (the hidden `loader-cell` subcommand,
-//! `loader_cell`, for the Rust rows, `harness/python/loader_bench.py` for the Python ones), arms
+//! loaders (`loader::arms`). Each row runs in a fresh process (the hidden `loader-cell` subcommand,
+//! `loader::cell`, for the Rust rows, `harness/python/loader_bench.py` for the Python ones), arms
 //! rotated per repeat, every timed batch verified after its timer; a separate sampled run per arm
 //! gives the process-tree PSS (peak RAM), and one more run of each process-based arm in a private
 //! 64 MiB `/dev/shm` gives the `/dev/shm` column. Owns the two loader tables: running the cells,
-//! folding their JSON lines into rows; the store the rows read is `loader_store`'s.
+//! folding their JSON lines into rows; the store the rows read is `loader::store`'s.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,13 +15,19 @@ use serde_json::{Value, json};
 use crate::config::RunArgs;
 use crate::corpus::Corpora;
 use crate::error::{HarnessError, Result};
-use crate::loader_arms::{
-    self, ARMS, Arm, BATCH, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE,
-};
-use crate::loader_store::{batch_bytes, ensure_store, store_len};
 use crate::model::FreeTable;
 use crate::progress::progress;
 use crate::table::{Corpus, LIMIT_ROW, Layout, Table};
+use arms::{ARMS, Arm, BATCH, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE};
+use store::{batch_bytes, ensure_store, store_len};
+
+pub mod arms;
+pub mod cell;
+pub mod goals;
+pub mod limit;
+pub mod matching;
+pub mod pair;
+pub mod store;
 
 /// An inline loader row's bare gather, timed in the row's own cell block by block beside it
 /// (`loader_pair`), samples/s, one beside each of its `samples/s repeats`.
@@ -31,7 +37,7 @@ pub const PAIRED_BARE: &str = "bare-gather samples/s paired repeats";
 #[derive(Default)]
 struct ArmResult {
     per_batch: Vec<f64>,
-    /// Each timed repeat's bare gather, timed beside it in its cell (`loader_pair`), seconds per
+    /// Each timed repeat's bare gather, timed beside it in its cell (`loader::pair`), seconds per
     /// batch, beside `per_batch`; `None` for a row that is not paired.
     bare_per_batch: Vec<Option<f64>>,
     peaks: Vec<u64>,
@@ -104,7 +110,7 @@ fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
 
 /// The `/dev/shm` column: whether the arm completes a short run in a private 64 MiB `/dev/shm`.
 fn small_shm_run(cmd: &Command) -> String {
-    let small = loader_arms::in_small_shm(cmd);
+    let small = arms::in_small_shm(cmd);
     match run_json(small, false) {
         Ok((j, _)) if j.get("verified").and_then(Value::as_bool) == Some(true) => {
             "completes".to_string()
@@ -117,10 +123,7 @@ fn small_shm_run(cmd: &Command) -> String {
         ),
         Err(HarnessError::Cell {
             code: Some(124), ..
-        }) => format!(
-            "hangs (killed after {} s)",
-            loader_arms::SMALL_SHM_TIMEOUT_S
-        ),
+        }) => format!("hangs (killed after {} s)", arms::SMALL_SHM_TIMEOUT_S),
         Err(e) => format!("fails: {e}"),
     }
 }
@@ -169,14 +172,9 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         };
         let store = ensure_store(source, &prepared.dir, work)?;
         let records = store_len(&store, dense)?;
-        // Every row of the table holds the same blocks of timed batches (`loader_arms::HELD_BYTES`).
-        let block = loader_arms::block_for(batch_bytes(&store, records)?);
-        let draws = loader_arms::write_draws(
-            table,
-            work,
-            records,
-            loader_arms::steps_needed(batches, block),
-        )?;
+        // Every row of the table holds the same blocks of timed batches (`arms::HELD_BYTES`).
+        let block = arms::block_for(batch_bytes(&store, records)?);
+        let draws = arms::write_draws(table, work, records, arms::steps_needed(batches, block))?;
         let corpus_name = prepared
             .dir
             .file_name()
@@ -187,7 +185,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         let arms: Vec<Arm> = ARMS
             .into_iter()
             .filter(|arm| arm.applies(dense) && arm.name != "webdataset")
-            .filter(|arm| !a.quick || loader_arms::QUICK_ARMS.contains(&arm.name))
+            .filter(|arm| !a.quick || arms::QUICK_ARMS.contains(&arm.name))
             .collect();
         let args = |b: usize| CellArgs {
             exe: &exe,
@@ -200,13 +198,13 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         };
         let command = |arm: &Arm, b: usize| {
             arm.command(&args(b)).map(|mut c| {
-                c.env(loader_arms::BLOCK_ENV, block.to_string());
+                c.env(arms::BLOCK_ENV, block.to_string());
                 c
             })
         };
         // The Python rows' sampled peak-RAM runs check batches against digests (no source map).
         let digests = if arms.iter().any(|x| x.runner != Runner::Rust) {
-            match loader_arms::write_digests(kind, &prepared.dir, &draws, work, batches, block) {
+            match arms::write_digests(kind, &prepared.dir, &draws, work, batches, block) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     eprintln!("harness: {kind}: {e}; the peak-RAM runs check against the source");
@@ -236,9 +234,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
         let limit = arms.iter().position(|x| x.name == LIMIT_ROW);
         let interleave = !a.quick;
         let orders: Vec<Vec<usize>> = (0..=a.repeats)
-            .map(|rep| {
-                loader_arms::pass_order(arms.len(), rep, limit, interleave && rep < a.repeats)
-            })
+            .map(|rep| arms::pass_order(arms.len(), rep, limit, interleave && rep < a.repeats))
             .collect();
         let cells: usize = orders.iter().map(Vec::len).sum();
         let pb = progress((cells + shm_runs) as u64, "loader");
@@ -294,7 +290,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
                     continue;
                 }
                 pb.set_prefix(format!("{kind} / {} (64 MiB /dev/shm)", arm.name));
-                if let Ok(cmd) = command(arm, loader_arms::SMALL_SHM_BATCHES) {
+                if let Ok(cmd) = command(arm, arms::SMALL_SHM_BATCHES) {
                     r.small_shm = Some(small_shm_run(&cmd));
                 }
                 pb.inc(1);
@@ -375,7 +371,7 @@ fn build_table(
             "64 MiB /dev/shm": r.small_shm,
             "note": note,
         });
-        // Beside each repeat of an inline row, the bare gather timed in its cell (`loader_pair`).
+        // Beside each repeat of an inline row, the bare gather timed in its cell (`loader::pair`).
         if sps.is_some()
             && !r.bare_per_batch.is_empty()
             && r.bare_per_batch.iter().all(Option::is_some)
@@ -400,9 +396,9 @@ fn build_table(
         name: table,
         title: format!(
             "End-to-end loader, {kind}: batch {BATCH}, IID (the same draws for every row), {batches} timed batches after {WARMUP} warm-up, in blocks of {block} held until the block's timer stops, each block after {DRAIN} untimed batches, each row in a fresh process, rows rotated per repeat; every timed batch is compared with the source records after its timer (the timer covers only delivery, conversion to the batch contract included); samples/s = median over repeats, for the memcpy-limit row (a bound) its fastest repeat (a full run times it again after every {} other rows; sd = sample SD); peak RAM = max(process-tree PSS sampled every 20 ms in a separate run of {memory_batches} batches, the row process's own peak RSS in that run), where the Python rows check each batch against a SHA-256 digest precomputed in another process, so no row maps the source arrays only to check them; x loaderx = loaderx Python samples/s / this row's (> 1: loaderx Python is faster); 64 MiB /dev/shm = a {}-batch run of the row in a private mount namespace with a 64 MiB /dev/shm, bounded by {} s",
-            loader_arms::LIMIT_EVERY,
-            loader_arms::SMALL_SHM_BATCHES,
-            loader_arms::SMALL_SHM_TIMEOUT_S
+            arms::LIMIT_EVERY,
+            arms::SMALL_SHM_BATCHES,
+            arms::SMALL_SHM_TIMEOUT_S
         ),
         synthetic,
         columns: [

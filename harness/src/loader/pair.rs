@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use loaderx::{IndexSampler, Mode, Sampler, StreamView};
 
 use crate::error::Result;
-use crate::loader_arms::BATCH;
-use crate::loader_match::Delivered;
+use crate::loader::arms::BATCH;
+use crate::loader::matching::Delivered;
 use competitors::Source;
 
 /// The rows timed beside the bare gather: the inline loader (no worker refills a window while

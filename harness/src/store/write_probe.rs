@@ -2,7 +2,7 @@
 //! interleaved (hidden subcommand; method notes in `docs/benchmarks.md`, "Probes and cells").
 //!
 //! Every round writes each arm once, in a rotated order, under the cell protocol
-//! ([`store_cell::WRITE_METHOD`]: flush, warm pages, then the timed write into a fresh directory)
+//! ([`store::WRITE_METHOD`]: flush, warm pages, then the timed write into a fresh directory)
 //! and prints, per write, its MiB/s, the ratio to the round's `write-limit` arm (one plain
 //! sequential write of the same bytes) and the process's page faults and context switches during
 //! the write (`getrusage`, all threads). The written store of every write is read back and
@@ -17,10 +17,10 @@ use benchkit::rng::uniform_batch;
 use benchkit::stats::median;
 use competitors::Source;
 
+use super::BATCH;
 use crate::cell_args::WriteProbeArgs;
 use crate::corpus::Loaded;
 use crate::error::{HarnessError, Result};
-use crate::store_cell::{self, BATCH};
 
 /// One write's figures.
 struct Write {
@@ -73,7 +73,7 @@ pub fn main(args: &WriteProbeArgs) -> Result<ExitCode> {
         .map_err(HarnessError::backend(arm, "prepare"))?;
         backends.push(Some(b));
     }
-    store_cell::touch(&source);
+    super::touch(&source);
     let mib = logical as f64 / (1 << 20) as f64;
     println!(
         "write-probe {} ({} records, {mib:.0} MiB logical), {rounds} rounds",
@@ -87,8 +87,8 @@ pub fn main(args: &WriteProbeArgs) -> Result<ExitCode> {
             let i = (k + round) % arms.len();
             let dir = work.join(format!("write-probe-{}", arms[i]));
             let _ = std::fs::remove_dir_all(&dir);
-            store_cell::flush(&work)?;
-            store_cell::warm_pages(&work.join("write-probe.warm"), warm, &fill)?;
+            super::flush(&work)?;
+            super::warm_pages(&work.join("write-probe.warm"), warm, &fill)?;
             let u0 = Usage::now();
             let t = Instant::now();
             match backends[i].as_mut() {
@@ -97,7 +97,7 @@ pub fn main(args: &WriteProbeArgs) -> Result<ExitCode> {
                         .map_err(HarnessError::backend(arms[i], "write"))?;
                 }
                 None => {
-                    store_cell::plain_write(&source, &dir)?;
+                    super::plain_write(&source, &dir)?;
                 }
             }
             let secs = t.elapsed().as_secs_f64();

@@ -5,10 +5,6 @@
 //! reference rows' names, [`LIMIT_ROW`] and [`BARE_ROW`]) are the strings `results.json`,
 //! `tables.md`, the plot file names and `results/gate/*.json` use, so they must not change.
 
-use std::fmt;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 /// The reference row of every store table and loader table: the same bytes copied with no store
 /// format, no checksum and no loader (`competitors`' `memcpy-limit` backend in a store table, the
 /// Rust `memcpy-limit` arm in a loader table). A reference: never compared, `verified: null`.
@@ -119,40 +115,34 @@ impl Table {
         }
     }
 
-    pub fn stage(self) -> Stage {
+    /// What the table measures, and the layout and corpus of its records (`None` for the
+    /// sampler, which reads no records).
+    fn geometry(self) -> (Stage, Option<(Layout, Corpus)>) {
+        let (dense, ragged) = (Layout::Dense, Layout::Ragged);
+        let (vision, tokens) = (Corpus::Vision, Corpus::Tokens);
         match self {
-            Table::DenseVision | Table::RaggedVision | Table::DenseTokens | Table::RaggedTokens => {
-                Stage::Store
-            }
-            Table::Sampler => Stage::Sampler,
-            Table::LoaderDenseVision | Table::LoaderRaggedTokens => Stage::Loader,
+            Table::DenseVision => (Stage::Store, Some((dense, vision))),
+            Table::RaggedVision => (Stage::Store, Some((ragged, vision))),
+            Table::DenseTokens => (Stage::Store, Some((dense, tokens))),
+            Table::RaggedTokens => (Stage::Store, Some((ragged, tokens))),
+            Table::Sampler => (Stage::Sampler, None),
+            Table::LoaderDenseVision => (Stage::Loader, Some((dense, vision))),
+            Table::LoaderRaggedTokens => (Stage::Loader, Some((ragged, tokens))),
         }
     }
 
-    /// Dense or ragged records; `None` for the sampler, which reads no records.
+    pub fn stage(self) -> Stage {
+        self.geometry().0
+    }
+
+    /// Dense or ragged records; `None` for the sampler.
     pub fn layout(self) -> Option<Layout> {
-        match self {
-            Table::DenseVision | Table::DenseTokens | Table::LoaderDenseVision => {
-                Some(Layout::Dense)
-            }
-            Table::RaggedVision | Table::RaggedTokens | Table::LoaderRaggedTokens => {
-                Some(Layout::Ragged)
-            }
-            Table::Sampler => None,
-        }
+        self.geometry().1.map(|(layout, _)| layout)
     }
 
     /// The corpus the table reads; `None` for the sampler.
     pub fn corpus(self) -> Option<Corpus> {
-        match self {
-            Table::DenseVision | Table::RaggedVision | Table::LoaderDenseVision => {
-                Some(Corpus::Vision)
-            }
-            Table::DenseTokens | Table::RaggedTokens | Table::LoaderRaggedTokens => {
-                Some(Corpus::Tokens)
-            }
-            Table::Sampler => None,
-        }
+        self.geometry().1.map(|(_, corpus)| corpus)
     }
 
     /// The store table whose records a loader table reads (its `kind` on the loader cells'
@@ -184,25 +174,39 @@ impl Table {
     }
 }
 
-impl fmt::Display for Table {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// `Display`, `Serialize` and `Deserialize` of a type by its `name()` and `from_name()` (`what`
+/// says what an unknown name was meant to be): [`Table`] here, `model`'s
+/// `Status` and `CellTable`.
+macro_rules! by_name {
+    ($t:ty, $what:literal) => {
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.name())
+            }
+        }
 
-impl Serialize for Table {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                s: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                s.serialize_str(&self.name())
+            }
+        }
 
-impl<'de> Deserialize<'de> for Table {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Table, D::Error> {
-        let name = String::deserialize(d)?;
-        Table::from_name(&name)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown table {name:?}")))
-    }
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<$t, D::Error> {
+                let name = <String as serde::Deserialize>::deserialize(d)?;
+                <$t>::from_name(&name).ok_or_else(|| {
+                    serde::de::Error::custom(format!(concat!("unknown ", $what, " {:?}"), name))
+                })
+            }
+        }
+    };
 }
+pub(crate) use by_name;
+
+by_name!(Table, "table");
 
 #[cfg(test)]
 mod tests {

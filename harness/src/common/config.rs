@@ -23,7 +23,7 @@ pub struct RunArgs {
     pub min_seconds: Option<f64>,
     pub vision_records: Option<usize>,
     pub token_records: Option<usize>,
-    /// `--cold`: also run the cold variants of the selected store tables (`cold_table`).
+    /// `--cold`: also run the cold variants of the selected store tables (`cold`).
     pub cold: bool,
     /// `--cold-only`: run only those (no warm store, sampler or loader tables).
     pub cold_only: bool,

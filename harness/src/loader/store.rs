@@ -3,8 +3,8 @@
 //! compared with the source ([`store_matches`]), so a stale or damaged store is never a row's
 //! input.
 //!
-//! Below `loader_table`: it imports `corpus` (the source), `loader_match` (the comparison of a
-//! batch with the source's) and `loader_arms` (the batch size).
+//! Below `loader`: it imports `corpus` (the source), `loader::matching` (the comparison of a
+//! batch with the source's) and `loader::arms` (the batch size).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,8 +16,8 @@ use zrecord::{
 
 use crate::corpus::Loaded;
 use crate::error::{HarnessError, Result};
-use crate::loader_arms::BATCH;
-use crate::loader_match::Delivered;
+use crate::loader::arms::BATCH;
+use crate::loader::matching::Delivered;
 use crate::table::Table;
 
 /// Writes the zrecord raw store the loader rows read (untimed, once per corpus).
@@ -121,7 +121,7 @@ pub fn store_len(path: &Path, dense: bool) -> Result<u64> {
 }
 
 /// The bytes of a batch of the store at `path` (`records` records): its data shards' bytes per
-/// record times `loader_arms::BATCH`, the mean for a ragged store.
+/// record times `arms::BATCH`, the mean for a ragged store.
 pub fn batch_bytes(path: &Path, records: u64) -> Result<u64> {
     let mut data = 0u64;
     for e in std::fs::read_dir(path).map_err(HarnessError::io("list", path))? {
@@ -133,7 +133,7 @@ pub fn batch_bytes(path: &Path, records: u64) -> Result<u64> {
                 .len();
         }
     }
-    Ok(data / records.max(1) * crate::loader_arms::BATCH as u64)
+    Ok(data / records.max(1) * crate::loader::arms::BATCH as u64)
 }
 
 #[cfg(test)]

@@ -55,27 +55,23 @@ pub fn flip(values: &mut [u8]) -> bool {
 
 /// An owned copy of `b` with one value byte flipped (`b` itself when it has no value byte).
 pub fn corrupted(b: Batch) -> Batch {
-    match &b {
+    let flipped = match &b {
         Batch::Dense(d) => {
             let mut bytes = d.bytes().to_vec();
-            if !flip(&mut bytes) {
-                return b;
-            }
-            Batch::Dense(Box::new(DenseOut {
-                bytes,
-                shape: d.shape().to_vec(),
-            }))
+            let shape = d.shape().to_vec();
+            flip(&mut bytes).then(|| Batch::Dense(Box::new(DenseOut { bytes, shape })))
         }
         Batch::Ragged(r) => {
-            let mut values = r.values().to_vec();
-            if !flip(&mut values) {
-                return b;
-            }
-            Batch::Ragged(Box::new(RaggedOut {
-                values,
-                cu_seqlens: r.cu_seqlens().to_vec(),
-                shapes: r.shapes().to_vec(),
-            }))
+            let (mut values, cu_seqlens) = (r.values().to_vec(), r.cu_seqlens().to_vec());
+            let shapes = r.shapes().to_vec();
+            flip(&mut values).then(|| {
+                Batch::Ragged(Box::new(RaggedOut {
+                    values,
+                    cu_seqlens,
+                    shapes,
+                }))
+            })
         }
-    }
+    };
+    flipped.unwrap_or(b)
 }

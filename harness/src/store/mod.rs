@@ -19,6 +19,9 @@ use crate::corrupt;
 use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, Status};
 use crate::table::LIMIT_ROW;
+
+pub mod sampler;
+pub mod write_probe;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -7,7 +7,7 @@
 //! ([`write_draws`]), and the private 64 MiB `/dev/shm` namespace the `/dev/shm` column runs the
 //! process-based arms in ([`in_small_shm`]).
 //!
-//! Below `loader_table` and `loader_cell`: it imports only leaves (`cell_args`, `config`, `error`,
+//! Below `loader` and `loader::cell`: it imports only leaves (`cell_args`, `config`, `error`,
 //! `table`).
 
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use std::process::Command;
 
 use loaderx::{IndexSampler, Mode, Sampler};
 
-use crate::cell_args::{LoaderCellArgs, Subcommand};
+use crate::cell_args::{Cell, LoaderCellArgs};
 use crate::config;
 use crate::error::{HarnessError, Result};
 use crate::table::{BARE_ROW, LIMIT_ROW, Table};
@@ -35,7 +35,7 @@ pub const DRAIN: usize = 32;
 /// a block released at once beyond that bound is freed in part and faulted in afresh by the next
 /// block, a cost no trainer that holds a batch or two pays. Measured on the EPYC VM (dense vision,
 /// 38.5 MB image batches): blocks of 8 (308 MB) took `loaderx-w0` 2.2-3.2 ms a batch and its
-/// paired bare gather (`loader_pair`) read 0.78-1.06 of it cell to cell; blocks of 4 (154 MB) took
+/// paired bare gather (`loader::pair`) read 0.78-1.06 of it cell to cell; blocks of 4 (154 MB) took
 /// 1.7-1.9 ms and 0.97-1.00. Token batches (tens of KB) keep blocks of [`BLOCK`]. Every row of a
 /// table holds the same blocks ([`BLOCK_ENV`]).
 pub const HELD_BYTES: u64 = 160 << 20;

@@ -11,10 +11,10 @@ use std::time::Instant;
 use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
 use zrecord::{Allocator, ColdReads, DenseStore, OpenOptions, RaggedStore};
 
-use crate::cold_limit::{self, DiskStat};
+use super::limit::{self, DiskStat};
 use crate::corrupt;
 use crate::error::{HarnessError, Result};
-use crate::store_cell::BATCH;
+use crate::store::BATCH;
 
 /// The loader rows: name, workers, prefetch.
 pub const ARMS: [(&str, usize, usize); 2] = [("loaderx-w1-p1", 1, 1), ("loaderx-w4-p8", 4, 8)];
@@ -87,7 +87,7 @@ pub fn run(
     }
     // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
     let mut counter = corrupt::Counter::from_env();
-    cold_limit::drop_caches()?;
+    limit::drop_caches()?;
     let before = DiskStat::read(stat_file)?;
     let t = Instant::now();
     let mut loader = Loader::new(

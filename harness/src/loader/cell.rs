@@ -2,7 +2,7 @@
 //! timed repeat of a Rust row of the loader tables): the `memcpy-limit` reference, the
 //! `bare-gather` loop and the `loaderx-w{n}[-completion]` loaders over one zrecord store, timed in
 //! blocks the way the Python arms are (`harness/python/loaders/common.py`) and verified against the
-//! corpus's source arrays after each block's timer. `loader_table` runs the cells and builds the
+//! corpus's source arrays after each block's timer. `loader` runs the cells and builds the
 //! tables from their JSON lines.
 
 use std::process::ExitCode;
@@ -17,10 +17,10 @@ use crate::cell_args::LoaderCellArgs;
 use crate::corpus::Loaded;
 use crate::corrupt;
 use crate::error::{HarnessError, Result};
-use crate::loader_arms::{self, BATCH, BUDGET_S, DRAIN, WARMUP};
-use crate::loader_limit::CopyLimit;
-use crate::loader_match::{Delivered, Steps};
-use crate::loader_pair::BarePair;
+use crate::loader::arms::{self, BATCH, BUDGET_S, DRAIN, WARMUP};
+use crate::loader::limit::CopyLimit;
+use crate::loader::matching::{Delivered, Steps};
+use crate::loader::pair::BarePair;
 use crate::table::{BARE_ROW, LIMIT_ROW, Layout};
 
 /// This process's peak resident set (`VmHWM`), a floor for runs too short for the PSS sampler.
@@ -37,9 +37,9 @@ fn own_peak_rss() -> u64 {
 }
 
 /// `loader-cell KIND STORE CORPUS ARM BATCHES` → prints one JSON line. The draws are
-/// `IndexSampler(n, 256, Iid, seed 7)`'s, the ones `loader_arms::write_draws` writes for the
+/// `IndexSampler(n, 256, Iid, seed 7)`'s, the ones `arms::write_draws` writes for the
 /// Python arms, and the timing is theirs too (`harness/python/loaders/common.py`): warm-up
-/// batches, then blocks of timed batches (`loader_arms::block_from_env`) held until the block's
+/// batches, then blocks of timed batches (`arms::block_from_env`) held until the block's
 /// timer stops, every block after [`DRAIN`] untimed batches. Warm-up and timed batches are
 /// compared in full with the batch the corpus's source arrays give for their step's indices
 /// (never with a zrecord gather); a drained batch is only matched to its step by its probe
@@ -168,9 +168,9 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
     let (block, drain) = if std::env::var("LOADERX_LOADER_MEMORY_PASS").as_deref() == Ok("1") {
         (1, 0)
     } else {
-        (loader_arms::block_from_env()?, DRAIN)
+        (arms::block_from_env()?, DRAIN)
     };
-    // An inline row times the bare gather beside it (`loader_pair`), before its block in every
+    // An inline row times the bare gather beside it (`loader::pair`), before its block in every
     // other block and after it in the rest (not in the peak-RAM run, which times nothing).
     let mut pair = if block > 1 {
         BarePair::of(arm, &view, n)?

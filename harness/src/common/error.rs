@@ -24,16 +24,6 @@ pub enum HarnessError {
         /// The subcommand's usage text.
         usage: &'static str,
     },
-    /// A subcommand got the wrong number of arguments.
-    #[error("{command}: expects {usage} ({found} argument(s) given)")]
-    ArgumentCount {
-        /// The subcommand (`cell`, `cold-cell`, ...).
-        command: &'static str,
-        /// Its arguments, in order.
-        usage: &'static str,
-        /// How many it got.
-        found: usize,
-    },
     /// One argument of a subcommand or flag does not parse.
     #[error("{command}: {name} {value:?} is not {expected}")]
     Argument {
@@ -45,6 +35,15 @@ pub enum HarnessError {
         value: String,
         /// What it must be.
         expected: &'static str,
+    },
+    /// A hidden subcommand's `field=value` words do not make its arguments (a word with no
+    /// `=`, a field given twice, missing or unknown, a value of the wrong type).
+    #[error("{command}: {problem}")]
+    CellArgs {
+        /// The subcommand (`cell`, `cold-cell`, ...).
+        command: &'static str,
+        /// What serde or the check said.
+        problem: String,
     },
     /// A table name no table has.
     #[error("unknown table {name:?}")]

@@ -16,7 +16,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use crate::cell_args::{SamplerCellArgs, Subcommand};
+use crate::cell_args::{Cell, SamplerCellArgs};
 use crate::config::{self, RunArgs};
 use crate::error::{HarnessError, Result};
 use crate::model::FreeTable;
@@ -133,6 +133,37 @@ type ArmOutcome = Result<(f64, bool)>;
 /// Per arm: name, language, seconds per batch per repeat, verified, note.
 type ArmRow<'a> = (String, &'a str, Vec<f64>, bool, Option<String>);
 
+/// Adds one repeat of arm `name` to its row (a new row when it has none). A Rust cell that
+/// fails fails the row; a Python repeat that fails after others ran fails it too, while a Python
+/// arm that never ran (no venv) is a note, not a result.
+fn add_repeat(
+    arms: &mut Vec<ArmRow>,
+    name: &str,
+    lang: &'static str,
+    r: Result<(f64, bool), String>,
+) {
+    let entry = match arms.iter().position(|x| x.0 == name) {
+        Some(p) => p,
+        None => {
+            arms.push((name.to_string(), lang, Vec::new(), true, None));
+            arms.len() - 1
+        }
+    };
+    let row = &mut arms[entry];
+    match r {
+        Ok((per, ok)) => {
+            row.2.push(per);
+            row.3 &= ok;
+        }
+        Err(note) => {
+            if lang == "rust" || !row.2.is_empty() {
+                row.3 = false;
+            }
+            row.4 = Some(note);
+        }
+    }
+}
+
 fn python_arms(batch: usize, secs: f64) -> Vec<(String, ArmOutcome)> {
     let Some(py) = config::python() else {
         return vec![(
@@ -204,49 +235,17 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
                 let res = std::fs::read(&out)
                     .ok()
                     .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
-                let entry = match arms.iter().position(|x| x.0 == imp) {
-                    Some(p) => p,
-                    None => {
-                        arms.push((imp.to_string(), "rust", Vec::new(), true, None));
-                        arms.len() - 1
-                    }
-                };
-                match res {
-                    Some(j) => {
-                        arms[entry]
-                            .2
-                            .push(j["per_batch_s"].as_f64().unwrap_or(f64::NAN));
-                        arms[entry].3 &= j["verified"].as_bool().unwrap_or(false);
-                    }
-                    None => {
-                        arms[entry].3 = false;
-                        arms[entry].4 = Some(format!("cell failed: {st:?}"));
-                    }
-                }
+                let r = res
+                    .map(|j| {
+                        let per = j["per_batch_s"].as_f64().unwrap_or(f64::NAN);
+                        (per, j["verified"].as_bool().unwrap_or(false))
+                    })
+                    .ok_or_else(|| format!("cell failed: {st:?}"));
+                add_repeat(&mut arms, imp, "rust", r);
                 pb.inc(1);
             }
             for (arm, r) in python_arms(batch, secs) {
-                let entry = match arms.iter().position(|x| x.0 == arm) {
-                    Some(p) => p,
-                    None => {
-                        arms.push((arm.clone(), "python", Vec::new(), true, None));
-                        arms.len() - 1
-                    }
-                };
-                match r {
-                    Ok((per, ok)) => {
-                        arms[entry].2.push(per);
-                        arms[entry].3 &= ok;
-                    }
-                    Err(e) => {
-                        // A repeat that fails after others ran fails the row; an arm that never
-                        // ran (no venv) is a note, not a result.
-                        if !arms[entry].2.is_empty() {
-                            arms[entry].3 = false;
-                        }
-                        arms[entry].4 = Some(e.to_string());
-                    }
-                }
+                add_repeat(&mut arms, &arm, "python", r.map_err(|e| e.to_string()));
                 pb.inc(1);
             }
         }

@@ -9,8 +9,7 @@ use crate::dtype::DType;
 
 use super::layout::{Dense, Layout, Ragged};
 
-/// Alignment of every output region and of each field inside a Ragged region.
-pub const OUTPUT_ALIGN: usize = 64;
+pub use super::layout::OUTPUT_ALIGN;
 
 /// A gathered batch of layout `L`, in memory from the view's allocator.
 pub struct Batch<L: Layout> {

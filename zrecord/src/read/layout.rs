@@ -13,10 +13,14 @@ use std::fmt;
 use crate::error::{Error, Result};
 use crate::format::Kind;
 
-use super::batch::{Batch, OUTPUT_ALIGN};
+use crate::alloc::{Allocation, Allocator};
+
+use super::container::Container;
 use super::engine::gather_into;
 use super::hint::PREFETCH_AHEAD;
-use super::view::View;
+
+/// Alignment of every output region and of each field inside a Ragged region.
+pub const OUTPUT_ALIGN: usize = 64;
 
 /// A record layout: [`Dense`] or [`Ragged`]. Sealed: the two are all there is, as in the format.
 pub trait Layout: sealed::Sealed + Clone + Send + Sync + 'static {}
@@ -49,6 +53,9 @@ pub struct RaggedFields {
     pub(super) shapes_off: usize,
 }
 
+// The sealed trait is unnameable outside the crate, so its functions taking the crate-private
+// `Container` expose nothing.
+#[allow(private_interfaces)]
 mod sealed {
     use super::*;
 
@@ -61,14 +68,15 @@ mod sealed {
         const NAME: &'static str;
         /// What a batch carries besides its allocation and dtype.
         type Form: Send + Sync;
-        /// Gathers `idx` of `view` into one allocation sized exactly before any copy.
-        fn gather(view: &View<Self>, idx: &[u64]) -> Result<Batch<Self>>
-        where
-            Self: Layout;
-        /// A one-record batch as [`View::get`] returns it.
-        fn single(batch: Batch<Self>) -> Batch<Self>
-        where
-            Self: Layout;
+        /// Gathers `idx` of `c` into one allocation from `alloc`, sized exactly before any
+        /// copy; the view wraps it and the form into its batch.
+        fn gather(
+            c: &Container,
+            alloc: &dyn Allocator,
+            idx: &[u64],
+        ) -> Result<(Allocation, Self::Form)>;
+        /// A one-record batch's form as `View::get` returns it.
+        fn single(form: &mut Self::Form);
         /// The batch's `Debug` fields before its dtype.
         fn debug_form(form: &Self::Form, d: &mut fmt::DebugStruct<'_, '_>);
     }
@@ -79,30 +87,28 @@ mod sealed {
         /// The batch's shape: `(n, *item_shape)`, or `item_shape` for a single record.
         type Form = Vec<u64>;
 
-        fn gather(view: &View<Dense>, idx: &[u64]) -> Result<Batch<Dense>> {
-            let c = &*view.c;
+        fn gather(
+            c: &Container,
+            alloc: &dyn Allocator,
+            idx: &[u64],
+        ) -> Result<(Allocation, Vec<u64>)> {
             c.check_open()?;
             c.check_indices(idx)?;
             let stride = c.record_bytes() as usize;
             let bytes = idx.len().checked_mul(stride).ok_or_else(|| {
                 Error::LimitExceeded(format!("{} records of {stride} bytes", idx.len()))
             })?;
-            let mut alloc = view.alloc.acquire(bytes, OUTPUT_ALIGN)?;
+            let mut alloc = alloc.acquire(bytes, OUTPUT_ALIGN)?;
             let out = alloc.host_slice_mut_or_err()?;
             gather_into(c, idx, out, &|k| k * stride)?;
             let mut shape = Vec::with_capacity(1 + c.item_shape().len());
             shape.push(idx.len() as u64);
             shape.extend_from_slice(c.item_shape());
-            Ok(Batch {
-                alloc,
-                dtype: c.dtype(),
-                form: shape,
-            })
+            Ok((alloc, shape))
         }
 
-        fn single(mut batch: Batch<Dense>) -> Batch<Dense> {
-            batch.form.remove(0);
-            batch
+        fn single(shape: &mut Vec<u64>) {
+            shape.remove(0);
         }
 
         fn debug_form(shape: &Vec<u64>, d: &mut fmt::DebugStruct<'_, '_>) {
@@ -115,8 +121,11 @@ mod sealed {
         const NAME: &'static str = "Ragged";
         type Form = RaggedFields;
 
-        fn gather(view: &View<Ragged>, idx: &[u64]) -> Result<Batch<Ragged>> {
-            let c = &*view.c;
+        fn gather(
+            c: &Container,
+            alloc: &dyn Allocator,
+            idx: &[u64],
+        ) -> Result<(Allocation, RaggedFields)> {
             c.check_open()?;
             c.check_indices(idx)?;
             let n = idx.len();
@@ -150,7 +159,7 @@ mod sealed {
             let cu_off = values_len.next_multiple_of(OUTPUT_ALIGN);
             let shapes_off = (cu_off + 4 * (n + 1)).next_multiple_of(OUTPUT_ALIGN);
             let bytes = shapes_off + 8 * n * ndim;
-            let mut alloc = view.alloc.acquire(bytes, OUTPUT_ALIGN)?;
+            let mut alloc = alloc.acquire(bytes, OUTPUT_ALIGN)?;
             let out = alloc.host_slice_mut_or_err()?;
             {
                 let (values, meta) = out.split_at_mut(cu_off);
@@ -163,22 +172,17 @@ mod sealed {
                 }
                 gather_into(c, idx, &mut values[..values_len], &|k| cu[k] as usize * isz)?;
             }
-            Ok(Batch {
-                alloc,
-                dtype: c.dtype(),
-                form: RaggedFields {
-                    n,
-                    ndim,
-                    values_len,
-                    cu_off,
-                    shapes_off,
-                },
-            })
+            let form = RaggedFields {
+                n,
+                ndim,
+                values_len,
+                cu_off,
+                shapes_off,
+            };
+            Ok((alloc, form))
         }
 
-        fn single(batch: Batch<Ragged>) -> Batch<Ragged> {
-            batch
-        }
+        fn single(_: &mut RaggedFields) {}
 
         fn debug_form(form: &RaggedFields, d: &mut fmt::DebugStruct<'_, '_>) {
             d.field("records", &form.n).field("ndim", &form.ndim);

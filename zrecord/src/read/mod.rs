@@ -24,6 +24,7 @@ mod container;
 mod decode;
 mod engine;
 mod fan_out;
+mod getters;
 mod hint;
 mod layout;
 mod piece;

@@ -2,9 +2,7 @@
 //! and [`RaggedStore`]. A store is not indexable: bind it to an allocator to get a view
 //! ([`super::view`]).
 //!
-//! The getters a store and its views share are written once, here, as two macros expanded in
-//! both: [`container_getters`] (every layout) and [`layout_getters`] (the layout's own: the item
-//! shape of a Dense store, the rank and per-record shapes of a Ragged one).
+//! The getters a store and its views share are written once, in [`super::getters`].
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -15,73 +13,10 @@ use crate::alloc::Allocator;
 use crate::error::Result;
 
 use super::container::{Container, OpenOptions, RecordExtent};
+use super::getters::{container_getters, layout_getters};
 use super::layout::{Dense, Layout, Ragged};
 use super::verify::verify_all;
 use super::view::View;
-
-/// The getters of a store or view of any layout, on its container `self.c`.
-macro_rules! container_getters {
-    () => {
-        /// Number of records.
-        pub fn len(&self) -> u64 {
-            self.c.records()
-        }
-
-        /// True when the store holds no records.
-        pub fn is_empty(&self) -> bool {
-            self.c.records() == 0
-        }
-
-        /// Element type.
-        pub fn dtype(&self) -> crate::dtype::DType {
-            self.c.dtype()
-        }
-
-        /// Codec the records were written with.
-        pub fn codec(&self) -> crate::format::Codec {
-            self.c.codec()
-        }
-
-        /// The dictionary stored in a `zstd_dict` container.
-        pub fn dictionary(&self) -> Option<&[u8]> {
-            self.c.dictionary()
-        }
-
-        /// Whether the store was closed ([`crate::Store::close`]).
-        pub fn is_closed(&self) -> bool {
-            self.c.is_closed()
-        }
-    };
-}
-pub(super) use container_getters;
-
-/// The getters of a store or view of layout `Dense` or `Ragged`, on its container `self.c`.
-macro_rules! layout_getters {
-    (Dense) => {
-        /// Shape of one record.
-        pub fn item_shape(&self) -> &[u64] {
-            self.c.item_shape()
-        }
-
-        /// Bytes per record.
-        pub fn record_bytes(&self) -> u64 {
-            self.c.record_bytes()
-        }
-    };
-    (Ragged) => {
-        /// Rank of every record.
-        pub fn ndim(&self) -> u32 {
-            self.c.ndim()
-        }
-
-        /// Shape of record `i` (from the index, no payload read).
-        pub fn shape_of(&self, i: u64) -> crate::error::Result<Vec<u64>> {
-            self.c.check_indices(&[i])?;
-            Ok(self.c.shape_words(i).collect())
-        }
-    };
-}
-pub(super) use layout_getters;
 
 /// An opened container of layout `L`. Bind it to an allocator to read.
 #[derive(Clone)]

@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 
 use super::batch::Batch;
 use super::container::Container;
+use super::getters::{container_getters, layout_getters};
 use super::layout::{Dense, Layout, Ragged};
-use super::store::{container_getters, layout_getters};
 
 /// Batch type of a view (used by generic code such as the loader).
 pub trait ViewGather {
@@ -71,7 +71,9 @@ impl<L: Layout> View<L> {
     /// One record: for Dense without a batch axis (shape `item_shape`), for Ragged as a
     /// one-record batch.
     pub fn get(&self, i: u64) -> Result<Batch<L>> {
-        self.gather(&[i]).map(L::single)
+        let mut batch = self.gather(&[i])?;
+        L::single(&mut batch.form);
+        Ok(batch)
     }
 
     /// One record per step, in order.
@@ -88,7 +90,12 @@ impl<L: Layout> View<L> {
     /// any copy: Dense, one contiguous `(n, *item_shape)` batch; Ragged, one packed batch of
     /// values, `cu_seqlens` (int32, n+1) and shapes (u64, n x ndim).
     pub fn gather(&self, idx: &[u64]) -> Result<Batch<L>> {
-        L::gather(self, idx)
+        let (alloc, form) = L::gather(&self.c, &*self.alloc, idx)?;
+        Ok(Batch {
+            alloc,
+            dtype: self.c.dtype(),
+            form,
+        })
     }
 }
 

@@ -1,0 +1,68 @@
+//! The getters a store and its views share, written once as two macros expanded in both
+//! ([`super::store`], [`super::view`]): [`container_getters`] (every layout) and
+//! [`layout_getters`] (the layout's own: the item shape of a Dense store, the rank and
+//! per-record shapes of a Ragged one). Each reads the container `self.c`.
+
+/// The getters of a store or view of any layout, on its container `self.c`.
+macro_rules! container_getters {
+    () => {
+        /// Number of records.
+        pub fn len(&self) -> u64 {
+            self.c.records()
+        }
+
+        /// True when the store holds no records.
+        pub fn is_empty(&self) -> bool {
+            self.c.records() == 0
+        }
+
+        /// Element type.
+        pub fn dtype(&self) -> crate::dtype::DType {
+            self.c.dtype()
+        }
+
+        /// Codec the records were written with.
+        pub fn codec(&self) -> crate::format::Codec {
+            self.c.codec()
+        }
+
+        /// The dictionary stored in a `zstd_dict` container.
+        pub fn dictionary(&self) -> Option<&[u8]> {
+            self.c.dictionary()
+        }
+
+        /// Whether the store was closed ([`crate::Store::close`]).
+        pub fn is_closed(&self) -> bool {
+            self.c.is_closed()
+        }
+    };
+}
+pub(super) use container_getters;
+
+/// The getters of a store or view of layout `Dense` or `Ragged`, on its container `self.c`.
+macro_rules! layout_getters {
+    (Dense) => {
+        /// Shape of one record.
+        pub fn item_shape(&self) -> &[u64] {
+            self.c.item_shape()
+        }
+
+        /// Bytes per record.
+        pub fn record_bytes(&self) -> u64 {
+            self.c.record_bytes()
+        }
+    };
+    (Ragged) => {
+        /// Rank of every record.
+        pub fn ndim(&self) -> u32 {
+            self.c.ndim()
+        }
+
+        /// Shape of record `i` (from the index, no payload read).
+        pub fn shape_of(&self, i: u64) -> crate::error::Result<Vec<u64>> {
+            self.c.check_indices(&[i])?;
+            Ok(self.c.shape_words(i).collect())
+        }
+    };
+}
+pub(super) use layout_getters;

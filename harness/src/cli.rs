@@ -30,9 +30,6 @@ const USAGE: &str = "usage:
   harness render RUN [--out DIR] [--headline] [--check]
                 (tables.md and every plot from RUN/results.json, cold.md from RUN/cold.json;
                  --check: compare with RUN's committed tables, write nothing)
-  harness placement [--quiet-pid PID]  (one reading of how far apart two cores are, ns: a cache
-                                     line's round trip, once PID's threads are quiet; what a Python
-                                     loader row runs between blocks)
 tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader
         (both loader tables; or loader-dense-vision, loader-ragged-tokens)";
 

@@ -22,10 +22,10 @@ BATCH = 256
 # compared with the source; before every block DRAIN batches are pulled untimed, compared in full
 # with the source too and discarded, so
 # whatever a prefetching loader produced ahead while the previous block was being verified is not
-# counted as free (the Rust cell uses the same constants: loader_arms.rs).
+# counted as free (the Rust cell uses the same constants: loader/arms.rs).
 BLOCK = 8
 # The harness gives every row of a table the same, smaller block where BLOCK batches would hold
-# more than loaderx's default pool keeps idle (image batches; loader_arms::HELD_BYTES).
+# more than loaderx's default pool keeps idle (image batches; loader::arms::HELD_BYTES).
 BLOCK_ENV = "LOADERX_LOADER_BLOCK"
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from .common import Job, timed
 
 PREFETCH = 4
-SEED = 7  # the seed of the harness's draws (loader_arms::write_draws)
+SEED = 7  # the seed of the harness's draws (loader::arms::write_draws)
 
 
 def run(job: Job) -> dict:

@@ -246,26 +246,14 @@ mod tests {
                 Table::LOADER.contains(&t),
                 "{n}"
             );
-            assert_eq!(
-                t.corpus() == Some(Corpus::Vision),
-                n.contains("vision"),
-                "{n}"
-            );
-            assert_eq!(
-                t.corpus() == Some(Corpus::Tokens),
-                n.contains("tokens"),
-                "{n}"
-            );
-            assert_eq!(
-                t.layout() == Some(Layout::Dense),
-                n.contains("dense"),
-                "{n}"
-            );
-            assert_eq!(
-                t.layout() == Some(Layout::Ragged),
-                n.contains("ragged"),
-                "{n}"
-            );
+            for (holds, word) in [
+                (t.corpus() == Some(Corpus::Vision), "vision"),
+                (t.corpus() == Some(Corpus::Tokens), "tokens"),
+                (t.layout() == Some(Layout::Dense), "dense"),
+                (t.layout() == Some(Layout::Ragged), "ragged"),
+            ] {
+                assert_eq!(holds, n.contains(word), "{n}: {word}");
+            }
             if let Some(s) = t.source_table() {
                 assert_eq!(s.stage(), Stage::Store, "{n}");
                 assert!(n.ends_with(s.name()), "{n}");

@@ -30,7 +30,7 @@ pub mod pair;
 pub mod store;
 
 /// An inline loader row's bare gather, timed in the row's own cell block by block beside it
-/// (`loader_pair`), samples/s, one beside each of its `samples/s repeats`.
+/// (`loader::pair`), samples/s, one beside each of its `samples/s repeats`.
 pub const PAIRED_BARE: &str = "bare-gather samples/s paired repeats";
 
 /// One arm's results over the repeats.

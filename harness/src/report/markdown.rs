@@ -15,6 +15,19 @@ fn fmt_num(v: f64, digits: usize) -> String {
 }
 
 /// Bold the best cell of each numeric column (`higher` says which direction is better).
+/// A store row's read cells: logical gather (± its spread), krecords/s, p95 latency.
+fn read_cells(r: &StoreRow) -> [String; 3] {
+    [
+        format!(
+            "{} ± {} MiB/s",
+            fmt_num(r.gather_mib_s, 0),
+            fmt_num(r.sd, 0)
+        ),
+        fmt_num(r.krecords_s, 1),
+        format!("{} ms", fmt_num(r.p95_ms, 2)),
+    ]
+}
+
 fn bold_best(cells: &mut [Vec<String>], values: &[Vec<f64>], higher: &[Option<bool>]) {
     for (c, dir) in higher.iter().enumerate() {
         let Some(higher) = dir else { continue };
@@ -94,16 +107,13 @@ pub fn render_markdown(rep: &Report) -> String {
             let is_limit = r.backend == LIMIT_ROW;
             if is_limit {
                 // An in-memory array: no write, no disk, no compression to report.
+                let [gather, krec, p95] = read_cells(r);
                 cells.push(vec![
                     "–".into(),
                     "–".into(),
-                    format!(
-                        "{} ± {} MiB/s",
-                        fmt_num(r.gather_mib_s, 0),
-                        fmt_num(r.sd, 0)
-                    ),
-                    fmt_num(r.krecords_s, 1),
-                    format!("{} ms", fmt_num(r.p95_ms, 2)),
+                    gather,
+                    krec,
+                    p95,
                     "–".into(),
                     "–".into(),
                     "1.00x".into(),
@@ -112,16 +122,13 @@ pub fn render_markdown(rep: &Report) -> String {
                 continue;
             }
             let xw = r.x_write_limit.unwrap_or(f64::NAN);
+            let [gather, krec, p95] = read_cells(r);
             cells.push(vec![
                 format!("{} MiB/s", fmt_num(r.write_mib_s, 0)),
                 format!("{}x", fmt_num(xw, 2)),
-                format!(
-                    "{} ± {} MiB/s",
-                    fmt_num(r.gather_mib_s, 0),
-                    fmt_num(r.sd, 0)
-                ),
-                fmt_num(r.krecords_s, 1),
-                format!("{} ms", fmt_num(r.p95_ms, 2)),
+                gather,
+                krec,
+                p95,
                 format!("{} MiB", fmt_num(r.disk_mib, 1)),
                 format!("{}x", fmt_num(r.compression, 2)),
                 format!("{}x", fmt_num(x, 2)),

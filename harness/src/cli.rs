@@ -178,10 +178,7 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_string).collect()
-    }
+    use crate::cell_args::words as args;
 
     #[test]
     fn only_selects_tables_by_their_cli_names() {

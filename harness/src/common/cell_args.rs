@@ -186,6 +186,12 @@ impl Cell for WriteProbeArgs {
     const NAME: &'static str = "write-probe";
 }
 
+/// A command line's words from one string, for the tests of every parser.
+#[cfg(test)]
+pub fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,10 +202,6 @@ mod tests {
         assert_eq!(argv[0], C::NAME);
         let back = C::parse(&argv[1..]).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
         assert_eq!(back, x, "{argv:?}");
-    }
-
-    fn words(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_string).collect()
     }
 
     #[test]

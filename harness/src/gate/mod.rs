@@ -328,10 +328,7 @@ pub fn main(args: &[String]) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_string).collect()
-    }
+    use crate::cell_args::words;
 
     #[test]
     fn options_parse() {

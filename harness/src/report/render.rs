@@ -152,10 +152,7 @@ pub fn main(a: &RenderArgs, cold_md: fn(&Path) -> Result<String>) -> Result<Exit
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_string).collect()
-    }
+    use crate::cell_args::words as args;
 
     #[test]
     fn render_takes_one_run_and_its_flags() {

@@ -181,8 +181,13 @@ pub fn main(args: &[String]) -> Result<ExitCode> {
     let mut inputs: Vec<(Cell, Input)> = Vec::new();
     for mut c in CELLS {
         c.batches = o.batches.unwrap_or(c.batches);
-        let corpus = o.corpus_of(c.kind)?;
-        inputs.push((c, Input::prepare(c.kind, &corpus, &work)?));
+        // Paths over one table share its corpus and store: prepared (and a reused store checked
+        // against the source) once.
+        let input = match inputs.iter().find(|(p, _)| p.kind == c.kind) {
+            Some((_, input)) => input.clone(),
+            None => Input::prepare(c.kind, &o.corpus_of(c.kind)?, &work)?,
+        };
+        inputs.push((c, input));
     }
     let names = ["baseline", "candidate"];
     let exes = [&o.baseline, &o.candidate];

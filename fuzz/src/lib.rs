@@ -18,13 +18,12 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use zrecord::vfs::{LockGuard, ReadFile, WriteFile};
-use zrecord::{Allocator, DType, DenseStore, OpenOptions, RaggedStore, SystemAllocator, Vfs};
+use zrecord::vfs::ReadFile;
+use zrecord::{Allocator, DType, DenseStore, OpenOptions, RaggedStore, ReadFs, SystemAllocator};
 
 /// Where the container lives inside the in-memory file system.
 pub const ROOT: &str = "/fz/c";
@@ -33,7 +32,7 @@ pub const ROOT: &str = "/fz/c";
 const MAX_GATHER_BYTES: u64 = 64 << 20;
 
 // ---------------------------------------------------------------------------------------------
-// A read-only in-memory file system
+// An in-memory file system, read side only
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Debug, Default)]
@@ -48,10 +47,6 @@ impl ReadFile for Bytes {
     }
 }
 
-fn ro() -> io::Error {
-    io::Error::new(io::ErrorKind::PermissionDenied, "read-only")
-}
-
 impl RoFs {
     pub fn new(files: Vec<(String, Vec<u8>)>) -> RoFs {
         RoFs {
@@ -63,28 +58,7 @@ impl RoFs {
     }
 }
 
-impl Vfs for RoFs {
-    fn create_dir(&self, _: &Path) -> io::Result<()> {
-        Err(ro())
-    }
-    fn create_dir_all(&self, _: &Path) -> io::Result<Vec<PathBuf>> {
-        Err(ro())
-    }
-    fn create_file(&self, _: &Path) -> io::Result<Box<dyn WriteFile>> {
-        Err(ro())
-    }
-    fn sync_dir(&self, _: &Path) -> io::Result<()> {
-        Err(ro())
-    }
-    fn rename_noreplace(&self, _: &Path, _: &Path) -> io::Result<()> {
-        Err(ro())
-    }
-    fn remove_dir_all(&self, _: &Path) -> io::Result<()> {
-        Err(ro())
-    }
-    fn remove_file(&self, _: &Path) -> io::Result<()> {
-        Err(ro())
-    }
+impl ReadFs for RoFs {
     fn exists(&self, path: &Path) -> io::Result<bool> {
         Ok(path == Path::new(ROOT) || self.files.contains_key(path))
     }
@@ -93,16 +67,6 @@ impl Vfs for RoFs {
             Some(d) => Ok(Arc::new(Bytes(d.clone()))),
             None => Err(io::Error::new(io::ErrorKind::NotFound, "no such file")),
         }
-    }
-    fn list_dir(&self, _: &Path) -> io::Result<Vec<OsString>> {
-        Ok(self
-            .files
-            .keys()
-            .filter_map(|p| p.file_name().map(|n| n.to_owned()))
-            .collect())
-    }
-    fn try_lock(&self, _: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        Err(ro())
     }
 }
 
@@ -120,7 +84,7 @@ fn alloc() -> Arc<dyn Allocator> {
 /// Returns whether either kind opened (the replay test checks that valid seeds do).
 pub fn exercise(files: Vec<(String, Vec<u8>)>) -> bool {
     let mut opened = false;
-    let vfs: Arc<dyn Vfs> = Arc::new(RoFs::new(files));
+    let vfs: Arc<dyn ReadFs> = Arc::new(RoFs::new(files));
     let opts = OpenOptions {
         verify: true,
         vfs,

@@ -1,5 +1,5 @@
 //! Where a store's files are read from, wired above both sides: a store path names either a
-//! local container, read through the [`Vfs`] of its `OpenOptions`, or (a URL, feature `remote`)
+//! local container, read through the [`ReadFs`] of its `OpenOptions`, or (a URL, feature `remote`)
 //! a prefix of an object store, read through the client of `crate::remote`. The read path
 //! (`read::container`) asks this module for a path's [`Backend`] and then sees only the read-side
 //! traits of `crate::source`; it never names the remote client, and the client never names the
@@ -10,8 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::source::{Opener, ReadFile, RemoteOptions};
-use crate::vfs::{Vfs, url_of};
+use crate::source::{Opener, ReadFile, ReadFs, RemoteOptions, url_of};
 
 /// A store path's files: how they are opened, and for a store on object storage the client the
 /// remote read engine fetches ranges with.
@@ -35,7 +34,11 @@ impl Backend {
 
 /// The backend of the store at `path`: an object store for a URL (connected with `remote`;
 /// nothing is requested yet), else the local file system `vfs`.
-pub(crate) fn for_path(path: &Path, vfs: &Arc<dyn Vfs>, remote: &RemoteOptions) -> Result<Backend> {
+pub(crate) fn for_path(
+    path: &Path,
+    vfs: &Arc<dyn ReadFs>,
+    remote: &RemoteOptions,
+) -> Result<Backend> {
     let Some(url) = url_of(path) else {
         return Ok(Backend {
             files: Box::new(Local(vfs.clone())),
@@ -63,7 +66,7 @@ pub(crate) fn for_path(path: &Path, vfs: &Arc<dyn Vfs>, remote: &RemoteOptions) 
 }
 
 /// A local file system's read side.
-struct Local(Arc<dyn Vfs>);
+struct Local(Arc<dyn ReadFs>);
 
 impl Opener for Local {
     fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {

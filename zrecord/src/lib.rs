@@ -50,7 +50,7 @@ pub use alloc::{
 };
 pub use dtype::{DType, dlpack_code};
 pub use error::{Error, Location, Result};
-pub use vfs::{StdFs, Vfs};
+pub use vfs::{ReadFs, StdFs, Vfs};
 mod dict;
 mod format;
 mod publish;

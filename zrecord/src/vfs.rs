@@ -1,12 +1,13 @@
-//! The small file-system interface zrecord's writers, its publish and its reads of local stores go
-//! through.
+//! The small file-system interfaces zrecord goes through: [`Vfs`], what its writers and its
+//! publish do, and [`ReadFs`] (declared with the read side in `crate::source`, re-exported here),
+//! how the reads of a local store open its files.
 //!
-//! Production code uses [`StdFs`] (positional writes, `fsync`, `renameat2(RENAME_NOREPLACE)`, read-only
-//! memory maps). Tests substitute their own implementation to inject I/O errors or to record every
-//! operation of a publish and replay crash images (see the reliability suite). A store on object
-//! storage is not a file system: it is read through the read-side traits of `crate::source`
-//! ([`ReadFile`], re-exported here with the URL helpers and [`DIRECT_ALIGN`]), which the remote
-//! client implements.
+//! Production code uses [`StdFs`], which implements both (positional writes, `fsync`,
+//! `renameat2(RENAME_NOREPLACE)`, read-only memory maps). Tests substitute their own
+//! implementations to inject I/O errors or to record every operation of a publish and replay crash
+//! images (see the reliability suite). A store on object storage is not a file system: it is read
+//! through the read-side traits of `crate::source` ([`ReadFile`], re-exported here with the URL
+//! helpers and [`DIRECT_ALIGN`]), which the remote client implements.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -15,7 +16,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use crate::source::{DIRECT_ALIGN, ReadFile, URL_SCHEMES, url_of};
+pub use crate::source::{DIRECT_ALIGN, ReadFile, ReadFs, URL_SCHEMES, url_of};
 
 /// A file being written. Writes are positional so shards can be filled independently.
 pub trait WriteFile: Send + Sync {
@@ -44,10 +45,9 @@ pub trait WriteFile: Send + Sync {
 /// A held advisory lock; dropping it releases the lock.
 pub trait LockGuard: Send + Sync {}
 
-/// File-system operations used by zrecord: what the writers and the publish do (create, write,
-/// `fsync`, rename without replace, remove, list, lock) and how a local store's files are opened
-/// for reading (`open_read`, `open_read_unmapped`, `shared_fs`: the local side of the read path's
-/// opener). A store on object storage is not a `Vfs`.
+/// File-system operations zrecord's writers and its publish use: create, write, `fsync`, rename
+/// without replace, remove, list, lock. Reading a local store goes through [`ReadFs`] instead. A
+/// store on object storage is not a `Vfs`.
 pub trait Vfs: Send + Sync + fmt::Debug {
     /// Creates one directory; fails if it exists.
     fn create_dir(&self, path: &Path) -> io::Result<()>;
@@ -65,19 +65,6 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Whether anything exists at `path`.
     fn exists(&self, path: &Path) -> io::Result<bool>;
-    /// Opens an existing file for reading.
-    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>>;
-    /// Opens an existing file for positional reads only ([`ReadFile::read_exact_at`]), without a
-    /// memory map. The default maps it ([`Vfs::open_read`]).
-    fn open_read_unmapped(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
-        self.open_read(path)
-    }
-    /// Whether `path` lies on a shared or network file system (NFS, SMB/CIFS, FUSE, Lustre,
-    /// Ceph, GPFS, 9P, AFS, GFS2, OCFS2), where another host may shrink a file under a map:
-    /// stores there are opened unmapped unless asked otherwise. The default: `false`.
-    fn shared_fs(&self, _path: &Path) -> bool {
-        false
-    }
     /// Names of the entries of a directory.
     fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>>;
     /// Creates `path` if needed and takes an exclusive advisory lock on it without blocking;
@@ -209,6 +196,34 @@ pub fn is_shared_fs_magic(f_type: u64) -> bool {
     SHARED.contains(&(f_type & 0xffff_ffff))
 }
 
+impl ReadFs for StdFs {
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
+        crate::source::open_mapped(path)
+    }
+
+    fn open_read_unmapped(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
+        crate::source::open_unmapped(path)
+    }
+
+    fn shared_fs(&self, path: &Path) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+            return false;
+        };
+        // SAFETY: `statfs` is plain data, for which all-zero bytes are a valid value.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: statfs reads the NUL-terminated path and writes only the struct it is given.
+        if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+            return false;
+        }
+        is_shared_fs_magic(st.f_type as u64)
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        path.try_exists()
+    }
+}
+
 struct StdLock(#[allow(dead_code)] File);
 impl LockGuard for StdLock {}
 
@@ -265,28 +280,6 @@ impl Vfs for StdFs {
 
     fn exists(&self, path: &Path) -> io::Result<bool> {
         path.try_exists()
-    }
-
-    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
-        crate::source::open_mapped(path)
-    }
-
-    fn open_read_unmapped(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
-        crate::source::open_unmapped(path)
-    }
-
-    fn shared_fs(&self, path: &Path) -> bool {
-        use std::os::unix::ffi::OsStrExt;
-        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-            return false;
-        };
-        // SAFETY: `statfs` is plain data, for which all-zero bytes are a valid value.
-        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-        // SAFETY: statfs reads the NUL-terminated path and writes only the struct it is given.
-        if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-            return false;
-        }
-        is_shared_fs_magic(st.f_type as u64)
     }
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use support::*;
 use zrecord::{
     Codec, DType, Dense, DenseStore, DenseWriter, Error, Layout, OpenOptions, Ragged, RaggedStore,
-    Store, Vfs, WriterOptions,
+    Store, WriterOptions,
 };
 
 fn fixtures() -> Vec<Spec> {
@@ -350,7 +350,7 @@ fn foreign_and_swapped_files_are_detected_at_open() {
     let mut swapped = idx[..64].to_vec();
     swapped.extend_from_slice(&idx[64 + page..]);
     swapped.extend_from_slice(&idx[64..64 + page]);
-    let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+    let vfs: Arc<dyn Fs> = Arc::new(fs.clone());
     fs.put(&ip, swapped);
     let e = DenseStore::open_with(
         path,

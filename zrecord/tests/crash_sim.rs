@@ -83,7 +83,7 @@ fn simulate(spec: &Spec, mutation: Option<Mutation>, subsets: u64, stop_at_first
     // An unrelated, durable neighbour: crash images must never damage it.
     fs.put(Path::new("/data/sets/other.bin"), vec![42; 100]);
     fs.start_recording();
-    let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+    let vfs: Arc<dyn Fs> = Arc::new(fs.clone());
     let opts = WriterOptions {
         mutation,
         ..spec.writer_options(vfs)

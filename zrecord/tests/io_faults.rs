@@ -45,12 +45,12 @@ fn workloads() -> Vec<Spec> {
 
 /// Where the runs happen: the in-memory file system or a real directory.
 trait Backend {
-    fn fresh(&mut self) -> (Arc<dyn Vfs>, PathBuf);
+    fn fresh(&mut self) -> (Arc<dyn Fs>, PathBuf);
 }
 
 struct Mem;
 impl Backend for Mem {
-    fn fresh(&mut self) -> (Arc<dyn Vfs>, PathBuf) {
+    fn fresh(&mut self) -> (Arc<dyn Fs>, PathBuf) {
         let fs = MemFs::new();
         fs.create_dir_all(Path::new("/p")).unwrap();
         (Arc::new(fs), PathBuf::from("/p"))
@@ -62,7 +62,7 @@ struct Disk {
     n: usize,
 }
 impl Backend for Disk {
-    fn fresh(&mut self) -> (Arc<dyn Vfs>, PathBuf) {
+    fn fresh(&mut self) -> (Arc<dyn Fs>, PathBuf) {
         self.n += 1;
         let p = self.root.path().join(format!("run{}", self.n));
         std::fs::create_dir(&p).unwrap();
@@ -129,7 +129,7 @@ fn write_sweep(backend: &mut dyn Backend, spec: &Spec, faults: &[Fault], stats: 
                     "{ctx}: fsync retried after failure on {:?}",
                     ffs.retried_syncs()
                 );
-                let published = inner.exists(&dest).unwrap();
+                let published = Vfs::exists(&*inner, &dest).unwrap();
                 match &r {
                     Ok(()) => {
                         stats.ok += 1;

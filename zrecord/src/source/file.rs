@@ -19,7 +19,7 @@ pub trait ReadFile: Send + Sync {
         None
     }
     /// Whether [`ReadFile::bytes`] is the file's contents (a map, or a copy in memory). `false`
-    /// for a file opened unmapped ([`crate::Vfs::open_read_unmapped`], a remote store's shard):
+    /// for a file opened unmapped ([`crate::ReadFs::open_read_unmapped`], a remote store's shard):
     /// its `bytes` is empty and it is read only with [`ReadFile::read_exact_at`].
     fn mapped(&self) -> bool {
         true

@@ -9,7 +9,7 @@
 //!   engines queue ([`ReadFile::direct`]). A local file implements it ([`local`]: mapped or
 //!   positional), and so does a shard object of a remote store;
 //! * [`open`]: [`Opener`], where a store's files are opened from (a local file system through
-//!   [`crate::Vfs`], or an object store), and [`RangeFetch`] (feature `remote`), a remote store's
+//!   its [`ReadFs`], or an object store), and [`RangeFetch`] (feature `remote`), a remote store's
 //!   client as the remote read engine uses it: many ranges of its objects fetched at once, its
 //!   options and its node-local cache;
 //! * [`options`]: [`RemoteOptions`] and [`CacheStats`]; [`cache`] (feature `remote`): the
@@ -28,6 +28,7 @@ mod options;
 pub use file::{DIRECT_ALIGN, ReadFile, URL_SCHEMES, url_of};
 pub(crate) use local::{open_mapped, open_unmapped};
 pub(crate) use open::Opener;
+pub use open::ReadFs;
 #[cfg(feature = "remote")]
 pub(crate) use open::{RangeFetch, fetch_tagged};
 pub use options::{CacheStats, RemoteOptions};

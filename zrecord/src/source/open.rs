@@ -1,6 +1,8 @@
-//! How the read path opens a store's files ([`Opener`]) and, for a store on object storage,
-//! fetches many ranges of them at once ([`RangeFetch`], feature `remote`).
+//! How the read path opens a store's files ([`Opener`]; on a local file system through its
+//! [`ReadFs`]) and, for a store on object storage, fetches many ranges of them at once
+//! ([`RangeFetch`], feature `remote`).
 
+use std::fmt;
 use std::io;
 #[cfg(feature = "remote")]
 use std::ops::Range;
@@ -12,6 +14,28 @@ use super::cache;
 use super::file::ReadFile;
 #[cfg(feature = "remote")]
 use super::options::RemoteOptions;
+
+/// The read side of a local file system: how the files of a store on it are opened for reading.
+/// [`crate::StdFs`] implements it (and [`crate::Vfs`], the side writers and publish use); a test
+/// may implement it alone to hand the read path in-memory or faulted files. A store on object
+/// storage is read through its client instead.
+pub trait ReadFs: Send + Sync + fmt::Debug {
+    /// Opens an existing file for reading: mapped where the file system can map it.
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>>;
+    /// Opens an existing file for positional reads only ([`ReadFile::read_exact_at`]), without a
+    /// memory map. The default maps it ([`ReadFs::open_read`]).
+    fn open_read_unmapped(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
+        self.open_read(path)
+    }
+    /// Whether anything exists at `path`.
+    fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Whether `path` lies on a shared or network file system (NFS, SMB/CIFS, FUSE, Lustre,
+    /// Ceph, GPFS, 9P, AFS, GFS2, OCFS2), where another host may shrink a file under a map:
+    /// stores there are opened unmapped unless asked otherwise. The default: `false`.
+    fn shared_fs(&self, _path: &Path) -> bool {
+        false
+    }
+}
 
 /// Where a store's files are opened from, for reading.
 pub(crate) trait Opener {

@@ -1,4 +1,4 @@
-//! Fault injection: [`FaultFs`] wraps any [`Vfs`] and fails its k-th operation (EIO, ENOSPC, a
+//! Fault injection: [`FaultFs`] wraps any [`Fs`] and fails its k-th operation (EIO, ENOSPC, a
 //! short write or a short read), once or from then on, and audits fsync calls (no fsync may be
 //! retried on a path whose fsync failed).
 
@@ -8,7 +8,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use zrecord::Vfs;
+use zrecord::{ReadFs, Vfs};
+
+use super::Fs;
 use zrecord::vfs::{LockGuard, ReadFile, WriteFile};
 
 /// What the injected fault looks like.
@@ -39,11 +41,11 @@ struct FaultState {
     syncs: u64,
 }
 
-/// Wraps a [`Vfs`] and fails operation number `fail_at` (counting from 0 over every call,
+/// Wraps an [`Fs`] and fails operation number `fail_at` (counting from 0 over every call,
 /// including `write_at`/`sync` on open files).
 #[derive(Clone, Debug)]
 pub struct FaultFs {
-    inner: Arc<dyn Vfs>,
+    inner: Arc<dyn Fs>,
     st: Arc<Mutex<FaultState>>,
 }
 
@@ -55,7 +57,7 @@ enum OpClass {
 }
 
 impl FaultFs {
-    pub fn new(inner: Arc<dyn Vfs>) -> FaultFs {
+    pub fn new(inner: Arc<dyn Fs>) -> FaultFs {
         FaultFs {
             inner,
             st: Arc::new(Mutex::new(FaultState::default())),
@@ -234,19 +236,7 @@ impl Vfs for FaultFs {
 
     fn exists(&self, path: &Path) -> io::Result<bool> {
         self.check(OpClass::Other)?;
-        self.inner.exists(path)
-    }
-
-    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
-        match self.tick(OpClass::Read) {
-            Some(Fault::ShortRead) => {
-                let inner = self.inner.open_read(path)?;
-                let len = inner.bytes().len() / 2;
-                Ok(Arc::new(Truncated { inner, len }))
-            }
-            Some(k) => Err(Self::err(k)),
-            None => self.inner.open_read(path),
-        }
+        Vfs::exists(&*self.inner, path)
     }
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {
@@ -257,5 +247,24 @@ impl Vfs for FaultFs {
     fn try_lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
         self.check(OpClass::Other)?;
         self.inner.try_lock(path)
+    }
+}
+
+impl ReadFs for FaultFs {
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
+        match self.tick(OpClass::Read) {
+            Some(Fault::ShortRead) => {
+                let inner = ReadFs::open_read(&*self.inner, path)?;
+                let len = inner.bytes().len() / 2;
+                Ok(Arc::new(Truncated { inner, len }))
+            }
+            Some(k) => Err(Self::err(k)),
+            None => ReadFs::open_read(&*self.inner, path),
+        }
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        self.check(OpClass::Other)?;
+        Vfs::exists(&*self.inner, path)
     }
 }

@@ -164,7 +164,7 @@ pub fn pack(recs: &[(Vec<u8>, Vec<u64>)], isz: usize) -> (Vec<u8>, Vec<i32>, Vec
 /// Opens `path` through `vfs`, then reads everything back and compares it with the oracle.
 /// `verify` additionally runs `verify()` on a second open. Returns the first error.
 pub fn check_container(
-    vfs: Arc<dyn Vfs>,
+    vfs: Arc<dyn super::Fs>,
     path: &Path,
     oracle: &Oracle,
     verify: bool,

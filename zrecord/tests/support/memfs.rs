@@ -8,8 +8,8 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use zrecord::Vfs;
 use zrecord::vfs::{LockGuard, ReadFile, WriteFile};
+use zrecord::{ReadFs, Vfs};
 
 use super::crash::CrashModel;
 
@@ -382,15 +382,6 @@ impl Vfs for MemFs {
         Ok(self.lock().resolve(path).is_some())
     }
 
-    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
-        let st = self.lock();
-        let ino = st.resolve(path).ok_or_else(|| enoent(path))?;
-        match &st.nodes[ino] {
-            Node::File(d) => Ok(Arc::new(MemRead(d.clone()))),
-            Node::Dir(_) => Err(io::Error::other("is a directory")),
-        }
-    }
-
     fn list_dir(&self, path: &Path) -> io::Result<Vec<OsString>> {
         let st = self.lock();
         let ino = st.dir_of(path)?;
@@ -413,5 +404,20 @@ impl Vfs for MemFs {
             fs: self.clone(),
             ino,
         })))
+    }
+}
+
+impl ReadFs for MemFs {
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
+        let st = self.lock();
+        let ino = st.resolve(path).ok_or_else(|| enoent(path))?;
+        match &st.nodes[ino] {
+            Node::File(d) => Ok(Arc::new(MemRead(d.clone()))),
+            Node::Dir(_) => Err(io::Error::other("is a directory")),
+        }
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        Ok(self.lock().resolve(path).is_some())
     }
 }

@@ -3,9 +3,9 @@
 //!
 //! * [`seeded`]: seeded generators (bytes, dictionaries, seeds and counts from the environment);
 //! * [`fixtures`]: fixture containers and their oracles, and the read-back check;
-//! * [`memfs`]: an in-memory [`zrecord::Vfs`] that logs every mutating operation;
+//! * [`memfs`]: an in-memory [`Fs`] that logs every mutating operation;
 //! * [`crash`]: the crash model that turns that log into power-loss images;
-//! * [`fault`]: a [`zrecord::Vfs`] wrapper that injects I/O errors and audits fsyncs;
+//! * [`fault`]: an [`Fs`] wrapper that injects I/O errors and audits fsyncs;
 //! * [`tally`]: the `RELIABILITY` lines the reliability suites print;
 //! * `seaweed` (feature `remote`): a real SeaweedFS server on loopback, and a test deadline.
 //!
@@ -21,6 +21,11 @@ pub mod memfs;
 pub mod seaweed;
 pub mod seeded;
 pub mod tally;
+
+/// A file system both sides use: what writers and publish do ([`zrecord::Vfs`]) and how reads
+/// open files ([`zrecord::ReadFs`]), as the in-memory and faulty test file systems provide.
+pub trait Fs: zrecord::Vfs + zrecord::ReadFs {}
+impl<T: zrecord::Vfs + zrecord::ReadFs + ?Sized> Fs for T {}
 
 pub use crash::*;
 pub use fault::*;

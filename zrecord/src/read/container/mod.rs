@@ -106,7 +106,7 @@ impl Container {
         let index_path = path.join(INDEX_FILE);
         let index = index::open_index(opener, &m, &index_path, mapped)?;
         let (shards, shard_paths) = files::open_shards(opener, path, &m, mapped)?;
-        // A file system may map a file even when asked not to (`Vfs::open_read_unmapped`'s
+        // A file system may map a file even when asked not to (`ReadFs::open_read_unmapped`'s
         // default): the store is unmapped only when no shard is.
         let mapped = shards.iter().any(|f| f.mapped());
         let stride = match m.kind {

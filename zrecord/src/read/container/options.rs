@@ -4,20 +4,21 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::source::RemoteOptions;
-use crate::vfs::{StdFs, Vfs};
+use crate::vfs::{ReadFs, StdFs};
 
 /// How to open a store.
 #[derive(Clone)]
 pub struct OpenOptions {
     /// Verify each record's CRC32C on every read (default `true`).
     pub verify: bool,
-    /// File system to read through.
-    pub vfs: Arc<dyn Vfs>,
+    /// The local file system a store's files are read through (its read side, [`ReadFs`]; the
+    /// default [`StdFs`]). A store on object storage is read through its client instead.
+    pub vfs: Arc<dyn ReadFs>,
     /// When a gather requests all of its records from the device before copying (default
     /// [`ColdReads::Auto`]).
     pub cold_reads: ColdReads,
     /// Whether the store's files are memory-mapped: `None` (the default) maps them except on a
-    /// shared or network file system ([`Vfs::shared_fs`]: NFS, SMB, FUSE, Lustre, ...), where
+    /// shared or network file system ([`ReadFs::shared_fs`]: NFS, SMB, FUSE, Lustre, ...), where
     /// another host may shrink a file under the map and they are read with positional reads
     /// instead; `Some(true)` always maps, `Some(false)` never does. An unmapped store holds its
     /// whole index in memory and reads each gather's records as coalesced ranges of its shards

@@ -68,9 +68,6 @@ pub use dict::{DEFAULT_DICT_BYTES, DictSample, train_dict, train_dict_from};
 pub use format::{Codec, Kind};
 
 pub use publish::gc;
-#[cfg(feature = "mutations")]
-#[doc(hidden)]
-pub use read::with_blocking_direct_reads;
 pub use read::{
     Batch, CacheStats, ColdReads, Dense, DenseBatch, DenseStore, DenseView, Layout, OUTPUT_ALIGN,
     OpenOptions, Ragged, RaggedBatch, RaggedStore, RaggedView, RecordExtent, RemoteOptions, Store,

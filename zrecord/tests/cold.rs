@@ -29,7 +29,7 @@ fn opts(cold: ColdReads) -> OpenOptions {
 /// Runs `f` with direct reads made by blocking readers (`blocking`) or by the default engine.
 fn with_engine<R>(blocking: bool, f: impl FnOnce() -> R) -> R {
     if blocking {
-        zrecord::with_blocking_direct_reads(f)
+        zrecord::testing::with_blocking_direct_reads(f)
     } else {
         f()
     }

@@ -7,7 +7,8 @@
 //! * [`crash`]: the crash model that turns that log into power-loss images;
 //! * [`fault`]: an [`Fs`] wrapper that injects I/O errors and audits fsyncs;
 //! * [`tally`]: the `RELIABILITY` lines the reliability suites print;
-//! * `seaweed` (feature `remote`): a real SeaweedFS server on loopback, and a test deadline.
+//! * `seaweed` (feature `remote`): a real SeaweedFS server on loopback, and a test deadline;
+//!   `s3`: the options a store on it opens with and a plain client to tamper with its objects.
 //!
 //! The golden containers of `compat.rs` keep their own generators: their formulas define
 //! committed bytes.
@@ -17,6 +18,8 @@ pub mod crash;
 pub mod fault;
 pub mod fixtures;
 pub mod memfs;
+#[cfg(feature = "remote")]
+pub mod s3;
 #[cfg(feature = "remote")]
 pub mod seaweed;
 pub mod seeded;

@@ -75,5 +75,5 @@ pub use read::{
 };
 pub use write::{
     DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER, Writer,
-    WriterOptions,
+    WriterOptions, check_ragged_batch,
 };

@@ -1,8 +1,8 @@
 //! `RaggedWriter.append` of packed fields: the field rules host and device inputs share
-//! ([`check_fields`]), where the three fields live ([`route`]), the whole-batch check of offsets
-//! and shapes that a chunked append runs before its first write ([`check_packed`]), the plan of
-//! whole-record chunks ([`record_chunks`]) and, with the `cuda` feature, the device append itself
-//! ([`DeviceBatch`]).
+//! ([`check_fields`]), where the three fields live ([`route`]), the plan of whole-record chunks
+//! ([`record_chunks`]) and, with the `cuda` feature, the device append itself ([`DeviceBatch`]),
+//! which checks the whole batch's offsets and shapes with `zrecord::check_ragged_batch` before its
+//! first write.
 
 use std::ops::Range;
 
@@ -11,10 +11,6 @@ use zrecord::DType;
 
 use crate::dlpack::Imported;
 use crate::errors::{DTypeError, InvalidInputError, UnsupportedDeviceError};
-
-/// Zrecord's limit on one record's bytes (2 GiB), checked up front with the other record rules.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-const MAX_RECORD_BYTES: u64 = 1 << 31;
 
 /// The writer a batch is appended to, as the checks name it.
 pub(crate) struct Target<'a> {
@@ -131,69 +127,6 @@ pub(crate) fn route(path: &str, fields: [&Bound<'_, PyAny>; 3]) -> PyResult<Rout
     )))
 }
 
-/// The rules zrecord's `RaggedWriter::append` applies to a batch's offsets and shapes, checked for
-/// the whole batch: an append written in chunks runs this first, so bad input writes nothing.
-/// Same errors and messages as zrecord's.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub(crate) fn check_packed(
-    cu: &[i32],
-    shapes: &[u64],
-    ndim: usize,
-    itemsize: usize,
-    nvalues: usize,
-) -> zrecord::Result<()> {
-    let invalid = |m: String| zrecord::Error::InvalidInput(m);
-    let Some((&first, _)) = cu.split_first() else {
-        return Err(invalid("cu_seqlens must have n + 1 >= 1 entries".into()));
-    };
-    if first != 0 {
-        return Err(invalid(format!("cu_seqlens[0] must be 0, found {first}")));
-    }
-    let n = cu.len() - 1;
-    if shapes.len() != n * ndim {
-        return Err(invalid(format!(
-            "shapes hold {} values, expected {n} records x ndim {ndim} = {}",
-            shapes.len(),
-            n * ndim
-        )));
-    }
-    for k in 0..n {
-        let (a, b) = (cu[k], cu[k + 1]);
-        if b <= a {
-            return Err(invalid(format!(
-                "cu_seqlens must strictly increase (records are non-empty): cu_seqlens[{k}] = {a}, cu_seqlens[{}] = {b}",
-                k + 1
-            )));
-        }
-        let shape = &shapes[k * ndim..(k + 1) * ndim];
-        let mut count: u64 = 1;
-        for &d in shape {
-            count = count
-                .checked_mul(d)
-                .ok_or_else(|| invalid(format!("record {k}: shape {shape:?} overflows")))?;
-        }
-        if count != (b - a) as u64 {
-            return Err(invalid(format!(
-                "record {k}: shape {shape:?} has {count} elements but cu_seqlens span {}",
-                b - a
-            )));
-        }
-        if count.saturating_mul(itemsize as u64) > MAX_RECORD_BYTES {
-            return Err(zrecord::Error::LimitExceeded(format!(
-                "record {k} holds {} bytes; the limit is 2 GiB",
-                count.saturating_mul(itemsize as u64)
-            )));
-        }
-    }
-    let last = cu[n];
-    if last as usize != nvalues {
-        return Err(invalid(format!(
-            "cu_seqlens ends at {last} but values hold {nvalues} elements"
-        )));
-    }
-    Ok(())
-}
-
 /// Splits the records of checked offsets `cu` (strictly increasing from 0) into consecutive runs
 /// whose values take at most `limit` bytes each; a record larger than `limit` is a run of its
 /// own. Every record is in exactly one run, in order.
@@ -269,7 +202,7 @@ impl<'py> DeviceBatch<'py> {
             .py_err(py)?;
         let (ndim, itemsize) = (t.ndim as usize, t.dtype.itemsize());
         let nvalues = v.imported().numel() as usize;
-        guard(|| check_packed(&cu, &shapes, ndim, itemsize, nvalues)).py_err(py)?;
+        guard(|| zrecord::check_ragged_batch(&cu, &shapes, ndim, itemsize, nvalues)).py_err(py)?;
         Ok(DeviceBatch {
             values: v,
             cu,
@@ -357,25 +290,5 @@ mod tests {
         assert!(record_chunks(&[0], 4, 16).is_empty());
         // A limit below every record: one run per record.
         assert_eq!(record_chunks(&cu, 4, 1).len(), 7);
-    }
-
-    #[test]
-    fn packed_checks_match_the_writer_rules() {
-        let ok = check_packed(&[0, 2, 5], &[2, 3], 1, 4, 5);
-        assert!(ok.is_ok(), "{ok:?}");
-        assert!(check_packed(&[0], &[], 1, 4, 0).is_ok());
-        let msg = |r: zrecord::Result<()>| r.unwrap_err().to_string();
-        assert!(msg(check_packed(&[], &[], 1, 4, 0)).contains("n + 1 >= 1"));
-        assert!(msg(check_packed(&[1, 2], &[1], 1, 4, 2)).contains("cu_seqlens[0] must be 0"));
-        assert!(msg(check_packed(&[0, 2], &[2, 1], 1, 4, 2)).contains("shapes hold 2 values"));
-        assert!(msg(check_packed(&[0, 2, 2], &[2, 0], 1, 4, 2)).contains("strictly increase"));
-        assert!(msg(check_packed(&[0, 2], &[3], 1, 4, 2)).contains("has 3 elements"));
-        assert!(msg(check_packed(&[0, 2], &[u64::MAX, 2], 2, 4, 2)).contains("overflows"));
-        assert!(msg(check_packed(&[0, 2], &[2], 1, 4, 3)).contains("ends at 2"));
-        let big = check_packed(&[0, i32::MAX], &[i32::MAX as u64], 1, 8, i32::MAX as usize);
-        assert!(
-            matches!(big, Err(zrecord::Error::LimitExceeded(_))),
-            "{big:?}"
-        );
     }
 }

@@ -11,6 +11,7 @@ mod container;
 mod dense;
 mod options;
 mod ragged;
+pub use ragged::check_ragged_batch;
 mod shard;
 mod writer;
 

@@ -66,8 +66,7 @@ impl Writer<Ragged> {
 }
 
 /// Checks a packed batch of records of `isz`-byte elements and rank `ndim` whole: the values
-/// are whole elements, `cu_seqlens` starts at 0, increases strictly and ends at the number of
-/// values, and each record's shape holds exactly its span (at most 2 GiB).
+/// are whole elements, then the offsets and shapes ([`check_ragged_batch`]).
 fn check_packed(
     values: &[u8],
     cu_seqlens: &[i32],
@@ -81,7 +80,22 @@ fn check_packed(
             values.len()
         )));
     }
-    let nvalues = values.len() / isz;
+    check_ragged_batch(cu_seqlens, shapes, ndim, isz, values.len() / isz)
+}
+
+/// Checks the offsets and shapes of a packed batch of `nvalues` elements of `isz` bytes, records
+/// of rank `ndim`, as [`Writer::append`](super::writer::RaggedWriter::append) does before it
+/// writes: `cu_seqlens` starts at 0, increases strictly and ends at `nvalues`, and each record's
+/// shape holds exactly its span (at most 2 GiB). A caller that appends one batch in several
+/// calls (the Python binding, from device memory) checks the whole batch with this first, so
+/// bad input writes nothing; the errors are `append`'s.
+pub fn check_ragged_batch(
+    cu_seqlens: &[i32],
+    shapes: &[u64],
+    ndim: usize,
+    isz: usize,
+    nvalues: usize,
+) -> Result<()> {
     let Some((&first, _)) = cu_seqlens.split_first() else {
         return Err(Error::invalid("cu_seqlens must have n + 1 >= 1 entries"));
     };
@@ -119,10 +133,10 @@ fn check_packed(
                 b - a
             )));
         }
-        if count * isz as u64 > MAX_RECORD_BYTES {
+        let bytes = count.saturating_mul(isz as u64);
+        if bytes > MAX_RECORD_BYTES {
             return Err(Error::LimitExceeded(format!(
-                "record {k} holds {} bytes; the limit is 2 GiB",
-                count * isz as u64
+                "record {k} holds {bytes} bytes; the limit is 2 GiB"
             )));
         }
     }
@@ -133,4 +147,32 @@ fn check_packed(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_checks_name_each_rule() {
+        let ok = check_ragged_batch(&[0, 2, 5], &[2, 3], 1, 4, 5);
+        assert!(ok.is_ok(), "{ok:?}");
+        assert!(check_ragged_batch(&[0], &[], 1, 4, 0).is_ok());
+        let msg = |r: Result<()>| r.unwrap_err().to_string();
+        assert!(msg(check_ragged_batch(&[], &[], 1, 4, 0)).contains("n + 1 >= 1"));
+        assert!(
+            msg(check_ragged_batch(&[1, 2], &[1], 1, 4, 2)).contains("cu_seqlens[0] must be 0")
+        );
+        assert!(
+            msg(check_ragged_batch(&[0, 2], &[2, 1], 1, 4, 2)).contains("shapes hold 2 values")
+        );
+        assert!(
+            msg(check_ragged_batch(&[0, 2, 2], &[2, 0], 1, 4, 2)).contains("strictly increase")
+        );
+        assert!(msg(check_ragged_batch(&[0, 2], &[3], 1, 4, 2)).contains("has 3 elements"));
+        assert!(msg(check_ragged_batch(&[0, 2], &[u64::MAX, 2], 2, 4, 2)).contains("overflows"));
+        assert!(msg(check_ragged_batch(&[0, 2], &[2], 1, 4, 3)).contains("ends at 2"));
+        let big = check_ragged_batch(&[0, i32::MAX], &[i32::MAX as u64], 1, 8, i32::MAX as usize);
+        assert!(matches!(big, Err(Error::LimitExceeded(_))), "{big:?}");
+    }
 }

@@ -1,17 +1,18 @@
 """Trainers for the kill-and-resume tests of `test_trainers.py`: real Lightning, Accelerate and
 `torch.distributed.checkpoint`, each training a small regression on a loaderx `Loader`.
 
-`python _trainers.py TRAINER PHASE ROOT OUT DATA WORKERS WORLD`
+`python _trainers.py ROOT JOB [JOB ...]` runs the jobs one after the other in this process (one
+interpreter start for several runs); a job is `TRAINER,PHASE,DATA,WORKERS,WORLD,OUT`:
 
 * TRAINER: `lightning` (the loader is the train dataloader, Lightning's `ModelCheckpoint` saves it
   every `EVERY` steps, `trainer.fit(ckpt_path=...)` resumes), `accelerate`
   (`register_for_checkpointing(loader)`, `save_state` / `load_state`) or `dcp` (the loader is a
-  `Stateful` in `dcp.save` / `dcp.load`); `lightning-plain` is `lightning` without the adapter;
+  `Stateful` in `dcp.save` / `dcp.load`);
 * PHASE: `full` (an uninterrupted run of `TOTAL` steps), `kill` (checkpoints at step `KILL_AT`,
-  then exits with `os._exit` before anything else runs) or `resume` (from that checkpoint, to
-  `TOTAL`);
+  then exits with `os._exit` before anything else runs: the last job) or `resume` (from that
+  checkpoint, to `TOTAL`);
 * DATA: `plain` (one store) or `mixture` (two sources whose weights change at steps 4 and 9);
-* WORLD: processes (Lightning `ddp` on CPU with gloo when 2).
+* WORLD: processes (Lightning `ddp` on CPU with gloo when 2: then one job per process).
 
 Each rank writes `OUT/PHASE-rank{r}.pt`: the sample ids of every step it trained (in order) and
 its final weights (`kill`: the weights the checkpoint holds)."""
@@ -125,6 +126,7 @@ def lightning(phase, root, out, data, workers, world):
         (ckpt,) = glob.glob(str(ckdir / f"ck-step={KILL_AT}.ckpt"))
     trainer.fit(model, ckpt_path=ckpt)
     dump(out, phase, trainer.global_rank, model.ids, model.lin)
+    trainer.train_dataloader.loader.close()
 
 
 def loop(phase, out, loader, model, opt, save, load):
@@ -144,6 +146,7 @@ def loop(phase, out, loader, model, opt, save, load):
             dump(out, phase, 0, ids, model)
             os._exit(0)
     dump(out, phase, 0, ids, model)
+    loader.close()
 
 
 def accelerate(phase, root, out, data, workers):
@@ -181,18 +184,16 @@ def dcp(phase, root, out, data, workers):
     loop(phase, out, loader, model, opt, save, load)
 
 
-def main(trainer, phases, root, out, data, workers, world):
-    """`phases`: one phase, or several separated by commas run one after the other in this
-    process (`full,kill`: one interpreter start less; `kill` must come last)."""
+def main(root, *jobs):
     torch.set_num_threads(1)
-    workers, world = int(workers), int(world)
-    for phase in phases.split(","):
+    for job in jobs:
+        trainer, phase, data, workers, world, out = job.split(",", 5)
         if trainer == "lightning":
-            lightning(phase, root, out, data, workers, world)
+            lightning(phase, root, out, data, int(workers), int(world))
         elif trainer == "accelerate":
-            accelerate(phase, root, out, data, workers)
+            accelerate(phase, root, out, data, int(workers))
         else:
-            dcp(phase, root, out, data, workers)
+            dcp(phase, root, out, data, int(workers))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ its weights bit for bit, on every rank:
 
 * Lightning 2.6 (`ModelCheckpoint(every_n_train_steps=3)`, `trainer.fit(ckpt_path=...)`, the
   loader as train dataloader through `loaderx.lightning.TrainLoader`): workers 0 and 2, a plain
-  store and a mixture whose weights change at steps 4 and 9, one process and 2 (`ddp`, gloo);
+  store and a mixture whose weights change at steps 4 and 9; and 2 ranks (`ddp`, gloo, 2 workers,
+  the mixture);
 * Accelerate (`register_for_checkpointing(loader)`, `save_state` / `load_state`) and
   `torch.distributed.checkpoint` (the loader as a `Stateful`): plain loops, workers 0 and 2;
 * without the adapter, Lightning's own save of a plain `Loader` raises (its fetcher holds a batch
@@ -47,10 +48,51 @@ def root(tmp_path_factory):
     return r
 
 
-def run(trainer, phases, root, out, data, workers, world=1):
-    cmd = [sys.executable, str(HERE / "_trainers.py"), trainer, phases, str(root), str(out), data, str(workers), str(world)]
-    r = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True, timeout=DEADLINE)
-    assert r.returncode == 0, f"{' '.join(cmd)}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+# One process: trainer, workers, data.
+SINGLE = [("lightning", w, d) for w in (0, 2) for d in ("plain", "mixture")] + [
+    (t, w, d) for t in ("accelerate", "dcp") for w, d in ((2, "mixture"), (0, "plain"))
+]
+
+
+def job(case, phase, out, world=1):
+    trainer, workers, data = case
+    return f"{trainer},{phase},{data},{workers},{world},{out}"
+
+
+def run_all(root, batches, parallel=2):
+    """Runs `_trainers.py ROOT *jobs` for each list of jobs, `parallel` processes at a time, and
+    waits for every one to exit (each within `DEADLINE`)."""
+    pending, failed = list(batches), []
+    while pending:
+        procs = []
+        for jobs in pending[:parallel]:
+            cmd = [sys.executable, str(HERE / "_trainers.py"), str(root), *jobs]
+            procs.append((cmd, subprocess.Popen(cmd, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        pending = pending[parallel:]
+        for cmd, p in procs:
+            try:
+                out, err = p.communicate(timeout=DEADLINE)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            if p.returncode != 0:
+                failed.append(f"{' '.join(cmd[3:])}: exit {p.returncode}\n{out[-3000:]}\n{err[-6000:]}")
+    assert not failed, "\n\n".join(failed)
+
+
+@pytest.fixture(scope="module")
+def single_runs(root, tmp_path_factory):
+    """Every one-process case, run once for the module: a killed run per case (one process each),
+    then the resumed and the uninterrupted runs, one process per trainer family."""
+    need("torch", "lightning", "accelerate")
+    base = tmp_path_factory.mktemp("runs")
+    outs = {case: base / "-".join(map(str, case)) for case in SINGLE}
+    for out in outs.values():
+        out.mkdir()
+    run_all(root, [[job(case, "kill", outs[case])] for case in SINGLE])
+    families = [[c for c in SINGLE if c[0] == "lightning"], [c for c in SINGLE if c[0] != "lightning"]]
+    run_all(root, [[job(c, p, outs[c]) for c in family for p in ("resume", "full")] for family in families])
+    return outs
 
 
 def check(out, data, world):
@@ -76,33 +118,19 @@ def check(out, data, world):
         assert sum(from_1[:4]) == 16 and from_1[4:9] == [2] * 5 and abs(sum(from_1[9:]) - 16) <= 1, from_1
 
 
+@pytest.mark.timeout(8 * DEADLINE)
+@pytest.mark.parametrize("case", SINGLE, ids=["-".join(map(str, c)) for c in SINGLE])
+def test_one_process_resumes_bit_identically(single_runs, case):
+    check(single_runs[case], case[2], 1)
+
+
 @pytest.mark.timeout(3 * DEADLINE)
-@pytest.mark.parametrize("data", ["plain", "mixture"])
-@pytest.mark.parametrize("workers", [0, 2])
-def test_lightning_resumes_bit_identically(root, tmp_path, workers, data):
-    need("lightning")
-    run("lightning", "full,kill", root, tmp_path, data, workers)
-    run("lightning", "resume", root, tmp_path, data, workers)
-    check(tmp_path, data, 1)
-
-
-@pytest.mark.timeout(4 * DEADLINE)
-@pytest.mark.parametrize("workers,data", [(2, "mixture"), (0, "plain")])
-def test_lightning_ddp_two_ranks_resumes_bit_identically(root, tmp_path, workers, data):
-    need("lightning")
+def test_lightning_ddp_two_ranks_resumes_bit_identically(root, tmp_path):
+    need("torch", "lightning")
+    case = ("lightning", 2, "mixture")
     for phase in ("full", "kill", "resume"):
-        run("lightning", phase, root, tmp_path, data, workers, world=2)
-    check(tmp_path, data, 2)
-
-
-@pytest.mark.timeout(3 * DEADLINE)
-@pytest.mark.parametrize("trainer", ["accelerate", "dcp"])
-@pytest.mark.parametrize("workers,data", [(2, "mixture"), (0, "plain")])
-def test_accelerate_and_dcp_resume_bit_identically(root, tmp_path, trainer, workers, data):
-    need("torch", "accelerate")
-    run(trainer, "full,kill", root, tmp_path, data, workers)
-    run(trainer, "resume", root, tmp_path, data, workers)
-    check(tmp_path, data, 1)
+        run_all(root, [[job(case, phase, tmp_path, world=2)]])
+    check(tmp_path, "mixture", 2)
 
 
 @pytest.mark.timeout(DEADLINE)

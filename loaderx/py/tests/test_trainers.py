@@ -1,0 +1,194 @@
+"""Kill and resume inside real trainers (issue 56): Lightning, Accelerate, torch DCP.
+
+Each case trains a small regression on a loaderx `Loader` (`_trainers.py`) three ways: an
+uninterrupted run, a run that checkpoints at step `KILL_AT` and exits there with `os._exit`, and a
+run resumed from that checkpoint. The ids of the samples trained, step by step, must be those of
+the uninterrupted run (killed run's steps then the resumed run's) and the final weights equal to
+its weights bit for bit, on every rank:
+
+* Lightning 2.6 (`ModelCheckpoint(every_n_train_steps=3)`, `trainer.fit(ckpt_path=...)`, the
+  loader as train dataloader through `loaderx.lightning.TrainLoader`): workers 0 and 2, a plain
+  store and a mixture whose weights change at steps 4 and 9; and 2 ranks (`ddp`, gloo, 2 workers,
+  the mixture);
+* Accelerate (`register_for_checkpointing(loader)`, `save_state` / `load_state`) and
+  `torch.distributed.checkpoint` (the loader as a `Stateful`): plain loops, workers 0 and 2;
+* without the adapter, Lightning's own save of a plain `Loader` raises (its fetcher holds a batch
+  ahead of training: that state would skip it) instead of skipping data;
+* `TrainLoader` itself: the state as of the last batch marked trained, the errors when the
+  callback is missing, and a new iteration rewinding over the batches fetched ahead.
+
+Subprocesses have a deadline; tests wait for them to exit, never on sleeps."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loaderx import InvalidInputError
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _trainers import BATCH, KILL_AT, OFFSET, TOTAL, make_loader, write_stores  # noqa: E402
+
+DEADLINE = 300  # seconds for one trainer process (a cold start imports torch and the trainer)
+
+
+def need(*modules):
+    for module in modules:
+        pytest.importorskip(module, reason="scripts/install-deps.sh installs it")
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    r = tmp_path_factory.mktemp("trainers")
+    write_stores(r)
+    return r
+
+
+# One process: trainer, workers, data.
+SINGLE = [("lightning", w, d) for w in (0, 2) for d in ("plain", "mixture")] + [
+    (t, w, d) for t in ("accelerate", "dcp") for w, d in ((2, "mixture"), (0, "plain"))
+]
+
+
+def job(case, phase, out, world=1):
+    trainer, workers, data = case
+    return f"{trainer},{phase},{data},{workers},{world},{out}"
+
+
+def run_all(root, batches, parallel=2):
+    """Runs `_trainers.py ROOT *jobs` for each list of jobs, `parallel` processes at a time, and
+    waits for every one to exit (each within `DEADLINE`)."""
+    pending, failed = list(batches), []
+    while pending:
+        procs = []
+        for jobs in pending[:parallel]:
+            cmd = [sys.executable, str(HERE / "_trainers.py"), str(root), *jobs]
+            procs.append((cmd, subprocess.Popen(cmd, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        pending = pending[parallel:]
+        for cmd, p in procs:
+            try:
+                out, err = p.communicate(timeout=DEADLINE)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            if p.returncode != 0:
+                failed.append(f"{' '.join(cmd[3:])}: exit {p.returncode}\n{out[-3000:]}\n{err[-6000:]}")
+    assert not failed, "\n\n".join(failed)
+
+
+@pytest.fixture(scope="module")
+def single_runs(root, tmp_path_factory):
+    """Every one-process case, run once for the module: a killed run per case (one process each),
+    then the resumed and the uninterrupted runs, one process per trainer family."""
+    need("torch", "lightning", "accelerate")
+    base = tmp_path_factory.mktemp("runs")
+    outs = {case: base / "-".join(map(str, case)) for case in SINGLE}
+    for out in outs.values():
+        out.mkdir()
+    run_all(root, [[job(case, "kill", outs[case])] for case in SINGLE])
+    families = [[c for c in SINGLE if c[0] == "lightning"], [c for c in SINGLE if c[0] != "lightning"]]
+    run_all(root, [[job(c, p, outs[c]) for c in family for p in ("resume", "full")] for family in families])
+    return outs
+
+
+def check(out, data, world):
+    """Every rank's killed + resumed run against its uninterrupted run; the mixture's weights
+    visibly changed at steps 4 and 9 (records of source 1 per global step)."""
+    import torch
+
+    per_step = [[] for _ in range(TOTAL)]
+    for rank in range(world):
+        full, kill, resumed = (torch.load(out / f"{p}-rank{rank}.pt") for p in ("full", "kill", "resume"))
+        assert len(full["ids"]) == TOTAL and len(kill["ids"]) == KILL_AT, (rank, len(kill["ids"]))
+        assert kill["ids"] + resumed["ids"] == full["ids"], f"rank {rank}: sample order differs"
+        for name, w in full["weights"].items():
+            assert torch.equal(w, resumed["weights"][name]), f"rank {rank}: {name} differs"
+            assert not torch.equal(w, kill["weights"][name]), f"rank {rank}: {name} did not train"
+        for step, ids in enumerate(full["ids"]):
+            per_step[step] += ids
+    assert all(len(ids) == BATCH for ids in per_step)
+    from_1 = [sum(i >= OFFSET for i in ids) for ids in per_step]
+    if data == "plain":
+        assert from_1 == [0] * TOTAL
+    else:  # weights 1:1, then 3:1 from step 4, then 1:2 from step 9
+        assert sum(from_1[:4]) == 16 and from_1[4:9] == [2] * 5 and abs(sum(from_1[9:]) - 16) <= 1, from_1
+
+
+@pytest.mark.timeout(8 * DEADLINE)
+@pytest.mark.parametrize("case", SINGLE, ids=["-".join(map(str, c)) for c in SINGLE])
+def test_one_process_resumes_bit_identically(single_runs, case):
+    check(single_runs[case], case[2], 1)
+
+
+@pytest.mark.timeout(3 * DEADLINE)
+def test_lightning_ddp_two_ranks_resumes_bit_identically(root, tmp_path):
+    need("torch", "lightning")
+    case = ("lightning", 2, "mixture")
+    for phase in ("full", "kill", "resume"):
+        run_all(root, [[job(case, phase, tmp_path, world=2)]])
+    check(tmp_path, "mixture", 2)
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_lightning_saving_a_plain_loader_raises_instead_of_skipping(root, tmp_path):
+    need("lightning")
+    import lightning as L
+    import torch
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    trained = []
+
+    class Net(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, idx):
+            trained.append(batch["id"].tolist())
+            return self.lin(batch["x"]).square().mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    loader = make_loader(root, "plain", 2)
+    trainer = L.Trainer(max_steps=6, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=[ModelCheckpoint(tmp_path, every_n_train_steps=2)])
+    with pytest.raises(InvalidInputError, match="fetcher holds a batch pulled ahead of training") as e:
+        trainer.fit(Net(), train_dataloaders=loader)
+    assert "lightning.pytorch." in str(e.value) and "loaderx.lightning.TrainLoader" in str(e.value)
+    # The save came after step 2, with the third batch already delivered: that state says 3.
+    assert len(trained) == 2 and loader.step == 3
+    assert not list(tmp_path.glob("*.ckpt"))
+    loader.close()
+
+
+def test_train_loader_state_is_that_of_the_last_trained_batch(root):
+    need("lightning")
+    from loaderx.lightning import TrainLoader
+
+    with make_loader(root, "plain", 2) as ref:
+        batches = [next(ref)["id"].tolist() for _ in range(8)]
+    tl = TrainLoader(make_loader(root, "plain", 2), ahead=2)
+    assert iter(tl) is tl and tl.state_dict()["step"] == 0
+    got = [next(tl)["id"].tolist(), next(tl)["id"].tolist()]  # a trainer fetching one ahead
+    with pytest.raises(InvalidInputError, match="TrainedBatches"):
+        tl.state_dict()  # fetched ahead, none marked: no callback
+    tl.trained()
+    assert tl.state_dict()["step"] == 1 and tl.loader.step == 2
+    with pytest.raises(InvalidInputError, match="batches fetched ahead of training"):
+        next(tl), next(tl)  # a third unmarked batch: beyond ahead=2
+    assert tl.loader.step == 3
+    iter(tl)  # a new iteration drops the batches fetched ahead: rewinds to the trained state
+    assert tl.loader.step == 1
+    got += [next(tl)["id"].tolist() for _ in range(2)]
+    assert got == batches[:2] + batches[1:3]
+    tl.trained()
+    tl.trained()
+    assert tl.state_dict()["step"] == 3
+    with pytest.raises(InvalidInputError, match="never delivered"):
+        tl.trained()
+    tl.load_state_dict(tl.state_dict())
+    assert next(tl)["id"].tolist() == batches[3]
+    tl.loader.close()

@@ -140,6 +140,19 @@ pub struct PackState {
     pub ended: bool,
 }
 
+impl PackState {
+    /// The state as compact JSON.
+    pub fn to_json(&self) -> String {
+        // Plain data with string keys cannot fail to serialize.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parses a state written by [`PackState::to_json`]; errors name what is malformed.
+    pub fn from_json(text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|e| Error::invalid(format!("not a pack state ({e})")))
+    }
+}
+
 /// A packer's and its loader's state together: load both with [`Packer::load_state_dict`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackedState {

@@ -67,7 +67,7 @@ impl Row {
             _ => None,
         };
         let hex = s.tokens.as_bytes();
-        if hex.len() % (2 * itemsize) != 0 {
+        if !hex.len().is_multiple_of(2 * itemsize) {
             return Err(bad("does not hold whole tokens"));
         }
         let mut tokens = Vec::with_capacity(seq_len * itemsize);

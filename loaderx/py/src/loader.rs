@@ -498,7 +498,7 @@ impl PyLoader {
     /// in the stream's dtype, the others int32), packed in Rust by `mode` `"concat"` or
     /// `"first_fit"` (`pool` open rows); the packer's state is part of `state_dict()`. Needs
     /// ordered delivery with several workers and no transform. Returns the loader.
-    #[pyo3(signature = (stream, seq_len, batch_size, *, mode="concat", pool=loaderx::pack::DEFAULT_POOL))]
+    #[pyo3(signature = (stream, seq_len, batch_size, *, mode="concat", pool=32))]
     fn pack(
         slf: Py<Self>,
         py: Python<'_>,

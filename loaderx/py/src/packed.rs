@@ -130,3 +130,6 @@ pub(crate) fn placement_of(p: &Placements, stream: &str) -> Placement {
         .cloned()
         .unwrap_or(Placement::Host)
 }
+
+// `Loader.pack`'s signature spells the default pool as a literal (the stub shows it).
+const _: () = assert!(loaderx::pack::DEFAULT_POOL == 32);

@@ -184,6 +184,8 @@ pub struct Packer {
     open: Vec<Row>,
     batches: u64,
     ended: bool,
+    /// The int32 bytes of 0..seq_len: the positions every segment copies a prefix of.
+    iota: Arc<[u8]>,
 }
 
 impl std::fmt::Debug for Packer {
@@ -282,6 +284,7 @@ impl Packer {
             open: Vec::new(),
             batches: 0,
             ended: false,
+            iota: rows::iota(opts.seq_len),
         })
     }
 

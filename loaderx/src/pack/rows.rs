@@ -2,6 +2,8 @@
 //! [`PackMode::FirstFit`](super::PackMode::FirstFit) through the pool of open rows, and the
 //! batch's three arrays written from the packer's allocator.
 
+use std::sync::Arc;
+
 use zrecord::{Allocation, Allocator};
 
 use super::{PackedBatch, Packer, Pull, RowState};
@@ -23,6 +25,13 @@ impl Row {
             tokens: Vec::with_capacity(bytes),
             segments: Vec::new(),
         }
+    }
+
+    /// The row emptied, its buffers kept.
+    fn cleared(mut self) -> Row {
+        self.tokens.clear();
+        self.segments.clear();
+        self
     }
 
     /// Tokens in the row.
@@ -97,6 +106,25 @@ impl Row {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// Fills `dst` (whole int32s) with `v`: one store, then doubling copies.
+fn fill_i32(dst: &mut [u8], v: i32) {
+    if dst.len() < 4 {
+        return;
+    }
+    dst[..4].copy_from_slice(&v.to_ne_bytes());
+    let mut done = 4;
+    while done < dst.len() {
+        let n = done.min(dst.len() - done);
+        dst.copy_within(..n, done);
+        done += n;
+    }
+}
+
+/// The int32 bytes of 0, 1, ..., `n - 1`: every segment's positions are a prefix.
+pub(super) fn iota(n: usize) -> Arc<[u8]> {
+    (0..n as i32).flat_map(i32::to_ne_bytes).collect()
+}
+
 /// One batch's three arrays being written.
 struct Out {
     tokens: Allocation,
@@ -132,8 +160,9 @@ impl Out {
         })
     }
 
-    /// Writes one segment's tokens at `(row, col)` with id `seg`, positions from 0.
-    fn put(&mut self, row: usize, col: usize, seg: i32, bytes: &[u8]) {
+    /// Writes one segment's tokens at `(row, col)` with id `seg`, positions from 0 (copied
+    /// from `iota`, the int32 bytes of 0, 1, ..., seq_len - 1).
+    fn put(&mut self, row: usize, col: usize, seg: i32, bytes: &[u8], iota: &[u8]) {
         let n = bytes.len() / self.itemsize;
         let at = row * self.seq_len + col;
         let isz = self.itemsize;
@@ -141,15 +170,10 @@ impl Out {
             t[at * isz..(at + n) * isz].copy_from_slice(bytes);
         }
         if let Some(s) = self.seg.host_slice_mut() {
-            let id = seg.to_ne_bytes();
-            for c in s[at * 4..(at + n) * 4].chunks_exact_mut(4) {
-                c.copy_from_slice(&id);
-            }
+            fill_i32(&mut s[at * 4..(at + n) * 4], seg);
         }
         if let Some(p) = self.pos.host_slice_mut() {
-            for (k, c) in p[at * 4..(at + n) * 4].chunks_exact_mut(4).enumerate() {
-                c.copy_from_slice(&(k as i32).to_ne_bytes());
-            }
+            p[at * 4..(at + n) * 4].copy_from_slice(&iota[..n * 4]);
         }
         self.written += n;
     }
@@ -169,11 +193,11 @@ impl Out {
     }
 
     /// Writes an open row as output row `r`, padded.
-    fn row(&mut self, r: usize, row: &Row) {
+    fn row(&mut self, r: usize, row: &Row, iota: &[u8]) {
         let (mut col, mut at) = (0, 0);
         for (k, &n) in row.segments.iter().enumerate() {
             let bytes = n as usize * self.itemsize;
-            self.put(r, col, k as i32 + 1, &row.tokens[at..at + bytes]);
+            self.put(r, col, k as i32 + 1, &row.tokens[at..at + bytes], iota);
             col += n as usize;
             at += bytes;
         }
@@ -202,6 +226,7 @@ impl Packer {
             return Ok(None);
         }
         let (rows, l) = (self.opts.rows, self.opts.seq_len);
+        let iota = self.iota.clone();
         let mut out = Out::new(&*self.alloc, rows, l, self.dtype.itemsize())?;
         let mut more = true;
         for r in 0..rows {
@@ -213,7 +238,7 @@ impl Packer {
                 }
                 seg += 1;
                 let at = col;
-                col += self.take_chunk(l - at, &mut |b| out.put(r, at, seg, b));
+                col += self.take_chunk(l - at, &mut |b| out.put(r, at, seg, b, &iota));
             }
             out.pad(r, col);
         }
@@ -229,12 +254,16 @@ impl Packer {
             return Ok(None);
         }
         let (rows, l, isz) = (self.opts.rows, self.opts.seq_len, self.dtype.itemsize());
+        let iota = self.iota.clone();
         let mut out = Out::new(&*self.alloc, rows, l, isz)?;
         let mut emitted = 0;
+        // The last emitted row's buffers, reused by the next row opened.
+        let mut spare: Option<Row> = None;
         while emitted < rows {
             if let Some(j) = self.open.iter().position(|r| r.used(isz) == l) {
                 let row = self.open.remove(j);
-                out.row(emitted, &row);
+                out.row(emitted, &row, &iota);
+                spare = Some(row);
                 emitted += 1;
                 continue;
             }
@@ -243,7 +272,8 @@ impl Packer {
                     break;
                 }
                 let row = self.open.remove(0);
-                out.row(emitted, &row);
+                out.row(emitted, &row, &iota);
+                spare = Some(row);
                 emitted += 1;
                 continue;
             }
@@ -254,10 +284,15 @@ impl Packer {
                     if self.open.len() >= self.opts.pool {
                         let j = fullest(&self.open, isz);
                         let row = self.open.remove(j);
-                        out.row(emitted, &row);
+                        out.row(emitted, &row, &iota);
+                        spare = Some(row);
                         emitted += 1;
                     }
-                    self.open.push(Row::with_capacity(l * isz));
+                    self.open.push(
+                        spare
+                            .take()
+                            .map_or_else(|| Row::with_capacity(l * isz), Row::cleared),
+                    );
                     self.open.len() - 1
                 }
             };
@@ -265,7 +300,8 @@ impl Packer {
             self.take_chunk(n, &mut |b| row.push(b, isz));
             if row.used(isz) == l && emitted < rows {
                 self.open.remove(slot);
-                out.row(emitted, &row);
+                out.row(emitted, &row, &iota);
+                spare = Some(row);
                 emitted += 1;
             } else {
                 self.open[slot] = row;

@@ -10,6 +10,8 @@ use loaderx::{
     PackedBatch, PackedState, Packer, Shard, StreamView,
 };
 use proptest::prelude::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use zrecord::{Codec, DType, RaggedStore, RaggedWriter, SystemAllocator, WriterOptions};
 
 /// A Ragged int32 store of `lens.len()` documents; token `j` of document `d` is `d * 10_000 + j`.
@@ -249,16 +251,10 @@ fn resume_matches(make: &dyn Fn() -> Loader<Vec<Shard>>, o: PackOptions, k: usiz
     );
 }
 
+/// `n` seeded document lengths in 1..=700.
 fn lens(n: usize, seed: u64) -> Vec<usize> {
-    let mut x = seed;
-    (0..n)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            1 + (x >> 33) as usize % 700
-        })
-        .collect()
+    let mut rng = SmallRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(1..=700)).collect()
 }
 
 #[test]

@@ -66,6 +66,16 @@ pub(crate) fn shards_to_py<'py>(
     Ok(out)
 }
 
+/// A delivered item as the shard list a packer reads (a transform's result is refused).
+fn item_shards(item: Item) -> loaderx::Result<Vec<Shard>> {
+    match item {
+        Item::Shards(s) => Ok(s),
+        Item::Obj(_) => Err(loaderx::Error::InvalidArgument(
+            "a packing loader packs the raw stream: build the Loader without a transform".into(),
+        )),
+    }
+}
+
 /// A `streams` dict, parsed: the core's stream list, each view's store path (the state's store
 /// identity), placements, and the fingerprint's `streams` entry.
 struct Parsed<'py> {
@@ -509,7 +519,13 @@ impl PyLoader {
         pool: usize,
     ) -> PyResult<Py<Self>> {
         let me = slf.get();
-        let placement = crate::packed::placement_of(&me.placements, stream);
+        let placement = me
+            .placements
+            .first()
+            .and_then(|m| m.get(stream))
+            .and_then(|v| v.first())
+            .cloned()
+            .unwrap_or(Placement::Host);
         me.with_packing(py, None, |p, l| {
             if p.is_some() {
                 return Err(CoreError::Py(
@@ -565,7 +581,7 @@ impl PyLoader {
         let packs = lock(&self.packing, POISONED).py_err(py)?.is_some();
         if packs {
             let got = self.with_packing(py, Some(None), |p, l| match p.as_mut() {
-                Some(p) => crate::packed::next(p, l),
+                Some(p) => crate::packed::next(p, l, item_shards),
                 None => Ok(None),
             })?;
             return got.map(|t| crate::packed::to_dict(py, t)).transpose();

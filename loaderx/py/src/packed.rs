@@ -8,7 +8,6 @@ use pyo3::types::PyDict;
 
 use crate::errors::{CoreError, InvalidInputError};
 use crate::gpu::{Placement, place};
-use crate::loader::{Item, Placements};
 use crate::tensor::PyDLTensor;
 
 /// The key of the packer's state in a packing loader's `state_dict()`.
@@ -21,8 +20,8 @@ pub(crate) struct Packing {
 }
 
 /// The packer over `loader`'s stream `stream`, from the Python arguments.
-pub(crate) fn packer(
-    loader: &Loader<Item>,
+pub(crate) fn packer<T: Send + 'static>(
+    loader: &Loader<T>,
     stream: &str,
     seq_len: usize,
     batch_size: usize,
@@ -43,20 +42,11 @@ pub(crate) fn packer(
     Ok(Packer::new(loader, stream, opts)?)
 }
 
-/// A delivered item as the shard list the packer reads (a transform's result is refused).
-fn shards(item: Item) -> loaderx::Result<Vec<Shard>> {
-    match item {
-        Item::Shards(s) => Ok(s),
-        Item::Obj(_) => Err(loaderx::Error::InvalidArgument(
-            "a packing loader packs the raw stream: build the Loader without a transform".into(),
-        )),
-    }
-}
-
 /// The next packed batch as its three tensors (called with the GIL released).
-pub(crate) fn next(
+pub(crate) fn next<T: Send + 'static>(
     p: &mut Packing,
-    loader: &mut Loader<Item>,
+    loader: &mut Loader<T>,
+    shards: impl Fn(T) -> loaderx::Result<Vec<Shard>>,
 ) -> Result<Option<Tensors>, CoreError> {
     match p.packer.next_from(loader, shards) {
         None => Ok(None),
@@ -90,15 +80,15 @@ fn to_tensors(b: PackedBatch, placement: &Placement) -> Result<Tensors, CoreErro
 
 /// The loader state to save (the one before the step the packer holds) and the packer's own,
 /// both as JSON.
-pub(crate) fn state_json(p: &Packing, loader: &Loader<Item>) -> (String, String) {
+pub(crate) fn state_json<T: Send + 'static>(p: &Packing, loader: &Loader<T>) -> (String, String) {
     let s = p.packer.state_dict(loader);
     (s.loader.to_json(), s.pack.to_json())
 }
 
 /// Loads a loader state and a packer state (JSON) into `loader` and `p`.
-pub(crate) fn load(
+pub(crate) fn load<T: Send + 'static>(
     p: &mut Packing,
-    loader: &mut Loader<Item>,
+    loader: &mut Loader<T>,
     loader_json: &str,
     pack_json: &str,
 ) -> Result<(), CoreError> {
@@ -120,15 +110,6 @@ pub(crate) fn mismatch(saved: bool) -> CoreError {
          saved by a loader packed the same way"
     };
     CoreError::Py(InvalidInputError::new_err, why.into())
-}
-
-/// Where stream `stream`'s batches are placed (source 0's first view).
-pub(crate) fn placement_of(p: &Placements, stream: &str) -> Placement {
-    p.first()
-        .and_then(|m| m.get(stream))
-        .and_then(|v| v.first())
-        .cloned()
-        .unwrap_or(Placement::Host)
 }
 
 // `Loader.pack`'s signature spells the default pool as a literal (the stub shows it).

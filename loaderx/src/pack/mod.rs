@@ -18,149 +18,26 @@
 //! exactly. Memory: besides the loader's own bound, one delivered step held and `pool x seq_len`
 //! tokens of open rows (first-fit), plus the batches the consumer holds.
 //!
-//! The files: `rows.rs` fills rows (both modes) and writes a batch; this file holds the types,
-//! the input cursor and the state.
+//! The files: `types.rs` holds the public types and the state, `rows.rs` the open rows and the
+//! writing of a batch's arrays; this file the input cursor, the two modes' row filling and the
+//! state's save and load.
 
 mod rows;
+mod types;
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use zrecord::{Allocation, Allocator, DType};
+use zrecord::{Allocator, DType};
 
 use crate::error::{Error, Result};
 use crate::loader::{Batch, Loader, Shard, StreamView};
 use crate::state::LoaderState;
 
 use self::rows::Row;
-
-/// How documents are placed into rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PackMode {
-    /// Concatenate, split every `seq_len`; a cut document carries over into the next row.
-    Concat,
-    /// Whole documents into the first open row with room (a bounded pool of open rows).
-    FirstFit,
-}
-
-impl PackMode {
-    /// The mode named `concat` or `first_fit`.
-    pub fn from_name(name: &str) -> Option<PackMode> {
-        match name {
-            "concat" => Some(PackMode::Concat),
-            "first_fit" => Some(PackMode::FirstFit),
-            _ => None,
-        }
-    }
-}
-
-/// What a [`Packer`] makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PackOptions {
-    /// Tokens per row (`L`).
-    pub seq_len: usize,
-    /// Rows per batch (`B`).
-    pub rows: usize,
-    /// How documents are placed.
-    pub mode: PackMode,
-    /// First-fit: open rows at most (ignored by `Concat`).
-    pub pool: usize,
-}
-
-/// The default first-fit pool: 32 open rows.
-pub const DEFAULT_POOL: usize = 32;
-
-/// One packed batch: three `[rows, seq_len]` arrays, each in its own allocation.
-#[derive(Debug)]
-pub struct PackedBatch {
-    /// The tokens, in the stream's dtype (0 where padding).
-    pub tokens: Allocation,
-    /// int32 segment ids: 1, 2, ... per row, 0 where padding.
-    pub segment_ids: Allocation,
-    /// int32 positions within each segment (0 where padding).
-    pub positions: Allocation,
-    /// The tokens' dtype.
-    pub dtype: DType,
-    /// Rows (`B`).
-    pub rows: usize,
-    /// Tokens per row (`L`).
-    pub seq_len: usize,
-    /// Padding tokens in the batch.
-    pub padding: usize,
-}
-
-/// Where the packer is in the step it holds: the document and the token within it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Cursor {
-    /// The document (non-empty record, counted over the step's shards in order).
-    pub doc: u64,
-    /// Tokens of it already packed.
-    pub token: u64,
-}
-
-/// One open first-fit row in a [`PackState`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RowState {
-    /// The row's tokens so far, as the hex of their little-endian bytes.
-    pub tokens: String,
-    /// Each segment's length, in order.
-    pub segments: Vec<u32>,
-}
-
-/// The packer's resume state, saved beside the loader state it resumes from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PackState {
-    /// The packed stream.
-    pub stream: String,
-    /// The mode.
-    pub mode: PackMode,
-    /// Tokens per row.
-    pub seq_len: u64,
-    /// Rows per batch.
-    pub rows: u64,
-    /// The first-fit pool.
-    pub pool: u64,
-    /// The tokens' dtype.
-    pub dtype: String,
-    /// The saving process's slice: `[process_index, process_count]` (a packer packs its own
-    /// slice of the stream, so only the same slice continues it).
-    pub process: [u64; 2],
-    /// Packed batches delivered.
-    pub batches: u64,
-    /// Into the first step the loader delivers after its state: where packing continues.
-    /// `None` when no step was held.
-    pub cursor: Option<Cursor>,
-    /// First-fit's open rows, oldest first.
-    pub open: Vec<RowState>,
-    /// The loader's stream ended (nothing more will be delivered).
-    pub ended: bool,
-}
-
-impl PackState {
-    /// The state as compact JSON.
-    pub fn to_json(&self) -> String {
-        // Plain data with string keys cannot fail to serialize.
-        serde_json::to_string(self).unwrap_or_default()
-    }
-
-    /// Parses a state written by [`PackState::to_json`]; errors name what is malformed.
-    pub fn from_json(text: &str) -> Result<Self> {
-        serde_json::from_str(text).map_err(|e| Error::invalid(format!("not a pack state ({e})")))
-    }
-}
-
-/// A packer's and its loader's state together: load both with [`Packer::load_state_dict`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct PackedState {
-    /// The loader state to load (the one before the step the packer holds, if it holds one).
-    pub loader: LoaderState,
-    /// The packer's own state.
-    pub pack: PackState,
-}
+pub use self::types::{
+    Cursor, DEFAULT_POOL, PackMode, PackOptions, PackState, PackedBatch, PackedState, Pull,
+    RowState,
+};
 
 /// A delivered step being consumed: its shards, its documents and the loader state before it.
 struct Input {
@@ -537,5 +414,98 @@ impl Packer {
     }
 }
 
-/// Pulls the next delivered step: the loader state before it and its shards.
-pub type Pull<'a> = dyn FnMut() -> Option<Result<(LoaderState, Vec<Shard>)>> + 'a;
+impl Packer {
+    /// Concat: each row takes the stream's next `seq_len` tokens; `None` at the end of the
+    /// stream (the last batch's rows past it are padding).
+    fn concat_batch(&mut self, pull: &mut Pull<'_>) -> Result<Option<PackedBatch>> {
+        if !self.ensure_input(pull)? {
+            return Ok(None);
+        }
+        let (rows, l) = (self.opts.rows, self.opts.seq_len);
+        let iota = self.iota.clone();
+        let mut out = rows::Out::new(&*self.alloc, rows, l, self.dtype.itemsize())?;
+        let mut more = true;
+        for r in 0..rows {
+            let (mut col, mut seg) = (0, 0);
+            while more && col < l {
+                more = self.ensure_input(pull)?;
+                if !more {
+                    break;
+                }
+                seg += 1;
+                let at = col;
+                col += self.take_chunk(l - at, &mut |b| out.put(r, at, seg, b, &iota));
+            }
+            out.pad(r, col);
+        }
+        Ok(Some(out.finish(self.dtype, rows, l)))
+    }
+
+    /// First-fit: each document (or `seq_len` piece of a longer one) goes into the first open
+    /// row with room; with none and the pool full, the fullest open row (the first of equals) is
+    /// emitted first. A row that fills up is emitted at once. At the end of the stream the open
+    /// rows are emitted oldest first.
+    fn first_fit_batch(&mut self, pull: &mut Pull<'_>) -> Result<Option<PackedBatch>> {
+        if !self.ensure_input(pull)? && self.open.is_empty() {
+            return Ok(None);
+        }
+        let (rows, l, isz) = (self.opts.rows, self.opts.seq_len, self.dtype.itemsize());
+        let iota = self.iota.clone();
+        let mut out = rows::Out::new(&*self.alloc, rows, l, isz)?;
+        let mut emitted = 0;
+        // The last emitted row's buffers, reused by the next row opened.
+        let mut spare: Option<Row> = None;
+        while emitted < rows {
+            if let Some(j) = self.open.iter().position(|r| r.used(isz) == l) {
+                let row = self.open.remove(j);
+                out.row(emitted, &row, &iota);
+                spare = Some(row);
+                emitted += 1;
+                continue;
+            }
+            if !self.ensure_input(pull)? {
+                if self.open.is_empty() {
+                    break;
+                }
+                let row = self.open.remove(0);
+                out.row(emitted, &row, &iota);
+                spare = Some(row);
+                emitted += 1;
+                continue;
+            }
+            let n = self.peek().min(l);
+            let slot = match self.open.iter().position(|r| l - r.used(isz) >= n) {
+                Some(i) => i,
+                None => {
+                    if self.open.len() >= self.opts.pool {
+                        let j = rows::fullest(&self.open, isz);
+                        let row = self.open.remove(j);
+                        out.row(emitted, &row, &iota);
+                        spare = Some(row);
+                        emitted += 1;
+                    }
+                    self.open.push(
+                        spare
+                            .take()
+                            .map_or_else(|| Row::with_capacity(l * isz), Row::cleared),
+                    );
+                    self.open.len() - 1
+                }
+            };
+            let mut row = std::mem::take(&mut self.open[slot]);
+            self.take_chunk(n, &mut |b| row.push(b, isz));
+            if row.used(isz) == l && emitted < rows {
+                self.open.remove(slot);
+                out.row(emitted, &row, &iota);
+                spare = Some(row);
+                emitted += 1;
+            } else {
+                self.open[slot] = row;
+            }
+        }
+        for r in emitted..rows {
+            out.pad(r, 0);
+        }
+        Ok(Some(out.finish(self.dtype, rows, l)))
+    }
+}

@@ -1,12 +1,11 @@
-//! Filling rows: [`PackMode::Concat`](super::PackMode::Concat) straight into the batch,
-//! [`PackMode::FirstFit`](super::PackMode::FirstFit) through the pool of open rows, and the
-//! batch's three arrays written from the packer's allocator.
+//! First-fit's open rows ([`Row`]: tokens and segment lengths, to and from their saved form) and
+//! the writing of a batch's three arrays into allocations from the packer's allocator (`Out`).
 
 use std::sync::Arc;
 
 use zrecord::{Allocation, Allocator};
 
-use super::{PackedBatch, Packer, Pull, RowState};
+use super::types::{PackedBatch, RowState};
 use crate::error::{Error, Result};
 
 /// Alignment of each output array.
@@ -20,7 +19,7 @@ pub(super) struct Row {
 }
 
 impl Row {
-    fn with_capacity(bytes: usize) -> Row {
+    pub(super) fn with_capacity(bytes: usize) -> Row {
         Row {
             tokens: Vec::with_capacity(bytes),
             segments: Vec::new(),
@@ -28,19 +27,19 @@ impl Row {
     }
 
     /// The row emptied, its buffers kept.
-    fn cleared(mut self) -> Row {
+    pub(super) fn cleared(mut self) -> Row {
         self.tokens.clear();
         self.segments.clear();
         self
     }
 
     /// Tokens in the row.
-    fn used(&self, itemsize: usize) -> usize {
+    pub(super) fn used(&self, itemsize: usize) -> usize {
         self.tokens.len() / itemsize
     }
 
     /// Appends one segment's bytes.
-    fn push(&mut self, bytes: &[u8], itemsize: usize) {
+    pub(super) fn push(&mut self, bytes: &[u8], itemsize: usize) {
         self.tokens.extend_from_slice(bytes);
         self.segments.push((bytes.len() / itemsize) as u32);
     }
@@ -126,7 +125,7 @@ pub(super) fn iota(n: usize) -> Arc<[u8]> {
 }
 
 /// One batch's three arrays being written.
-struct Out {
+pub(super) struct Out {
     tokens: Allocation,
     seg: Allocation,
     pos: Allocation,
@@ -148,7 +147,12 @@ fn acquire(alloc: &dyn Allocator, bytes: usize) -> Result<Allocation> {
 }
 
 impl Out {
-    fn new(alloc: &dyn Allocator, rows: usize, seq_len: usize, itemsize: usize) -> Result<Out> {
+    pub(super) fn new(
+        alloc: &dyn Allocator,
+        rows: usize,
+        seq_len: usize,
+        itemsize: usize,
+    ) -> Result<Out> {
         let cells = rows * seq_len;
         Ok(Out {
             tokens: acquire(alloc, cells * itemsize)?,
@@ -162,7 +166,7 @@ impl Out {
 
     /// Writes one segment's tokens at `(row, col)` with id `seg`, positions from 0 (copied
     /// from `iota`, the int32 bytes of 0, 1, ..., seq_len - 1).
-    fn put(&mut self, row: usize, col: usize, seg: i32, bytes: &[u8], iota: &[u8]) {
+    pub(super) fn put(&mut self, row: usize, col: usize, seg: i32, bytes: &[u8], iota: &[u8]) {
         let n = bytes.len() / self.itemsize;
         let at = row * self.seq_len + col;
         let isz = self.itemsize;
@@ -179,7 +183,7 @@ impl Out {
     }
 
     /// Zeroes `row` from `col` to its end in all three arrays.
-    fn pad(&mut self, row: usize, col: usize) {
+    pub(super) fn pad(&mut self, row: usize, col: usize) {
         let (a, z) = (row * self.seq_len + col, (row + 1) * self.seq_len);
         let isz = self.itemsize;
         if let Some(t) = self.tokens.host_slice_mut() {
@@ -193,7 +197,7 @@ impl Out {
     }
 
     /// Writes an open row as output row `r`, padded.
-    fn row(&mut self, r: usize, row: &Row, iota: &[u8]) {
+    pub(super) fn row(&mut self, r: usize, row: &Row, iota: &[u8]) {
         let (mut col, mut at) = (0, 0);
         for (k, &n) in row.segments.iter().enumerate() {
             let bytes = n as usize * self.itemsize;
@@ -204,13 +208,12 @@ impl Out {
         self.pad(r, col);
     }
 
-    fn finish(self, p: &Packer) -> PackedBatch {
-        let (rows, seq_len) = (p.opts.rows, p.opts.seq_len);
+    pub(super) fn finish(self, dtype: zrecord::DType, rows: usize, seq_len: usize) -> PackedBatch {
         PackedBatch {
             tokens: self.tokens,
             segment_ids: self.seg,
             positions: self.pos,
-            dtype: p.dtype,
+            dtype,
             rows,
             seq_len,
             padding: rows * seq_len - self.written,
@@ -218,104 +221,8 @@ impl Out {
     }
 }
 
-impl Packer {
-    /// Concat: each row takes the stream's next `seq_len` tokens; `None` at the end of the
-    /// stream (the last batch's rows past it are padding).
-    pub(super) fn concat_batch(&mut self, pull: &mut Pull<'_>) -> Result<Option<PackedBatch>> {
-        if !self.ensure_input(pull)? {
-            return Ok(None);
-        }
-        let (rows, l) = (self.opts.rows, self.opts.seq_len);
-        let iota = self.iota.clone();
-        let mut out = Out::new(&*self.alloc, rows, l, self.dtype.itemsize())?;
-        let mut more = true;
-        for r in 0..rows {
-            let (mut col, mut seg) = (0, 0);
-            while more && col < l {
-                more = self.ensure_input(pull)?;
-                if !more {
-                    break;
-                }
-                seg += 1;
-                let at = col;
-                col += self.take_chunk(l - at, &mut |b| out.put(r, at, seg, b, &iota));
-            }
-            out.pad(r, col);
-        }
-        Ok(Some(out.finish(self)))
-    }
-
-    /// First-fit: each document (or `seq_len` piece of a longer one) goes into the first open
-    /// row with room; with none and the pool full, the fullest open row (the first of equals) is
-    /// emitted first. A row that fills up is emitted at once. At the end of the stream the open
-    /// rows are emitted oldest first.
-    pub(super) fn first_fit_batch(&mut self, pull: &mut Pull<'_>) -> Result<Option<PackedBatch>> {
-        if !self.ensure_input(pull)? && self.open.is_empty() {
-            return Ok(None);
-        }
-        let (rows, l, isz) = (self.opts.rows, self.opts.seq_len, self.dtype.itemsize());
-        let iota = self.iota.clone();
-        let mut out = Out::new(&*self.alloc, rows, l, isz)?;
-        let mut emitted = 0;
-        // The last emitted row's buffers, reused by the next row opened.
-        let mut spare: Option<Row> = None;
-        while emitted < rows {
-            if let Some(j) = self.open.iter().position(|r| r.used(isz) == l) {
-                let row = self.open.remove(j);
-                out.row(emitted, &row, &iota);
-                spare = Some(row);
-                emitted += 1;
-                continue;
-            }
-            if !self.ensure_input(pull)? {
-                if self.open.is_empty() {
-                    break;
-                }
-                let row = self.open.remove(0);
-                out.row(emitted, &row, &iota);
-                spare = Some(row);
-                emitted += 1;
-                continue;
-            }
-            let n = self.peek().min(l);
-            let slot = match self.open.iter().position(|r| l - r.used(isz) >= n) {
-                Some(i) => i,
-                None => {
-                    if self.open.len() >= self.opts.pool {
-                        let j = fullest(&self.open, isz);
-                        let row = self.open.remove(j);
-                        out.row(emitted, &row, &iota);
-                        spare = Some(row);
-                        emitted += 1;
-                    }
-                    self.open.push(
-                        spare
-                            .take()
-                            .map_or_else(|| Row::with_capacity(l * isz), Row::cleared),
-                    );
-                    self.open.len() - 1
-                }
-            };
-            let mut row = std::mem::take(&mut self.open[slot]);
-            self.take_chunk(n, &mut |b| row.push(b, isz));
-            if row.used(isz) == l && emitted < rows {
-                self.open.remove(slot);
-                out.row(emitted, &row, &iota);
-                spare = Some(row);
-                emitted += 1;
-            } else {
-                self.open[slot] = row;
-            }
-        }
-        for r in emitted..rows {
-            out.pad(r, 0);
-        }
-        Ok(Some(out.finish(self)))
-    }
-}
-
 /// The index of the open row with the fewest free tokens (the first of equals).
-fn fullest(open: &[Row], itemsize: usize) -> usize {
+pub(super) fn fullest(open: &[Row], itemsize: usize) -> usize {
     let mut best = 0;
     for (i, r) in open.iter().enumerate() {
         if r.used(itemsize) > open[best].used(itemsize) {

@@ -33,6 +33,7 @@ mod corpus;
 mod gate;
 mod loader;
 mod machine;
+mod packing;
 mod remote_report;
 #[cfg(feature = "remote")]
 mod remote_table;

@@ -13,7 +13,7 @@ use crate::model::{CellResult, Report, Status};
 use crate::progress::{Ledger, progress};
 use crate::store::{self, sampler};
 use crate::table::{Corpus, Table};
-use crate::{loader, machine, report, working_set};
+use crate::{loader, machine, packing, report, working_set};
 
 /// Backends that the reference leaves out of the Ragged vision table when a batch takes > 1 s.
 pub const SLOW_RAGGED_VISION: &[&str] = &["hdf5-gzip", "arrow-ipc-zstd", "parquet-zstd"];
@@ -79,7 +79,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
             .into_iter()
             .any(|t| t.corpus() == Some(c) && a.selected(t))
     };
-    let (need_vision, need_tokens) = (needs(Corpus::Vision), needs(Corpus::Tokens));
+    let need_vision = needs(Corpus::Vision);
+    let need_tokens = needs(Corpus::Tokens) || a.selected(Table::Packing);
     let mut corpora = Corpora::default();
     if need_vision {
         corpora.vision = Some(corpus::vision(&a)?);
@@ -212,7 +213,13 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     if Table::LOADER.into_iter().any(|t| a.selected(t)) {
         report.loader = Some(phases.time("loader tables", || loader::run(&a, &corpora, &work))?);
     }
-    eprintln!("{}", phases.summary("sampler and loader tables", 2));
+    if a.selected(Table::Packing) {
+        report.packing = Some(phases.time("packing", || packing::run(&a, &corpora, &work))?);
+    }
+    eprintln!(
+        "{}",
+        phases.summary("sampler, loader and packing tables", 3)
+    );
     report.machine = machine::receipts();
     report.source = machine::source_info();
     machine::seal(&source_at_start, &mut report.source);

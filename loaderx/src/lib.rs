@@ -12,6 +12,8 @@
 //!   or on worker threads with a bounded output queue, in completion or step order.
 //! * [`mixture`]: [`MixturePlan`], which draws each global batch from several sources by weight
 //!   (exact apportionment, O(1) seek), behind [`Loader::mixture`].
+//! * [`pack`]: [`Packer`], sequence packing of a Ragged token stream into `[rows, seq_len]`
+//!   batches with segment ids and positions (concat or first-fit), its state resumable.
 //! * [`state`]: [`LoaderState`], the small serde resume state of [`Loader::state_dict`] and
 //!   [`Loader::load_state_dict`].
 //!
@@ -25,6 +27,7 @@ pub mod cuda;
 mod error;
 pub mod loader;
 pub mod mixture;
+pub mod pack;
 pub mod pool;
 pub mod sampler;
 pub mod state;
@@ -32,6 +35,7 @@ pub mod state;
 pub use error::{Error, Result};
 pub use loader::{Batch, Loader, LoaderOptions, MixtureSource, Shard, StreamView, Transform};
 pub use mixture::{MixturePlan, MixtureSpec, WeightChange};
+pub use pack::{PackMode, PackOptions, PackState, PackedBatch, PackedState, Packer, Pull};
 pub use pool::{
     DEFAULT_POOL_SIZE, HostSource, LARGE_CLASS_BYTES, LARGE_FALLBACK, PooledAllocator,
     RegionSource, size_class,

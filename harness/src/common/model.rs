@@ -322,7 +322,7 @@ pub struct StoreTable {
     pub rows: Vec<StoreRow>,
 }
 
-/// A table with free-form rows (sampler, loader).
+/// A table with free-form rows (sampler, loader, packing).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FreeTable {
     pub name: Table,
@@ -341,6 +341,7 @@ pub struct Report {
     pub store_tables: Vec<StoreTable>,
     pub sampler: Option<FreeTable>,
     pub loader: Option<Vec<FreeTable>>,
+    pub packing: Option<FreeTable>,
     pub quick: bool,
     pub repeats: usize,
 }
@@ -355,14 +356,18 @@ impl Report {
             store_tables: Vec::new(),
             sampler: None,
             loader: None,
+            packing: None,
             quick,
             repeats,
         }
     }
 
-    /// The free-form tables (sampler, then loaders), in output order.
+    /// The free-form tables (sampler, loaders, packing), in output order.
     pub fn free_tables(&self) -> impl Iterator<Item = &FreeTable> {
-        self.sampler.iter().chain(self.loader.iter().flatten())
+        self.sampler
+            .iter()
+            .chain(self.loader.iter().flatten())
+            .chain(self.packing.iter())
     }
 
     /// The `results.json` document.
@@ -372,11 +377,8 @@ impl Report {
             .iter()
             .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
             .collect();
-        if let Some(s) = &self.sampler {
-            tables.push(serde_json::to_value(s).unwrap_or(Value::Null));
-        }
-        for l in self.loader.iter().flatten() {
-            tables.push(serde_json::to_value(l).unwrap_or(Value::Null));
+        for t in self.free_tables() {
+            tables.push(serde_json::to_value(t).unwrap_or(Value::Null));
         }
         json!({
             "schema": SCHEMA,
@@ -406,6 +408,7 @@ impl Report {
             };
             match table.stage() {
                 Stage::Sampler => rep.sampler = serde_json::from_value(t.clone()).ok(),
+                Stage::Packing => rep.packing = serde_json::from_value(t.clone()).ok(),
                 Stage::Loader => {
                     loaders.extend(serde_json::from_value::<FreeTable>(t.clone()).ok())
                 }
@@ -506,7 +509,7 @@ mod tests {
                         assert!(r.repeats.iter().all(|c| c.table == table), "{name}");
                     }
                 }
-                Stage::Sampler | Stage::Loader => {
+                Stage::Sampler | Stage::Loader | Stage::Packing => {
                     let ft: FreeTable =
                         serde_json::from_value(t.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
                     assert_eq!(ft.name, table);

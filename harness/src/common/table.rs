@@ -23,6 +23,8 @@ pub enum Stage {
     Sampler,
     /// End-to-end loaders over one zrecord store.
     Loader,
+    /// Sequence packing of a token stream.
+    Packing,
 }
 
 /// Record layout of a table's source.
@@ -63,11 +65,12 @@ pub enum Table {
     Sampler,
     LoaderDenseVision,
     LoaderRaggedTokens,
+    Packing,
 }
 
 impl Table {
     /// All tables, in the order a run writes them.
-    pub const ALL: [Table; 7] = [
+    pub const ALL: [Table; 8] = [
         Table::DenseVision,
         Table::RaggedVision,
         Table::DenseTokens,
@@ -75,6 +78,7 @@ impl Table {
         Table::Sampler,
         Table::LoaderDenseVision,
         Table::LoaderRaggedTokens,
+        Table::Packing,
     ];
 
     /// The store tables, in run order.
@@ -98,6 +102,7 @@ impl Table {
             Table::Sampler => "sampler",
             Table::LoaderDenseVision => "loader-dense-vision",
             Table::LoaderRaggedTokens => "loader-ragged-tokens",
+            Table::Packing => "packing",
         }
     }
 
@@ -116,7 +121,8 @@ impl Table {
     }
 
     /// What the table measures, and the layout and corpus of its records (`None` for the
-    /// sampler, which reads no records).
+    /// sampler, which reads no records, and for packing, which reads the token corpus's
+    /// prepared records rather than a store table's).
     fn geometry(self) -> (Stage, Option<(Layout, Corpus)>) {
         let (dense, ragged) = (Layout::Dense, Layout::Ragged);
         let (vision, tokens) = (Corpus::Vision, Corpus::Tokens);
@@ -128,6 +134,8 @@ impl Table {
             Table::Sampler => (Stage::Sampler, None),
             Table::LoaderDenseVision => (Stage::Loader, Some((dense, vision))),
             Table::LoaderRaggedTokens => (Stage::Loader, Some((ragged, tokens))),
+            // Reads the token corpus's prepared records directly (no store table's layout).
+            Table::Packing => (Stage::Packing, None),
         }
     }
 
@@ -151,7 +159,7 @@ impl Table {
         match self {
             Table::LoaderDenseVision => Some(Table::DenseVision),
             Table::LoaderRaggedTokens => Some(Table::RaggedTokens),
-            Table::Sampler => None,
+            Table::Sampler | Table::Packing => None,
             store => Some(store),
         }
     }
@@ -169,7 +177,10 @@ impl Table {
             Table::RaggedTokens => {
                 "Ragged tokens: int32 sequences of 16..512 tokens, batch 256, IID"
             }
-            Table::Sampler | Table::LoaderDenseVision | Table::LoaderRaggedTokens => "",
+            Table::Sampler
+            | Table::LoaderDenseVision
+            | Table::LoaderRaggedTokens
+            | Table::Packing => "",
         }
     }
 }
@@ -222,6 +233,7 @@ mod tests {
             "sampler",
             "loader-dense-vision",
             "loader-ragged-tokens",
+            "packing",
         ];
         assert_eq!(names.len(), Table::ALL.len());
         for name in names {
@@ -269,7 +281,8 @@ mod tests {
                 "ragged-tokens",
                 "sampler",
                 "loader",
-                "loader"
+                "loader",
+                "packing"
             ]
         );
     }

@@ -439,6 +439,12 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
                 "ns/index sd",
                 "ns per index (lower is better)",
             ),
+            Stage::Packing => (
+                "row",
+                "M tokens/s",
+                "M tokens/s sd",
+                "M real tokens/s (higher is better)",
+            ),
             Stage::Store | Stage::Loader => (
                 "loader",
                 "samples/s",

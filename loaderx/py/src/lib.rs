@@ -11,6 +11,7 @@ mod errors;
 mod gpu;
 mod index;
 mod loader;
+mod packed;
 mod pickle;
 mod ragged_append;
 mod raw;

@@ -14,6 +14,7 @@ use crate::errors::{
     take_detached, type_name,
 };
 use crate::gpu::Placement;
+use crate::packed::{PACK_KEY, Packing};
 use crate::pickle::refuse;
 use crate::sampler::{CustomSampler, PyMode, PySampler};
 use crate::tensor::{dense_to_py, ragged_to_py};
@@ -63,6 +64,16 @@ pub(crate) fn shards_to_py<'py>(
         out.append(d)?;
     }
     Ok(out)
+}
+
+/// A delivered item as the shard list a packer reads (a transform's result is refused).
+fn item_shards(item: Item) -> loaderx::Result<Vec<Shard>> {
+    match item {
+        Item::Shards(s) => Ok(s),
+        Item::Obj(_) => Err(loaderx::Error::InvalidArgument(
+            "a packing loader packs the raw stream: build the Loader without a transform".into(),
+        )),
+    }
 }
 
 /// A `streams` dict, parsed: the core's stream list, each view's store path (the state's store
@@ -192,6 +203,8 @@ pub(crate) struct PyLoader {
     fingerprint: Py<PyDict>,
     /// Where each stream's batches are placed (uploads happen at conversion).
     placements: Placements,
+    /// Set by `pack()`: the packer the loader's batches go through (locked before `inner`).
+    packing: Mutex<Option<Packing>>,
 }
 
 /// The `InternalError` message of a poisoned loader lock.
@@ -210,6 +223,34 @@ impl PyLoader {
                 match g.as_mut() {
                     Some(l) => f(l),
                     None => Err(CoreError::Py(
+                        ClosedError::new_err,
+                        "the loader is closed".into(),
+                    )),
+                }
+            })
+        })
+        .py_err(py)
+    }
+}
+
+impl PyLoader {
+    /// As `with_open`, with the packer slot too (`None` when the loader does not pack); both
+    /// locks are taken with the GIL released, the packer's first. `closed`: what to return
+    /// once the loader is closed (`None`: raise `ClosedError`).
+    fn with_packing<T: Send>(
+        &self,
+        py: Python<'_>,
+        closed: Option<T>,
+        f: impl FnOnce(&mut Option<Packing>, &mut Loader<Item>) -> Result<T, CoreError> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            guard(|| {
+                let mut p = lock(&self.packing, POISONED)?;
+                let mut g = lock(&self.inner, POISONED)?;
+                match (g.as_mut(), closed) {
+                    (Some(l), _) => f(&mut p, l),
+                    (None, Some(v)) => Ok(v),
+                    (None, None) => Err(CoreError::Py(
                         ClosedError::new_err,
                         "the loader is closed".into(),
                     )),
@@ -284,6 +325,7 @@ impl PyLoader {
             stateless,
             fingerprint: fingerprint.unbind(),
             placements,
+            packing: Mutex::new(None),
         })
     }
 
@@ -369,6 +411,7 @@ impl PyLoader {
             stateless: true,
             fingerprint: fingerprint.unbind(),
             placements,
+            packing: Mutex::new(None),
         })
     }
 
@@ -405,8 +448,21 @@ impl PyLoader {
         // batches it delivered: the guard raises for such a caller (see `loaderx._fetch_ahead`).
         py.import("loaderx._fetch_ahead")?
             .call_method0("refuse_fetching_ahead_caller")?;
-        let json = self.with_open(py, |l| Ok(l.state_dict().to_json()))?;
-        py.import("json")?.call_method1("loads", (json,))
+        let (json, pack) = self.with_packing(py, None, |p, l| {
+            Ok(match p {
+                Some(p) => {
+                    let (l, k) = crate::packed::state_json(p, l);
+                    (l, Some(k))
+                }
+                None => (l.state_dict().to_json(), None),
+            })
+        })?;
+        let loads = py.import("json")?.getattr("loads")?;
+        let state = loads.call1((json,))?;
+        if let Some(k) = pack {
+            state.set_item(PACK_KEY, loads.call1((k,))?)?;
+        }
+        Ok(state)
     }
 
     /// Continues from a state saved by `state_dict` (possibly by a loader with another worker or
@@ -421,9 +477,14 @@ impl PyLoader {
                 type_name(state)
             )));
         }
-        let json: String = py
-            .import("json")?
-            .call_method1("dumps", (state,))
+        let state = state.cast::<PyDict>()?.copy()?;
+        let pack = state.get_item(PACK_KEY)?;
+        if pack.is_some() {
+            state.del_item(PACK_KEY)?;
+        }
+        let dumps = py.import("json")?.getattr("dumps")?;
+        let json: String = dumps
+            .call1((&state,))
             .map_err(|e| {
                 InvalidInputError::new_err(format!("invalid argument: not a loader state ({e})"))
             })?
@@ -436,7 +497,54 @@ impl PyLoader {
                  sampler's position cannot be restored by the loader",
             ));
         }
-        self.with_open(py, |l| l.load_state_dict(&parsed).map_err(CoreError::from))
+        let pack: Option<String> = match pack {
+            Some(k) => Some(dumps.call1((k,))?.extract()?),
+            None => None,
+        };
+        self.with_packing(py, None, |p, l| match (p.as_mut(), pack) {
+            (None, None) => l.load_state_dict(&parsed).map_err(CoreError::from),
+            (Some(p), Some(pack)) => crate::packed::load(p, l, &json, &pack),
+            (p, _) => Err(crate::packed::mismatch(p.is_none())),
+        })
+    }
+
+    /// Packs Ragged stream `stream` (1-D integer token records) from now on: each step yields
+    /// `{"tokens", "segment_ids", "positions"}`, `[batch_size, seq_len]` DLPack tensors (tokens
+    /// in the stream's dtype, the others int32), packed in Rust by `mode` `"concat"` or
+    /// `"first_fit"` (`pool` open rows); the packer's state is part of `state_dict()`. Needs
+    /// ordered delivery with several workers and no transform. Returns the loader.
+    #[pyo3(signature = (stream, seq_len, batch_size, *, mode="concat", pool=32))]
+    fn pack(
+        slf: Py<Self>,
+        py: Python<'_>,
+        stream: &str,
+        seq_len: usize,
+        batch_size: usize,
+        mode: &str,
+        pool: usize,
+    ) -> PyResult<Py<Self>> {
+        let me = slf.get();
+        let placement = me
+            .placements
+            .first()
+            .and_then(|m| m.get(stream))
+            .and_then(|v| v.first())
+            .cloned()
+            .unwrap_or(Placement::Host);
+        me.with_packing(py, None, |p, l| {
+            if p.is_some() {
+                return Err(CoreError::Py(
+                    InvalidInputError::new_err,
+                    "invalid argument: the loader already packs; build a new Loader to pack \
+                     otherwise"
+                        .into(),
+                ));
+            }
+            let packer = crate::packed::packer(l, stream, seq_len, batch_size, mode, pool)?;
+            *p = Some(Packing { packer, placement });
+            Ok(())
+        })?;
+        Ok(slf)
     }
 
     /// This process's rank: it receives slice `process_index` of every global batch.
@@ -475,6 +583,14 @@ impl PyLoader {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let packs = lock(&self.packing, POISONED).py_err(py)?.is_some();
+        if packs {
+            let got = self.with_packing(py, Some(None), |p, l| match p.as_mut() {
+                Some(p) => crate::packed::next(p, l, item_shards),
+                None => Ok(None),
+            })?;
+            return got.map(|t| crate::packed::to_dict(py, t)).transpose();
+        }
         let got = py
             .detach(|| {
                 guard(|| {

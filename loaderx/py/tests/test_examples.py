@@ -116,3 +116,13 @@ def test_word2vec_bpe_is_gpt2():
     bpe = GPT2BPE(CORPORA / "gpt2")
     assert bpe.encode("Hello world") == [15496, 995]
     assert bpe.encode(" = Robert Boulter =\n")[:2] == bpe.encode(" = Robert")
+
+
+def test_pretrain_packed_resumes_mid_epoch_to_the_same_loss_curve():
+    need("torch")
+    need_corpus("text", "wikitext2", "wiki.test.raw.txt")
+    r = run("pretrain_packed.py", "--check", "--lines", 200, "--steps", 24, "--kill-at", 9)
+    res = last_json(r.stdout)
+    assert res["equal"] is True and res["resumed_from"] == 9 and res["killed_after"] == 11
+    assert res["last_loss"] < res["first_loss"]
+    assert r.stdout.strip().endswith("the resumed loss curve equals the uninterrupted one")

@@ -274,6 +274,13 @@ impl<T: Send + 'static> Loader<T> {
         self.names.iter().map(|n| &**n).collect()
     }
 
+    /// The first view of stream `name` (of source 0, for a mixture).
+    pub fn stream_view(&self, name: &str) -> Option<StreamView> {
+        let i = self.names.iter().position(|n| &**n == name)?;
+        let src = self.source.lock();
+        src.views.first()?.get(i)?.first().cloned()
+    }
+
     /// Number of shard positions (views per stream).
     pub fn shard_count(&self) -> usize {
         self.shards

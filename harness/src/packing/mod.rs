@@ -1,0 +1,218 @@
+//! The `packing` table: the token corpus's Ragged records packed into `[batch, seq_len]` rows
+//! (seq_len 1,024 and 4,096, batch 8 and 32) by loaderx's `Loader.pack` (concat, first-fit), a
+//! plain NumPy concat-split, Grain's packers (when installed) and the memcpy limit of the output
+//! bytes. One Python process runs every cell (`harness/python/packing_bench.py`), verifies each
+//! row on its own output and writes the rows as JSON; this module turns them into the table and
+//! its goals.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::config::{self, RunArgs};
+use crate::corpus::Corpora;
+use crate::error::{HarnessError, Result};
+use crate::model::FreeTable;
+use crate::table::Table;
+
+/// The goals the issue set: loaderx over Grain at equal or less padding, over the memcpy
+/// limit, and first-fit padding at seq_len 4,096.
+const GRAIN_FACTOR: f64 = 50.0;
+const MEMCPY_FRACTION: f64 = 0.5;
+const PADDING_4096: f64 = 0.02;
+
+pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<FreeTable> {
+    let corpus = corpora
+        .tokens
+        .as_ref()
+        .map(|p| p.dir.clone())
+        .ok_or_else(|| HarnessError::missing("the token corpus"))?;
+    let py = config::python()
+        .ok_or_else(|| HarnessError::missing("venv python (run scripts/install-deps.sh)"))?;
+    let out = work.join("packing.json");
+    let _ = std::fs::remove_file(&out);
+    let secs = if a.quick { "0.3" } else { "2" };
+    let o = Command::new(&py)
+        .arg(config::python_script("packing_bench.py"))
+        .arg("--corpus")
+        .arg(&corpus)
+        .args(["--seconds", secs, "--json"])
+        .arg(&out)
+        .output()
+        .map_err(|source| HarnessError::Spawn {
+            program: py.clone(),
+            source,
+        })?;
+    let rows: Vec<Value> = std::fs::read(&out)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| {
+            HarnessError::Python(
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("packing_bench.py wrote no rows")
+                    .to_string(),
+            )
+        })?;
+    let synthetic = corpora.tokens.as_ref().is_some_and(|p| p.synthetic);
+    Ok(table(&rows, synthetic))
+}
+
+/// The table from the script's rows (`seq_len`, `batch`, `row`, `tokens_per_s`, `padding`,
+/// `verified`, `note`).
+fn table(rows: &[Value], synthetic: bool) -> FreeTable {
+    let tps = |seq: u64, batch: u64, name: &str| {
+        rows.iter()
+            .find(|r| r["seq_len"] == seq && r["batch"] == batch && r["row"] == name)
+            .and_then(|r| r["tokens_per_s"].as_f64())
+    };
+    let mut out = Vec::new();
+    let mut goals = Goals::default();
+    for r in rows {
+        let (seq, batch) = (
+            r["seq_len"].as_u64().unwrap_or(0),
+            r["batch"].as_u64().unwrap_or(0),
+        );
+        let name = r["row"].as_str().unwrap_or("");
+        let v = r["tokens_per_s"].as_f64();
+        let ratio = |base: Option<f64>| match (v, base) {
+            (Some(v), Some(b)) if b > 0.0 => json!(format!("{:.2}x", v / b)),
+            _ => Value::Null,
+        };
+        let grain = if name.ends_with("first-fit") {
+            tps(seq, batch, "grain-first-fit")
+        } else {
+            tps(seq, batch, "grain-concat-then-split")
+        };
+        let limit = tps(seq, batch, "memcpy-limit");
+        if name.starts_with("loaderx-") {
+            goals.add(v, grain, limit, r["padding"].as_f64(), seq, name);
+        }
+        out.push(json!({
+            "row": format!("{name} L{seq} b{batch}"),
+            "impl": name,
+            "seq_len": seq,
+            "batch": batch,
+            "M tokens/s": v.map(|x| x / 1e6),
+            "padding %": r["padding"].as_f64().map(|p| p * 100.0),
+            "vs grain": if name.starts_with("loaderx-") { ratio(grain) } else { Value::Null },
+            "vs memcpy": if name == "memcpy-limit" { Value::Null } else { ratio(limit) },
+            "verified": r["verified"],
+            "note": r["note"],
+        }));
+    }
+    FreeTable {
+        name: Table::Packing,
+        title: format!(
+            "Sequence packing of the token corpus's records (delivered by a 2-worker ordered \
+             loader, 512 records a step): real (non-padding) tokens/s and padding; Grain's \
+             first-fit with 32 bins as loaderx's pool. Goals: >= {GRAIN_FACTOR}x Grain, >= \
+             {MEMCPY_FRACTION}x memcpy, first-fit padding <= {}% at seq_len 4,096: {}",
+            PADDING_4096 * 100.0,
+            goals.render()
+        ),
+        synthetic,
+        columns: [
+            "impl",
+            "seq_len",
+            "batch",
+            "M tokens/s",
+            "padding %",
+            "vs grain",
+            "vs memcpy",
+            "verified",
+            "note",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        rows: out,
+    }
+}
+
+/// How many loaderx cells meet each goal (of those where it could be judged).
+#[derive(Default)]
+struct Goals {
+    grain: (usize, usize),
+    memcpy: (usize, usize),
+    padding: (usize, usize),
+}
+
+impl Goals {
+    fn add(
+        &mut self,
+        v: Option<f64>,
+        grain: Option<f64>,
+        limit: Option<f64>,
+        pad: Option<f64>,
+        seq: u64,
+        name: &str,
+    ) {
+        let count = |slot: &mut (usize, usize), met: bool| {
+            slot.0 += usize::from(met);
+            slot.1 += 1;
+        };
+        if let (Some(v), Some(g)) = (v, grain) {
+            count(&mut self.grain, v >= GRAIN_FACTOR * g);
+        }
+        if let (Some(v), Some(l)) = (v, limit) {
+            count(&mut self.memcpy, v >= MEMCPY_FRACTION * l);
+        }
+        if let (Some(p), true) = (pad, seq == 4096 && name.ends_with("first-fit")) {
+            count(&mut self.padding, p <= PADDING_4096);
+        }
+    }
+
+    fn render(&self) -> String {
+        let part = |what: &str, (met, of): (usize, usize)| {
+            if of == 0 {
+                format!("{what} not judged (no baseline row)")
+            } else {
+                format!("{what} met in {met} of {of} cells")
+            }
+        };
+        [
+            part("Grain", self.grain),
+            part("memcpy", self.memcpy),
+            part("padding", self.padding),
+        ]
+        .join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_become_the_table_with_ratios_and_goals() {
+        let row = |name: &str, tps: Option<f64>, pad: f64| {
+            json!({"seq_len": 4096, "batch": 8, "row": name, "tokens_per_s": tps,
+                   "padding": pad, "verified": true, "note": null})
+        };
+        let rows = vec![
+            row("loaderx-first-fit", Some(100e6), 0.01),
+            row("grain-first-fit", Some(1e6), 0.02),
+            row("memcpy-limit", Some(400e6), 0.0),
+        ];
+        let t = table(&rows, false);
+        assert_eq!(t.rows[0]["vs grain"], "100.00x");
+        assert_eq!(t.rows[0]["vs memcpy"], "0.25x");
+        assert_eq!(t.rows[0]["M tokens/s"], 100.0);
+        assert!(t.title.contains("Grain met in 1 of 1 cells"), "{}", t.title);
+        assert!(
+            t.title.contains("memcpy met in 0 of 1 cells"),
+            "{}",
+            t.title
+        );
+        assert!(
+            t.title.contains("padding met in 1 of 1 cells"),
+            "{}",
+            t.title
+        );
+        let t = table(&rows[..1], false);
+        assert!(t.title.contains("Grain not judged"), "{}", t.title);
+    }
+}

@@ -12,7 +12,6 @@ use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::Value;
 
 use crate::error::{HarnessError, Result};
 use crate::model::{Report, Status};
@@ -423,25 +422,17 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
         let (mut labels, mut values, mut sds) = (Vec::new(), Vec::new(), Vec::new());
         let mut limit = None;
         for r in &t.rows {
-            let (Some(l), Some(v)) = (
-                r.get(label_col).and_then(Value::as_str),
-                r.get(value_col).and_then(Value::as_f64),
-            ) else {
+            let (Some(l), Some(v)) = (r[label_col].as_str(), r[value_col].as_f64()) else {
                 continue;
             };
             // A loader table's memcpy limit is drawn as the named line (older results without
             // one: the view.gather loop, which those drew as their line).
-            match r.get("arm").and_then(Value::as_str) {
+            match r["arm"].as_str() {
                 Some(LIMIT_ROW) => {
                     limit = Some((v, "memcpy limit (records in memory, no loader)"));
                     continue;
                 }
-                Some(BARE_ROW)
-                    if !t
-                        .rows
-                        .iter()
-                        .any(|r| r.get("arm").and_then(Value::as_str) == Some(LIMIT_ROW)) =>
-                {
+                Some(BARE_ROW) if !t.rows.iter().any(|r| r["arm"].as_str() == Some(LIMIT_ROW)) => {
                     limit = Some((v, "view.gather loop (Rust, no loader)"));
                     continue;
                 }
@@ -449,7 +440,7 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
             }
             labels.push(l.to_string());
             values.push(v);
-            sds.push(r.get(sd_col).and_then(Value::as_f64).unwrap_or(0.0));
+            sds.push(r[sd_col].as_f64().unwrap_or(0.0));
         }
         let syn = if t.synthetic { " (synthetic)" } else { "" };
         save(

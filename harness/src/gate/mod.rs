@@ -4,7 +4,7 @@
 //! process, over one store and corpus, back to back (half the pairs baseline first, in a seeded
 //! order). A wrong value or a failed cell fails the gate at once (no rerun); otherwise each path is
 //! judged on its paired ratios ([`decide`]). Every pair and the decision are printed and written
-//! to `OUT/decision.json`. Method, threshold and how to move the baseline: `results/gate/README.md`.
+//! to `OUT/decision.json`. Method, threshold, moving the baseline: `results/gate/README.md`.
 
 pub mod cells;
 pub mod decide;
@@ -129,10 +129,12 @@ pub struct Pair {
 /// The ratios judged, and whether each decides. On a loaded shared machine the wall ratios of two
 /// identical builds spread 0.05-3 and came in runs (failing unchanged trees, blind to a 25 %
 /// slowdown); the CPU ratios of the same pairs spread 0.84-1.18, median within 1 % of 1.0.
-const METRICS: [(&str, bool, fn(&Pair) -> f64); 2] = [
+const METRICS: [(&str, bool, Ratio); 2] = [
     ("cpu", true, |p| p.cpu_ratio),
     ("wall", false, |p| p.wall_ratio),
 ];
+
+type Ratio = fn(&Pair) -> f64;
 
 const NAMES: [&str; 2] = ["baseline", "candidate"];
 
@@ -164,8 +166,8 @@ pub fn main(args: &[String]) -> Result<ExitCode> {
     println!(
         "gate: baseline ({b}) vs candidate ({c}): {n} pairs of {paths} paths, order by seed {seed}"
     );
-    // Per path, half the pairs run the baseline first (one more when odd), in a seeded order, so
-    // an order effect (the second cell meeting a warmer or busier machine) cancels.
+    // Paths rotate per round; per path, half the pairs run the baseline first (one more when odd),
+    // in a seeded order, so an order effect (the second cell meeting a busier machine) cancels.
     let mut rng = SmallRng::seed_from_u64(o.seed);
     let firsts: Vec<Vec<bool>> = inputs
         .iter()
@@ -179,11 +181,14 @@ pub fn main(args: &[String]) -> Result<ExitCode> {
     let mut pairs: Vec<Pair> = Vec::new();
     let mut fact: Option<String> = None;
     'rounds: for round in 0..o.pairs {
-        // Paths rotate per round.
         for k in 0..inputs.len() {
             let i = (k + round) % inputs.len();
             let (cell, input) = &inputs[i];
-            let order = if firsts[i][round] { [1, 0] } else { [0, 1] };
+            let order = if firsts[i].get(round) == Some(&true) {
+                [1, 0]
+            } else {
+                [0, 1]
+            };
             let mut m = [Measure::default(); 2];
             for side in order {
                 match cells::run(exes[side], cell, input) {

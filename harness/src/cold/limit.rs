@@ -88,7 +88,6 @@ pub fn can_drop_caches() -> Result<()> {
 /// Read counters of the block device holding a path (`/sys/dev/block/MAJ:MIN/stat`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DiskStat {
-    /// Reads completed.
     pub reads: u64,
     /// 512-byte sectors read.
     pub sectors: u64,

@@ -1,14 +1,8 @@
 #!/usr/bin/env bash
 # CI regression gate: the candidate (this working tree) against the baseline commit named in
-# results/gate/baseline-commit (the last commit whose gate passed), both measured in this run in
-# interleaved A/B pairs (method, test and threshold: results/gate/README.md).
-#   1. builds the candidate's release harness, then the baseline's in a git worktree of that
-#      commit sharing the candidate's target directory (only the workspace crates build again);
-#   2. runs `harness gate` from the candidate's build: per pair and gated path, each build's
-#      loader-table cell once in a fresh process, back to back (half the pairs baseline first, in
-#      a seeded order); a wrong value or a failed cell fails at once; each path is decided on its
-#      paired ratios (candidate / baseline throughput);
-#   3. prints every pair and the decision, and writes them to cache/gate/decision.json.
+# results/gate/baseline-commit, both built here (the baseline in a git worktree sharing the target
+# directory) and measured in interleaved A/B pairs by `harness gate`, which prints every pair and
+# the decision and writes them to cache/gate/decision.json (method: results/gate/README.md).
 # Environment: LOADERX_GATE_PAIRS (pairs per path, default 12), LOADERX_GATE_SEED (default: the
 # clock), LOADERX_CORPORA (default ../shared/corpora; without it the quick corpora are synthetic).
 set -euo pipefail
@@ -19,10 +13,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 out="$root/cache/gate"
 mkdir -p "$out"
 base=$(tr -d '[:space:]' < results/gate/baseline-commit)
-candidate=$(git rev-parse HEAD)
-if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
-  candidate="$candidate+changes"
-fi
+# The candidate's label: HEAD's full hash, with "+changes" when tracked files differ from it.
+candidate=$(git describe --always --abbrev=40 --dirty=+changes --exclude='*')
 tree="$out/baseline-tree"
 drop_tree() {
   git worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"

@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
-# Builds the release harness of the tree TREE into $CARGO_TARGET_DIR (shared by every tree the
-# gate builds: only the workspace crates build again) and copies the executable to OUT, before
-# the next tree's build replaces it there.
-#   usage: CARGO_TARGET_DIR=DIR bash scripts/gate_build.sh TREE OUT
+# usage: CARGO_TARGET_DIR=DIR bash scripts/gate_build.sh TREE OUT: builds TREE's release harness
+# in the target directory every gated tree shares and copies it to OUT before the next build.
 set -euo pipefail
 tree=$1
 out=$2

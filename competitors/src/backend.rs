@@ -118,7 +118,6 @@ impl fmt::Display for Backend {
 /// A name that is no row of [`Backend::ALL`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownBackend {
-    /// The name given.
     pub name: String,
 }
 

@@ -13,13 +13,11 @@ use crate::util::disk_bytes;
 /// What [`Competitor::write`] produced: everything [`Competitor::open`] needs.
 #[derive(Clone, Debug)]
 pub struct Stored {
-    /// The row that wrote it.
     pub backend: Backend,
     /// Directory holding every file of the store (and nothing else).
     pub dir: PathBuf,
     /// Geometry of the stored source.
     pub geometry: Geometry,
-    /// Number of records.
     pub len: u64,
     /// Write time measured by the backend itself (set only by adapters whose work happens in
     /// another process, i.e. ArrayRecord); the harness uses it instead of its own timer.
@@ -97,7 +95,6 @@ pub trait Competitor: Send {
 
 /// An open store.
 pub trait Reader: Send {
-    /// Number of records.
     fn len(&self) -> u64;
 
     /// Whether the store holds no records.

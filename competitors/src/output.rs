@@ -24,7 +24,6 @@ pub trait RaggedOutput: Send {
 /// An owned Dense batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DenseOut {
-    /// Record bytes.
     pub bytes: Vec<u8>,
     /// `[n, *item_shape]`.
     pub shape: Vec<u64>,
@@ -42,7 +41,6 @@ impl DenseOutput for DenseOut {
 /// An owned Ragged batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RaggedOut {
-    /// Packed values.
     pub values: Vec<u8>,
     /// Element boundaries (`n + 1`).
     pub cu_seqlens: Vec<i32>,

@@ -29,7 +29,6 @@ impl Geometry {
 /// A Dense source: `n` records of `item_shape`, row-major, native-endian (a `.npy` payload).
 #[derive(Clone, Debug)]
 pub struct DenseSource<'a> {
-    /// Element type.
     pub dtype: DType,
     /// Shape of one record (may be empty: 0-D records).
     pub item_shape: Vec<u64>,
@@ -85,7 +84,6 @@ impl DenseSource<'_> {
 /// `offsets.npy` layout, or a flattened Arrow List payload plus a shape column).
 #[derive(Clone, Debug)]
 pub struct RaggedSource<'a> {
-    /// Element type.
     pub dtype: DType,
     /// Dimensions per record (>= 1).
     pub ndim: usize,
@@ -185,7 +183,6 @@ impl Source<'_> {
         }
     }
 
-    /// Element type.
     pub fn dtype(&self) -> DType {
         match self {
             Source::Dense(d) => d.dtype,

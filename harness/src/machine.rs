@@ -20,30 +20,20 @@ fn read(path: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-fn cpu_model() -> Option<String> {
-    let info = read("/proc/cpuinfo")?;
-    info.lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .map(|s| s.trim().to_string())
-}
-
-fn caches() -> Value {
-    benchkit::cache::levels()
-        .into_iter()
-        .map(|c| json!({"level": c.level, "type": c.kind, "size": c.size}))
-        .collect()
-}
-
 pub fn receipts() -> Value {
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();
     sys.refresh_cpu_all();
+    let cpu = read("/proc/cpuinfo").and_then(|info| {
+        let line = info.lines().find(|l| l.starts_with("model name"))?;
+        Some(line.split(':').nth(1)?.trim().to_string())
+    });
+    let caches = benchkit::cache::levels().into_iter();
     json!({
-        "cpu": cpu_model(),
+        "cpu": cpu,
         "logical_cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "physical_cores": sysinfo::System::physical_core_count(),
-        "caches": caches(),
+        "caches": caches.map(|c| json!({"level": c.level, "type": c.kind, "size": c.size})).collect::<Vec<_>>(),
         "memory_bytes": sys.total_memory(),
         "cgroup_memory_max": read("/sys/fs/cgroup/memory.max"),
         "cgroup_cpu_max": read("/sys/fs/cgroup/cpu.max"),
@@ -56,41 +46,22 @@ pub fn receipts() -> Value {
 
 /// The machine in one line, read from the receipts: CPU model, logical CPUs and physical cores,
 /// and the last-level cache (README quotes each run's own).
-pub fn machine_line(machine: &Value) -> String {
-    let cpu = machine
-        .get("cpu")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown CPU");
-    let logical = machine.get("logical_cpus").and_then(Value::as_u64);
-    let cores = machine.get("physical_cores").and_then(Value::as_u64);
-    let llc = machine
-        .get("caches")
-        .and_then(Value::as_array)
-        .and_then(|c| {
-            c.iter()
-                .filter(|x| x.get("type").and_then(Value::as_str) != Some("Instruction"))
-                .max_by_key(|x| {
-                    x.get("level")
-                        .and_then(Value::as_str)
-                        .and_then(|l| l.parse::<u32>().ok())
-                })
-        })
-        .map(|c| {
-            format!(
-                "L{} {}",
-                c.get("level").and_then(Value::as_str).unwrap_or("?"),
-                c.get("size").and_then(Value::as_str).unwrap_or("?")
-            )
-        });
-    let mut line = cpu.to_string();
-    if let Some(l) = logical {
-        line.push_str(&format!(", {l} logical CPUs"));
+pub fn machine_line(m: &Value) -> String {
+    let mut line = m["cpu"].as_str().unwrap_or("unknown CPU").to_string();
+    if let Some(l) = m["logical_cpus"].as_u64() {
+        line += &format!(", {l} logical CPUs");
     }
-    if let Some(c) = cores {
-        line.push_str(&format!(" ({c} cores)"));
+    if let Some(c) = m["physical_cores"].as_u64() {
+        line += &format!(" ({c} cores)");
     }
-    if let Some(l) = llc {
-        line.push_str(&format!(", {l}"));
+    let caches = m["caches"].as_array().into_iter().flatten();
+    let level = |c: &&Value| c["level"].as_str().and_then(|l| l.parse::<u32>().ok());
+    if let Some(c) = caches
+        .filter(|c| c["type"] != "Instruction")
+        .max_by_key(level)
+    {
+        let field = |k: &str| c[k].as_str().unwrap_or("?").to_string();
+        line += &format!(", L{} {}", field("level"), field("size"));
     }
     line
 }
@@ -99,26 +70,16 @@ pub fn machine_line(machine: &Value) -> String {
 /// same commit. Writes `publishable` (and `unpublishable_because` when not) into `end`, the
 /// receipt the run keeps.
 pub fn seal(start: &Value, end: &mut Value) {
-    let commit = |v: &Value| {
-        v.get("git_commit")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let dirty = |v: &Value| v.get("git_dirty").and_then(Value::as_bool);
-    let why = if commit(start).is_none() || commit(end).is_none() {
-        Some("no git commit could be read".to_string())
-    } else if commit(start) != commit(end) {
-        Some(format!(
-            "the commit changed during the run ({} -> {})",
-            commit(start).unwrap_or_default(),
-            commit(end).unwrap_or_default()
-        ))
-    } else if dirty(start) != Some(false) {
-        Some("the tree had uncommitted changes when the run started".to_string())
-    } else if dirty(end) != Some(false) {
-        Some("the tree had uncommitted changes when the run ended".to_string())
-    } else {
-        None
+    let (c0, c1) = (start["git_commit"].as_str(), end["git_commit"].as_str());
+    let clean = |v: &Value| v["git_dirty"].as_bool() == Some(false);
+    let why = match (c0, c1) {
+        (None, _) | (_, None) => Some("no git commit could be read".to_string()),
+        (Some(a), Some(b)) if a != b => {
+            Some(format!("the commit changed during the run ({a} -> {b})"))
+        }
+        _ if !clean(start) => Some("the tree had uncommitted changes when the run started".into()),
+        _ if !clean(end) => Some("the tree had uncommitted changes when the run ended".into()),
+        _ => None,
     };
     end["publishable"] = Value::Bool(why.is_none());
     if let Some(w) = why {
@@ -127,13 +88,10 @@ pub fn seal(start: &Value, end: &mut Value) {
 }
 
 fn python_versions() -> Value {
-    let Some(py) = config::python() else {
-        return json!(null);
-    };
     let script = "import json,sys\nv={'python': sys.version.split()[0]}\nfor m in ['numpy','array_record','torch','ml_dtypes','loaderx','pyarrow']:\n    try:\n        import importlib.metadata as md; v[m]=md.version(m.replace('_','-') if m=='array_record' else m)\n    except Exception:\n        v[m]=None\nprint(json.dumps(v))";
-    cmd(&py, &["-c", script])
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or(json!(null))
+    let out = config::python().and_then(|py| cmd(&py, &["-c", script]));
+    out.and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or(Value::Null)
 }
 
 pub fn source_info() -> Value {
@@ -156,37 +114,18 @@ pub fn source_info() -> Value {
 /// Versions of the storage and codec crates this binary was built with (from Cargo.lock).
 fn locked_versions() -> Value {
     const LOCK: &str = include_str!("../../Cargo.lock");
-    const WANT: &[&str] = &[
-        "hdf5-metno",
-        "hdf5-metno-sys",
-        "heed",
-        "lmdb-master-sys",
-        "arrow-ipc",
-        "arrow-array",
-        "parquet",
-        "zstd",
-        "zstd-sys",
-        "crc32c",
-        "memmap2",
-        "rayon",
-        "tiktoken-rs",
-        "zune-jpeg",
-        "fast_image_resize",
-        "pyo3",
-    ];
+    const WANT: &str = "hdf5-metno hdf5-metno-sys heed lmdb-master-sys arrow-ipc arrow-array \
+        parquet zstd zstd-sys crc32c memmap2 rayon tiktoken-rs zune-jpeg fast_image_resize pyo3";
     let mut map = serde_json::Map::new();
     let mut name: Option<&str> = None;
     for line in LOCK.lines() {
         if let Some(n) = line.strip_prefix("name = ") {
             name = Some(n.trim_matches('"'));
-        } else if let (Some(v), Some(n)) = (line.strip_prefix("version = "), name) {
-            if WANT.contains(&n) {
-                map.insert(
-                    n.to_string(),
-                    Value::String(v.trim_matches('"').to_string()),
-                );
-            }
-            name = None;
+        } else if let Some(v) = line.strip_prefix("version = ")
+            && let Some(n) = name.take()
+            && WANT.split_whitespace().any(|w| w == n)
+        {
+            map.insert(n.to_string(), json!(v.trim_matches('"')));
         }
     }
     Value::Object(map)
@@ -203,26 +142,17 @@ mod tests {
         seal(&clean, &mut end);
         assert_eq!(end["publishable"], json!(true));
         assert!(end.get("unpublishable_because").is_none());
+        let dirty = json!({"git_commit": "abc", "git_dirty": true});
+        let moved = json!({"git_commit": "def", "git_dirty": false});
+        let unknown = json!({"git_commit": null, "git_dirty": null});
         for (start, end) in [
-            (
-                json!({"git_commit": "abc", "git_dirty": true}),
-                clean.clone(),
-            ),
-            (
-                clean.clone(),
-                json!({"git_commit": "abc", "git_dirty": true}),
-            ),
-            (
-                clean.clone(),
-                json!({"git_commit": "def", "git_dirty": false}),
-            ),
-            (
-                json!({"git_commit": null, "git_dirty": null}),
-                clean.clone(),
-            ),
+            (&dirty, &clean),
+            (&clean, &dirty),
+            (&clean, &moved),
+            (&unknown, &clean),
         ] {
             let mut e = end.clone();
-            seal(&start, &mut e);
+            seal(start, &mut e);
             assert_eq!(e["publishable"], json!(false), "{start} -> {end}");
             assert!(e["unpublishable_because"].is_string());
         }

@@ -171,10 +171,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                 .and_then(|p| corpus::caption(table, p, st.records)),
         );
         let logical = (st.logical_mib * (1 << 20) as f64) as u64;
-        st.captions.push(working_set::caption(
-            logical,
-            working_set::llc_or_fallback(),
-        ));
+        st.captions
+            .push(working_set::caption(logical, benchkit::cache::llc_bytes()));
         st.captions.push(store::WRITE_METHOD.to_string());
         st.captions.push(store::LIMIT_METHOD.to_string());
         if st

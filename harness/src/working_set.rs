@@ -1,59 +1,35 @@
 //! Working-set sizing: how many records a store table needs so its logical bytes exceed the
-//! machine's last-level cache ([`llc_or_fallback`]: the size zrecord's gather store rule switches
-//! at, read from the sysfs entries the machine receipt reports), and the caption line that says
-//! how a table's working set compares to it.
-//!
-//! A uniform random gather over a working set that fits in the last-level cache measures the
-//! cache, not memory: the `memcpy-limit` row would then be a cache-bandwidth limit and every
-//! `x memcpy-limit` ratio would answer a different question than on a machine with a smaller
-//! cache. So, unless the record count is given explicitly, both the quick matrix (the CI gate)
-//! and the full run size every store table to at least [`LLC_MARGIN`] times the last-level
-//! cache, and the quick and full runs compare the same regime.
-//!
-//! A leaf module: it imports nothing from the crate (the cache probe is benchkit's).
+//! last-level cache (`benchkit::cache::llc_bytes`: the size zrecord's gather store rule switches
+//! at), and the caption line that says how a table's working set compares to it. A uniform random
+//! gather over a working set that fits in the cache measures the cache, so, unless the record
+//! count is given, the quick matrix (the CI gate) and the full run both size every store table to
+//! at least [`LLC_MARGIN`] times the cache and compare the same regime. A leaf module.
 
 /// A store table's logical bytes must be at least this many times the last-level cache.
 pub const LLC_MARGIN: f64 = 1.25;
 
-/// The dense-vision tables' margin. Their records are 147 KiB, so at [`LLC_MARGIN`] the quick
-/// table holds ~280 of them and a batch of 32 reads a tenth of the store: a working set that
-/// straddles the cache, so the fraction that hits it moved with whatever else the process held,
-/// and every figure of the table, the limit row included, was bimodal between otherwise equal
-/// quick runs (224-247k against 378-402k samples/s on one 32 MiB-L3 machine). At 4x the cache
-/// the gathers read memory in every run.
+/// The dense-vision tables' margin. At [`LLC_MARGIN`] their 147 KiB records make a quick store
+/// of ~280 that straddles the cache, and every figure of the table, the limit row included, was
+/// bimodal between equal quick runs (224-247k against 378-402k samples/s on one 32 MiB-L3
+/// machine). At 4x the gathers read memory in every run.
 pub const DENSE_VISION_MARGIN: f64 = 4.0;
-
-/// The last-level cache the sizing uses: the one zrecord's gathers read (sysfs), or the size they
-/// assume where sysfs reports none (`benchkit::cache::llc_bytes`), so "larger than the cache"
-/// means the same to the sizing as to the stores it measures.
-pub fn llc_or_fallback() -> u64 {
-    benchkit::cache::llc_bytes()
-}
 
 /// Bytes a store table must hold: [`LLC_MARGIN`] x `llc`.
 pub fn floor_bytes(llc: u64) -> u64 {
     (llc as f64 * LLC_MARGIN).ceil() as u64
 }
 
-/// The fewest fixed-size records (`record_bytes` each) that reach [`floor_bytes`], and at least
-/// `at_least`.
-pub fn records_for(record_bytes: u64, llc: u64, at_least: usize) -> usize {
-    records_for_margin(record_bytes, llc, LLC_MARGIN, at_least)
-}
-
-/// The fewest fixed-size records (`record_bytes` each) whose bytes reach `margin` x `llc`
-/// (never less than [`floor_bytes`]), and at least `at_least`.
-pub fn records_for_margin(record_bytes: u64, llc: u64, margin: f64, at_least: usize) -> usize {
-    let floor = floor_bytes(llc).max((llc as f64 * margin).ceil() as u64);
-    let need = floor.div_ceil(record_bytes.max(1));
+/// The fewest fixed-size records (`record_bytes` each) whose bytes reach `margin` x `llc`, and
+/// at least `at_least`.
+pub fn records_for(record_bytes: u64, llc: u64, margin: f64, at_least: usize) -> usize {
+    let need = ((llc as f64 * margin).ceil() as u64).div_ceil(record_bytes.max(1));
     at_least.max(usize::try_from(need).unwrap_or(usize::MAX))
 }
 
 /// The fewest leading records of a ragged source (element `offsets`, `n + 1` entries, elements of
 /// `itemsize` bytes) whose bytes reach [`floor_bytes`]`(llc)`; all `n` when the whole source is
 /// smaller. The ragged-vision table reads such a prefix: its native-resolution records average
-/// ~0.5 MiB, so the record count the dense table needs would hold several times the floor and
-/// only make every write of the matrix longer.
+/// ~0.5 MiB, so the dense table's record count would only make every write longer.
 pub fn prefix_records(offsets: &[i64], itemsize: u64, llc: u64) -> usize {
     let n = offsets.len().saturating_sub(1);
     let floor = floor_bytes(llc);
@@ -67,13 +43,11 @@ pub fn prefix_records(offsets: &[i64], itemsize: u64, llc: u64) -> usize {
 pub fn caption(logical: u64, llc: u64) -> String {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let x = logical as f64 / llc.max(1) as f64;
-    let verdict = if logical >= floor_bytes(llc) {
-        "gathers read memory, not the cache".to_string()
-    } else {
-        format!(
-            "below {LLC_MARGIN}x the cache, so part of what the gathers measure is the cache \
-             (record count given explicitly)"
-        )
+    let verdict = match logical >= floor_bytes(llc) {
+        true => "gathers read memory, not the cache".to_string(),
+        false => format!(
+            "below {LLC_MARGIN}x the cache, so part of what the gathers measure is the cache (record count given explicitly)"
+        ),
     };
     format!(
         "Working set {:.1} MiB = {x:.2}x the {:.0} MiB last-level cache: {verdict}.",
@@ -87,27 +61,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn record_counts_reach_the_floor() {
-        let llc = 260u64 << 20;
-        for (bytes, at_least) in [(150_528u64, 256usize), (2048, 20_000), (7, 1)] {
-            let n = records_for(bytes, llc, at_least);
-            assert!(n >= at_least);
-            assert!(n as u64 * bytes >= floor_bytes(llc), "{bytes}");
-            // The fewest: one record less misses the floor (unless `at_least` decided).
-            if n > at_least {
-                assert!((n as u64 - 1) * bytes < floor_bytes(llc), "{bytes}");
+    fn record_counts_reach_the_margin() {
+        for (llc, margin) in [(260u64 << 20, LLC_MARGIN), (32 << 20, DENSE_VISION_MARGIN)] {
+            let want = (llc as f64 * margin) as u64;
+            for (bytes, at_least) in [(150_528u64, 256usize), (2048, 20_000), (7, 1)] {
+                let n = records_for(bytes, llc, margin, at_least);
+                assert!(n >= at_least && n as u64 * bytes >= want, "{bytes}");
+                // The fewest: one record less misses the margin (unless `at_least` decided).
+                assert!(n == at_least || (n as u64 - 1) * bytes < want, "{bytes}");
             }
         }
         // An explicit minimum above the floor wins.
-        assert_eq!(records_for(2048, 1 << 20, 5000), 5000);
-        // A larger margin: the fewest records over it; a smaller one never goes below the floor.
-        let llc = 32u64 << 20;
-        let n = records_for_margin(150_528, llc, DENSE_VISION_MARGIN, 256);
-        assert!(n as u64 * 150_528 >= 4 * llc && (n as u64 - 1) * 150_528 < 4 * llc);
-        assert_eq!(
-            records_for_margin(2048, llc, 0.5, 1),
-            records_for(2048, llc, 1)
-        );
+        assert_eq!(records_for(2048, 1 << 20, LLC_MARGIN, 5000), 5000);
     }
 
     #[test]

@@ -84,7 +84,12 @@ fn ragged_store(path: &Path, tokens: &[u8], offsets: &[i64]) {
     w.close().expect("close");
 }
 
-fn run(mut cmd: Command) -> Output {
+/// Runs `cmd` with the corruption switch set to `corrupt` (and unset otherwise).
+fn run(mut cmd: Command, corrupt: Option<u64>) -> Output {
+    cmd.env_remove(CORRUPT);
+    if let Some(k) = corrupt {
+        cmd.env(CORRUPT, k.to_string());
+    }
     cmd.output().expect("run the harness")
 }
 
@@ -106,11 +111,7 @@ fn gate_fails(dir: &Path, dense: &Path, ragged: &Path, corrupt: u64) -> bool {
             .arg(dir.join("gate-cache"))
             .arg("--out")
             .arg(dir.join("gate-out"));
-        c.env_remove(CORRUPT);
-        if let Some(k) = corrupt {
-            c.env(CORRUPT, k.to_string());
-        }
-        let out = run(c);
+        let out = run(c, corrupt);
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let decision: Value = serde_json::from_slice(
             &std::fs::read(dir.join("gate-out/decision.json")).expect("decision.json"),
@@ -153,12 +154,8 @@ fn cell_command(tmp: &Path, table: &str, backend: &str, corpus: &Path, out: &Pat
 /// Runs a store cell (`zrecord-raw`) of `table` over `corpus`; returns its result.
 fn store_cell(tmp: &Path, table: &str, corpus: &Path, corrupt: Option<u64>) -> Value {
     let out = tmp.join(format!("{table}-{corrupt:?}.json"));
-    let mut c = cell_command(tmp, table, "zrecord-raw", corpus, &out);
-    c.env_remove(CORRUPT);
-    if let Some(k) = corrupt {
-        c.env(CORRUPT, k.to_string());
-    }
-    let o = run(c);
+    let c = cell_command(tmp, table, "zrecord-raw", corpus, &out);
+    let o = run(c, corrupt);
     let r: Value = serde_json::from_slice(&std::fs::read(&out).expect("cell result"))
         .expect("cell result JSON");
     assert_eq!(
@@ -200,13 +197,8 @@ fn a_store_cell_with_no_layout_is_unverified_not_verified() {
     let ragged = tmp.path().join("ragged");
     ragged_corpus(&ragged);
     let out = tmp.path().join("na.json");
-    let o = run(cell_command(
-        tmp.path(),
-        "ragged-tokens",
-        "npy-mmap-raw",
-        &ragged,
-        &out,
-    ));
+    let c = cell_command(tmp.path(), "ragged-tokens", "npy-mmap-raw", &ragged, &out);
+    let o = run(c, None);
     assert!(o.status.success());
     let r: Value = serde_json::from_slice(&std::fs::read(&out).expect("result")).expect("JSON");
     assert_eq!(r["status"], json!("n/a"), "{r}");
@@ -220,11 +212,7 @@ fn loader_cell(kind: &str, store: &Path, corpus: &Path, arm: &str, corrupt: Opti
         .arg(format!("store={}", store.display()))
         .arg(format!("corpus={}", corpus.display()))
         .args([format!("arm={arm}"), "batches=8".into()]);
-    c.env_remove(CORRUPT);
-    if let Some(k) = corrupt {
-        c.env(CORRUPT, k.to_string());
-    }
-    let o = run(c);
+    let o = run(c, corrupt);
     assert!(
         o.status.success(),
         "{arm}: {}",
@@ -334,12 +322,8 @@ print(json.dumps(timed(job, src, draws, lambda k: source_batch(src, draws[k]))))
         .arg(kind)
         .arg(corpus)
         .arg(draws);
-    c.env_remove(CORRUPT);
     c.env_remove("LOADERX_LOADER_MEMORY_PASS");
-    if let Some(k) = corrupt {
-        c.env(CORRUPT, k.to_string());
-    }
-    let o = run(c);
+    let o = run(c, corrupt);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).expect("timed() result")
 }

@@ -88,7 +88,6 @@ pub fn can_drop_caches() -> Result<()> {
 /// Read counters of the block device holding a path (`/sys/dev/block/MAJ:MIN/stat`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DiskStat {
-    /// Reads completed.
     pub reads: u64,
     /// 512-byte sectors read.
     pub sectors: u64,
@@ -165,44 +164,6 @@ pub struct LimitRun {
     pub reads: u64,
 }
 
-/// A buffer aligned for `O_DIRECT`.
-struct Aligned {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-
-impl Aligned {
-    fn new(len: usize) -> Result<Aligned> {
-        let layout = std::alloc::Layout::from_size_align(len.max(ALIGN as usize), ALIGN as usize)
-            .map_err(|_| HarnessError::Size {
-            what: "aligned buffer",
-            value: len as u64,
-        })?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc(layout) };
-        if ptr.is_null() {
-            return Err(HarnessError::Size {
-                what: "aligned buffer",
-                value: len as u64,
-            });
-        }
-        Ok(Aligned { ptr, layout })
-    }
-
-    fn slice(&mut self, len: usize) -> &mut [u8] {
-        // SAFETY: `ptr` owns `layout.size()` bytes (allocated above, zero or not: read only after
-        // the kernel wrote them) and `len` is at most that; the borrow is tied to `&mut self`.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(self.layout.size())) }
-    }
-}
-
-impl Drop for Aligned {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
-    }
-}
-
 /// Reads every extent once with `O_DIRECT` at queue depth `depth` (that many threads, each with
 /// one read outstanding, taking the next extent as it finishes one), and times it.
 pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<LimitRun> {
@@ -224,7 +185,11 @@ pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<Limi
         let handles: Vec<_> = (0..depth.max(1))
             .map(|_| {
                 s.spawn(|| -> Result<()> {
-                    let mut buf = Aligned::new(span)?;
+                    // An `O_DIRECT` buffer: the `span` bytes of `raw` from its first aligned
+                    // address on.
+                    let mut raw = vec![0u8; span + ALIGN as usize];
+                    let at = raw.as_ptr().align_offset(ALIGN as usize);
+                    let buf = &mut raw[at..at + span];
                     loop {
                         let k = next.fetch_add(1, Ordering::Relaxed);
                         let Some(e) = extents.get(k) else {
@@ -236,7 +201,7 @@ pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<Limi
                             HarnessError::other(format!("extent names no file {}", e.file))
                         })?;
                         let want = (end - start) as usize;
-                        let got = f.read_at(buf.slice(want), start).map_err(|source| {
+                        let got = f.read_at(&mut buf[..want], start).map_err(|source| {
                             HarnessError::DirectRead {
                                 path: files[e.file].clone(),
                                 offset: start,

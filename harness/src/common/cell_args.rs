@@ -80,11 +80,9 @@ fn word(v: Value) -> String {
 pub struct StoreCellArgs {
     pub table: Table,
     pub backend: String,
-    /// The prepared corpus.
     pub corpus: PathBuf,
     /// Where the cell writes its stores.
     pub work: PathBuf,
-    /// The cell's result file.
     pub out: PathBuf,
     /// Seconds of timed gathers, at least.
     pub min_seconds: f64,
@@ -112,7 +110,6 @@ pub struct ColdCellArgs {
     pub corpus: PathBuf,
     pub work: PathBuf,
     pub out: PathBuf,
-    /// Timed cold batches.
     pub batches: u64,
     pub seed: u64,
 }
@@ -129,7 +126,6 @@ pub struct SamplerCellArgs {
     pub batch: usize,
     /// Seconds of timed draws, at least.
     pub seconds: f64,
-    /// The cell's result file.
     pub out: PathBuf,
 }
 
@@ -144,13 +140,11 @@ impl Cell for SamplerCellArgs {
 pub struct LoaderCellArgs {
     /// The store table whose records the store holds (its layout says dense or ragged).
     pub kind: Table,
-    /// The zrecord store.
     pub store: PathBuf,
     /// The corpus directory the store was written from: every delivered batch is compared with
     /// the batch its source arrays give.
     pub corpus: PathBuf,
     pub arm: String,
-    /// Timed batches.
     pub batches: usize,
 }
 

@@ -21,19 +21,14 @@ pub enum HarnessError {
     Usage {
         /// What was wrong, if anything (`None`: help was asked for).
         problem: Option<String>,
-        /// The subcommand's usage text.
         usage: &'static str,
     },
     /// One argument of a subcommand or flag does not parse.
     #[error("{command}: {name} {value:?} is not {expected}")]
     Argument {
-        /// The subcommand or flag.
         command: &'static str,
-        /// The argument's name.
         name: &'static str,
-        /// What was given.
         value: String,
-        /// What it must be.
         expected: &'static str,
     },
     /// A hidden subcommand's `field=value` words do not make its arguments (a word with no
@@ -42,40 +37,29 @@ pub enum HarnessError {
     CellArgs {
         /// The subcommand (`cell`, `cold-cell`, ...).
         command: &'static str,
-        /// What serde or the check said.
         problem: String,
     },
     /// A table name no table has.
     #[error("unknown table {name:?}")]
-    UnknownTable {
-        /// The name given.
-        name: String,
-    },
+    UnknownTable { name: String },
     /// A backend name no competitor has.
     #[error("{0}")]
     UnknownBackend(#[from] competitors::UnknownBackend),
     /// An arm name (sampler, loader or probe arm) the harness does not know.
     #[error("unknown arm {name:?}")]
-    UnknownArm {
-        /// The name given.
-        name: String,
-    },
+    UnknownArm { name: String },
     /// A file-system operation failed.
     #[error("{op} {}: {source}", .path.display())]
     Io {
         /// What was being done (`read`, `write`, `create`, `remove`, ...).
         op: &'static str,
-        /// The file or directory.
         path: PathBuf,
-        /// The underlying error.
         source: io::Error,
     },
     /// A JSON file does not parse (or is not the document expected).
     #[error("parse {}: {source}", .path.display())]
     Parse {
-        /// The file.
         path: PathBuf,
-        /// The underlying error.
         source: serde_json::Error,
     },
     /// A value could not be written as JSON.
@@ -86,9 +70,7 @@ pub enum HarnessError {
     Backend {
         /// The backend (or the arm that wraps it).
         backend: String,
-        /// The stage that failed.
         stage: &'static str,
-        /// The adapter's error.
         source: competitors::Error,
     },
     /// A table's source arrays are inconsistent (offsets, shapes and values disagree).
@@ -96,16 +78,10 @@ pub enum HarnessError {
     InvalidSource(competitors::Error),
     /// A size that does not fit this machine's `usize`.
     #[error("{what} {value} does not fit in memory")]
-    Size {
-        /// What the size is of.
-        what: &'static str,
-        /// The size.
-        value: u64,
-    },
+    Size { what: &'static str, value: u64 },
     /// A backend without a layout for the table's records.
     #[error("{backend} has no {layout} layout")]
     NoLayout {
-        /// The backend.
         backend: String,
         /// The records' layout (`dense`, `ragged`).
         layout: String,
@@ -118,27 +94,20 @@ pub enum HarnessError {
     Differs {
         /// Which batch (`verification batch 3`, `timed batch 12`, ...).
         batch: String,
-        /// What differed.
         source: competitors::Error,
     },
     /// A count is not the one expected.
     #[error("{what}: expected {expected}, found {found}")]
     Count {
-        /// What was counted.
         what: &'static str,
-        /// The count expected.
         expected: u64,
-        /// The count found.
         found: u64,
     },
     /// Fewer of something than a step needs.
     #[error("{what}: {found}, expected at least {minimum}")]
     TooFew {
-        /// What was counted.
         what: &'static str,
-        /// The least that works.
         minimum: u64,
-        /// How many there are.
         found: u64,
     },
     /// A zrecord store call failed.
@@ -147,9 +116,7 @@ pub enum HarnessError {
     /// A zrecord store at a path failed to open.
     #[error("{}: {source}", .path.display())]
     Store {
-        /// The store's path.
         path: PathBuf,
-        /// The underlying error.
         source: zrecord::Error,
     },
     /// A loaderx call (sampler, loader) failed.
@@ -157,28 +124,21 @@ pub enum HarnessError {
     Loader(#[from] loaderx::Error),
     /// A loader stopped handing out batches before the run's last one.
     #[error("the loader ended before the run's last batch{}", .delivered.map(|d| format!(" (after {d})")).unwrap_or_default())]
-    LoaderEnded {
-        /// Batches it delivered, where the caller counts them.
-        delivered: Option<usize>,
-    },
+    LoaderEnded { delivered: Option<usize> },
     /// A batch a loader delivered is not the one its draw names.
     #[error(
         "loader batch {batch} differs from the source records ({found_bytes} bytes, expected {expected_bytes})"
     )]
     LoaderBatch {
-        /// The batch's position in the run.
         batch: usize,
         /// Bytes expected (the CRC32C of them differed, or their count).
         expected_bytes: usize,
-        /// Bytes delivered.
         found_bytes: usize,
     },
     /// A datasets call (corpus preparation, `.npy` files, download) failed.
     #[error("{what}: {source}")]
     Datasets {
-        /// What was being done.
         what: &'static str,
-        /// The underlying error.
         source: datasets::Error,
     },
     /// A `.npy` source array of a dtype no table reads.
@@ -190,44 +150,27 @@ pub enum HarnessError {
     /// A file has the wrong format.
     #[error("{}: expected {expected}, found {found}", .path.display())]
     Format {
-        /// The file.
         path: PathBuf,
-        /// What was expected.
         expected: &'static str,
-        /// What was found.
         found: String,
     },
     /// Something the run needs is missing (a venv, a metadata file, a device counter, ...).
     #[error("{what} not found{}", .place.as_ref().map(|p| format!(" in {}", p.display())).unwrap_or_default())]
     Missing {
-        /// What is missing.
         what: String,
-        /// Where it was looked for, if a path says it.
         place: Option<PathBuf>,
     },
     /// A program could not be started.
     #[error("could not start {program}: {source}")]
-    Spawn {
-        /// The program.
-        program: String,
-        /// The underlying error.
-        source: io::Error,
-    },
+    Spawn { program: String, source: io::Error },
     /// A program ran and failed.
     #[error("{command} exited with {status}")]
-    Exited {
-        /// The command line.
-        command: String,
-        /// How it ended.
-        status: ExitStatus,
-    },
+    Exited { command: String, status: ExitStatus },
     /// A cell process failed: its exit code (`None`: killed by a signal) and the last line of
     /// its standard error.
     #[error("{}: {last_line}", .code.map_or_else(|| "killed".to_string(), |c| format!("exit {c}")))]
     Cell {
-        /// The exit code.
         code: Option<i32>,
-        /// The last non-empty line the cell wrote to standard error.
         last_line: String,
     },
     /// A cell or arm printed a result line that is not the JSON expected.
@@ -242,31 +185,20 @@ pub enum HarnessError {
     /// An `O_DIRECT` read failed.
     #[error("O_DIRECT read of {} at byte {offset}: {source}", .path.display())]
     DirectRead {
-        /// The file.
         path: PathBuf,
-        /// Byte offset of the read.
         offset: u64,
-        /// The underlying error.
         source: io::Error,
     },
     /// An `O_DIRECT` read returned fewer bytes than the extent needs.
     #[error("short O_DIRECT read at {offset}: {got} of {want} bytes")]
     ShortRead {
-        /// Byte offset of the read.
         offset: u64,
-        /// Bytes read.
         got: usize,
-        /// Bytes asked for.
         want: usize,
     },
     /// A plot could not be drawn.
     #[error("plot {}: {message}", .path.display())]
-    Plot {
-        /// The plot file.
-        path: PathBuf,
-        /// The drawing backend's message.
-        message: String,
-    },
+    Plot { path: PathBuf, message: String },
     /// A failure with nothing more to name than its sentence.
     #[error("{0}")]
     Other(String),

@@ -83,9 +83,9 @@ impl Corpora {
 pub fn vision_records(a: &RunArgs) -> usize {
     a.vision_records.unwrap_or_else(|| {
         let at_least = if a.quick { 256 } else { 2500 };
-        working_set::records_for_margin(
+        working_set::records_for(
             3 * 224 * 224,
-            working_set::llc_or_fallback(),
+            benchkit::cache::llc_bytes(),
             working_set::DENSE_VISION_MARGIN,
             at_least,
         )
@@ -98,7 +98,12 @@ pub fn vision_records(a: &RunArgs) -> usize {
 pub fn token_records(a: &RunArgs) -> usize {
     a.token_records.unwrap_or_else(|| {
         let at_least = if a.quick { 20_000 } else { 200_000 };
-        working_set::records_for(512 * 4, working_set::llc_or_fallback(), at_least)
+        working_set::records_for(
+            512 * 4,
+            benchkit::cache::llc_bytes(),
+            working_set::LLC_MARGIN,
+            at_least,
+        )
     })
 }
 
@@ -107,7 +112,7 @@ pub fn token_floor_bytes(a: &RunArgs) -> u64 {
     if a.token_records.is_some() {
         0
     } else {
-        working_set::floor_bytes(working_set::llc_or_fallback())
+        working_set::floor_bytes(benchkit::cache::llc_bytes())
     }
 }
 
@@ -541,7 +546,7 @@ impl Loaded {
                     working_set::prefix_records(
                         &offsets,
                         dtype.itemsize() as u64,
-                        working_set::llc_or_fallback(),
+                        benchkit::cache::llc_bytes(),
                     )
                 };
                 offsets.truncate(keep + 1);

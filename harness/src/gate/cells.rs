@@ -13,15 +13,13 @@ use crate::loader::arms::{self as loader_arms, BLOCK_ENV};
 use crate::loader::store::{batch_bytes, ensure_store, store_len};
 use crate::table::{BARE_ROW, Layout, Table};
 
-/// One gated path: a loader-table row over one store.
+/// One gated path (named `path` in the log and `decision.json`): the loader-table row `arm` over
+/// the store of table `kind`, `batches` timed batches a run.
 #[derive(Clone, Copy, Debug)]
 pub struct Cell {
-    /// The path's name in the log and `decision.json`.
     pub path: &'static str,
-    /// The store table whose records the store holds.
     pub kind: Table,
     pub arm: &'static str,
-    /// Timed batches of one run (the cell's timer covers only these).
     pub batches: usize,
 }
 
@@ -52,14 +50,13 @@ pub const CELLS: [Cell; 3] = [
 /// A cell process that runs this long has stopped: it is killed and fails the gate.
 const CELL_LIMIT: Duration = Duration::from_secs(180);
 
-/// What a cell reads: the zrecord store (written once, untimed, by this harness and compared
-/// record by record with the source when reused) and the corpus directory its batches are
-/// compared with.
+/// What a cell reads: the zrecord store (written once, untimed, and compared record by record
+/// with the source when reused), the corpus its batches are compared with, and the timed
+/// batches per block the loader tables give this store's rows.
 #[derive(Clone, Debug)]
 pub struct Input {
     pub store: PathBuf,
     pub corpus: PathBuf,
-    /// Timed batches per block, as the loader tables give this store's rows.
     pub block: usize,
 }
 
@@ -78,13 +75,12 @@ impl Input {
     }
 }
 
-/// One cell's two figures.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+/// One cell's figures: timed batches per second of its own timers (`wall`), and per CPU second
+/// (user + system, every thread) of the whole cell process (`cpu`: its work, which a busy
+/// machine's other processes delay but do not add to).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Measure {
-    /// Timed batches per second of the cell's timers (its own `per_batch_s`).
     pub wall: f64,
-    /// Timed batches per CPU second (user + system, every thread) of the whole cell process:
-    /// its work, which a busy machine's other processes delay but do not add to.
     pub cpu: f64,
 }
 
@@ -122,31 +118,33 @@ pub fn run(exe: &Path, cell: &Cell, input: &Input) -> Result<Measure, String> {
     let (out, killed) = crate::child::output_within(child, CELL_LIMIT)
         .map_err(|e| format!("waiting for {}: {e}", exe.display()))?;
     let cpu_s = children_cpu_s() - cpu_before;
-    let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = crate::child::last_line(&stderr);
     if !out.status.success() {
-        return Err(crate::child::why(killed, crate::child::last_line(&stderr)));
+        return Err(crate::child::why(killed, last));
     }
-    let line: Value = stdout
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
         .lines()
         .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .ok_or_else(|| format!("no result line: {}", crate::child::last_line(&stderr)))?;
-    judge(&line, cpu_s)
+        .and_then(|l| serde_json::from_str(l).ok());
+    judge(
+        &line.ok_or_else(|| format!("no result line: {last}"))?,
+        cpu_s,
+    )
 }
 
 /// A loader cell's JSON line and the CPU seconds of its process: its figures when every compared
 /// batch was the source's.
 pub fn judge(line: &Value, cpu_s: f64) -> Result<Measure, String> {
-    if line.get("verified").and_then(Value::as_bool) != Some(true) {
-        let why = line
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("a batch was not verified");
+    if line["verified"].as_bool() != Some(true) {
+        let why = line["error"].as_str().unwrap_or("a batch was not verified");
         return Err(format!("wrong value: {why}"));
     }
-    let batches = line.get("verified_batches").and_then(Value::as_u64);
-    match (line.get("per_batch_s").and_then(Value::as_f64), batches) {
+    match (
+        line["per_batch_s"].as_f64(),
+        line["verified_batches"].as_u64(),
+    ) {
         (Some(s), Some(n)) if s > 0.0 && s.is_finite() && n > 0 && cpu_s > 0.0 => Ok(Measure {
             wall: 1.0 / s,
             cpu: n as f64 / cpu_s,
@@ -163,18 +161,12 @@ mod tests {
     #[test]
     fn a_cell_line_is_judged_by_its_verdict_first() {
         let ok = json!({"per_batch_s": 0.002, "verified": true, "verified_batches": 8});
-        let m = judge(&ok, 0.5).expect("ok");
-        assert!(
-            (m.wall - 500.0).abs() < 1e-9 && (m.cpu - 16.0).abs() < 1e-9,
-            "{m:?}"
-        );
+        let m = judge(&ok, 0.5).map(|m| (m.wall, m.cpu));
+        assert_eq!(m, Ok((500.0, 16.0)));
         let bad = json!({"per_batch_s": null, "verified": false, "mismatch": true,
                          "error": "loaderx-w4: timed batch 45 differs"});
         let e = judge(&bad, 0.5).expect_err("a wrong batch fails");
-        assert!(
-            e.starts_with("wrong value") && e.contains("batch 45"),
-            "{e}"
-        );
+        assert_eq!(e, "wrong value: loaderx-w4: timed batch 45 differs");
         // Verified but untimed is no result either.
         assert!(judge(&json!({"verified": true, "per_batch_s": 0.0}), 0.5).is_err());
         assert!(judge(&ok, 0.0).is_err(), "no CPU time measured");
@@ -183,11 +175,9 @@ mod tests {
     #[test]
     fn a_finished_child_adds_its_cpu_time() {
         let before = children_cpu_s();
-        let st = Command::new("sh")
-            .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
-            .status()
-            .expect("sh");
-        assert!(st.success());
+        let busy = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done";
+        let st = Command::new("sh").args(["-c", busy]).status();
+        assert!(st.expect("sh").success());
         assert!(children_cpu_s() > before);
     }
 

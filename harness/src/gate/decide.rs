@@ -1,21 +1,13 @@
-//! The gate's test on one path's paired ratios (candidate throughput / baseline throughput, one
-//! per pair, both cells of a pair run back to back).
-//!
-//! * **Decision**: the one-sided [`CONFIDENCE`] upper bound of the median ratio is the order
-//!   statistic `r_(k)` with the smallest `k` such that `P(Bin(n, 1/2) <= k - 1) >= CONFIDENCE`
-//!   (distribution-free: whatever the noise, `P(median <= r_(k)) >= CONFIDENCE`). The path fails
-//!   when that bound is below [`THRESHOLD`]: the data show, at that confidence, that the candidate
-//!   is more than 10 % slower. Fewer than [`MIN_PAIRS`] pairs cannot bound anything below the
-//!   largest ratio at that confidence, and fail too (a gate that cannot judge does not pass).
-//! * **Second statement**: the sign test, how many pairs were slower (`ratio < 1`) and the
-//!   one-sided `P(Bin(n, 1/2) >= slower)`. Reported, not deciding: a bound below the threshold
-//!   already implies at least `k` slower pairs.
+//! The gate's test on one path's paired ratios (candidate / baseline throughput, one per pair).
+//! **Decision**: the one-sided [`CONFIDENCE`] upper bound of the median ratio is the order
+//! statistic `r_(k)` with the smallest `k` such that `P(Bin(n, 1/2) <= k - 1) >= CONFIDENCE`
+//! (distribution-free); the path fails when it is below [`THRESHOLD`] (the data show, at that
+//! confidence, a candidate more than 10 % slower) or when fewer than [`MIN_PAIRS`] pairs cannot
+//! bound it. **Reported**: the sign test, how many pairs were slower and `P(Bin(n, 1/2) >= slower)`.
 
 use serde::Serialize;
 
-/// The upper bound's one-sided confidence.
 pub const CONFIDENCE: f64 = 0.95;
-/// A path fails when the upper bound of its median ratio is below this.
 pub const THRESHOLD: f64 = 0.90;
 /// The fewest pairs whose largest ratio is an upper bound at [`CONFIDENCE`] (`1 - 2^-5`).
 pub const MIN_PAIRS: usize = 5;
@@ -39,29 +31,28 @@ pub fn upper_rank(n: usize, conf: f64) -> Option<usize> {
     (1..=n).find(|&k| binom_cdf_half(n, k - 1) >= conf)
 }
 
-/// One path's verdict.
+/// One path's verdict on the ratios of one figure (`metric`: `wall`, timed batches per second,
+/// or `cpu`, per CPU second): the bound and its 1-based rank among the sorted ratios (`None`: too
+/// few pairs), the sign test's one-sided p-value of "the candidate is slower", and whether this
+/// verdict decides the gate or is reported beside it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Verdict {
     pub path: String,
-    /// The figure the ratios are of (`wall`: timed batches per second; `cpu`: per CPU second).
     pub metric: String,
     pub pairs: usize,
     pub median_ratio: f64,
-    /// `None`: too few pairs to bound the median.
     pub upper_bound: Option<f64>,
-    /// The 1-based rank of the bound among the sorted ratios.
     pub upper_rank: Option<usize>,
     pub slower_pairs: usize,
-    /// One-sided sign-test p-value of "the candidate is slower".
     pub sign_p: f64,
     pub pass: bool,
-    /// Whether this verdict decides the gate (a reported one does not).
     pub deciding: bool,
 }
 
 impl Verdict {
-    /// The verdict on `ratios` (candidate / baseline) of `path`'s `metric`.
-    pub fn of(path: &str, metric: &str, ratios: &[f64]) -> Verdict {
+    /// The verdict on `ratios` (candidate / baseline) of `path`'s `metric`, deciding the gate or
+    /// reported beside it.
+    pub fn of(path: &str, metric: &str, deciding: bool, ratios: &[f64]) -> Verdict {
         let mut r: Vec<f64> = ratios.to_vec();
         r.sort_by(f64::total_cmp);
         let n = r.len();
@@ -74,11 +65,7 @@ impl Verdict {
         let upper_bound = rank.map(|k| r[k - 1]);
         let slower = r.iter().filter(|&&x| x < 1.0).count();
         // P(Bin(n, 1/2) >= slower) = 1 - P(<= slower - 1).
-        let sign_p = if slower == 0 {
-            1.0
-        } else {
-            1.0 - binom_cdf_half(n, slower - 1)
-        };
+        let sign_p = 1.0 - slower.checked_sub(1).map_or(0.0, |k| binom_cdf_half(n, k));
         Verdict {
             path: path.to_string(),
             metric: metric.to_string(),
@@ -89,7 +76,7 @@ impl Verdict {
             slower_pairs: slower,
             sign_p,
             pass: upper_bound.is_some_and(|u| u >= THRESHOLD),
-            deciding: true,
+            deciding,
         }
     }
 
@@ -120,23 +107,15 @@ impl Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
 
-    /// Deterministic multiplicative noise of relative size about `sd` (a fixed LCG).
+    /// Seeded multiplicative noise of relative SD `sd` (a sum of 4 uniforms, roughly normal).
     fn noisy(center: f64, sd: f64, n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                // Sum of 4 uniforms: roughly normal, mean 0, sd 1.
-                let z: f64 = (0..4)
-                    .map(|i| ((s >> (16 + 8 * i)) & 0xff) as f64 / 255.0 - 0.5)
-                    .sum::<f64>()
-                    * (12.0f64 / 4.0).sqrt();
-                center * (1.0 + sd * z)
-            })
-            .collect()
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let z =
+            |r: &mut SmallRng| (0..4).map(|_| r.random::<f64>() - 0.5).sum::<f64>() * 3f64.sqrt();
+        (0..n).map(|_| center * (1.0 + sd * z(&mut rng))).collect()
     }
 
     #[test]
@@ -154,10 +133,10 @@ mod tests {
     fn an_unchanged_candidate_passes_and_a_25_percent_slower_one_fails() {
         for seed in 0..50 {
             for sd in [0.03, 0.06] {
-                let same = Verdict::of("p", "wall", &noisy(1.0, sd, 12, seed));
+                let same = Verdict::of("p", "wall", true, &noisy(1.0, sd, 12, seed));
                 assert!(same.pass, "sd {sd} seed {seed}: {}", same.line());
                 // 25 % more work: throughput / 1.25.
-                let slow = Verdict::of("p", "wall", &noisy(1.0 / 1.25, sd, 12, seed));
+                let slow = Verdict::of("p", "wall", true, &noisy(1.0 / 1.25, sd, 12, seed));
                 assert!(!slow.pass, "sd {sd} seed {seed}: {}", slow.line());
                 assert!(slow.sign_p < 0.05, "{}", slow.line());
             }
@@ -169,26 +148,26 @@ mod tests {
         // Three of twelve pairs hit by a neighbour's burst (0.5x): the median bound ignores them.
         let mut r = vec![1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0, 1.0];
         r.extend([0.5, 0.5, 0.5]);
-        let v = Verdict::of("p", "wall", &r);
+        let v = Verdict::of("p", "wall", true, &r);
         assert!(v.pass, "{}", v.line());
         assert_eq!(v.slower_pairs, 6);
     }
 
     #[test]
     fn too_few_pairs_fail() {
-        let v = Verdict::of("p", "wall", &[1.0, 1.0, 1.0, 1.0]);
+        let v = Verdict::of("p", "wall", true, &[1.0, 1.0, 1.0, 1.0]);
         assert!(!v.pass && v.upper_bound.is_none(), "{}", v.line());
         assert!(v.line().contains("at least 5 needed"));
-        assert!(!Verdict::of("p", "wall", &[]).pass);
+        assert!(!Verdict::of("p", "wall", true, &[]).pass);
     }
 
     #[test]
     fn the_sign_test_counts_slower_pairs() {
-        let v = Verdict::of("p", "wall", &[0.8; 6]);
+        let v = Verdict::of("p", "wall", true, &[0.8; 6]);
         assert_eq!(v.slower_pairs, 6);
         assert!((v.sign_p - 1.0 / 64.0).abs() < 1e-12);
         assert!(!v.pass);
-        let v = Verdict::of("p", "wall", &[1.1; 6]);
+        let v = Verdict::of("p", "wall", true, &[1.1; 6]);
         assert_eq!((v.slower_pairs, v.sign_p), (0, 1.0));
         assert!(v.pass);
     }

@@ -118,237 +118,85 @@ pub enum Runner {
     StreamingVenv,
 }
 
-/// One row of a loader table.
+/// One row of a loader table: the name its cell is run by (`arm` in `results.json`), its label
+/// and storage, how its process starts, whether the loader moves batches between processes (those
+/// get the `/dev/shm` run), and whether it has a row only in the ragged table (per-record `.npy`
+/// files are the reference's ragged-token variant).
 #[derive(Clone, Copy, Debug)]
 pub struct Arm {
-    /// The name the cell is run by and `results.json` stores as `arm`.
     pub name: &'static str,
     pub label: &'static str,
     pub storage: &'static str,
     pub runner: Runner,
-    /// Whether the loader moves batches between processes (these get the `/dev/shm` run).
     pub multiprocess: bool,
-    /// The arm has rows only in the dense (resp. ragged) table, e.g. per-record `.npy` files are
-    /// the reference's ragged-token variant.
-    pub dense_only: bool,
     pub ragged_only: bool,
 }
 
-const fn arm(
-    name: &'static str,
-    label: &'static str,
-    storage: &'static str,
-    runner: Runner,
-    multiprocess: bool,
-) -> Arm {
+const ZR: &str = "zrecord-raw";
+const NPY: &str = "npy-mmap-raw";
+
+/// A Rust row over the zrecord store.
+const fn rust(name: &'static str, label: &'static str) -> Arm {
+    Arm {
+        runner: Runner::Rust,
+        ..py(name, label, ZR)
+    }
+}
+
+/// A row run in one process by `loader_bench.py` under the project venv.
+const fn py(name: &'static str, label: &'static str, storage: &'static str) -> Arm {
     Arm {
         name,
         label,
         storage,
-        runner,
-        multiprocess,
-        dense_only: false,
+        runner: Runner::Python,
+        multiprocess: false,
         ragged_only: false,
     }
 }
 
-/// Every arm, in table order. The Python loaderx row at 4 workers (`python-loaderx-w4`) is the
-/// reference of the `x loaderx` column. Every worker-based loader has a row at 2 and at 4 workers
-/// (`-w2`, `-w4`) with the same batches ahead as loaderx's window (`workers + 4`), and every row
-/// delivers in step order except the two loaderx rows named `-completion`.
-pub const ARMS: [Arm; 27] = [
-    arm(
-        LIMIT_ROW,
-        "memcpy limit (records in memory, no loader)",
-        "in-memory",
-        Runner::Rust,
-        false,
-    ),
-    arm(
-        BARE_ROW,
-        "view.gather loop (Rust, no loader)",
-        "zrecord-raw",
-        Runner::Rust,
-        false,
-    ),
-    arm(
-        "loaderx-w0",
-        "loaderx Rust, workers=0",
-        "zrecord-raw",
-        Runner::Rust,
-        false,
-    ),
-    arm(
-        "loaderx-w1",
-        "loaderx Rust, workers=1, prefetch=4",
-        "zrecord-raw",
-        Runner::Rust,
-        false,
-    ),
-    arm(
-        "loaderx-w2",
-        "loaderx Rust, workers=2, prefetch=4, ordered",
-        "zrecord-raw",
-        Runner::Rust,
-        false,
-    ),
-    arm(
-        "loaderx-w4",
-        "loaderx Rust, workers=4, prefetch=4, ordered",
-        "zrecord-raw",
-        Runner::Rust,
-        false,
-    ),
-    arm(
-        "loaderx-w4-completion",
-        "loaderx Rust, workers=4, prefetch=4, completion order",
-        "zrecord-raw",
-        Runner::Rust,
-        false,
-    ),
-    arm(
-        "python-loaderx-w2",
-        "loaderx Python, workers=2, prefetch=4, ordered",
-        "zrecord-raw",
-        Runner::Python,
-        false,
-    ),
-    arm(
-        "python-loaderx-w4",
-        "loaderx Python, workers=4, prefetch=4, ordered",
-        "zrecord-raw",
-        Runner::Python,
-        false,
-    ),
-    arm(
-        "python-loaderx-w4-completion",
-        "loaderx Python, workers=4, prefetch=4, completion order",
-        "zrecord-raw",
-        Runner::Python,
-        false,
-    ),
-    arm(
-        "torch-dataloader-w2",
-        "torch DataLoader, 2 workers, batched fetch",
-        "npy-mmap-raw",
-        Runner::Python,
-        true,
-    ),
-    arm(
-        "torch-dataloader-w4",
-        "torch DataLoader, 4 workers, batched fetch",
-        "npy-mmap-raw",
-        Runner::Python,
-        true,
-    ),
+/// A row whose loader moves batches between processes.
+const fn mp(name: &'static str, label: &'static str, storage: &'static str) -> Arm {
     Arm {
-        ragged_only: true,
-        ..arm(
-            "torch-files-w0",
-            "torch DataLoader, in-process, packed collate",
-            "npy-per-record",
-            Runner::Python,
-            false,
-        )
-    },
-    arm(
-        "spdl-thread-w2",
-        "SPDL thread pipeline, concurrency 2",
-        "npy-mmap-raw",
-        Runner::Python,
-        false,
-    ),
-    arm(
-        "spdl-thread-w4",
-        "SPDL thread pipeline, concurrency 4",
-        "npy-mmap-raw",
-        Runner::Python,
-        false,
-    ),
-    arm(
-        "spdl-process-w2",
-        "SPDL subprocess pipeline, concurrency 2, shared-memory arena",
-        "npy-mmap-raw",
-        Runner::Python,
-        true,
-    ),
-    arm(
-        "spdl-process-w4",
-        "SPDL subprocess pipeline, concurrency 4, shared-memory arena",
-        "npy-mmap-raw",
-        Runner::Python,
-        true,
-    ),
-    arm(
-        "grain-w2",
-        "Grain, 2 workers",
-        "arrayrecord-raw",
-        Runner::Python,
-        true,
-    ),
-    arm(
-        "grain-w4",
-        "Grain, 4 workers",
-        "arrayrecord-raw",
-        Runner::Python,
-        true,
-    ),
-    arm(
-        "lance-take",
-        "Lance take (its own I/O threads)",
-        "lance-raw",
-        Runner::Python,
-        false,
-    ),
-    arm(
-        "lance-torch-w2",
-        "Lance SafeLanceDataset in torch DataLoader, 2 workers",
-        "lance-raw",
-        Runner::Python,
-        true,
-    ),
-    arm(
-        "lance-torch-w4",
-        "Lance SafeLanceDataset in torch DataLoader, 4 workers",
-        "lance-raw",
-        Runner::Python,
-        true,
-    ),
-    arm(
-        "streaming-w2",
-        "MosaicML Streaming in torch DataLoader, 2 workers",
-        "mds-raw",
-        Runner::StreamingVenv,
-        true,
-    ),
-    arm(
-        "streaming-w4",
-        "MosaicML Streaming in torch DataLoader, 4 workers",
-        "mds-raw",
-        Runner::StreamingVenv,
-        true,
-    ),
-    arm(
-        "litdata-w2",
-        "LitData in torch DataLoader, 2 workers",
-        "litdata-raw",
-        Runner::Python,
-        true,
-    ),
-    arm(
-        "litdata-w4",
-        "LitData in torch DataLoader, 4 workers",
-        "litdata-raw",
-        Runner::Python,
-        true,
-    ),
-    arm(
-        "webdataset",
-        "webdataset",
-        "tar shards",
-        Runner::Python,
-        false,
-    ),
+        multiprocess: true,
+        ..py(name, label, storage)
+    }
+}
+
+/// Every arm, in table order (one row a line, so not rustfmt's layout). The Python loaderx row at
+/// 4 workers (`python-loaderx-w4`) is the reference of the `x loaderx` column. Every worker-based
+/// loader has a row at 2 and at 4 workers (`-w2`, `-w4`) with the same batches ahead as loaderx's
+/// window (`workers + 4`), and every row delivers in step order except the two loaderx rows named
+/// `-completion`.
+#[rustfmt::skip]
+pub const ARMS: [Arm; 27] = [
+    Arm { storage: "in-memory", ..rust(LIMIT_ROW, "memcpy limit (records in memory, no loader)") },
+    rust(BARE_ROW, "view.gather loop (Rust, no loader)"),
+    rust("loaderx-w0", "loaderx Rust, workers=0"),
+    rust("loaderx-w1", "loaderx Rust, workers=1, prefetch=4"),
+    rust("loaderx-w2", "loaderx Rust, workers=2, prefetch=4, ordered"),
+    rust("loaderx-w4", "loaderx Rust, workers=4, prefetch=4, ordered"),
+    rust("loaderx-w4-completion", "loaderx Rust, workers=4, prefetch=4, completion order"),
+    py("python-loaderx-w2", "loaderx Python, workers=2, prefetch=4, ordered", ZR),
+    py("python-loaderx-w4", "loaderx Python, workers=4, prefetch=4, ordered", ZR),
+    py("python-loaderx-w4-completion", "loaderx Python, workers=4, prefetch=4, completion order", ZR),
+    mp("torch-dataloader-w2", "torch DataLoader, 2 workers, batched fetch", NPY),
+    mp("torch-dataloader-w4", "torch DataLoader, 4 workers, batched fetch", NPY),
+    Arm { ragged_only: true, ..py("torch-files-w0", "torch DataLoader, in-process, packed collate", "npy-per-record") },
+    py("spdl-thread-w2", "SPDL thread pipeline, concurrency 2", NPY),
+    py("spdl-thread-w4", "SPDL thread pipeline, concurrency 4", NPY),
+    mp("spdl-process-w2", "SPDL subprocess pipeline, concurrency 2, shared-memory arena", NPY),
+    mp("spdl-process-w4", "SPDL subprocess pipeline, concurrency 4, shared-memory arena", NPY),
+    mp("grain-w2", "Grain, 2 workers", "arrayrecord-raw"),
+    mp("grain-w4", "Grain, 4 workers", "arrayrecord-raw"),
+    py("lance-take", "Lance take (its own I/O threads)", "lance-raw"),
+    mp("lance-torch-w2", "Lance SafeLanceDataset in torch DataLoader, 2 workers", "lance-raw"),
+    mp("lance-torch-w4", "Lance SafeLanceDataset in torch DataLoader, 4 workers", "lance-raw"),
+    Arm { runner: Runner::StreamingVenv, ..mp("streaming-w2", "MosaicML Streaming in torch DataLoader, 2 workers", "mds-raw") },
+    Arm { runner: Runner::StreamingVenv, ..mp("streaming-w4", "MosaicML Streaming in torch DataLoader, 4 workers", "mds-raw") },
+    mp("litdata-w2", "LitData in torch DataLoader, 2 workers", "litdata-raw"),
+    mp("litdata-w4", "LitData in torch DataLoader, 4 workers", "litdata-raw"),
+    py("webdataset", "webdataset", "tar shards"),
 ];
 
 /// The arms of a `--quick` run (the CI gate): loaderx, in step and in completion order, against
@@ -372,7 +220,7 @@ pub const WEBDATASET_NOTE: &str = "not timed: webdataset 1.0.2 reads tar shards 
 impl Arm {
     /// Whether this arm has a row in the dense (`true`) or ragged table.
     pub fn applies(&self, dense: bool) -> bool {
-        !(dense && self.ragged_only || !dense && self.dense_only)
+        !(dense && self.ragged_only)
     }
 
     /// The command that runs this arm once, or `Err(note)` when its interpreter is missing.

@@ -19,15 +19,11 @@ pub fn render(t: &FreeTable) -> String {
     };
     // A row's samples/s when it ran and verified its batches.
     let speed = |r: &Value| -> Option<f64> {
-        let ok = r.get("verified").and_then(Value::as_bool) == Some(true);
-        let v = r.get("samples/s").and_then(Value::as_f64)?;
+        let ok = r["verified"].as_bool() == Some(true);
+        let v = r["samples/s"].as_f64()?;
         (ok && v > 0.0).then_some(v)
     };
-    let row = |arm: &str| {
-        t.rows
-            .iter()
-            .find(|r| r.get("arm").and_then(Value::as_str) == Some(arm))
-    };
+    let row = |arm: &str| t.rows.iter().find(|r| r["arm"].as_str() == Some(arm));
     // Tables from before the equal contract (ordered headline rows, a completion-order row
     // beside them) did not measure what the goals compare.
     if row("python-loaderx-w4-completion").is_none() {
@@ -39,7 +35,7 @@ pub fn render(t: &FreeTable) -> String {
         .rows
         .iter()
         .filter_map(|r| {
-            let arm = r.get("arm").and_then(Value::as_str)?;
+            let arm = r["arm"].as_str()?;
             is_peer(arm).then_some((arm, speed(r)?))
         })
         .max_by(|a, b| a.1.total_cmp(&b.1));

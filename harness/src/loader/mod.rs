@@ -62,22 +62,19 @@ fn run_json(cmd: Command, sample: bool) -> Result<(Value, u64)> {
 
 /// Folds one run's JSON into the arm's results.
 fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
-    if let Some(note) = j.get("skipped").and_then(Value::as_str) {
+    if let Some(note) = j["skipped"].as_str() {
         r.note = Some(note.to_string());
         return;
     }
-    if let Some(c) = j.get("config").and_then(Value::as_str) {
+    if let Some(c) = j["config"].as_str() {
         r.config = Some(c.to_string());
     }
-    let ok = j.get("verified").and_then(Value::as_bool) == Some(true);
+    let ok = j["verified"].as_bool() == Some(true);
     if !ok {
         r.failed = true;
         // A batch that differed from the source fails the row; a crash leaves it unmeasured.
-        r.mismatch = j.get("mismatch").and_then(Value::as_bool) == Some(true);
-        let err = j
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("a batch was not verified");
+        r.mismatch = j["mismatch"].as_bool() == Some(true);
+        let err = j["error"].as_str().unwrap_or("a batch was not verified");
         r.note = Some(format!(
             "{}: {}",
             if r.mismatch {
@@ -93,17 +90,13 @@ fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
         // Peak RAM is the sampled run's alone: a timed run holds a block of batches after its
         // timer on purpose (to check them), which an in-process loader's own RSS counts and a
         // loader with worker processes' does not (their batches sit in the workers' memory).
-        let reported = j.get("peak_rss_bytes").and_then(Value::as_u64).unwrap_or(0);
+        let reported = j["peak_rss_bytes"].as_u64().unwrap_or(0);
         r.peaks.push(peak.max(reported));
     } else {
-        r.verified_batches += j
-            .get("verified_batches")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        if let Some(p) = j.get("per_batch_s").and_then(Value::as_f64) {
+        r.verified_batches += j["verified_batches"].as_u64().unwrap_or(0);
+        if let Some(p) = j["per_batch_s"].as_f64() {
             r.per_batch.push(p);
-            r.bare_per_batch
-                .push(j.get("bare_per_batch_s").and_then(Value::as_f64));
+            r.bare_per_batch.push(j["bare_per_batch_s"].as_f64());
         }
     }
 }
@@ -112,15 +105,8 @@ fn record(r: &mut ArmResult, j: &Value, peak: u64, memory_pass: bool) {
 fn small_shm_run(cmd: &Command) -> String {
     let small = arms::in_small_shm(cmd);
     match run_json(small, false) {
-        Ok((j, _)) if j.get("verified").and_then(Value::as_bool) == Some(true) => {
-            "completes".to_string()
-        }
-        Ok((j, _)) => format!(
-            "fails: {}",
-            j.get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("unverified")
-        ),
+        Ok((j, _)) if j["verified"].as_bool() == Some(true) => "completes".to_string(),
+        Ok((j, _)) => format!("fails: {}", j["error"].as_str().unwrap_or("unverified")),
         Err(HarnessError::Cell {
             code: Some(124), ..
         }) => format!("hangs (killed after {} s)", arms::SMALL_SHM_TIMEOUT_S),

@@ -255,39 +255,31 @@ fn time_peer(arm: &str, server: &Server, p: &PeerArgs<'_>) -> Timed {
             ));
         }
     };
-    if let Some(why) = j.get("skipped").and_then(Value::as_str) {
+    if let Some(why) = j["skipped"].as_str() {
         return Timed {
             note: Some(format!("not measured: {why}")),
             skipped: true,
             ..Timed::default()
         };
     }
-    let per_batch = j.get("per_batch_s").and_then(Value::as_f64);
-    let verified = j.get("verified").and_then(Value::as_bool) == Some(true);
+    let per_batch = j["per_batch_s"].as_f64();
+    let verified = j["verified"].as_bool() == Some(true);
     match (per_batch, verified) {
         (Some(s), true) => {
-            let n = j
-                .get("verified_batches")
-                .and_then(Value::as_u64)
-                .unwrap_or(0) as usize;
-            let bytes = j
-                .get("mean_batch_bytes")
-                .and_then(Value::as_f64)
-                .unwrap_or(0.0);
+            let n = j["verified_batches"].as_u64().unwrap_or(0) as usize;
+            let bytes = j["mean_batch_bytes"].as_f64().unwrap_or(0.0);
             Timed {
                 seconds: s * n as f64,
                 batches: n,
                 logical_bytes: (bytes * n as f64) as u64,
                 verified: n,
-                note: j.get("config").and_then(Value::as_str).map(String::from),
+                note: j["config"].as_str().map(String::from),
                 ..Timed::default()
             }
         }
         _ => fail(format!(
             "{arm}: {}",
-            j.get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("unverified")
+            j["error"].as_str().unwrap_or("unverified")
         )),
     }
 }

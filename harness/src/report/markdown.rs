@@ -55,22 +55,18 @@ fn bold_best(cells: &mut [Vec<String>], values: &[Vec<f64>], higher: &[Option<bo
 /// may be published (from a clean tree at one commit). Runs recorded before receipts were sealed
 /// (no `publishable` field) render without it, as they always did.
 fn receipt_line(rep: &Report) -> String {
-    let Some(ok) = rep.source.get("publishable").and_then(Value::as_bool) else {
+    let Some(ok) = rep.source["publishable"].as_bool() else {
         return String::new();
     };
-    let commit = rep
-        .source
-        .get("git_commit")
-        .and_then(Value::as_str)
+    let commit = rep.source["git_commit"]
+        .as_str()
         .map_or("unknown commit", |c| &c[..c.len().min(12)]);
     let machine = crate::machine::machine_line(&rep.machine);
     if ok {
         format!("Run at commit `{commit}` (clean tree) on {machine}.\n\n")
     } else {
-        let why = rep
-            .source
-            .get("unpublishable_because")
-            .and_then(Value::as_str)
+        let why = rep.source["unpublishable_because"]
+            .as_str()
             .unwrap_or("unknown");
         format!("**UNPUBLISHABLE** (not to be cited): {why}. Commit `{commit}` on {machine}.\n\n")
     }

@@ -12,7 +12,6 @@ use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::Value;
 
 use crate::error::{HarnessError, Result};
 use crate::model::{Report, Status};
@@ -78,23 +77,12 @@ fn register_font() {
     });
 }
 
-/// What a drawing call reported: its message (plotters' error type differs per backend); the
-/// plot file it belongs to is added by [`bars_file`] and [`scatter_file`].
-struct DrawError(String);
+/// What a drawing call reported: its message (plotters' error type differs per backend); [`save`]
+/// adds the plot file it belongs to.
+type DrawResult<T> = std::result::Result<T, String>;
 
-type DrawResult<T> = std::result::Result<T, DrawError>;
-
-fn e<E: std::fmt::Display>(x: E) -> DrawError {
-    DrawError(x.to_string())
-}
-
-/// The [`HarnessError::Plot`] of a drawing error in the plot `dir/stem.*`.
-fn plot_error(dir: &Path, stem: &str) -> impl Fn(DrawError) -> HarnessError {
-    let path = dir.join(stem);
-    move |DrawError(message)| HarnessError::Plot {
-        path: path.clone(),
-        message,
-    }
+fn e<E: std::fmt::Display>(x: E) -> String {
+    x.to_string()
 }
 
 /// One bar chart: labels, values, optional +/- SD per bar, and an optional named limit line.
@@ -322,60 +310,45 @@ where
     Ok(())
 }
 
-fn bars_file(dir: &Path, stem: &str, svg: bool, c: &Bars<'_>) -> Result<()> {
-    let plot = plot_error(dir, stem);
-    let h = 90 + ROW_H * c.labels.len().max(1) as u32;
-    if svg {
-        let svg = dir.join(format!("{stem}.svg"));
-        draw_bars(SVGBackend::new(&svg, (W, h)).into_drawing_area(), c).map_err(&plot)?;
-    }
-    let mut buf = vec![0u8; (W * h * 3) as usize];
-    {
-        let root = BitMapBackend::with_buffer(&mut buf, (W, h)).into_drawing_area();
-        draw_bars(root, c).map_err(&plot)?;
-    }
-    image::save_buffer(
-        dir.join(format!("{stem}.png")),
-        &buf,
-        W,
-        h,
-        image::ExtendedColorType::Rgb8,
-    )
-    .map_err(|x| plot(e(x)))?;
-    Ok(())
+/// One plot: a bar chart, or a scatter of (name, write, gather) points under a title.
+enum Chart<'a> {
+    Bars(Bars<'a>),
+    Scatter(&'a str, &'a [(String, f64, f64)]),
 }
 
-fn scatter_file(
-    dir: &Path,
-    stem: &str,
-    svg: bool,
-    title: &str,
-    pts: &[(String, f64, f64)],
-) -> Result<()> {
-    let plot = plot_error(dir, stem);
-    let (w, h) = (W, 640);
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart<'_>) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    match c {
+        Chart::Bars(b) => draw_bars(root, b),
+        Chart::Scatter(title, pts) => draw_scatter(root, title, pts),
+    }
+}
+
+/// Writes `c` to `dir/stem.png`, and `dir/stem.svg` when `svg`.
+fn save(dir: &Path, stem: &str, svg: bool, c: Chart<'_>) -> Result<()> {
+    let path = dir.join(stem);
+    let plot = |message| HarnessError::Plot {
+        path: path.clone(),
+        message,
+    };
+    let h = match &c {
+        Chart::Bars(b) => 90 + ROW_H * b.labels.len().max(1) as u32,
+        Chart::Scatter(..) => 640,
+    };
     if svg {
         let svg = dir.join(format!("{stem}.svg"));
-        draw_scatter(
-            SVGBackend::new(&svg, (w, h)).into_drawing_area(),
-            title,
-            pts,
-        )
-        .map_err(&plot)?;
+        draw(SVGBackend::new(&svg, (W, h)).into_drawing_area(), &c).map_err(&plot)?;
     }
-    let mut buf = vec![0u8; (w * h * 3) as usize];
-    {
-        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
-        draw_scatter(root, title, pts).map_err(&plot)?;
-    }
-    image::save_buffer(
-        dir.join(format!("{stem}.png")),
-        &buf,
-        w,
-        h,
-        image::ExtendedColorType::Rgb8,
+    let mut buf = vec![0u8; (W * h * 3) as usize];
+    draw(
+        BitMapBackend::with_buffer(&mut buf, (W, h)).into_drawing_area(),
+        &c,
     )
-    .map_err(|x| plot(e(x)))
+    .map_err(&plot)?;
+    let png = dir.join(format!("{stem}.png"));
+    image::save_buffer(png, &buf, W, h, image::ExtendedColorType::Rgb8).map_err(|x| plot(e(x)))
 }
 
 /// Draws the plots of `rep` that `set` selects into `dir`.
@@ -408,18 +381,18 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
             format!("{}-write-vs-gather", t.name),
         );
         if want(&gather) {
-            bars_file(
+            save(
                 dir,
                 &gather,
                 svg,
-                &Bars {
+                Chart::Bars(Bars {
                     title: &format!("{}{syn}: logical gather", t.name),
                     labels: &labels,
                     values: &values,
                     sds: &sds,
                     x_desc: "MiB/s (+/- SD over repeats)",
                     line: limit,
-                },
+                }),
             )?;
         }
         if want(&scatter) {
@@ -428,7 +401,7 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
                 .map(|r| (r.backend.clone(), r.write_mib_s, r.gather_mib_s))
                 .collect();
             let title = format!("{}{syn}: write vs gather", t.name);
-            scatter_file(dir, &scatter, svg, &title, &pts)?;
+            save(dir, &scatter, svg, Chart::Scatter(&title, &pts))?;
         }
     }
     for t in rep.free_tables().filter(|t| want(t.name.name())) {
@@ -455,25 +428,17 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
         let (mut labels, mut values, mut sds) = (Vec::new(), Vec::new(), Vec::new());
         let mut limit = None;
         for r in &t.rows {
-            let (Some(l), Some(v)) = (
-                r.get(label_col).and_then(Value::as_str),
-                r.get(value_col).and_then(Value::as_f64),
-            ) else {
+            let (Some(l), Some(v)) = (r[label_col].as_str(), r[value_col].as_f64()) else {
                 continue;
             };
             // A loader table's memcpy limit is drawn as the named line (older results without
             // one: the view.gather loop, which those drew as their line).
-            match r.get("arm").and_then(Value::as_str) {
+            match r["arm"].as_str() {
                 Some(LIMIT_ROW) => {
                     limit = Some((v, "memcpy limit (records in memory, no loader)"));
                     continue;
                 }
-                Some(BARE_ROW)
-                    if !t
-                        .rows
-                        .iter()
-                        .any(|r| r.get("arm").and_then(Value::as_str) == Some(LIMIT_ROW)) =>
-                {
+                Some(BARE_ROW) if !t.rows.iter().any(|r| r["arm"].as_str() == Some(LIMIT_ROW)) => {
                     limit = Some((v, "view.gather loop (Rust, no loader)"));
                     continue;
                 }
@@ -481,21 +446,21 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
             }
             labels.push(l.to_string());
             values.push(v);
-            sds.push(r.get(sd_col).and_then(Value::as_f64).unwrap_or(0.0));
+            sds.push(r[sd_col].as_f64().unwrap_or(0.0));
         }
         let syn = if t.synthetic { " (synthetic)" } else { "" };
-        bars_file(
+        save(
             dir,
             t.name.name(),
             svg,
-            &Bars {
+            Chart::Bars(Bars {
                 title: &format!("{}{syn}: {}", t.name, desc),
                 labels: &labels,
                 values: &values,
                 sds: &sds,
                 x_desc: desc,
                 line: limit,
-            },
+            }),
         )?;
     }
     Ok(())

@@ -184,7 +184,7 @@ fn python_arms(batch: usize, secs: f64) -> Vec<(String, ArmOutcome)> {
             Ok(o) if o.status.success() => serde_json::from_slice::<Value>(&o.stdout)
                 .map_err(HarnessError::BadOutput)
                 .and_then(|j| {
-                    if let Some(err) = j.get("error").and_then(Value::as_str) {
+                    if let Some(err) = j["error"].as_str() {
                         return Err(HarnessError::Python(err.to_string()));
                     }
                     Ok((

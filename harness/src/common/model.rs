@@ -63,6 +63,11 @@ fn figure<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     f64_or_nan(d).map(Some)
 }
 
+/// `skip_serializing_if` for a figure: a name short enough that the attribute fits on one line.
+fn none(figure: &Option<f64>) -> bool {
+    figure.is_none()
+}
+
 /// A figure as a number, NaN when the cell's kind has none.
 pub fn or_nan(figure: Option<f64>) -> f64 {
     figure.unwrap_or(f64::NAN)
@@ -129,17 +134,9 @@ pub struct CellResult {
     #[serde(default)]
     pub logical_bytes: u64,
     /// Median seconds of the timed writes (warm cells).
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub write_s: Option<f64>,
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub write_mib_s: Option<f64>,
     #[serde(deserialize_with = "f64_or_nan")]
     pub gather_s: f64,
@@ -163,34 +160,18 @@ pub struct CellResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_bytes: Option<u64>,
     /// Logical bytes / disk bytes (warm cells).
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub compression: Option<f64>,
     /// Device reads completed per second of gather time (cold cells).
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub iops: Option<f64>,
     /// Mean number of device reads in flight while gathering (summed read latency / time); for
     /// the cold limit row, the queue depth it ran at (cold cells).
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub queue_depth: Option<f64>,
     /// MiB/s the device delivered; may exceed `gather_mib_s`: read-ahead beyond the records
     /// (cold cells).
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub device_mib_s: Option<f64>,
     pub verified_batches: u64,
     /// `Some(true)`: every batch the cell compared with the source arrays matched (and it compared

@@ -219,6 +219,21 @@ pub(crate) use by_name;
 
 by_name!(Table, "table");
 
+/// A markdown table: the `header` row (its cells joined by ` | `), the rule (a column a letter
+/// of `align`: `r` aligned right, `l` left), then `rows`. Each table of `tables.md` and
+/// `cold.md` is one.
+pub fn md_table(header: &str, align: &str, rows: &[Vec<String>]) -> String {
+    let rule: Vec<&str> = align
+        .chars()
+        .map(|a| if a == 'r' { "---:" } else { "---" })
+        .collect();
+    let mut s = format!("| {header} |\n|{}|\n", rule.join("|"));
+    for r in rows {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

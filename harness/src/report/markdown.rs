@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::model::{Report, Status, StoreRow};
-use crate::table::LIMIT_ROW;
+use crate::table::{LIMIT_ROW, md_table};
 
 fn fmt_num(v: f64, digits: usize) -> String {
     if v.is_nan() {
@@ -72,6 +72,8 @@ fn receipt_line(rep: &Report) -> String {
     }
 }
 
+const STORE_COLUMNS: &str = "backend | logical write | write × limit | logical gather | krecords/s | p95 | disk | ratio | × memcpy-limit | verified";
+
 pub fn render_markdown(rep: &Report) -> String {
     let mut s = receipt_line(rep);
     for t in &rep.store_tables {
@@ -90,8 +92,6 @@ pub fn render_markdown(rep: &Report) -> String {
         if !t.captions.is_empty() {
             s.push('\n');
         }
-        s.push_str("| backend | logical write | write × limit | logical gather | krecords/s | p95 | disk | ratio | × memcpy-limit | verified |\n");
-        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
         let mut cells = Vec::new();
         let mut values = Vec::new();
         let mut notes = Vec::new();
@@ -170,6 +170,7 @@ pub fn render_markdown(rep: &Report) -> String {
             .iter()
             .filter(|r| r.status != Status::NotApplicable)
             .collect();
+        let mut lines = Vec::new();
         for (r, c) in rows.iter().zip(cells) {
             let v = match (r.status, r.verified) {
                 (Status::Failed, _) => "**FAILED**".to_string(),
@@ -180,14 +181,18 @@ pub fn render_markdown(rep: &Report) -> String {
                 // `verified` could be null say `true` here, and render as they did).
                 (_, None) => "reference".to_string(),
             };
-            s.push_str(&format!("| {} | {} | {v} |\n", r.backend, c.join(" | ")));
+            lines.push([vec![r.backend.clone()], c, vec![v]].concat());
         }
         if let Some(w) = t.write_limit_mib_s {
-            s.push_str(&format!(
-                "| write-limit | {} MiB/s | 1.00x | – | – | – | – | – | – | – |\n",
-                fmt_num(w, 0)
-            ));
+            let mut row = vec![
+                "write-limit".into(),
+                format!("{} MiB/s", fmt_num(w, 0)),
+                "1.00x".into(),
+            ];
+            row.extend(std::iter::repeat_n("–".to_string(), 7));
+            lines.push(row);
         }
+        s.push_str(&md_table(STORE_COLUMNS, "lrrrrrrrrl", &lines));
         if !notes.is_empty() {
             s.push('\n');
             s.push_str(&notes.join("\n"));
@@ -201,38 +206,34 @@ pub fn render_markdown(rep: &Report) -> String {
         } else {
             ""
         };
-        s.push_str(&format!(
-            "### {}{syn}\n\n{}\n\n| {} |\n|{}|\n",
-            t.name,
-            t.title,
-            t.columns.join(" | "),
-            t.columns
-                .iter()
-                .map(|_| "---")
-                .collect::<Vec<_>>()
-                .join("|")
-        ));
+        s.push_str(&format!("### {}{syn}\n\n{}\n\n", t.name, t.title));
+        let mut lines = Vec::new();
         for r in &t.rows {
-            let cells: Vec<String> = t
-                .columns
-                .iter()
-                .map(|c| match r.get(c) {
-                    Some(Value::String(x)) => x.clone(),
-                    Some(Value::Number(n)) => {
-                        let f = n.as_f64().unwrap_or(f64::NAN);
-                        if f.fract() == 0.0 && f.abs() < 1e12 {
-                            format!("{}", f as i64)
-                        } else {
-                            format!("{f:.2}")
+            lines.push(
+                t.columns
+                    .iter()
+                    .map(|c| match r.get(c) {
+                        Some(Value::String(x)) => x.clone(),
+                        Some(Value::Number(n)) => {
+                            let f = n.as_f64().unwrap_or(f64::NAN);
+                            if f.fract() == 0.0 && f.abs() < 1e12 {
+                                format!("{}", f as i64)
+                            } else {
+                                format!("{f:.2}")
+                            }
                         }
-                    }
-                    Some(Value::Bool(b)) => b.to_string(),
-                    Some(Value::Null) | None => "–".into(),
-                    Some(v) => v.to_string(),
-                })
-                .collect();
-            s.push_str(&format!("| {} |\n", cells.join(" | ")));
+                        Some(Value::Bool(b)) => b.to_string(),
+                        Some(Value::Null) | None => "–".into(),
+                        Some(v) => v.to_string(),
+                    })
+                    .collect(),
+            );
         }
+        s.push_str(&md_table(
+            &t.columns.join(" | "),
+            &"l".repeat(t.columns.len()),
+            &lines,
+        ));
         s.push('\n');
         s.push_str(&crate::loader::goals::render(t));
     }

@@ -4,7 +4,7 @@
 use zrecord::DType;
 
 use crate::error::{Result, bail};
-use crate::output::{Batch, DenseOut, RaggedOut, first_diff, head};
+use crate::output::{Batch, DenseOut, RaggedOut, same_dense, same_ragged};
 use crate::util;
 
 /// The two record geometries.
@@ -254,36 +254,16 @@ impl Source<'_> {
                 self.geometry()
             );
         };
-        let n = indices.len();
-        let mut want_shape = vec![n as u64];
+        let mut want_shape = vec![indices.len() as u64];
         want_shape.extend_from_slice(&d.item_shape);
-        if shape != want_shape.as_slice() {
-            bail!("dense shape {shape:?} != expected {want_shape:?}");
-        }
-        let stride = d.stride();
-        let mut at = 0;
-        for &i in indices {
-            let want = d.record(i);
-            let have = bytes
-                .get(at..at + stride)
-                .unwrap_or(&bytes[at.min(bytes.len())..]);
-            if let Some(p) = first_diff(have, want) {
-                bail!(
-                    "dense bytes differ at byte {} (len {} vs {})",
-                    at + p,
-                    bytes.len(),
-                    n * stride
-                );
-            }
-            at += stride;
-        }
-        if bytes.len() != at {
-            bail!(
-                "dense bytes differ at byte {at} (len {} vs {at})",
-                bytes.len()
-            );
-        }
-        Ok(())
+        let records = indices.iter().map(|&i| d.record(i));
+        same_dense(
+            bytes,
+            shape,
+            &want_shape,
+            records,
+            indices.len() * d.stride(),
+        )
     }
 
     /// [`Source::check`] of a Ragged batch given as its packed `values`, `cu` (`cu_seqlens`) and
@@ -304,9 +284,9 @@ impl Source<'_> {
                 self.geometry()
             );
         };
-        let n = indices.len();
-        let mut want_cu = Vec::with_capacity(n + 1);
+        let mut want_cu = Vec::with_capacity(indices.len() + 1);
         want_cu.push(0i32);
+        let mut want_shapes = Vec::with_capacity(indices.len() * r.ndim);
         let mut total = 0u64;
         for &i in indices {
             total += r.elements(i);
@@ -314,54 +294,16 @@ impl Source<'_> {
                 i32::try_from(total)
                     .map_err(|_| crate::error::Error::msg("batch exceeds i32 elements"))?,
             );
+            want_shapes.extend_from_slice(r.shape(i));
         }
-        if cu != want_cu.as_slice() {
-            bail!(
-                "ragged cu_seqlens differ: {:?}... vs {:?}...",
-                head(cu),
-                head(&want_cu)
-            );
-        }
-        let dims = r.ndim;
-        if shapes.len() != n * dims
-            || indices
-                .iter()
-                .enumerate()
-                .any(|(j, &i)| shapes[j * dims..(j + 1) * dims] != *r.shape(i))
-        {
-            let want: Vec<u64> = indices
-                .iter()
-                .take(8)
-                .flat_map(|&i| r.shape(i).to_vec())
-                .collect();
-            bail!(
-                "ragged shapes differ: {:?}... vs {:?}...",
-                head(shapes),
-                head(&want)
-            );
-        }
+        let records = indices.iter().map(|&i| r.record(i));
         let want_len = total as usize * r.dtype.itemsize();
-        let mut at = 0;
-        for &i in indices {
-            let want = r.record(i);
-            let end = (at + want.len()).min(values.len());
-            if let Some(p) = first_diff(&values[at.min(end)..end], want) {
-                bail!(
-                    "ragged values differ at byte {} (len {} vs {want_len})",
-                    at + p,
-                    values.len()
-                );
-            }
-            at += want.len();
-        }
-        if values.len() != want_len {
-            bail!(
-                "ragged values differ at byte {} (len {} vs {want_len})",
-                values.len().min(want_len),
-                values.len()
-            );
-        }
-        Ok(())
+        same_ragged(
+            (values, cu, shapes),
+            (&want_cu, &want_shapes),
+            records,
+            want_len,
+        )
     }
 
     /// The expected batch for `indices`, built directly from the source (single-threaded,

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
-use crate::table::{Stage, Table, by_name};
+use crate::table::{Stage, Table, by_name, named};
 
 /// The `schema` field of every `results.json`.
 pub const SCHEMA: &str = "loaderx-harness/1";
@@ -19,43 +19,20 @@ pub fn f64_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
-/// How a store cell (or a row over its repeats) ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Status {
-    /// Verified and timed.
-    Ok,
-    /// Errored, or failed verification.
-    Failed,
-    /// The backend has no layout for the table's records.
-    NotApplicable,
-    /// Left out of the table: one probe batch took longer than the table allows.
-    Excluded,
-}
-
-impl Status {
-    pub const ALL: [Status; 4] = [
-        Status::Ok,
-        Status::Failed,
-        Status::NotApplicable,
-        Status::Excluded,
-    ];
-
-    /// The status as `results.json` and `tables.md` spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Failed => "FAILED",
-            Status::NotApplicable => "n/a",
-            Status::Excluded => "excluded",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|s| s.name() == name)
+named! {
+    /// How a store cell (or a row over its repeats) ended.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Status("status") {
+        /// Verified and timed.
+        Ok = "ok",
+        /// Errored, or failed verification.
+        Failed = "FAILED",
+        /// The backend has no layout for the table's records.
+        NotApplicable = "n/a",
+        /// Left out of the table: one probe batch took longer than the table allows.
+        Excluded = "excluded",
     }
 }
-
-by_name!(Status, "status");
 
 /// Deserializes a figure a cell kind has: present (a number, or `null` for NaN) gives `Some`;
 /// with `#[serde(default)]`, absent gives `None`.

@@ -65,11 +65,6 @@ backends! {
 }
 
 impl Backend {
-    /// [`Backend::ALL`] as a slice.
-    pub fn all() -> &'static [Backend] {
-        &Backend::ALL
-    }
-
     /// `self`, or when `compressed` its compressed twin (a raw backend of a peer that has one:
     /// `hdf5-raw` gives `hdf5-gzip`, `arrow-ipc-raw` `arrow-ipc-zstd`, ...).
     pub const fn compressed_if(self, compressed: bool) -> Backend {

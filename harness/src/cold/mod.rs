@@ -51,7 +51,7 @@ pub fn cold_name(t: Table) -> String {
 /// `memcpy-limit` row has no cold form, and `npy-crc-limit` is the verified-copy reference of a
 /// warm gather), the cold loader rows, then the device limit.
 pub fn rows() -> Vec<&'static str> {
-    competitors::Backend::all()
+    competitors::Backend::ALL
         .iter()
         .filter(|b| !b.is_reference())
         .map(|b| b.name())

@@ -95,22 +95,6 @@ impl Batch {
             Batch::Ragged(r) => r.values().len(),
         }
     }
-
-    /// The Dense view, if Dense.
-    pub fn as_dense(&self) -> Option<&dyn DenseOutput> {
-        match self {
-            Batch::Dense(d) => Some(d.as_ref()),
-            Batch::Ragged(_) => None,
-        }
-    }
-
-    /// The Ragged view, if Ragged.
-    pub fn as_ragged(&self) -> Option<&dyn RaggedOutput> {
-        match self {
-            Batch::Ragged(r) => Some(r.as_ref()),
-            Batch::Dense(_) => None,
-        }
-    }
 }
 
 /// Checks that `got` is byte-identical to `want` (shape, values, cu_seqlens, shapes).

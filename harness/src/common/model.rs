@@ -330,14 +330,12 @@ impl Report {
 
     /// The `results.json` document.
     pub fn to_json(&self) -> Value {
-        let mut tables: Vec<Value> = self
-            .store_tables
-            .iter()
-            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+        let store = self.store_tables.iter().map(serde_json::to_value);
+        let free = self.free_tables().map(serde_json::to_value);
+        let tables: Vec<Value> = store
+            .chain(free)
+            .map(|t| t.unwrap_or(Value::Null))
             .collect();
-        for t in self.free_tables() {
-            tables.push(serde_json::to_value(t).unwrap_or(Value::Null));
-        }
         json!({
             "schema": SCHEMA,
             "quick": self.quick,

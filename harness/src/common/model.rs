@@ -290,6 +290,11 @@ pub struct FreeTable {
     pub rows: Vec<Value>,
 }
 
+/// A free table's `columns` from one line of names joined by ` | `, as its header reads.
+pub fn columns(header: &str) -> Vec<String> {
+    header.split(" | ").map(String::from).collect()
+}
+
 /// A whole run's report.
 #[derive(Clone, Debug)]
 pub struct Report {

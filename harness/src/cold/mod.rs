@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use benchkit::stats::percentile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -205,19 +204,10 @@ fn timed_cell(
         r.verified_batches += 1;
     }
     let total: f64 = times.iter().sum();
-    r.gather_batches = times.len() as u64;
-    r.gather_records = r.gather_batches * BATCH as u64;
-    r.gather_s = total;
-    r.gather_mib_s = r.gather_bytes as f64 / f64::from(1 << 20) / total;
-    r.krecords_s = r.gather_records as f64 / total / 1e3;
-    times.sort_by(f64::total_cmp);
-    r.p50_ms = percentile(&times, 0.5) * 1e3;
-    r.p95_ms = percentile(&times, 0.95) * 1e3;
+    crate::store::timed(r, times, total);
     r.iops = Some(dev.reads as f64 / wall);
     r.queue_depth = Some(dev.read_ms as f64 / 1e3 / wall);
     r.device_mib_s = Some(dev.sectors as f64 * 512.0 / f64::from(1 << 20) / wall);
-    r.verified = Some(r.verified_batches > 0);
-    r.status = Status::Ok;
     Ok(())
 }
 

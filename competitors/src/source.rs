@@ -254,8 +254,7 @@ impl Source<'_> {
                 self.geometry()
             );
         };
-        let mut want_shape = vec![indices.len() as u64];
-        want_shape.extend_from_slice(&d.item_shape);
+        let want_shape = util::batch_shape(indices.len(), &d.item_shape);
         let records = indices.iter().map(|&i| d.record(i));
         same_dense(
             bytes,
@@ -284,20 +283,13 @@ impl Source<'_> {
                 self.geometry()
             );
         };
-        let mut want_cu = Vec::with_capacity(indices.len() + 1);
-        want_cu.push(0i32);
-        let mut want_shapes = Vec::with_capacity(indices.len() * r.ndim);
-        let mut total = 0u64;
-        for &i in indices {
-            total += r.elements(i);
-            want_cu.push(
-                i32::try_from(total)
-                    .map_err(|_| crate::error::Error::msg("batch exceeds i32 elements"))?,
-            );
-            want_shapes.extend_from_slice(r.shape(i));
-        }
         let records = indices.iter().map(|&i| r.record(i));
-        let want_len = total as usize * r.dtype.itemsize();
+        let want_cu = util::cu_seqlens(records.clone().map(<[u8]>::len), r.dtype.itemsize())?;
+        let want_shapes: Vec<u64> = indices
+            .iter()
+            .flat_map(|&i| r.shape(i).iter().copied())
+            .collect();
+        let want_len = want_cu.last().map_or(0, |&e| e as usize) * r.dtype.itemsize();
         same_ragged(
             (values, cu, shapes),
             (&want_cu, &want_shapes),
@@ -312,32 +304,22 @@ impl Source<'_> {
         util::check_indices(indices, self.len())?;
         match self {
             Source::Dense(d) => {
-                let mut bytes = Vec::with_capacity(indices.len() * d.stride());
-                for &i in indices {
-                    bytes.extend_from_slice(d.record(i));
-                }
-                let mut shape = vec![indices.len() as u64];
-                shape.extend_from_slice(&d.item_shape);
-                Ok(Batch::Dense(Box::new(DenseOut { bytes, shape })))
+                let records: Vec<&[u8]> = indices.iter().map(|&i| d.record(i)).collect();
+                Ok(Batch::Dense(Box::new(DenseOut {
+                    bytes: records.concat(),
+                    shape: util::batch_shape(indices.len(), &d.item_shape),
+                })))
             }
             Source::Ragged(r) => {
-                let mut values = Vec::new();
-                let mut cu = vec![0i32];
-                let mut shapes = Vec::with_capacity(indices.len() * r.ndim);
-                let mut total = 0u64;
-                for &i in indices {
-                    values.extend_from_slice(r.record(i));
-                    total += r.elements(i);
-                    cu.push(
-                        i32::try_from(total)
-                            .map_err(|_| crate::error::Error::msg("batch exceeds i32 elements"))?,
-                    );
-                    shapes.extend_from_slice(r.shape(i));
-                }
+                let records: Vec<&[u8]> = indices.iter().map(|&i| r.record(i)).collect();
+                let lens = records.iter().map(|x| x.len());
                 Ok(Batch::Ragged(Box::new(RaggedOut {
-                    values,
-                    cu_seqlens: cu,
-                    shapes,
+                    cu_seqlens: util::cu_seqlens(lens, r.dtype.itemsize())?,
+                    values: records.concat(),
+                    shapes: indices
+                        .iter()
+                        .flat_map(|&i| r.shape(i).iter().copied())
+                        .collect(),
                 })))
             }
         }

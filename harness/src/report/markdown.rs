@@ -14,6 +14,11 @@ fn fmt_num(v: f64, digits: usize) -> String {
     }
 }
 
+/// The mark after a table's name when its corpus is the synthetic stand-in.
+fn synthetic(yes: bool) -> &'static str {
+    if yes { " (synthetic corpus)" } else { "" }
+}
+
 /// A store row's read cells: logical gather (± its spread), krecords/s, p95 latency.
 fn read_cells(r: &StoreRow) -> [String; 3] {
     [
@@ -84,11 +89,7 @@ const STORE_COLUMNS: &str = "backend | logical write | write × limit | logical 
 pub fn render_markdown(rep: &Report) -> String {
     let mut s = receipt_line(rep);
     for t in &rep.store_tables {
-        let syn = if t.synthetic {
-            " (synthetic corpus)"
-        } else {
-            ""
-        };
+        let syn = synthetic(t.synthetic);
         s.push_str(&format!(
             "### {}{syn}\n\n{} — {} records, {:.1} MiB logical\n\n",
             t.name, t.title, t.records, t.logical_mib
@@ -158,11 +159,7 @@ pub fn render_markdown(rep: &Report) -> String {
         s.push('\n');
     }
     for t in rep.free_tables() {
-        let syn = if t.synthetic {
-            " (synthetic corpus)"
-        } else {
-            ""
-        };
+        let syn = synthetic(t.synthetic);
         s.push_str(&format!("### {}{syn}\n\n{}\n\n", t.name, t.title));
         let mut lines = Vec::new();
         for r in &t.rows {

@@ -344,8 +344,7 @@ impl Reader for ArReader {
         self.last = Some(self.h.u64()? as f64 * 1e-9);
         if !self.ragged {
             let bytes = self.h.blob()?;
-            let mut shape = vec![indices.len() as u64];
-            shape.extend_from_slice(&self.item_shape);
+            let shape = crate::util::batch_shape(indices.len(), &self.item_shape);
             return Ok(Batch::Dense(Box::new(DenseOut { bytes, shape })));
         }
         let values = self.h.blob()?;

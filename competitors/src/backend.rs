@@ -6,88 +6,65 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// One row of the store tables.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Backend {
+/// Declares [`Backend`] from one list of its rows (doc, variant, name): the enum, [`Backend::ALL`]
+/// in the list's order and [`Backend::name`].
+macro_rules! backends {
+    ($($(#[doc = $doc:literal])* $row:ident = $name:literal,)*) => {
+        /// One row of the store tables.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Backend {
+            $($(#[doc = $doc])* $row,)*
+        }
+
+        impl Backend {
+            /// Every row, in table order; the last two are references, not peers
+            /// ([`Backend::is_reference`]).
+            pub const ALL: [Backend; [$($name),*].len()] = [$(Backend::$row),*];
+
+            /// The row name the tables, results and command lines use, e.g. `"hdf5-gzip"`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Backend::$row => $name,)*
+                }
+            }
+        }
+    };
+}
+
+backends! {
     /// zrecord, raw records (every read verified).
-    ZrecordRaw,
+    ZrecordRaw = "zrecord-raw",
     /// One plain `.npy` file, gathered out of a read-only mapping.
-    NpyMmapRaw,
+    NpyMmapRaw = "npy-mmap-raw",
     /// libhdf5, contiguous dataset.
-    Hdf5Raw,
+    Hdf5Raw = "hdf5-raw",
     /// LMDB through heed, one key per record.
-    LmdbRaw,
+    LmdbRaw = "lmdb-raw",
     /// Arrow IPC file, uncompressed.
-    ArrowIpcRaw,
+    ArrowIpcRaw = "arrow-ipc-raw",
     /// Parquet, uncompressed, page index on.
-    ParquetRaw,
+    ParquetRaw = "parquet-raw",
     /// Google's ArrayRecord (Python helper), uncompressed.
-    ArrayRecordRaw,
+    ArrayRecordRaw = "arrayrecord-raw",
     /// zrecord, zstd per record.
-    ZrecordZstd,
+    ZrecordZstd = "zrecord-zstd",
     /// zrecord, zstd with a shared dictionary.
-    ZrecordZstdict,
+    ZrecordZstdict = "zrecord-zstdict",
     /// libhdf5, chunked with gzip.
-    Hdf5Gzip,
+    Hdf5Gzip = "hdf5-gzip",
     /// Arrow IPC file, zstd buffers.
-    ArrowIpcZstd,
+    ArrowIpcZstd = "arrow-ipc-zstd",
     /// Parquet, zstd pages.
-    ParquetZstd,
+    ParquetZstd = "parquet-zstd",
     /// ArrayRecord, zstd.
-    ArrayRecordZstd,
+    ArrayRecordZstd = "arrayrecord-zstd",
     /// Reference (Dense only): `npy-mmap-raw`'s gather plus a CRC32C pass over every record.
-    NpyCrcLimit,
+    NpyCrcLimit = "npy-crc-limit",
     /// Reference: the same records copied out of memory.
-    MemcpyLimit,
+    MemcpyLimit = "memcpy-limit",
 }
 
 impl Backend {
-    /// Every row, in table order; the last two are references, not peers
-    /// ([`Backend::is_reference`]).
-    pub const ALL: [Backend; 15] = [
-        Backend::ZrecordRaw,
-        Backend::NpyMmapRaw,
-        Backend::Hdf5Raw,
-        Backend::LmdbRaw,
-        Backend::ArrowIpcRaw,
-        Backend::ParquetRaw,
-        Backend::ArrayRecordRaw,
-        Backend::ZrecordZstd,
-        Backend::ZrecordZstdict,
-        Backend::Hdf5Gzip,
-        Backend::ArrowIpcZstd,
-        Backend::ParquetZstd,
-        Backend::ArrayRecordZstd,
-        Backend::NpyCrcLimit,
-        Backend::MemcpyLimit,
-    ];
-
-    /// [`Backend::ALL`] as a slice.
-    pub fn all() -> &'static [Backend] {
-        &Backend::ALL
-    }
-
-    /// The row name the tables, results and command lines use, e.g. `"hdf5-gzip"`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Backend::ZrecordRaw => "zrecord-raw",
-            Backend::NpyMmapRaw => "npy-mmap-raw",
-            Backend::Hdf5Raw => "hdf5-raw",
-            Backend::LmdbRaw => "lmdb-raw",
-            Backend::ArrowIpcRaw => "arrow-ipc-raw",
-            Backend::ParquetRaw => "parquet-raw",
-            Backend::ArrayRecordRaw => "arrayrecord-raw",
-            Backend::ZrecordZstd => "zrecord-zstd",
-            Backend::ZrecordZstdict => "zrecord-zstdict",
-            Backend::Hdf5Gzip => "hdf5-gzip",
-            Backend::ArrowIpcZstd => "arrow-ipc-zstd",
-            Backend::ParquetZstd => "parquet-zstd",
-            Backend::ArrayRecordZstd => "arrayrecord-zstd",
-            Backend::NpyCrcLimit => "npy-crc-limit",
-            Backend::MemcpyLimit => "memcpy-limit",
-        }
-    }
-
     /// `self`, or when `compressed` its compressed twin (a raw backend of a peer that has one:
     /// `hdf5-raw` gives `hdf5-gzip`, `arrow-ipc-raw` `arrow-ipc-zstd`, ...).
     pub const fn compressed_if(self, compressed: bool) -> Backend {

@@ -337,8 +337,7 @@ impl Reader for Hdf5Reader {
                 for (k, &i) in indices.iter().enumerate() {
                     self.read_rows(i, 1, &mut bytes[k * s..(k + 1) * s])?;
                 }
-                let mut shape = vec![indices.len() as u64];
-                shape.extend_from_slice(item_shape);
+                let shape = crate::util::batch_shape(indices.len(), item_shape);
                 Ok(Batch::Dense(Box::new(DenseOut { bytes, shape })))
             }
             Kind::Ragged {

@@ -95,68 +95,97 @@ impl Batch {
             Batch::Ragged(r) => r.values().len(),
         }
     }
-
-    /// The Dense view, if Dense.
-    pub fn as_dense(&self) -> Option<&dyn DenseOutput> {
-        match self {
-            Batch::Dense(d) => Some(d.as_ref()),
-            Batch::Ragged(_) => None,
-        }
-    }
-
-    /// The Ragged view, if Ragged.
-    pub fn as_ragged(&self) -> Option<&dyn RaggedOutput> {
-        match self {
-            Batch::Ragged(r) => Some(r.as_ref()),
-            Batch::Dense(_) => None,
-        }
-    }
 }
 
 /// Checks that `got` is byte-identical to `want` (shape, values, cu_seqlens, shapes).
 pub fn verify(got: &Batch, want: &Batch) -> Result<()> {
     match (got, want) {
-        (Batch::Dense(g), Batch::Dense(w)) => {
-            if g.shape() != w.shape() {
-                bail!("dense shape {:?} != expected {:?}", g.shape(), w.shape());
-            }
-            if let Some(p) = first_diff(g.bytes(), w.bytes()) {
-                bail!(
-                    "dense bytes differ at byte {p} (len {} vs {})",
-                    g.bytes().len(),
-                    w.bytes().len()
-                );
-            }
-        }
-        (Batch::Ragged(g), Batch::Ragged(w)) => {
-            if g.cu_seqlens() != w.cu_seqlens() {
-                bail!(
-                    "ragged cu_seqlens differ: {:?}... vs {:?}...",
-                    head(g.cu_seqlens()),
-                    head(w.cu_seqlens())
-                );
-            }
-            if g.shapes() != w.shapes() {
-                bail!(
-                    "ragged shapes differ: {:?}... vs {:?}...",
-                    head(g.shapes()),
-                    head(w.shapes())
-                );
-            }
-            if let Some(p) = first_diff(g.values(), w.values()) {
-                bail!(
-                    "ragged values differ at byte {p} (len {} vs {})",
-                    g.values().len(),
-                    w.values().len()
-                );
-            }
-        }
+        (Batch::Dense(g), Batch::Dense(w)) => same_dense(
+            g.bytes(),
+            g.shape(),
+            w.shape(),
+            [w.bytes()],
+            w.bytes().len(),
+        ),
+        (Batch::Ragged(g), Batch::Ragged(w)) => same_ragged(
+            (g.values(), g.cu_seqlens(), g.shapes()),
+            (w.cu_seqlens(), w.shapes()),
+            [w.values()],
+            w.values().len(),
+        ),
         _ => bail!("geometry mismatch: got {got:?}, expected {want:?}"),
+    }
+}
+
+/// The dense half of [`verify`], the expected bytes given as `records` (`want_len` bytes in all)
+/// so that [`crate::Source::check`] compares in place, with the same verdict and message.
+pub(crate) fn same_dense<'w>(
+    bytes: &[u8],
+    shape: &[u64],
+    want_shape: &[u64],
+    records: impl IntoIterator<Item = &'w [u8]>,
+    want_len: usize,
+) -> Result<()> {
+    if shape != want_shape {
+        bail!("dense shape {shape:?} != expected {want_shape:?}");
+    }
+    same_bytes("dense bytes", bytes, records, want_len)
+}
+
+/// The ragged half of [`verify`]: `got` as (values, cu_seqlens, shapes), `want` as (cu_seqlens,
+/// shapes) and its values as `records` (`want_len` bytes in all).
+pub(crate) fn same_ragged<'w>(
+    (values, cu, shapes): (&[u8], &[i32], &[u64]),
+    (want_cu, want_shapes): (&[i32], &[u64]),
+    records: impl IntoIterator<Item = &'w [u8]>,
+    want_len: usize,
+) -> Result<()> {
+    if cu != want_cu {
+        bail!(
+            "ragged cu_seqlens differ: {:?}... vs {:?}...",
+            head(cu),
+            head(want_cu)
+        );
+    }
+    if shapes != want_shapes {
+        bail!(
+            "ragged shapes differ: {:?}... vs {:?}...",
+            head(shapes),
+            head(want_shapes)
+        );
+    }
+    same_bytes("ragged values", values, records, want_len)
+}
+
+/// `got` against `records` back to back, naming the first byte that differs (or where one ends).
+fn same_bytes<'w>(
+    what: &str,
+    got: &[u8],
+    records: impl IntoIterator<Item = &'w [u8]>,
+    want_len: usize,
+) -> Result<()> {
+    let mut at = 0;
+    for want in records {
+        let end = (at + want.len()).min(got.len());
+        if let Some(p) = first_diff(&got[at.min(end)..end], want) {
+            bail!(
+                "{what} differ at byte {} (len {} vs {want_len})",
+                at + p,
+                got.len()
+            );
+        }
+        at += want.len();
+    }
+    if got.len() != at {
+        bail!(
+            "{what} differ at byte {at} (len {} vs {want_len})",
+            got.len()
+        );
     }
     Ok(())
 }
 
-pub(crate) fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
+fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
     if a == b {
         return None;
     }
@@ -168,6 +197,6 @@ pub(crate) fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
     )
 }
 
-pub(crate) fn head<T: Copy>(s: &[T]) -> Vec<T> {
+fn head<T: Copy>(s: &[T]) -> Vec<T> {
     s.iter().take(8).copied().collect()
 }

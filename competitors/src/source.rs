@@ -4,7 +4,7 @@
 use zrecord::DType;
 
 use crate::error::{Result, bail};
-use crate::output::{Batch, DenseOut, RaggedOut, first_diff, head};
+use crate::output::{Batch, DenseOut, RaggedOut, same_dense, same_ragged};
 use crate::util;
 
 /// The two record geometries.
@@ -254,36 +254,15 @@ impl Source<'_> {
                 self.geometry()
             );
         };
-        let n = indices.len();
-        let mut want_shape = vec![n as u64];
-        want_shape.extend_from_slice(&d.item_shape);
-        if shape != want_shape.as_slice() {
-            bail!("dense shape {shape:?} != expected {want_shape:?}");
-        }
-        let stride = d.stride();
-        let mut at = 0;
-        for &i in indices {
-            let want = d.record(i);
-            let have = bytes
-                .get(at..at + stride)
-                .unwrap_or(&bytes[at.min(bytes.len())..]);
-            if let Some(p) = first_diff(have, want) {
-                bail!(
-                    "dense bytes differ at byte {} (len {} vs {})",
-                    at + p,
-                    bytes.len(),
-                    n * stride
-                );
-            }
-            at += stride;
-        }
-        if bytes.len() != at {
-            bail!(
-                "dense bytes differ at byte {at} (len {} vs {at})",
-                bytes.len()
-            );
-        }
-        Ok(())
+        let want_shape = util::batch_shape(indices.len(), &d.item_shape);
+        let records = indices.iter().map(|&i| d.record(i));
+        same_dense(
+            bytes,
+            shape,
+            &want_shape,
+            records,
+            indices.len() * d.stride(),
+        )
     }
 
     /// [`Source::check`] of a Ragged batch given as its packed `values`, `cu` (`cu_seqlens`) and
@@ -304,64 +283,19 @@ impl Source<'_> {
                 self.geometry()
             );
         };
-        let n = indices.len();
-        let mut want_cu = Vec::with_capacity(n + 1);
-        want_cu.push(0i32);
-        let mut total = 0u64;
-        for &i in indices {
-            total += r.elements(i);
-            want_cu.push(
-                i32::try_from(total)
-                    .map_err(|_| crate::error::Error::msg("batch exceeds i32 elements"))?,
-            );
-        }
-        if cu != want_cu.as_slice() {
-            bail!(
-                "ragged cu_seqlens differ: {:?}... vs {:?}...",
-                head(cu),
-                head(&want_cu)
-            );
-        }
-        let dims = r.ndim;
-        if shapes.len() != n * dims
-            || indices
-                .iter()
-                .enumerate()
-                .any(|(j, &i)| shapes[j * dims..(j + 1) * dims] != *r.shape(i))
-        {
-            let want: Vec<u64> = indices
-                .iter()
-                .take(8)
-                .flat_map(|&i| r.shape(i).to_vec())
-                .collect();
-            bail!(
-                "ragged shapes differ: {:?}... vs {:?}...",
-                head(shapes),
-                head(&want)
-            );
-        }
-        let want_len = total as usize * r.dtype.itemsize();
-        let mut at = 0;
-        for &i in indices {
-            let want = r.record(i);
-            let end = (at + want.len()).min(values.len());
-            if let Some(p) = first_diff(&values[at.min(end)..end], want) {
-                bail!(
-                    "ragged values differ at byte {} (len {} vs {want_len})",
-                    at + p,
-                    values.len()
-                );
-            }
-            at += want.len();
-        }
-        if values.len() != want_len {
-            bail!(
-                "ragged values differ at byte {} (len {} vs {want_len})",
-                values.len().min(want_len),
-                values.len()
-            );
-        }
-        Ok(())
+        let records = indices.iter().map(|&i| r.record(i));
+        let want_cu = util::cu_seqlens(records.clone().map(<[u8]>::len), r.dtype.itemsize())?;
+        let want_shapes: Vec<u64> = indices
+            .iter()
+            .flat_map(|&i| r.shape(i).iter().copied())
+            .collect();
+        let want_len = want_cu.last().map_or(0, |&e| e as usize) * r.dtype.itemsize();
+        same_ragged(
+            (values, cu, shapes),
+            (&want_cu, &want_shapes),
+            records,
+            want_len,
+        )
     }
 
     /// The expected batch for `indices`, built directly from the source (single-threaded,
@@ -370,32 +304,22 @@ impl Source<'_> {
         util::check_indices(indices, self.len())?;
         match self {
             Source::Dense(d) => {
-                let mut bytes = Vec::with_capacity(indices.len() * d.stride());
-                for &i in indices {
-                    bytes.extend_from_slice(d.record(i));
-                }
-                let mut shape = vec![indices.len() as u64];
-                shape.extend_from_slice(&d.item_shape);
-                Ok(Batch::Dense(Box::new(DenseOut { bytes, shape })))
+                let records: Vec<&[u8]> = indices.iter().map(|&i| d.record(i)).collect();
+                Ok(Batch::Dense(Box::new(DenseOut {
+                    bytes: records.concat(),
+                    shape: util::batch_shape(indices.len(), &d.item_shape),
+                })))
             }
             Source::Ragged(r) => {
-                let mut values = Vec::new();
-                let mut cu = vec![0i32];
-                let mut shapes = Vec::with_capacity(indices.len() * r.ndim);
-                let mut total = 0u64;
-                for &i in indices {
-                    values.extend_from_slice(r.record(i));
-                    total += r.elements(i);
-                    cu.push(
-                        i32::try_from(total)
-                            .map_err(|_| crate::error::Error::msg("batch exceeds i32 elements"))?,
-                    );
-                    shapes.extend_from_slice(r.shape(i));
-                }
+                let records: Vec<&[u8]> = indices.iter().map(|&i| r.record(i)).collect();
+                let lens = records.iter().map(|x| x.len());
                 Ok(Batch::Ragged(Box::new(RaggedOut {
-                    values,
-                    cu_seqlens: cu,
-                    shapes,
+                    cu_seqlens: util::cu_seqlens(lens, r.dtype.itemsize())?,
+                    values: records.concat(),
+                    shapes: indices
+                        .iter()
+                        .flat_map(|&i| r.shape(i).iter().copied())
+                        .collect(),
                 })))
             }
         }

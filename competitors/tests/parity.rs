@@ -134,7 +134,7 @@ fn check_all(label: &str, owned: &Owned, seed: u64) -> Vec<&'static str> {
     let sets = index_sets(&mut rng, source.len());
     let tmp = tempfile::tempdir().unwrap();
     let mut ran = Vec::new();
-    for &row in Backend::all() {
+    for row in Backend::ALL {
         let name = row.name();
         let mut b = row.competitor();
         assert_eq!(b.name(), name);
@@ -212,7 +212,7 @@ fn skip(name: &str, e: &competitors::Error) -> bool {
 }
 
 fn expect_rows(ran: &[&str], geometry: Geometry) {
-    for &row in Backend::all() {
+    for row in Backend::ALL {
         let name = row.name();
         let supported = row.competitor().supports(geometry);
         let optional = name.starts_with("zrecord") || name.starts_with("arrayrecord");
@@ -390,14 +390,14 @@ fn real_oxford_pet_slice() {
 
 #[test]
 fn every_row_name_resolves() {
-    for &row in Backend::all() {
+    for row in Backend::ALL {
         assert_eq!(row.competitor().name(), row.name());
         assert_eq!(row.name().parse::<Backend>(), Ok(row));
     }
     assert!("nope".parse::<Backend>().is_err());
     assert!(!Backend::NpyMmapRaw.competitor().supports(Geometry::Ragged));
     assert!(!Backend::NpyCrcLimit.competitor().supports(Geometry::Ragged));
-    let references: Vec<&str> = Backend::all()
+    let references: Vec<&str> = Backend::ALL
         .iter()
         .filter(|b| b.is_reference())
         .map(|b| b.name())

@@ -4,6 +4,9 @@
 
 use serde_json::Value;
 
+const COLUMNS: &str =
+    "row | MiB/s | sd | batches/s | × GET limit | × local warm | × best peer | verified";
+
 /// The remote tables as markdown.
 pub fn render(report: &Value) -> String {
     let mut s = format!(
@@ -16,7 +19,7 @@ pub fn render(report: &Value) -> String {
             "### {}\n\n{} records, IID batches of {}, {} timed batches per repeat, {} repeats (median; sd over repeats). \
              SeaweedFS on loopback, one `weed server`. Peers as their docs read S3 (notes below), each repeat \
              in a fresh process with an empty local cache: up to {} timed batches in blocks of 8, each block after 32 drained \
-             ones (the loader tables' protocol; the drains fetch too).\n\n| row | MiB/s | sd | batches/s | × GET limit | × local warm | × best peer | verified |\n|---|---:|---:|---:|---:|---:|---:|---|\n",
+             ones (the loader tables' protocol; the drains fetch too).\n\n",
             t["name"].as_str().unwrap_or(""),
             t["records"],
             t["batch"],
@@ -26,24 +29,26 @@ pub fn render(report: &Value) -> String {
         ));
         let num =
             |v: &Value, d: usize| v.as_f64().map_or("–".to_string(), |x| format!("{x:.d$}"));
+        let mut lines = Vec::new();
         for r in t["rows"].as_array().into_iter().flatten() {
-            s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                r["row"].as_str().unwrap_or(""),
+            let verified = match (r["verified"].as_bool(), r["row"].as_str()) {
+                (Some(true), _) => "yes",
+                (Some(false), _) => "**NO**",
+                (None, Some("get-limit")) => "reference",
+                (None, _) => "not measured",
+            };
+            lines.push(vec![
+                r["row"].as_str().unwrap_or("").to_string(),
                 num(&r["MiB/s"], 0),
                 num(&r["MiB/s sd"], 0),
                 num(&r["batches/s"], 1),
                 num(&r["x GET limit"], 2),
                 num(&r["x local warm"], 2),
                 num(&r["x best peer"], 2),
-                match (r["verified"].as_bool(), r["row"].as_str()) {
-                    (Some(true), _) => "yes",
-                    (Some(false), _) => "**NO**",
-                    (None, Some("get-limit")) => "reference",
-                    (None, _) => "not measured",
-                }
-            ));
+                verified.to_string(),
+            ]);
         }
+        s.push_str(&crate::table::md_table(COLUMNS, "lrrrrrrl", &lines));
         s.push('\n');
         for r in t["rows"].as_array().into_iter().flatten() {
             if let Some(note) = r["note"].as_str() {

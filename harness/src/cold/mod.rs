@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use benchkit::stats::percentile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -29,7 +28,7 @@ use crate::error::{HarnessError, Result};
 use crate::model::{CellResult, CellTable, Status, or_nan};
 use crate::progress::progress;
 use crate::store::BATCH;
-use crate::table::Table;
+use crate::table::{Table, md_table};
 use limit::{DEPTHS, DiskStat, Extent};
 
 pub mod limit;
@@ -51,7 +50,7 @@ pub fn cold_name(t: Table) -> String {
 /// `memcpy-limit` row has no cold form, and `npy-crc-limit` is the verified-copy reference of a
 /// warm gather), the cold loader rows, then the device limit.
 pub fn rows() -> Vec<&'static str> {
-    competitors::Backend::all()
+    competitors::Backend::ALL
         .iter()
         .filter(|b| !b.is_reference())
         .map(|b| b.name())
@@ -205,19 +204,10 @@ fn timed_cell(
         r.verified_batches += 1;
     }
     let total: f64 = times.iter().sum();
-    r.gather_batches = times.len() as u64;
-    r.gather_records = r.gather_batches * BATCH as u64;
-    r.gather_s = total;
-    r.gather_mib_s = r.gather_bytes as f64 / f64::from(1 << 20) / total;
-    r.krecords_s = r.gather_records as f64 / total / 1e3;
-    times.sort_by(f64::total_cmp);
-    r.p50_ms = percentile(&times, 0.5) * 1e3;
-    r.p95_ms = percentile(&times, 0.95) * 1e3;
+    crate::store::timed(r, times, total);
     r.iops = Some(dev.reads as f64 / wall);
     r.queue_depth = Some(dev.read_ms as f64 / 1e3 / wall);
     r.device_mib_s = Some(dev.sectors as f64 * 512.0 / f64::from(1 << 20) / wall);
-    r.verified = Some(r.verified_batches > 0);
-    r.status = Status::Ok;
     Ok(())
 }
 
@@ -443,6 +433,8 @@ fn num(v: f64, digits: usize) -> String {
     }
 }
 
+const COLUMNS: &str = "backend | logical gather MiB/s | krecords/s | p50 ms | p95 ms | × cold-limit | device IOPS | queue depth | device MiB/s | verified | note";
+
 /// The cold tables as markdown: columns of the warm tables, the ratio to the limit row (records/s
 /// for token tables, MiB/s for vision tables), achieved IOPS and queue depth.
 pub fn render(tables: &[Table], cells: &[CellResult], batches: u64) -> String {
@@ -473,36 +465,34 @@ pub fn render(tables: &[Table], cells: &[CellResult], batches: u64) -> String {
             t.title(),
             if vision { "MiB/s" } else { "records/s" }
         ));
-        s.push_str("| backend | logical gather MiB/s | krecords/s | p50 ms | p95 ms | × cold-limit | device IOPS | queue depth | device MiB/s | verified | note |\n");
-        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
+        let mut lines = Vec::new();
         for c in mine {
             let ok = c.status == Status::Ok;
             let ratio = match (ok, limit) {
                 (true, Some(l)) if l > 0.0 => num(metric(c) / l, 2),
                 _ => "–".into(),
             };
-            s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {ratio} | {} | {} | {} | {} | {} |\n",
-                c.backend,
+            let verified = match (ok, c.verified) {
+                (false, _) => c.status.name(),
+                (_, Some(true)) => "yes",
+                (_, Some(false)) => "NO",
+                (_, None) => "reference",
+            };
+            lines.push(vec![
+                c.backend.clone(),
                 num(c.gather_mib_s, 1),
                 num(c.krecords_s, 2),
                 num(c.p50_ms, 2),
                 num(c.p95_ms, 2),
+                ratio,
                 num(or_nan(c.iops), 0),
                 num(or_nan(c.queue_depth), 1),
                 num(or_nan(c.device_mib_s), 1),
-                if ok {
-                    match c.verified {
-                        Some(true) => "yes".to_string(),
-                        Some(false) => "NO".into(),
-                        None => "reference".into(),
-                    }
-                } else {
-                    c.status.name().to_string()
-                },
+                verified.to_string(),
                 c.note.clone().unwrap_or_default().replace('|', "/"),
-            ));
+            ]);
         }
+        s.push_str(&md_table(COLUMNS, "lrrrrrrrrll", &lines));
         s.push('\n');
     }
     s

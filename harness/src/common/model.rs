@@ -9,7 +9,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
-use crate::table::{Stage, Table, by_name};
+use crate::table::{Stage, Table, by_name, named};
 
 /// The `schema` field of every `results.json`.
 pub const SCHEMA: &str = "loaderx-harness/1";
@@ -19,48 +19,30 @@ pub fn f64_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
-/// How a store cell (or a row over its repeats) ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Status {
-    /// Verified and timed.
-    Ok,
-    /// Errored, or failed verification.
-    Failed,
-    /// The backend has no layout for the table's records.
-    NotApplicable,
-    /// Left out of the table: one probe batch took longer than the table allows.
-    Excluded,
-}
-
-impl Status {
-    pub const ALL: [Status; 4] = [
-        Status::Ok,
-        Status::Failed,
-        Status::NotApplicable,
-        Status::Excluded,
-    ];
-
-    /// The status as `results.json` and `tables.md` spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Failed => "FAILED",
-            Status::NotApplicable => "n/a",
-            Status::Excluded => "excluded",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|s| s.name() == name)
+named! {
+    /// How a store cell (or a row over its repeats) ended.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Status("status") {
+        /// Verified and timed.
+        Ok = "ok",
+        /// Errored, or failed verification.
+        Failed = "FAILED",
+        /// The backend has no layout for the table's records.
+        NotApplicable = "n/a",
+        /// Left out of the table: one probe batch took longer than the table allows.
+        Excluded = "excluded",
     }
 }
-
-by_name!(Status, "status");
 
 /// Deserializes a figure a cell kind has: present (a number, or `null` for NaN) gives `Some`;
 /// with `#[serde(default)]`, absent gives `None`.
 fn figure<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     f64_or_nan(d).map(Some)
+}
+
+/// `skip_serializing_if` for a figure: a name short enough that the attribute fits on one line.
+fn none(figure: &Option<f64>) -> bool {
+    figure.is_none()
 }
 
 /// A figure as a number, NaN when the cell's kind has none.
@@ -129,17 +111,9 @@ pub struct CellResult {
     #[serde(default)]
     pub logical_bytes: u64,
     /// Median seconds of the timed writes (warm cells).
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub write_s: Option<f64>,
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub write_mib_s: Option<f64>,
     #[serde(deserialize_with = "f64_or_nan")]
     pub gather_s: f64,
@@ -163,34 +137,18 @@ pub struct CellResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_bytes: Option<u64>,
     /// Logical bytes / disk bytes (warm cells).
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub compression: Option<f64>,
     /// Device reads completed per second of gather time (cold cells).
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub iops: Option<f64>,
     /// Mean number of device reads in flight while gathering (summed read latency / time); for
     /// the cold limit row, the queue depth it ran at (cold cells).
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub queue_depth: Option<f64>,
     /// MiB/s the device delivered; may exceed `gather_mib_s`: read-ahead beyond the records
     /// (cold cells).
-    #[serde(
-        default,
-        deserialize_with = "figure",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "figure", skip_serializing_if = "none")]
     pub device_mib_s: Option<f64>,
     pub verified_batches: u64,
     /// `Some(true)`: every batch the cell compared with the source arrays matched (and it compared
@@ -332,6 +290,11 @@ pub struct FreeTable {
     pub rows: Vec<Value>,
 }
 
+/// A free table's `columns` from one line of names joined by ` | `, as its header reads.
+pub fn columns(header: &str) -> Vec<String> {
+    header.split(" | ").map(String::from).collect()
+}
+
 /// A whole run's report.
 #[derive(Clone, Debug)]
 pub struct Report {
@@ -372,14 +335,12 @@ impl Report {
 
     /// The `results.json` document.
     pub fn to_json(&self) -> Value {
-        let mut tables: Vec<Value> = self
-            .store_tables
-            .iter()
-            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+        let store = self.store_tables.iter().map(serde_json::to_value);
+        let free = self.free_tables().map(serde_json::to_value);
+        let tables: Vec<Value> = store
+            .chain(free)
+            .map(|t| t.unwrap_or(Value::Null))
             .collect();
-        for t in self.free_tables() {
-            tables.push(serde_json::to_value(t).unwrap_or(Value::Null));
-        }
         json!({
             "schema": SCHEMA,
             "quick": self.quick,

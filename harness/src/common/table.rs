@@ -55,32 +55,23 @@ impl Corpus {
     }
 }
 
-/// Every table the harness writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Table {
-    DenseVision,
-    RaggedVision,
-    DenseTokens,
-    RaggedTokens,
-    Sampler,
-    LoaderDenseVision,
-    LoaderRaggedTokens,
-    Packing,
+named! {
+    /// Every table the harness writes (`ALL` in the order a run writes them); the names are
+    /// those of `results.json`, `tables.md` and the plot files.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Table("table") {
+        DenseVision = "dense-vision",
+        RaggedVision = "ragged-vision",
+        DenseTokens = "dense-tokens",
+        RaggedTokens = "ragged-tokens",
+        Sampler = "sampler",
+        LoaderDenseVision = "loader-dense-vision",
+        LoaderRaggedTokens = "loader-ragged-tokens",
+        Packing = "packing",
+    }
 }
 
 impl Table {
-    /// All tables, in the order a run writes them.
-    pub const ALL: [Table; 8] = [
-        Table::DenseVision,
-        Table::RaggedVision,
-        Table::DenseTokens,
-        Table::RaggedTokens,
-        Table::Sampler,
-        Table::LoaderDenseVision,
-        Table::LoaderRaggedTokens,
-        Table::Packing,
-    ];
-
     /// The store tables, in run order.
     pub const STORE: [Table; 4] = [
         Table::DenseVision,
@@ -91,25 +82,6 @@ impl Table {
 
     /// The loader tables, in run order.
     pub const LOADER: [Table; 2] = [Table::LoaderDenseVision, Table::LoaderRaggedTokens];
-
-    /// The table's name in `results.json`, `tables.md` and plot file names.
-    pub fn name(self) -> &'static str {
-        match self {
-            Table::DenseVision => "dense-vision",
-            Table::RaggedVision => "ragged-vision",
-            Table::DenseTokens => "dense-tokens",
-            Table::RaggedTokens => "ragged-tokens",
-            Table::Sampler => "sampler",
-            Table::LoaderDenseVision => "loader-dense-vision",
-            Table::LoaderRaggedTokens => "loader-ragged-tokens",
-            Table::Packing => "packing",
-        }
-    }
-
-    /// The table of a name ([`Table::name`]'s inverse).
-    pub fn from_name(name: &str) -> Option<Table> {
-        Table::ALL.into_iter().find(|t| t.name() == name)
-    }
 
     /// The word `--only` selects this table by: its name, except that `loader` selects both
     /// loader tables.
@@ -217,7 +189,56 @@ macro_rules! by_name {
 }
 pub(crate) use by_name;
 
-by_name!(Table, "table");
+/// Declares an enum from one list of its values (doc, variant, name): the enum, `ALL` in the
+/// list's order, `name`, its inverse `from_name`, and by [`by_name`] `Display` and serde as
+/// the name (`$what` says what an unknown name was meant to be).
+macro_rules! named {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $t:ident($what:literal) {
+            $($(#[doc = $doc:literal])* $v:ident = $name:literal,)*
+        }
+    ) => {
+        $(#[$meta])*
+        $vis enum $t {
+            $($(#[doc = $doc])* $v,)*
+        }
+
+        impl $t {
+            pub const ALL: [$t; [$($name),*].len()] = [$($t::$v),*];
+
+            /// The name `results.json` and `tables.md` spell it by.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($t::$v => $name,)*
+                }
+            }
+
+            /// [`Self::name`]'s inverse.
+            pub fn from_name(name: &str) -> Option<$t> {
+                $t::ALL.into_iter().find(|x| x.name() == name)
+            }
+        }
+
+        by_name!($t, $what);
+    };
+}
+pub(crate) use named;
+
+/// A markdown table: the `header` row (its cells joined by ` | `), the rule (a column a letter
+/// of `align`: `r` aligned right, `l` left), then `rows`. Each table of `tables.md` and
+/// `cold.md` is one.
+pub fn md_table(header: &str, align: &str, rows: &[Vec<String>]) -> String {
+    let rule: Vec<&str> = align
+        .chars()
+        .map(|a| if a == 'r' { "---:" } else { "---" })
+        .collect();
+    let mut s = format!("| {header} |\n|{}|\n", rule.join("|"));
+    for r in rows {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    s
+}
 
 #[cfg(test)]
 mod tests {

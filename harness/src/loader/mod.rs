@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::config::RunArgs;
 use crate::corpus::Corpora;
 use crate::error::{HarnessError, Result};
-use crate::model::FreeTable;
+use crate::model::{FreeTable, columns};
 use crate::progress::progress;
 use crate::table::{Corpus, LIMIT_ROW, Layout, Table};
 use arms::{ARMS, Arm, BATCH, CellArgs, DRAIN, Runner, WARMUP, WEBDATASET_NOTE};
@@ -387,21 +387,9 @@ fn build_table(
             arms::SMALL_SHM_TIMEOUT_S
         ),
         synthetic,
-        columns: [
-            "loader",
-            "storage",
-            "batches/s",
-            "samples/s",
-            "samples/s sd",
-            "peak RAM MiB",
-            "x loaderx",
-            "verified",
-            "64 MiB /dev/shm",
-            "note",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        columns: columns(
+            "loader | storage | batches/s | samples/s | samples/s sd | peak RAM MiB | x loaderx | verified | 64 MiB /dev/shm | note",
+        ),
         rows,
     }
 }

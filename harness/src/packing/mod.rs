@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::config::{self, RunArgs};
 use crate::corpus::Corpora;
 use crate::error::{HarnessError, Result};
-use crate::model::FreeTable;
+use crate::model::{FreeTable, columns};
 use crate::table::Table;
 
 /// The goals the issue set: loaderx over Grain at equal or less padding, over the memcpy
@@ -114,20 +114,9 @@ fn table(rows: &[Value], synthetic: bool) -> FreeTable {
             goals.render()
         ),
         synthetic,
-        columns: [
-            "impl",
-            "seq_len",
-            "batch",
-            "M tokens/s",
-            "padding %",
-            "vs grain",
-            "vs memcpy",
-            "verified",
-            "note",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        columns: columns(
+            "impl | seq_len | batch | M tokens/s | padding % | vs grain | vs memcpy | verified | note",
+        ),
         rows: out,
     }
 }

@@ -202,12 +202,13 @@ fn time_peer(arm: &str, server: &Server, p: &PeerArgs<'_>) -> Timed {
     } else {
         config::python()
     };
+    let skipped = |why: &str| Timed {
+        note: Some(format!("not measured: {why}")),
+        skipped: true,
+        ..Timed::default()
+    };
     let Some(py) = py else {
-        return Timed {
-            note: Some(format!("not measured: no Python venv for {arm}")),
-            skipped: true,
-            ..Timed::default()
-        };
+        return skipped(&format!("no Python venv for {arm}"));
     };
     let out = Command::new(py)
         .arg(config::python_script("loader_bench.py"))
@@ -230,11 +231,8 @@ fn time_peer(arm: &str, server: &Server, p: &PeerArgs<'_>) -> Timed {
     let out = match out.and_then(|c| crate::child::output_within(c, crate::child::limit())) {
         Ok((o, true)) => {
             let err = String::from_utf8_lossy(&o.stderr);
-            let last = err.lines().rev().find(|l| !l.trim().is_empty());
-            return fail(format!(
-                "{arm}: {}",
-                crate::child::why(true, last.unwrap_or(""))
-            ));
+            let why = crate::child::why(true, crate::child::last_line(&err));
+            return fail(format!("{arm}: {why}"));
         }
         Ok((o, false)) => o,
         Err(e) => return fail(format!("{arm}: could not run Python: {e}")),
@@ -244,11 +242,7 @@ fn time_peer(arm: &str, server: &Server, p: &PeerArgs<'_>) -> Timed {
         Ok(j) => j,
         Err(_) => {
             let stderr = String::from_utf8_lossy(&out.stderr);
-            let last = stderr
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
+            let last = crate::child::last_line(&stderr);
             return fail(format!(
                 "{arm}: exited with {} and no result: {last}",
                 out.status
@@ -256,11 +250,7 @@ fn time_peer(arm: &str, server: &Server, p: &PeerArgs<'_>) -> Timed {
         }
     };
     if let Some(why) = j["skipped"].as_str() {
-        return Timed {
-            note: Some(format!("not measured: {why}")),
-            skipped: true,
-            ..Timed::default()
-        };
+        return skipped(why);
     }
     let per_batch = j["per_batch_s"].as_f64();
     let verified = j["verified"].as_bool() == Some(true);

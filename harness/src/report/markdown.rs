@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use crate::model::{Report, Status, StoreRow};
-use crate::table::LIMIT_ROW;
+use crate::model::{Report, Status, StoreRow, or_nan};
+use crate::table::{LIMIT_ROW, md_table};
 
 fn fmt_num(v: f64, digits: usize) -> String {
     if v.is_nan() {
@@ -14,7 +14,11 @@ fn fmt_num(v: f64, digits: usize) -> String {
     }
 }
 
-/// Bold the best cell of each numeric column (`higher` says which direction is better).
+/// The mark after a table's name when its corpus is the synthetic stand-in.
+fn synthetic(yes: bool) -> &'static str {
+    if yes { " (synthetic corpus)" } else { "" }
+}
+
 /// A store row's read cells: logical gather (± its spread), krecords/s, p95 latency.
 fn read_cells(r: &StoreRow) -> [String; 3] {
     [
@@ -28,26 +32,34 @@ fn read_cells(r: &StoreRow) -> [String; 3] {
     ]
 }
 
-fn bold_best(cells: &mut [Vec<String>], values: &[Vec<f64>], higher: &[Option<bool>]) {
-    for (c, dir) in higher.iter().enumerate() {
-        let Some(higher) = dir else { continue };
-        let best = values.iter().map(|r| r[c]).filter(|v| v.is_finite()).fold(
-            None,
-            |acc: Option<f64>, v| {
-                Some(match acc {
-                    None => v,
-                    Some(a) if *higher => a.max(v),
-                    Some(a) => a.min(v),
-                })
-            },
-        );
-        if let Some(b) = best {
-            for (r, row) in values.iter().enumerate() {
-                if row[c] == b {
-                    cells[r][c] = format!("**{}**", cells[r][c]);
-                }
+/// Bolds the best cell of each figure column (line cell `c + 1` for figure `c`: `+` in
+/// `better` marks a column where higher is better, `-` one where lower is).
+fn bold_best(lines: &mut [Vec<String>], values: &[[f64; 8]], better: &str) {
+    for (c, dir) in better.chars().enumerate() {
+        let finite = values.iter().map(|r| r[c]).filter(|v| v.is_finite());
+        let best = if dir == '+' {
+            finite.reduce(f64::max)
+        } else {
+            finite.reduce(f64::min)
+        };
+        for (r, row) in values.iter().enumerate() {
+            if Some(row[c]) == best {
+                lines[r][c + 1] = format!("**{}**", lines[r][c + 1]);
             }
         }
+    }
+}
+
+/// A store row's `verified` cell.
+fn verified_cell(r: &StoreRow) -> &'static str {
+    match (r.status, r.verified) {
+        (Status::Failed, _) => "**FAILED**",
+        (Status::Excluded, _) => "excluded",
+        (_, Some(true)) => "yes",
+        (_, Some(false)) => "**NO**",
+        // A reference row: nothing of its own to verify (results written before `verified`
+        // could be null say `true` here, and render as they did).
+        (_, None) => "reference",
     }
 }
 
@@ -72,14 +84,12 @@ fn receipt_line(rep: &Report) -> String {
     }
 }
 
+const STORE_COLUMNS: &str = "backend | logical write | write × limit | logical gather | krecords/s | p95 | disk | ratio | × memcpy-limit | verified";
+
 pub fn render_markdown(rep: &Report) -> String {
     let mut s = receipt_line(rep);
     for t in &rep.store_tables {
-        let syn = if t.synthetic {
-            " (synthetic corpus)"
-        } else {
-            ""
-        };
+        let syn = synthetic(t.synthetic);
         s.push_str(&format!(
             "### {}{syn}\n\n{} — {} records, {:.1} MiB logical\n\n",
             t.name, t.title, t.records, t.logical_mib
@@ -90,104 +100,57 @@ pub fn render_markdown(rep: &Report) -> String {
         if !t.captions.is_empty() {
             s.push('\n');
         }
-        s.push_str("| backend | logical write | write × limit | logical gather | krecords/s | p95 | disk | ratio | × memcpy-limit | verified |\n");
-        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
-        let mut cells = Vec::new();
-        let mut values = Vec::new();
-        let mut notes = Vec::new();
-        for r in &t.rows {
-            if r.status == Status::NotApplicable {
-                continue;
-            }
-            let x = r.x_memcpy.unwrap_or(f64::NAN);
-            let is_limit = r.backend == LIMIT_ROW;
-            if is_limit {
-                // An in-memory array: no write, no disk, no compression to report.
-                let [gather, krec, p95] = read_cells(r);
-                cells.push(vec![
-                    "–".into(),
-                    "–".into(),
+        let (mut lines, mut values, mut notes) = (Vec::new(), Vec::new(), Vec::new());
+        for r in t.rows.iter().filter(|r| r.status != Status::NotApplicable) {
+            let (x, xw) = (or_nan(r.x_memcpy), or_nan(r.x_write_limit));
+            let [gather, krec, p95] = read_cells(r);
+            let mut line = vec![r.backend.clone()];
+            // The limit row is an in-memory array: no write, no disk, no compression to report.
+            let limit = r.backend == LIMIT_ROW;
+            if limit {
+                let dash = || "–".to_string();
+                let one = "1.00x".to_string();
+                line.extend([dash(), dash(), gather, krec, p95, dash(), dash(), one]);
+            } else {
+                line.extend([
+                    format!("{} MiB/s", fmt_num(r.write_mib_s, 0)),
+                    format!("{}x", fmt_num(xw, 2)),
                     gather,
                     krec,
                     p95,
-                    "–".into(),
-                    "–".into(),
-                    "1.00x".into(),
+                    format!("{} MiB", fmt_num(r.disk_mib, 1)),
+                    format!("{}x", fmt_num(r.compression, 2)),
+                    format!("{}x", fmt_num(x, 2)),
                 ]);
-                values.push(vec![f64::NAN; 8]);
-                continue;
             }
-            let xw = r.x_write_limit.unwrap_or(f64::NAN);
-            let [gather, krec, p95] = read_cells(r);
-            cells.push(vec![
-                format!("{} MiB/s", fmt_num(r.write_mib_s, 0)),
-                format!("{}x", fmt_num(xw, 2)),
-                gather,
-                krec,
-                p95,
-                format!("{} MiB", fmt_num(r.disk_mib, 1)),
-                format!("{}x", fmt_num(r.compression, 2)),
-                format!("{}x", fmt_num(x, 2)),
-            ]);
-            // A reference row (`npy-crc-limit`) is shown in full but never marked best.
-            if r.backend
+            line.push(verified_cell(r).to_string());
+            lines.push(line);
+            // The limit and a reference row (`npy-crc-limit`) are shown but never marked best.
+            let reference = r
+                .backend
                 .parse::<competitors::Backend>()
-                .is_ok_and(|b| b.is_reference())
-            {
-                values.push(vec![f64::NAN; 8]);
+                .is_ok_and(|b| b.is_reference());
+            values.push(if limit || reference {
+                [f64::NAN; 8]
             } else {
-                values.push(vec![
-                    r.write_mib_s,
-                    xw,
-                    r.gather_mib_s,
-                    r.krecords_s,
-                    r.p95_ms,
-                    r.disk_mib,
-                    r.compression,
-                    x,
-                ]);
-            }
-            if let Some(n) = &r.note {
+                let (w, g, k, p) = (r.write_mib_s, r.gather_mib_s, r.krecords_s, r.p95_ms);
+                [w, xw, g, k, p, r.disk_mib, r.compression, x]
+            });
+            if let Some(n) = r.note.as_ref().filter(|_| !limit) {
                 notes.push(format!("- `{}` ({}): {n}", r.backend, r.status));
             }
         }
-        bold_best(
-            &mut cells,
-            &values,
-            &[
-                Some(true),
-                Some(true),
-                Some(true),
-                Some(true),
-                Some(false),
-                Some(false),
-                Some(true),
-                Some(true),
-            ],
-        );
-        let rows: Vec<&StoreRow> = t
-            .rows
-            .iter()
-            .filter(|r| r.status != Status::NotApplicable)
-            .collect();
-        for (r, c) in rows.iter().zip(cells) {
-            let v = match (r.status, r.verified) {
-                (Status::Failed, _) => "**FAILED**".to_string(),
-                (Status::Excluded, _) => "excluded".to_string(),
-                (_, Some(true)) => "yes".to_string(),
-                (_, Some(false)) => "**NO**".to_string(),
-                // A reference row: nothing of its own to verify (results written before
-                // `verified` could be null say `true` here, and render as they did).
-                (_, None) => "reference".to_string(),
-            };
-            s.push_str(&format!("| {} | {} | {v} |\n", r.backend, c.join(" | ")));
-        }
+        bold_best(&mut lines, &values, "++++--++");
         if let Some(w) = t.write_limit_mib_s {
-            s.push_str(&format!(
-                "| write-limit | {} MiB/s | 1.00x | – | – | – | – | – | – | – |\n",
-                fmt_num(w, 0)
-            ));
+            let mut row = vec![
+                "write-limit".into(),
+                format!("{} MiB/s", fmt_num(w, 0)),
+                "1.00x".into(),
+            ];
+            row.extend(std::iter::repeat_n("–".to_string(), 7));
+            lines.push(row);
         }
+        s.push_str(&md_table(STORE_COLUMNS, "lrrrrrrrrl", &lines));
         if !notes.is_empty() {
             s.push('\n');
             s.push_str(&notes.join("\n"));
@@ -196,43 +159,35 @@ pub fn render_markdown(rep: &Report) -> String {
         s.push('\n');
     }
     for t in rep.free_tables() {
-        let syn = if t.synthetic {
-            " (synthetic corpus)"
-        } else {
-            ""
-        };
-        s.push_str(&format!(
-            "### {}{syn}\n\n{}\n\n| {} |\n|{}|\n",
-            t.name,
-            t.title,
-            t.columns.join(" | "),
-            t.columns
-                .iter()
-                .map(|_| "---")
-                .collect::<Vec<_>>()
-                .join("|")
-        ));
+        let syn = synthetic(t.synthetic);
+        s.push_str(&format!("### {}{syn}\n\n{}\n\n", t.name, t.title));
+        let mut lines = Vec::new();
         for r in &t.rows {
-            let cells: Vec<String> = t
-                .columns
-                .iter()
-                .map(|c| match r.get(c) {
-                    Some(Value::String(x)) => x.clone(),
-                    Some(Value::Number(n)) => {
-                        let f = n.as_f64().unwrap_or(f64::NAN);
-                        if f.fract() == 0.0 && f.abs() < 1e12 {
-                            format!("{}", f as i64)
-                        } else {
-                            format!("{f:.2}")
+            lines.push(
+                t.columns
+                    .iter()
+                    .map(|c| match r.get(c) {
+                        Some(Value::String(x)) => x.clone(),
+                        Some(Value::Number(n)) => {
+                            let f = n.as_f64().unwrap_or(f64::NAN);
+                            if f.fract() == 0.0 && f.abs() < 1e12 {
+                                format!("{}", f as i64)
+                            } else {
+                                format!("{f:.2}")
+                            }
                         }
-                    }
-                    Some(Value::Bool(b)) => b.to_string(),
-                    Some(Value::Null) | None => "–".into(),
-                    Some(v) => v.to_string(),
-                })
-                .collect();
-            s.push_str(&format!("| {} |\n", cells.join(" | ")));
+                        Some(Value::Bool(b)) => b.to_string(),
+                        Some(Value::Null) | None => "–".into(),
+                        Some(v) => v.to_string(),
+                    })
+                    .collect(),
+            );
         }
+        s.push_str(&md_table(
+            &t.columns.join(" | "),
+            &"l".repeat(t.columns.len()),
+            &lines,
+        ));
         s.push('\n');
         s.push_str(&crate::loader::goals::render(t));
     }

@@ -154,22 +154,10 @@ pub fn write(rep: &Report, out: &Path, plots: PlotSet) -> Result<usize> {
     let md_path = out.join("tables.md");
     std::fs::write(&md_path, render_markdown(rep)).map_err(HarnessError::io("write", &md_path))?;
     plots::render(rep, &out.join("plots"), plots)?;
-    let mut failed = 0;
-    for t in &rep.store_tables {
-        failed += t
-            .rows
-            .iter()
-            .filter(|r| r.status == Status::Failed || r.verified == Some(false))
-            .count();
-    }
-    for t in rep.free_tables() {
-        failed += t
-            .rows
-            .iter()
-            .filter(|r| r.get("verified") == Some(&Value::Bool(false)))
-            .count();
-    }
-    Ok(failed)
+    let store_rows = rep.store_tables.iter().flat_map(|t| &t.rows);
+    let free_rows = rep.free_tables().flat_map(|t| &t.rows);
+    let store = store_rows.filter(|r| r.status == Status::Failed || r.verified == Some(false));
+    Ok(store.count() + free_rows.filter(|r| r["verified"] == false).count())
 }
 
 /// Whether a `results.json` is the object-storage run's (`harness remote`): its tables are named

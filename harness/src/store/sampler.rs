@@ -287,7 +287,7 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
         name: Table::Sampler,
         title: "Index generation, 1M ids: loaderx sampler vs SmallRng uniform draws vs a materialized permutation (Rust), and loaderx Sampler.next() vs numpy default_rng().integers (Python); ratio > 1 means faster than the baseline".into(),
         synthetic: false,
-        columns: ["impl", "language", "batch", "per batch µs", "sd µs", "ns/index", "ratio", "verified"].iter().map(|s| s.to_string()).collect(),
+        columns: crate::model::columns("impl | language | batch | per batch µs | sd µs | ns/index | ratio | verified"),
         rows,
     })
 }

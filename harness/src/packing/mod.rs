@@ -30,21 +30,30 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<FreeTable> {
         .ok_or_else(|| HarnessError::missing("the token corpus"))?;
     let py = config::python()
         .ok_or_else(|| HarnessError::missing("venv python (run scripts/install-deps.sh)"))?;
-    let out = work.join("packing.json");
-    let _ = std::fs::remove_file(&out);
     let secs = if a.quick { "0.3" } else { "2" };
-    let o = Command::new(&py)
+    let mut runs = Vec::new();
+    for _ in 0..a.repeats.max(1) {
+        runs.push(one_pass(&py, &corpus, secs, &work.join("packing.json"))?);
+    }
+    let synthetic = corpora.tokens.as_ref().is_some_and(|p| p.synthetic);
+    Ok(table(&merge(&runs), synthetic))
+}
+
+/// One run of the script over every cell: its rows.
+fn one_pass(py: &str, corpus: &Path, secs: &str, out: &Path) -> Result<Vec<Value>> {
+    let _ = std::fs::remove_file(out);
+    let o = Command::new(py)
         .arg(config::python_script("packing_bench.py"))
         .arg("--corpus")
-        .arg(&corpus)
+        .arg(corpus)
         .args(["--seconds", secs, "--json"])
-        .arg(&out)
+        .arg(out)
         .output()
         .map_err(|source| HarnessError::Spawn {
-            program: py.clone(),
+            program: py.to_string(),
             source,
         })?;
-    let rows: Vec<Value> = std::fs::read(&out)
+    std::fs::read(out)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .ok_or_else(|| {
@@ -55,9 +64,38 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<FreeTable> {
                     .unwrap_or("packing_bench.py wrote no rows")
                     .to_string(),
             )
-        })?;
-    let synthetic = corpora.tokens.as_ref().is_some_and(|p| p.synthetic);
-    Ok(table(&rows, synthetic))
+        })
+}
+
+/// The rows of every pass as one row per cell: the median of its tokens/s over the passes, every
+/// pass's figure kept (`tokens_per_s_repeats`), verified only when every pass verified it.
+fn merge(runs: &[Vec<Value>]) -> Vec<Value> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .map(|r| {
+            let same = |o: &&Value| {
+                o["seq_len"] == r["seq_len"] && o["batch"] == r["batch"] && o["row"] == r["row"]
+            };
+            let all: Vec<&Value> = runs.iter().filter_map(|p| p.iter().find(same)).collect();
+            let mut tps: Vec<f64> = all
+                .iter()
+                .filter_map(|o| o["tokens_per_s"].as_f64())
+                .collect();
+            let every: Vec<Value> = tps.iter().map(|&x| json!(x)).collect();
+            tps.sort_by(f64::total_cmp);
+            let mut m = r.clone();
+            m["tokens_per_s"] = tps.get(tps.len() / 2).map_or(Value::Null, |&x| json!(x));
+            m["tokens_per_s_repeats"] = Value::Array(every);
+            if !r["verified"].is_null() {
+                m["verified"] =
+                    json!(all.len() == runs.len() && all.iter().all(|o| o["verified"] == true));
+            }
+            m
+        })
+        .collect()
 }
 
 /// The table from the script's rows (`seq_len`, `batch`, `row`, `tokens_per_s`, `padding`,
@@ -101,6 +139,7 @@ fn table(rows: &[Value], synthetic: bool) -> FreeTable {
             "vs memcpy": if name == "memcpy-limit" { Value::Null } else { ratio(limit) },
             "verified": r["verified"],
             "note": r["note"],
+            "M tokens/s repeats": r["tokens_per_s_repeats"],
         }));
     }
     FreeTable {
@@ -203,5 +242,23 @@ mod tests {
         );
         let t = table(&rows[..1], false);
         assert!(t.title.contains("Grain not judged"), "{}", t.title);
+    }
+
+    #[test]
+    fn passes_merge_to_the_median_keeping_every_figure() {
+        let row = |tps: f64, ok: bool| {
+            json!({"seq_len": 1024, "batch": 8, "row": "loaderx-concat", "tokens_per_s": tps,
+                   "padding": 0.0, "verified": ok, "note": null})
+        };
+        let m = merge(&[
+            vec![row(3.0, true)],
+            vec![row(1.0, true)],
+            vec![row(2.0, true)],
+        ]);
+        assert_eq!(m[0]["tokens_per_s"], 2.0);
+        assert_eq!(m[0]["tokens_per_s_repeats"], json!([3.0, 1.0, 2.0]));
+        assert_eq!(m[0]["verified"], true);
+        let m = merge(&[vec![row(3.0, true)], vec![row(1.0, false)]]);
+        assert_eq!(m[0]["verified"], false, "one failed pass fails the row");
     }
 }

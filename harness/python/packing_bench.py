@@ -145,6 +145,35 @@ def loaderx_row(store, n, mode, seq_len, batch, seconds, stream_docs, check):
     return tps, pad, ok
 
 
+def unpacked_row(store, n, seconds, stream_docs):
+    """The same loader delivering the same records unpacked (a `RaggedBatch` a step): the rate
+    the packer consumes at most, in tokens/s. Verified: the delivered values, concatenated, equal
+    the stream's documents."""
+    alloc = Allocator("cpu", pool_size=1 << 28)
+    st = RaggedStore(store)
+    sampler = Sampler(n, STEP, Sampler.Mode.CYCLIC, seed=0)
+    with Loader({"t": [st.bind(alloc)]}, sampler, workers=2, prefetch=4, ordered=True) as loader:
+        steps = 4
+        got = [np.from_dlpack(next(loader)[0]["t"].values).copy() for _ in range(steps)]
+        flat = np.concatenate(stream_docs[:steps * STEP])
+        ok = bool(np.array_equal(np.concatenate(got), flat))
+        tokens = {"n": 0}
+
+        def one():
+            tokens["n"] += np.from_dlpack(next(loader)[0]["t"].values).shape[0]
+
+        one()
+        tokens["n"] = 0
+        t0 = time.perf_counter()
+        while True:
+            one()
+            el = time.perf_counter() - t0
+            if el >= seconds:
+                break
+    st.close()
+    return tokens["n"] / el, 0.0, ok
+
+
 def numpy_row(docs, seq_len, batch, seconds, check):
     cells = seq_len * batch
     state = {"k": 0, "carry": np.zeros(0, np.int32), "carry_first": np.zeros(0, bool)}
@@ -239,6 +268,7 @@ def main():
             cells = []
             for mode, name in (("concat", "loaderx-concat"), ("first_fit", "loaderx-first-fit")):
                 cells.append((name, *loaderx_row(store, n, mode, seq_len, batch, a.seconds, stream, check)))
+            cells.append(("loaderx-unpacked", *unpacked_row(store, n, a.seconds, stream)))
             cells.append(("numpy-concat-split", *numpy_row(stream, seq_len, batch, a.seconds, check)))
             for kind, name in (("concat", "grain-concat-then-split"), ("first_fit", "grain-first-fit")):
                 if grain_skip:

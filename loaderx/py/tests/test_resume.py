@@ -322,3 +322,32 @@ def test_the_resume_example_is_killed_resumes_and_matches_an_uninterrupted_run_b
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     assert "loss curves match bit for bit" in r.stdout, r.stdout
+
+
+def test_state_dict_refuses_only_a_caller_that_fetches_ahead(streams):
+    """The fetch-ahead guard looks at the module of the code that calls ``state_dict()``: code of
+    Lightning's modules (its fetcher holds a batch ahead) is refused with the adapter's name, any
+    other caller gets the state, and so does a call with no Python caller at all."""
+    from loaderx import _fetch_ahead
+
+    with Loader(streams, Sampler(N, B, Sampler.Mode.IID, seed=3), workers=0) as loader:
+        next(loader)
+
+        def called_from(module):
+            scope = {"__name__": module, "loader": loader}
+            exec("def save():\n    return loader.state_dict()\n", scope)
+            return scope["save"]()
+
+        with pytest.raises(loaderx.InvalidInputError, match="loaderx.lightning.TrainLoader"):
+            called_from("lightning.pytorch.loops.fetchers")
+        with pytest.raises(loaderx.InvalidInputError, match="pytorch_lightning.trainer"):
+            called_from("pytorch_lightning.trainer.connectors")
+        assert called_from("my_training_loop")["step"] == 1
+        assert called_from("lightning_extras")["step"] == 1, "only Lightning's own modules"
+
+    class Bottom:
+        """A guard's frame with no Python caller below it."""
+
+        f_back = None
+
+    assert _fetch_ahead.caller_module(Bottom()) == ""

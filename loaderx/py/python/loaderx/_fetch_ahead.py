@@ -18,12 +18,19 @@ from .errors import InvalidInputError
 FETCHING_AHEAD = ("lightning.pytorch.", "pytorch_lightning.")
 
 
+def caller_module(frame) -> str:
+    """The module name of the code that called the function running in ``frame``; ``""`` when no
+    Python code called it (a call from native code at the bottom of the stack)."""
+    caller = frame.f_back if frame is not None else None
+    module = caller.f_globals.get("__name__", "") if caller is not None else ""
+    return module if isinstance(module, str) else ""
+
+
 def refuse_fetching_ahead_caller() -> None:
     """Raises ``InvalidInputError`` when the code that called ``Loader.state_dict()`` (the Python
     frame below this one: the native method has none) belongs to a module of ``FETCHING_AHEAD``."""
-    caller = sys._getframe(1)
-    module = caller.f_globals.get("__name__", "")
-    if isinstance(module, str) and module.startswith(FETCHING_AHEAD):
+    module = caller_module(sys._getframe(0))
+    if module.startswith(FETCHING_AHEAD):
         raise InvalidInputError(
             "invalid argument: Lightning asked a loaderx Loader for its state while its fetcher holds "
             f"a batch pulled ahead of training (caller: {module}); that state would skip the batch on "

@@ -66,6 +66,12 @@ pub(crate) fn shards_to_py<'py>(
     Ok(out)
 }
 
+/// What one `__next__` took from the loader: a packed batch's tensors, or a delivered item.
+enum Next {
+    Packed(crate::packed::Tensors),
+    Item(loaderx::Result<Item>),
+}
+
 /// A delivered item as the shard list a packer reads (a transform's result is refused).
 fn item_shards(item: Item) -> loaderx::Result<Vec<Shard>> {
     match item {
@@ -583,27 +589,18 @@ impl PyLoader {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let packs = lock(&self.packing, POISONED).py_err(py)?.is_some();
-        if packs {
-            let got = self.with_packing(py, Some(None), |p, l| match p.as_mut() {
-                Some(p) => crate::packed::next(p, l, item_shards),
-                None => Ok(None),
-            })?;
-            return got.map(|t| crate::packed::to_dict(py, t)).transpose();
-        }
-        let got = py
-            .detach(|| {
-                guard(|| {
-                    let mut g = lock(&self.inner, POISONED)?;
-                    Ok::<_, CoreError>(g.as_mut().and_then(|l| l.next()))
-                })
-            })
-            .py_err(py)?;
+        // One pass under both locks, taken with the GIL released: a packing loader's next
+        // batch from its packer, any other's next item (`None` once closed).
+        let got = self.with_packing(py, Some(None), |p, l| match p.as_mut() {
+            Some(p) => Ok(crate::packed::next(p, l, item_shards)?.map(Next::Packed)),
+            None => Ok(l.next().map(Next::Item)),
+        })?;
         match got {
             None => Ok(None),
-            Some(Err(e)) => Err(crate::errors::l_to_py(py, e)),
-            Some(Ok(Item::Obj(o))) => Ok(Some(o)),
-            Some(Ok(Item::Shards(s))) => Ok(Some(
+            Some(Next::Packed(t)) => crate::packed::to_dict(py, t).map(Some),
+            Some(Next::Item(Err(e))) => Err(crate::errors::l_to_py(py, e)),
+            Some(Next::Item(Ok(Item::Obj(o)))) => Ok(Some(o)),
+            Some(Next::Item(Ok(Item::Shards(s)))) => Ok(Some(
                 shards_to_py(py, s, &self.placements)?.into_any().unbind(),
             )),
         }

@@ -106,15 +106,17 @@ def verify_concat(batches, stream_docs, seq_len):
     return True
 
 
-def timed(produce, seconds):
-    """Batches per second of `produce` over at least `seconds` (after one warm-up call)."""
+def timed(produce, seconds, units=None):
+    """Calls of `produce` per second over at least `seconds` and 3 calls (after one warm-up
+    call); with `units`, the units per second, `units(result)` counting each call's."""
     produce()
-    n, t0 = 0, time.perf_counter()
+    calls, n, t0 = 0, 0, time.perf_counter()
     while True:
-        produce()
-        n += 1
+        r = produce()
+        calls += 1
+        n += 1 if units is None else units(r)
         el = time.perf_counter() - t0
-        if el >= seconds and n >= 3:
+        if el >= seconds and calls >= 3:
             return n / el
 
 
@@ -157,21 +159,10 @@ def unpacked_row(store, n, seconds, stream_docs):
         got = [np.from_dlpack(next(loader)[0]["t"].values).copy() for _ in range(steps)]
         flat = np.concatenate(stream_docs[:steps * STEP])
         ok = bool(np.array_equal(np.concatenate(got), flat))
-        tokens = {"n": 0}
-
-        def one():
-            tokens["n"] += np.from_dlpack(next(loader)[0]["t"].values).shape[0]
-
-        one()
-        tokens["n"] = 0
-        t0 = time.perf_counter()
-        while True:
-            one()
-            el = time.perf_counter() - t0
-            if el >= seconds:
-                break
+        tps = timed(lambda: next(loader)[0]["t"].values, seconds,
+                    units=lambda v: np.from_dlpack(v).shape[0])
     st.close()
-    return tokens["n"] / el, 0.0, ok
+    return tps, 0.0, ok
 
 
 def numpy_row(docs, seq_len, batch, seconds, check):

@@ -77,15 +77,7 @@ impl Staging {
         let tmp_name = format!(".{name}{TMP_MARKER}{}", hex(uuid));
         let tmp_path = parent.join(&tmp_name);
         let lock_path = parent.join(format!("{tmp_name}.lock"));
-        let lock = vfs
-            .try_lock(&lock_path)
-            .map_err(|e| Error::io("lock", &lock_path, e))?
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "{} is locked by another writer",
-                    lock_path.display()
-                ))
-            })?;
+        let lock = lock_live(&*vfs, &lock_path)?;
         let stage = Staging {
             vfs: vfs.clone(),
             final_path: path.to_path_buf(),
@@ -258,6 +250,40 @@ impl Drop for Staging {
         }
         self.release_lock();
     }
+}
+
+/// Takes the exclusive lock on `lock_path` (creating the file), making sure the file locked is
+/// still the one at that path. The name is this writer's own (it carries the container's uuid),
+/// so only a concurrent [`gc`] in the same folder can be in the way: it may lock the new file
+/// before this writer does (the lock is then busy for a moment), find no temp directory beside it
+/// (this writer has not made it yet) and unlink it, leaving a writer that locks it afterwards
+/// holding a file nobody else can see. Both are retried. Once the lock is held nobody unlinks the
+/// file (a `gc` unlinks only what it has locked) and nobody recreates it (a `gc` locks a path only
+/// beside an existing temp directory), so a file found at the path then is the one held.
+fn lock_live(vfs: &dyn Vfs, lock_path: &Path) -> Result<Box<dyn LockGuard>> {
+    const TRIES: u32 = 64;
+    for attempt in 0..TRIES {
+        let lock = vfs
+            .try_lock(lock_path)
+            .map_err(|e| Error::io("lock", lock_path, e))?;
+        if let Some(lock) = lock {
+            match vfs.exists(lock_path) {
+                Ok(true) => return Ok(lock),
+                Ok(false) => {}
+                Err(e) => {
+                    // Held, so nobody else uses the file: it goes with the failed create.
+                    let _ = vfs.remove_file(lock_path);
+                    return Err(Error::io("stat", lock_path, e));
+                }
+            }
+        }
+        // A clean-up holds or has just removed the file: it lets go within microseconds.
+        std::thread::sleep(std::time::Duration::from_micros(50 << attempt.min(10)));
+    }
+    Err(Error::invalid(format!(
+        "{}: the lock stayed busy through {TRIES} tries (another writer with this container's id?)",
+        lock_path.display()
+    )))
 }
 
 /// Removes temp directories under `parent` left by writers that died before publishing (a live

@@ -65,6 +65,28 @@ pub(crate) fn for_path(
     }
 }
 
+/// The keys of the dataset root `root`: its directory, or (a URL) its prefix on object storage.
+pub(crate) fn objects_for(
+    root: &Path,
+    remote: &RemoteOptions,
+) -> Result<Box<dyn crate::objects::Objects>> {
+    let Some(url) = url_of(root) else {
+        return Ok(Box::new(crate::objects::LocalObjects(root.to_path_buf())));
+    };
+    #[cfg(feature = "remote")]
+    return Ok(Box::new(crate::remote::RemoteObjects::connect(
+        url, remote,
+    )?));
+    #[cfg(not(feature = "remote"))]
+    {
+        let _ = remote;
+        Err(crate::error::Error::invalid(format!(
+            "{url}: this build of zrecord reads local datasets only (object storage needs the \
+             `remote` feature)"
+        )))
+    }
+}
+
 /// A local file system's read side.
 struct Local(Arc<dyn ReadFs>);
 

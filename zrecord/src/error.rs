@@ -87,6 +87,14 @@ pub enum Error {
     Closed(String),
     /// The allocator could not provide a region.
     Alloc(String),
+    /// Another committer published this version of a dataset first (exactly one commit wins
+    /// each version): re-read the newest version and retry.
+    Conflict {
+        /// The version manifest that was already there.
+        path: PathBuf,
+        /// The version number both commits claimed.
+        version: u64,
+    },
 }
 
 impl Error {
@@ -171,6 +179,12 @@ impl fmt::Display for Error {
             ),
             Error::Closed(m) => write!(f, "{m} is closed"),
             Error::Alloc(m) => write!(f, "allocation failed: {m}"),
+            Error::Conflict { path, version } => write!(
+                f,
+                "commit conflict: version {version} of the dataset was committed by another \
+                 writer first ({}); re-read the newest version and retry",
+                path.display()
+            ),
         }
     }
 }

@@ -37,6 +37,7 @@ mod alloc;
 mod backend;
 mod cache;
 mod crc;
+pub mod dataset;
 mod dtype;
 mod error;
 #[cfg(feature = "internals")]
@@ -53,6 +54,7 @@ pub use error::{Error, Location, Result};
 pub use vfs::{ReadFs, StdFs, Vfs};
 mod dict;
 mod format;
+mod objects;
 mod publish;
 mod read;
 #[cfg(feature = "remote")]

@@ -6,6 +6,7 @@
 //! This module only declares its children and re-exports what the rest of the crate uses; the
 //! children never import it (the module graph stays acyclic).
 
+mod dataset;
 mod header;
 mod index;
 mod layout;
@@ -13,6 +14,8 @@ mod manifest;
 mod placement;
 mod seed;
 
+pub use dataset::{ColumnSchema, PartColumn, PartEntry, VersionManifest};
+pub(crate) use dataset::{MAX_NAME, valid_name, version_file_name, version_of_file};
 pub(crate) use header::{check_header, encode_index_header, encode_shard_header};
 pub(crate) use index::{Entry, decode_entry, encode_entry, entry_offset, index_file_len};
 #[cfg(feature = "remote")]

@@ -1,9 +1,9 @@
 //! The getters a store and its views share, written once as two macros expanded in both
 //! ([`super::store`], [`super::view`]): [`container_getters`] (every layout) and
 //! [`layout_getters`] (the layout's own: the item shape of a Dense store, the rank and
-//! per-record shapes of a Ragged one). Each reads the container `self.c`.
+//! per-record shapes of a Ragged one). Each reads what the store opened, `self.c` (`super::opened`).
 
-/// The getters of a store or view of any layout, on its container `self.c`.
+/// The getters of a store or view of any layout, on what it opened, `self.c`.
 macro_rules! container_getters {
     () => {
         /// Number of records.
@@ -31,6 +31,11 @@ macro_rules! container_getters {
             self.c.dictionary()
         }
 
+        /// The version of a dataset of parts this reads (`None` for a single container).
+        pub fn version(&self) -> Option<u64> {
+            self.c.version()
+        }
+
         /// Whether the store was closed ([`crate::Store::close`]).
         pub fn is_closed(&self) -> bool {
             self.c.is_closed()
@@ -39,7 +44,7 @@ macro_rules! container_getters {
 }
 pub(super) use container_getters;
 
-/// The getters of a store or view of layout `Dense` or `Ragged`, on its container `self.c`.
+/// The getters of a store or view of layout `Dense` or `Ragged`, on what it opened, `self.c`.
 macro_rules! layout_getters {
     (Dense) => {
         /// Shape of one record.
@@ -60,8 +65,7 @@ macro_rules! layout_getters {
 
         /// Shape of record `i` (from the index, no payload read).
         pub fn shape_of(&self, i: u64) -> crate::error::Result<Vec<u64>> {
-            self.c.check_indices(&[i])?;
-            Ok(self.c.shape_words(i).collect())
+            self.c.shape_of(i)
         }
     };
 }

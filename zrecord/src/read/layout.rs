@@ -18,6 +18,7 @@ use crate::alloc::{Allocation, Allocator};
 use super::container::Container;
 use super::engine::gather_into;
 use super::hint::PREFETCH_AHEAD;
+use super::opened::Opened;
 
 /// Alignment of every output region and of each field inside a Ragged region.
 pub const OUTPUT_ALIGN: usize = 64;
@@ -68,10 +69,10 @@ mod sealed {
         const NAME: &'static str;
         /// What a batch carries besides its allocation and dtype.
         type Form: Send + Sync;
-        /// Gathers `idx` of `c` into one allocation from `alloc`, sized exactly before any
+        /// Gathers `idx` of `o` into one allocation from `alloc`, sized exactly before any
         /// copy; the view wraps it and the form into its batch.
         fn gather(
-            c: &Container,
+            o: &Opened,
             alloc: &dyn Allocator,
             idx: &[u64],
         ) -> Result<(Allocation, Self::Form)>;
@@ -88,10 +89,14 @@ mod sealed {
         type Form = Vec<u64>;
 
         fn gather(
-            c: &Container,
+            o: &Opened,
             alloc: &dyn Allocator,
             idx: &[u64],
         ) -> Result<(Allocation, Vec<u64>)> {
+            let c = match o {
+                Opened::One(c) => c,
+                Opened::Parts(p) => return p.gather_dense(alloc, idx),
+            };
             c.check_open()?;
             c.check_indices(idx)?;
             let stride = c.record_bytes() as usize;
@@ -122,64 +127,26 @@ mod sealed {
         type Form = RaggedFields;
 
         fn gather(
-            c: &Container,
+            o: &Opened,
             alloc: &dyn Allocator,
             idx: &[u64],
         ) -> Result<(Allocation, RaggedFields)> {
-            c.check_open()?;
-            c.check_indices(idx)?;
-            let n = idx.len();
-            let ndim = c.ndim() as usize;
-            let isz = c.dtype().itemsize();
-            // Pass 1: element counts, offsets and shapes from the index (no payload touched).
-            let index = c.index_bytes();
-            let mut cu: Vec<i32> = Vec::with_capacity(n + 1);
-            let mut dims: Vec<u64> = Vec::with_capacity(n * ndim);
-            cu.push(0);
-            let mut total: u64 = 0;
-            for (k, &i) in idx.iter().enumerate() {
-                if let Some(&ahead) = idx.get(k + 2 * PREFETCH_AHEAD) {
-                    c.prefetch_entry(index, ahead);
+            let isz = o.dtype().itemsize();
+            let ndim = o.ndim() as usize;
+            match o {
+                Opened::One(c) => {
+                    let (cu, dims) = ragged_sizes(c, idx)?;
+                    ragged_output(alloc, ndim, isz, &cu, &dims, |values| {
+                        gather_into(c, idx, values, &|k| cu[k] as usize * isz)
+                    })
                 }
-                let mut count = 1u64;
-                for d in c.shape_words_in(index, i) {
-                    dims.push(d);
-                    count *= d;
+                Opened::Parts(p) => {
+                    let (cu, dims) = p.ragged_sizes(idx)?;
+                    ragged_output(alloc, ndim, isz, &cu, &dims, |values| {
+                        p.fill_ragged(idx, &cu, values)
+                    })
                 }
-                total += count;
-                if total > i32::MAX as u64 {
-                    return Err(Error::LimitExceeded(format!(
-                        "a ragged batch holds at most {} values (int32 cu_seqlens); these {n} records hold more",
-                        i32::MAX
-                    )));
-                }
-                cu.push(total as i32);
             }
-            let values_len = total as usize * isz;
-            let cu_off = values_len.next_multiple_of(OUTPUT_ALIGN);
-            let shapes_off = (cu_off + 4 * (n + 1)).next_multiple_of(OUTPUT_ALIGN);
-            let bytes = shapes_off + 8 * n * ndim;
-            let mut alloc = alloc.acquire(bytes, OUTPUT_ALIGN)?;
-            let out = alloc.host_slice_mut_or_err()?;
-            {
-                let (values, meta) = out.split_at_mut(cu_off);
-                for (dst, v) in meta[..4 * (n + 1)].chunks_exact_mut(4).zip(&cu) {
-                    dst.copy_from_slice(&v.to_ne_bytes());
-                }
-                let shapes = &mut meta[shapes_off - cu_off..];
-                for (dst, d) in shapes.chunks_exact_mut(8).zip(&dims) {
-                    dst.copy_from_slice(&d.to_ne_bytes());
-                }
-                gather_into(c, idx, &mut values[..values_len], &|k| cu[k] as usize * isz)?;
-            }
-            let form = RaggedFields {
-                n,
-                ndim,
-                values_len,
-                cu_off,
-                shapes_off,
-            };
-            Ok((alloc, form))
         }
 
         fn single(_: &mut RaggedFields) {}
@@ -188,4 +155,73 @@ mod sealed {
             d.field("records", &form.n).field("ndim", &form.ndim);
         }
     }
+}
+
+/// A Ragged gather's element counts (`cu`, `n + 1` entries from 0) and shapes, from `c`'s index
+/// (no payload touched).
+fn ragged_sizes(c: &Container, idx: &[u64]) -> Result<(Vec<i32>, Vec<u64>)> {
+    c.check_open()?;
+    c.check_indices(idx)?;
+    let n = idx.len();
+    let ndim = c.ndim() as usize;
+    let index = c.index_bytes();
+    let mut cu: Vec<i32> = Vec::with_capacity(n + 1);
+    let mut dims: Vec<u64> = Vec::with_capacity(n * ndim);
+    cu.push(0);
+    let mut total: u64 = 0;
+    for (k, &i) in idx.iter().enumerate() {
+        if let Some(&ahead) = idx.get(k + 2 * PREFETCH_AHEAD) {
+            c.prefetch_entry(index, ahead);
+        }
+        let mut count = 1u64;
+        for d in c.shape_words_in(index, i) {
+            dims.push(d);
+            count *= d;
+        }
+        total += count;
+        if total > i32::MAX as u64 {
+            return Err(Error::LimitExceeded(format!(
+                "a ragged batch holds at most {} values (int32 cu_seqlens); these {n} records hold more",
+                i32::MAX
+            )));
+        }
+        cu.push(total as i32);
+    }
+    Ok((cu, dims))
+}
+
+/// One Ragged output allocation from `alloc` for records of element counts `cu` and shapes
+/// `dims`: `cu_seqlens` and shapes written, the values field handed to `fill`.
+fn ragged_output(
+    alloc: &dyn Allocator,
+    ndim: usize,
+    isz: usize,
+    cu: &[i32],
+    dims: &[u64],
+    fill: impl FnOnce(&mut [u8]) -> Result<()>,
+) -> Result<(Allocation, RaggedFields)> {
+    let n = cu.len() - 1;
+    let values_len = cu[n] as usize * isz;
+    let cu_off = values_len.next_multiple_of(OUTPUT_ALIGN);
+    let shapes_off = (cu_off + 4 * (n + 1)).next_multiple_of(OUTPUT_ALIGN);
+    let bytes = shapes_off + 8 * n * ndim;
+    let mut alloc = alloc.acquire(bytes, OUTPUT_ALIGN)?;
+    let out = alloc.host_slice_mut_or_err()?;
+    let (values, meta) = out.split_at_mut(cu_off);
+    for (dst, v) in meta[..4 * (n + 1)].chunks_exact_mut(4).zip(cu) {
+        dst.copy_from_slice(&v.to_ne_bytes());
+    }
+    let shapes = &mut meta[shapes_off - cu_off..];
+    for (dst, d) in shapes.chunks_exact_mut(8).zip(dims) {
+        dst.copy_from_slice(&d.to_ne_bytes());
+    }
+    fill(&mut values[..values_len])?;
+    let form = RaggedFields {
+        n,
+        ndim,
+        values_len,
+        cu_off,
+        shapes_off,
+    };
+    Ok((alloc, form))
 }

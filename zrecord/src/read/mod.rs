@@ -27,6 +27,8 @@ mod fan_out;
 mod getters;
 mod hint;
 mod layout;
+mod opened;
+mod parts;
 mod piece;
 mod plan;
 mod ranges;

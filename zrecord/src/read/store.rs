@@ -12,16 +12,18 @@ use std::sync::Arc;
 use crate::alloc::Allocator;
 use crate::error::Result;
 
-use super::container::{Container, OpenOptions, RecordExtent};
+use super::container::{OpenOptions, RecordExtent};
 use super::getters::{container_getters, layout_getters};
 use super::layout::{Dense, Layout, Ragged};
+use super::opened::Opened;
 use super::verify::verify_all;
 use super::view::View;
 
-/// An opened container of layout `L`. Bind it to an allocator to read.
+/// An opened container, or dataset of parts ([`crate::dataset`]), of layout `L`. Bind it to an
+/// allocator to read.
 #[derive(Clone)]
 pub struct Store<L: Layout> {
-    c: Arc<Container>,
+    c: Opened,
     layout: PhantomData<fn() -> L>,
 }
 
@@ -33,16 +35,17 @@ pub type RaggedStore = Store<Ragged>;
 
 impl<L: Layout> Store<L> {
     /// Opens and validates a published container (structure, manifest, index and header
-    /// checksums). Record payloads are verified when read.
+    /// checksums), or the newest version of a dataset of parts (its version manifest only: each
+    /// part is opened and checked when first read). Record payloads are verified when read.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_with(path, OpenOptions::default())
     }
 
-    /// Opens with explicit options.
+    /// Opens with explicit options ([`OpenOptions::version`] pins a dataset's version,
+    /// [`OpenOptions::column`] picks one of its columns).
     pub fn open_with(path: impl AsRef<Path>, opts: OpenOptions) -> Result<Self> {
-        let c = Container::open(path.as_ref(), L::KIND, &opts)?;
         Ok(Store {
-            c: Arc::new(c),
+            c: Opened::open(path.as_ref(), L::KIND, &opts)?,
             layout: PhantomData,
         })
     }
@@ -50,16 +53,22 @@ impl<L: Layout> Store<L> {
     container_getters!();
 
     /// Whether the store's files are memory-mapped ([`OpenOptions::mmap`]; `false`: read with
-    /// positional reads).
+    /// positional reads). A dataset: whether every part opened so far is.
     pub fn is_mapped(&self) -> bool {
-        self.c.mapped()
+        match &self.c {
+            Opened::One(c) => c.mapped(),
+            Opened::Parts(p) => p.opened_parts().all(|c| c.mapped()),
+        }
     }
 
     /// What the node-local cache (`RemoteOptions::cache_dir`) has done for this store's opening
     /// in this process: blocks hit, missed, filled, found damaged and evicted; `None` without a
-    /// cache.
+    /// cache (and for a dataset of parts).
     pub fn cache_stats(&self) -> Option<crate::CacheStats> {
-        self.c.cache_stats()
+        match &self.c {
+            Opened::One(c) => c.cache_stats(),
+            Opened::Parts(_) => None,
+        }
     }
 
     /// The object names and byte ranges a gather of `idx` requests from this remote store
@@ -67,15 +76,21 @@ impl<L: Layout> Store<L> {
     #[cfg(all(feature = "remote", feature = "internals"))]
     #[doc(hidden)]
     pub fn remote_requests(&self, idx: &[u64]) -> Result<Vec<(String, std::ops::Range<u64>)>> {
-        super::engine::remote_requests(&self.c, idx)
+        match &self.c {
+            Opened::One(c) => super::engine::remote_requests(c, idx),
+            Opened::Parts(_) => Err(crate::Error::invalid("remote_requests of a dataset")),
+        }
     }
 
-    /// Number of data shards.
+    /// Number of data shards of a container; for a dataset of parts, the number of parts.
     pub fn data_shards(&self) -> u32 {
-        self.c.shard_count()
+        match &self.c {
+            Opened::One(c) => c.shard_count(),
+            Opened::Parts(p) => p.part_count() as u32,
+        }
     }
 
-    /// Container directory.
+    /// Container directory, or the dataset's root.
     pub fn path(&self) -> &Path {
         self.c.path()
     }
@@ -83,19 +98,69 @@ impl<L: Layout> Store<L> {
     /// Where records `idx` are stored (shard file, offset, stored length): for tools that read
     /// the same extents past zrecord, e.g. a device-limit measurement.
     pub fn record_extents(&self, idx: &[u64]) -> Result<Vec<RecordExtent>> {
-        self.c.record_extents(idx)
+        match &self.c {
+            Opened::One(c) => c.record_extents(idx),
+            Opened::Parts(p) => {
+                p.check_indices(idx)?;
+                let mut out = Vec::with_capacity(idx.len());
+                for &i in idx {
+                    let (part, local) = p.locate(i);
+                    out.extend(p.part(part)?.record_extents(&[local])?);
+                }
+                Ok(out)
+            }
+        }
     }
 
-    /// Allocated bytes on disk (all files).
+    /// Allocated bytes on disk (all files; a dataset: the bytes its version lists for this
+    /// column's parts).
     pub fn disk_bytes(&self) -> u64 {
-        self.c.disk_bytes()
+        match &self.c {
+            Opened::One(c) => c.disk_bytes(),
+            Opened::Parts(p) => p.bytes(),
+        }
+    }
+
+    /// Number of parts: a dataset's (in its version's order), 1 for a single container.
+    pub fn parts(&self) -> usize {
+        match &self.c {
+            Opened::One(_) => 1,
+            Opened::Parts(p) => p.part_count(),
+        }
+    }
+
+    /// [`verify`](Self::verify) of part `p` alone (of a single container, `p` 0 is the whole
+    /// container): for tools that report progress part by part. Errors name the part's files.
+    pub fn verify_part(&self, p: usize) -> Result<()> {
+        if p >= self.parts() {
+            return Err(crate::Error::IndexOutOfRange {
+                index: p as u64,
+                len: self.parts() as u64,
+            });
+        }
+        match &self.c {
+            Opened::One(c) => {
+                c.check_open()?;
+                verify_all(c)
+            }
+            Opened::Parts(parts) => {
+                parts.check_open()?;
+                verify_all(parts.part(p)?)
+            }
+        }
     }
 
     /// Reads and checks every byte: whole-shard checksums, every record's checksum, every
-    /// compressed record's decoded size.
+    /// compressed record's decoded size; a dataset: every part, each opened and checked against
+    /// its version first.
     pub fn verify(&self) -> Result<()> {
-        self.c.check_open()?;
-        verify_all(&self.c)
+        match &self.c {
+            Opened::One(c) => {
+                c.check_open()?;
+                verify_all(c)
+            }
+            Opened::Parts(_) => (0..self.parts()).try_for_each(|p| self.verify_part(p)),
+        }
     }
 
     /// Binds the store to a placement. The view gathers into memory from `allocator`.

@@ -12,9 +12,9 @@ use crate::alloc::Allocator;
 use crate::error::{Error, Result};
 
 use super::batch::Batch;
-use super::container::Container;
 use super::getters::{container_getters, layout_getters};
 use super::layout::{Dense, Layout, Ragged};
+use super::opened::Opened;
 
 /// Batch type of a view (used by generic code such as the loader).
 pub trait ViewGather {
@@ -27,7 +27,7 @@ pub trait ViewGather {
 /// A store of layout `L` bound to a placement.
 #[derive(Clone)]
 pub struct View<L: Layout> {
-    pub(super) c: Arc<Container>,
+    pub(super) c: Opened,
     pub(super) alloc: Arc<dyn Allocator>,
     layout: PhantomData<fn() -> L>,
 }
@@ -53,7 +53,7 @@ fn range_indices(range: Range<u64>, len: u64) -> Result<Vec<u64>> {
 impl<L: Layout> View<L> {
     /// `c` bound to `allocator` (see [`crate::Store::bind`]): to its per-view handle where it
     /// keeps one ([`Allocator::bind_view`]), else to itself.
-    pub(super) fn new(c: Arc<Container>, allocator: Arc<dyn Allocator>) -> View<L> {
+    pub(super) fn new(c: Opened, allocator: Arc<dyn Allocator>) -> View<L> {
         View {
             c,
             alloc: allocator.bind_view().unwrap_or(allocator),

@@ -26,6 +26,7 @@
 //! the attempts.
 
 mod client;
+mod objects;
 mod runtime;
 
 use std::fmt;
@@ -48,6 +49,7 @@ use crate::source::{Opener, RangeFetch, ReadFile, RemoteOptions};
 
 pub use client::CONTENT_TYPE;
 use client::build;
+pub(crate) use objects::RemoteObjects;
 use runtime::block_on;
 
 /// One remote store's connection.

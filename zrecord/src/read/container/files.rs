@@ -48,7 +48,7 @@ pub(super) fn open_manifest(
     path: &Path,
     kind: Kind,
     mapped: bool,
-) -> Result<(Manifest, PathBuf)> {
+) -> Result<(Manifest, PathBuf, u32)> {
     let mp = path.join(MANIFEST_FILE);
     let not_found = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     let mfile = match open_whole(opener, &mp, mapped) {
@@ -71,6 +71,9 @@ pub(super) fn open_manifest(
         Err(e) => return Err(Error::io("open", &mp, e)),
     };
     let m = Manifest::decode(mfile.bytes(), &mp)?;
+    // The decode checked the length and this trailing checksum.
+    let bytes = mfile.bytes();
+    let crc = crate::format::rd_u32(bytes, bytes.len() - 4);
     if m.kind != kind {
         let (want, got) = match kind {
             Kind::Dense => ("Dense", "Ragged"),
@@ -81,7 +84,7 @@ pub(super) fn open_manifest(
             format!("expected a {want} container, found a {got} one"),
         ));
     }
-    Ok((m, mp))
+    Ok((m, mp, crc))
 }
 
 /// A container's open data shards, and their paths, in shard order.

@@ -92,6 +92,8 @@ pub(in crate::read) struct Container {
     /// The client of the object store a remote store is read from (`read::engine::remote`).
     #[cfg(feature = "remote")]
     remote: Option<Arc<dyn RangeFetch>>,
+    /// The manifest file's CRC32C (its last four bytes): what a dataset's version lists.
+    manifest_crc: u32,
     closed: AtomicBool,
 }
 
@@ -102,7 +104,7 @@ impl Container {
         let backend = crate::backend::for_path(path, &opts.vfs, &opts.remote)?;
         let opener: &dyn Opener = &*backend.files;
         let mapped = !backend.remote() && opts.mmap.unwrap_or_else(|| !opener.shared_fs(path));
-        let (m, mp) = files::open_manifest(opener, path, kind, mapped)?;
+        let (m, mp, manifest_crc) = files::open_manifest(opener, path, kind, mapped)?;
         let index_path = path.join(INDEX_FILE);
         let index = index::open_index(opener, &m, &index_path, mapped)?;
         let (shards, shard_paths) = files::open_shards(opener, path, &m, mapped)?;
@@ -144,8 +146,14 @@ impl Container {
             fixed,
             #[cfg(feature = "remote")]
             remote: backend.fetch,
+            manifest_crc,
             closed: AtomicBool::new(false),
         })
+    }
+
+    /// The manifest file's CRC32C.
+    pub(in crate::read) fn manifest_crc(&self) -> u32 {
+        self.manifest_crc
     }
 
     /// The container directory.

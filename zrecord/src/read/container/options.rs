@@ -27,6 +27,12 @@ pub struct OpenOptions {
     /// How a store on object storage (a URL path: `s3://`, `gs://`, `az://`, `http(s)://`) is
     /// reached (feature `remote`).
     pub remote: RemoteOptions,
+    /// The version of a dataset of parts to open (`None`: its newest). Refused for a single
+    /// container.
+    pub version: Option<u64>,
+    /// The column to open, of a dataset of several columns (or of a converter's root of one
+    /// container per column: the container `path/<column>`).
+    pub column: Option<String>,
 }
 
 impl Default for OpenOptions {
@@ -37,6 +43,8 @@ impl Default for OpenOptions {
             cold_reads: ColdReads::Auto,
             mmap: None,
             remote: RemoteOptions::default(),
+            version: None,
+            column: None,
         }
     }
 }
@@ -48,6 +56,8 @@ impl fmt::Debug for OpenOptions {
             .field("cold_reads", &self.cold_reads)
             .field("mmap", &self.mmap)
             .field("remote", &self.remote)
+            .field("version", &self.version)
+            .field("column", &self.column)
             .finish()
     }
 }

@@ -1,0 +1,84 @@
+//! Removing what no version references: parts whose writer died before a commit listed them (or
+//! that a later `commit` dropped from every version), once they are older than a grace period, so
+//! that a part still being written or about to be committed is left alone.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::source::RemoteOptions;
+
+use super::{PARTS_DIR, listed_versions, objects, read_version_in};
+
+/// What [`gc`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DatasetGc {
+    /// The versions whose manifests were read (every one: a part any of them lists is kept).
+    pub versions: Vec<u64>,
+    /// Parts no version lists, older than the grace period: removed, or with `dry_run` listed
+    /// only.
+    pub removed: Vec<String>,
+    /// Files under the removed parts.
+    pub files: usize,
+    /// Parts no version lists that are younger than the grace period (left alone).
+    pub young: Vec<String>,
+    /// Whether nothing was removed (a dry run).
+    pub dry_run: bool,
+}
+
+/// Lists (with `dry_run`) or removes the parts under `root` that no version lists and whose newest
+/// file is at least `min_age_secs` old, and any temporary folder a local writer that died left
+/// under `parts/`. A version manifest that cannot be read stops it before anything is removed.
+pub fn gc(
+    root: impl AsRef<Path>,
+    min_age_secs: u64,
+    dry_run: bool,
+    remote: &RemoteOptions,
+) -> Result<DatasetGc> {
+    let o = objects(root.as_ref(), remote)?;
+    let versions = listed_versions(&*o)?;
+    let mut listed = HashSet::new();
+    for &v in &versions {
+        for p in read_version_in(&*o, v)?.parts {
+            listed.insert(p.name);
+        }
+    }
+    let at = o.root().join(PARTS_DIR);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut report = DatasetGc {
+        versions,
+        dry_run,
+        ..DatasetGc::default()
+    };
+    for entry in o.list(PARTS_DIR).map_err(|e| Error::io("list", &at, e))? {
+        if !entry.dir || listed.contains(&entry.name) || entry.name.starts_with('.') {
+            continue;
+        }
+        let dir = format!("{PARTS_DIR}/{}", entry.name);
+        let files = o
+            .list_tree(&dir)
+            .map_err(|e| Error::io("list", o.root().join(&dir), e))?;
+        let newest = files.iter().map(|(_, t)| *t).max().unwrap_or(0);
+        if now.saturating_sub(newest) < min_age_secs {
+            report.young.push(entry.name);
+            continue;
+        }
+        report.files += files.len();
+        if !dry_run {
+            o.remove_tree(&dir)
+                .map_err(|e| Error::io("remove", o.root().join(&dir), e))?;
+        }
+        report.removed.push(entry.name);
+    }
+    // A local writer that died mid-part left a temporary folder beside the parts (never listed,
+    // never visible); `publish::gc` removes those nobody holds a lock on.
+    if !dry_run && crate::source::url_of(root.as_ref()).is_none() && o.list(PARTS_DIR).is_ok() {
+        let parts = root.as_ref().join(PARTS_DIR);
+        if parts.is_dir() {
+            crate::publish::gc(&parts)?;
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,130 @@
+//! What a store or view reads: one container, or a dataset of parts ([`super::parts`]). The
+//! getters every store and view share ask it, and a gather takes its arm once, before any record.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::format::{Codec, Kind};
+
+use super::container::{Container, OpenOptions};
+use super::parts::Parts;
+
+/// An opened container or dataset.
+#[derive(Clone)]
+pub(in crate::read) enum Opened {
+    One(Arc<Container>),
+    Parts(Arc<Parts>),
+}
+
+impl Opened {
+    /// Opens `path` as a dataset when it holds versions, else as one container.
+    pub(in crate::read) fn open(path: &Path, kind: Kind, opts: &OpenOptions) -> Result<Opened> {
+        if let Some(p) = Parts::open(path, kind, opts)? {
+            return Ok(Opened::Parts(Arc::new(p)));
+        }
+        if opts.version.is_some() {
+            return Err(Error::invalid(format!(
+                "{}: a version was asked for, but no dataset (no versions/) is there",
+                path.display()
+            )));
+        }
+        let path = match &opts.column {
+            Some(c) => path.join(c),
+            None => path.to_path_buf(),
+        };
+        Ok(Opened::One(Arc::new(Container::open(&path, kind, opts)?)))
+    }
+
+    pub(in crate::read) fn records(&self) -> u64 {
+        match self {
+            Opened::One(c) => c.records(),
+            Opened::Parts(p) => p.records(),
+        }
+    }
+
+    pub(in crate::read) fn dtype(&self) -> DType {
+        match self {
+            Opened::One(c) => c.dtype(),
+            Opened::Parts(p) => p.schema().dtype,
+        }
+    }
+
+    pub(in crate::read) fn codec(&self) -> Codec {
+        match self {
+            Opened::One(c) => c.codec(),
+            Opened::Parts(p) => p.schema().codec,
+        }
+    }
+
+    pub(in crate::read) fn item_shape(&self) -> &[u64] {
+        match self {
+            Opened::One(c) => c.item_shape(),
+            Opened::Parts(p) => &p.schema().item_shape,
+        }
+    }
+
+    pub(in crate::read) fn ndim(&self) -> u32 {
+        match self {
+            Opened::One(c) => c.ndim(),
+            Opened::Parts(p) => p.schema().ndim,
+        }
+    }
+
+    pub(in crate::read) fn record_bytes(&self) -> u64 {
+        match self {
+            Opened::One(c) => c.record_bytes(),
+            Opened::Parts(p) => p.record_bytes(),
+        }
+    }
+
+    /// A single `zstd_dict` container's dictionary (a dataset's parts each have their own).
+    pub(in crate::read) fn dictionary(&self) -> Option<&[u8]> {
+        match self {
+            Opened::One(c) => c.dictionary(),
+            Opened::Parts(_) => None,
+        }
+    }
+
+    pub(in crate::read) fn is_closed(&self) -> bool {
+        match self {
+            Opened::One(c) => c.is_closed(),
+            Opened::Parts(p) => p.is_closed(),
+        }
+    }
+
+    pub(in crate::read) fn close(&self) {
+        match self {
+            Opened::One(c) => c.close(),
+            Opened::Parts(p) => p.close(),
+        }
+    }
+
+    /// The container directory, or the dataset's root.
+    pub(in crate::read) fn path(&self) -> &Path {
+        match self {
+            Opened::One(c) => c.path(),
+            Opened::Parts(p) => p.root(),
+        }
+    }
+
+    /// The dataset version read (`None` for a single container).
+    pub(in crate::read) fn version(&self) -> Option<u64> {
+        match self {
+            Opened::One(_) => None,
+            Opened::Parts(p) => Some(p.version()),
+        }
+    }
+
+    /// Record `i`'s shape (Ragged), from the index.
+    pub(in crate::read) fn shape_of(&self, i: u64) -> Result<Vec<u64>> {
+        match self {
+            Opened::One(c) => {
+                c.check_indices(&[i])?;
+                Ok(c.shape_words(i).collect())
+            }
+            Opened::Parts(p) => p.shape_of(i),
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! Datasets of parts on the local file system: parts written independently (concurrently, in any
+//! order) and committed as versions; the same `DenseStore` / `RaggedStore` reads a dataset as it
+//! reads one container (against an oracle, across part boundaries, pinned versions, several
+//! columns); racing commits (exactly one wins each version, the losers get `Conflict`); every
+//! mismatch between a version and its parts is a typed error naming the part; `gc` removes what no
+//! version lists.
+
+mod support;
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use support::fixtures::alloc;
+use zrecord::dataset::{self, append, commit, gc, new_part_name, part_path};
+use zrecord::{
+    Codec, DType, DenseStore, DenseWriter, Error, OpenOptions, RaggedStore, RaggedWriter,
+    RemoteOptions, WriterOptions,
+};
+
+/// Record `r` of part `p` of a Dense dataset (int32 `[3]`): three words that name it.
+fn dense_record(p: u32, r: u32) -> Vec<u8> {
+    [p, r, p.wrapping_mul(2_654_435_761) ^ r]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect()
+}
+
+/// Writes a Dense part of `n` records at `path` (2 data shards).
+fn dense_part(path: &Path, p: u32, n: u32, codec: Codec) {
+    let mut w = DenseWriter::create(
+        path,
+        DType::Int32,
+        &[3],
+        codec,
+        WriterOptions {
+            data_shards: 2,
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap();
+    let data: Vec<u8> = (0..n).flat_map(|r| dense_record(p, r)).collect();
+    w.append(&data).unwrap();
+    w.close().unwrap();
+}
+
+/// Record `r` of part `p` of a Ragged dataset (uint16, 1-D): `1 + (p + r) % 7` values.
+fn ragged_record(p: u32, r: u32) -> Vec<u16> {
+    (0..1 + (p + r) % 7)
+        .map(|k| (p * 1000 + r * 10 + k) as u16)
+        .collect()
+}
+
+fn ragged_part(path: &Path, p: u32, n: u32) {
+    let mut w = RaggedWriter::create(
+        path,
+        DType::UInt16,
+        1,
+        Codec::Zstd,
+        WriterOptions::default(),
+    )
+    .unwrap();
+    let recs: Vec<Vec<u16>> = (0..n).map(|r| ragged_record(p, r)).collect();
+    let values: Vec<u8> = recs
+        .iter()
+        .flatten()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mut cu = vec![0i32];
+    for r in &recs {
+        cu.push(cu.last().unwrap() + r.len() as i32);
+    }
+    let shapes: Vec<u64> = recs.iter().map(|r| r.len() as u64).collect();
+    w.append(&values, &cu, &shapes).unwrap();
+    w.close().unwrap();
+}
+
+fn local() -> RemoteOptions {
+    RemoteOptions::default()
+}
+
+/// Writes Dense parts of `sizes` records under `root` (part `k` named `p<k>`) and returns, per
+/// global record, its oracle bytes.
+fn write_dense(root: &Path, sizes: &[u32], first: u32) -> (Vec<String>, Vec<Vec<u8>>) {
+    let mut names = Vec::new();
+    let mut recs = Vec::new();
+    for (k, &n) in sizes.iter().enumerate() {
+        let p = first + k as u32;
+        let name = format!("p{p:04}");
+        dense_part(&part_path(root, &name, None), p, n, Codec::Raw);
+        recs.extend((0..n).map(|r| dense_record(p, r)));
+        names.push(name);
+    }
+    (names, recs)
+}
+
+#[test]
+fn a_dataset_of_parts_reads_as_one_store_and_versions_pin() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    let (names, mut recs) = write_dense(&root, &[5, 1, 17, 4], 0);
+    // Written but not committed: nothing is a dataset yet.
+    assert!(
+        dataset::read_version(&root, None, &local())
+            .unwrap()
+            .is_none()
+    );
+    let v1 = commit(&root, &names, &local()).unwrap();
+    assert_eq!((v1.version, v1.records()), (1, 27));
+    let s = DenseStore::open(&root).unwrap();
+    assert_eq!(
+        (s.len(), s.version(), s.item_shape()),
+        (27, Some(1), &[3u64][..])
+    );
+    let v = s.bind(alloc());
+    let idx: Vec<u64> = vec![26, 0, 5, 6, 5, 22, 7, 23, 4, 4, 21];
+    let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+    assert_eq!(v.gather(&idx).unwrap().bytes(), &want[..]);
+    assert_eq!(v.range(3..9).unwrap().bytes(), &recs[3..9].concat()[..]);
+    assert!(matches!(
+        v.gather(&[27]),
+        Err(Error::IndexOutOfRange { index: 27, len: 27 })
+    ));
+    s.verify().unwrap();
+
+    // Append two parts: version 2 lists six; version 1, pinned, still reads its four.
+    let (more, recs2) = write_dense(&root, &[3, 2], 10);
+    let v2 = append(&root, &more, &local()).unwrap();
+    assert_eq!((v2.version, v2.parts.len(), v2.records()), (2, 6, 32));
+    recs.extend(recs2);
+    let s2 = DenseStore::open(&root).unwrap();
+    assert_eq!((s2.len(), s2.version()), (32, Some(2)));
+    let all: Vec<u64> = (0..32).rev().collect();
+    let want: Vec<u8> = all.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+    assert_eq!(s2.bind(alloc()).gather(&all).unwrap().bytes(), &want[..]);
+    let pinned = DenseStore::open_with(
+        &root,
+        OpenOptions {
+            version: Some(1),
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!((pinned.len(), pinned.version()), (27, Some(1)));
+    assert_eq!(dataset::versions(&root, &local()).unwrap(), [1, 2]);
+    // Appending a listed part again is refused; so is a Ragged open of a Dense dataset.
+    assert!(matches!(
+        append(&root, &more[..1], &local()),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        RaggedStore::open(&root),
+        Err(Error::Format { .. })
+    ));
+    // A single container refuses a version.
+    let one = dir.path().join("one");
+    dense_part(&one, 0, 3, Codec::Zstd);
+    let e = DenseStore::open_with(
+        &one,
+        OpenOptions {
+            version: Some(1),
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::InvalidInput(_)), "{e}");
+}
+
+#[test]
+fn ragged_and_multi_column_datasets_keep_their_columns_aligned() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cols");
+    let sizes = [4u32, 9, 2];
+    let mut names = Vec::new();
+    for (p, &n) in sizes.iter().enumerate() {
+        let name = format!("w{p}");
+        ragged_part(&part_path(&root, &name, Some("tokens")), p as u32, n);
+        dense_part(
+            &part_path(&root, &name, Some("label")),
+            p as u32,
+            n,
+            Codec::Zstd,
+        );
+        names.push(name);
+    }
+    let m = commit(&root, &names, &local()).unwrap();
+    let cols: Vec<&str> = m.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(cols, ["label", "tokens"]);
+    let col = |c: &str| OpenOptions {
+        column: Some(c.into()),
+        ..OpenOptions::default()
+    };
+    let tokens = RaggedStore::open_with(&root, col("tokens")).unwrap();
+    let labels = DenseStore::open_with(&root, col("label")).unwrap();
+    assert_eq!((tokens.len(), labels.len()), (15, 15));
+    let global: Vec<(u32, u32)> = sizes
+        .iter()
+        .enumerate()
+        .flat_map(|(p, &n)| (0..n).map(move |r| (p as u32, r)))
+        .collect();
+    let idx = [14u64, 0, 3, 4, 12, 13, 8, 8];
+    let b = tokens.bind(alloc()).gather(&idx).unwrap();
+    let l = labels.bind(alloc()).gather(&idx).unwrap();
+    for (k, &i) in idx.iter().enumerate() {
+        let (p, r) = global[i as usize];
+        let want: Vec<u8> = ragged_record(p, r)
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(b.record(k), &want[..], "record {i}");
+        assert_eq!(b.shapes()[k], want.len() as u64 / 2);
+        assert_eq!(&l.bytes()[12 * k..12 * k + 12], &dense_record(p, r)[..]);
+    }
+    assert_eq!(
+        tokens.shape_of(5).unwrap(),
+        vec![ragged_record(1, 1).len() as u64]
+    );
+    // Several columns: one must be named, and it must exist.
+    assert!(matches!(
+        DenseStore::open(&root),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        DenseStore::open_with(&root, col("nope")),
+        Err(Error::InvalidInput(_))
+    ));
+    // A part whose columns disagree in length is refused at commit, naming it.
+    ragged_part(&part_path(&root, "bad", Some("tokens")), 7, 3);
+    dense_part(&part_path(&root, "bad", Some("label")), 7, 4, Codec::Zstd);
+    let e = append(&root, &["bad".to_string()], &local()).unwrap_err();
+    assert!(
+        e.to_string().contains("bad") && e.to_string().contains("record counts"),
+        "{e}"
+    );
+}
+
+#[test]
+fn racing_commits_never_both_win_and_parts_from_many_writers_commit_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("race");
+    // Eight writers, five parts each, written at once.
+    let names: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..8u32)
+            .map(|w| {
+                let root = &root;
+                s.spawn(move || {
+                    (0..5u32)
+                        .map(|k| {
+                            let name = new_part_name(&format!("w{w}")).unwrap();
+                            dense_part(&part_path(root, &name, None), w * 5 + k, 1 + k, Codec::Raw);
+                            name
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(commit(&root, &names, &local()).unwrap().records(), 8 * 15);
+    // Eight appenders race, each retrying on conflict: every part lands exactly once, and each
+    // version was won by exactly one of them.
+    let extra: Vec<String> = (0..8u32)
+        .map(|k| {
+            let name = format!("late{k}");
+            dense_part(&part_path(&root, &name, None), 100 + k, 2, Codec::Raw);
+            name
+        })
+        .collect();
+    let conflicts: usize = std::thread::scope(|s| {
+        let hs: Vec<_> = extra
+            .iter()
+            .map(|name| {
+                let root = &root;
+                s.spawn(move || {
+                    let mut lost = 0;
+                    loop {
+                        match append(root, std::slice::from_ref(name), &local()) {
+                            Ok(_) => return lost,
+                            Err(Error::Conflict { version, .. }) => {
+                                assert!(version >= 2);
+                                lost += 1;
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let versions = dataset::versions(&root, &local()).unwrap();
+    assert_eq!(
+        versions,
+        (1..=9).collect::<Vec<u64>>(),
+        "{conflicts} conflicts"
+    );
+    let last = dataset::read_version(&root, None, &local())
+        .unwrap()
+        .unwrap();
+    let mut listed: Vec<&str> = last.parts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(listed.len(), 48);
+    listed.sort_unstable();
+    listed.dedup();
+    assert_eq!(listed.len(), 48, "a part listed twice");
+    // `commit` publishes a version listing exactly what it is given.
+    let v10 = commit(&root, &names[..2], &local()).unwrap();
+    assert_eq!((v10.version, v10.parts.len()), (10, 2));
+    assert_eq!(DenseStore::open(&root).unwrap().len(), 3);
+}
+
+#[test]
+fn a_part_that_is_not_what_the_version_lists_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("tamper");
+    let (names, _) = write_dense(&root, &[4, 4, 4], 0);
+    commit(&root, &names, &local()).unwrap();
+    // Part p0001 replaced by another container of the same shape and count after the commit.
+    let p1 = part_path(&root, "p0001", None);
+    std::fs::remove_dir_all(&p1).unwrap();
+    dense_part(&p1, 9, 4, Codec::Raw);
+    let v = DenseStore::open(&root).unwrap().bind(alloc());
+    // Records of the other parts still read; the replaced one is refused, named.
+    v.gather(&[0, 11]).unwrap();
+    let e = v.gather(&[5]).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    assert!(
+        e.to_string().contains("p0001") && e.to_string().contains("manifest crc32c"),
+        "{e}"
+    );
+    // A part removed: an I/O error naming its path, at first touch only.
+    std::fs::remove_dir_all(part_path(&root, "p0002", None)).unwrap();
+    let v = DenseStore::open(&root).unwrap().bind(alloc());
+    v.gather(&[0]).unwrap();
+    let e = v.gather(&[9]).unwrap_err();
+    assert!(e.to_string().contains("p0002"), "{e}");
+    // A schema that differs is refused at commit, naming the part.
+    let odd = part_path(&root, "odd", None);
+    let mut w = DenseWriter::create(
+        &odd,
+        DType::Int32,
+        &[4],
+        Codec::Raw,
+        WriterOptions::default(),
+    )
+    .unwrap();
+    w.append(&[0u8; 16]).unwrap();
+    w.close().unwrap();
+    let e = append(&root, &["odd".to_string()], &local()).unwrap_err();
+    assert!(
+        matches!(e, Error::Format { .. }) && e.to_string().contains("odd"),
+        "{e}"
+    );
+    // An unpublished or missing part too.
+    let e = append(&root, &["ghost".to_string()], &local()).unwrap_err();
+    assert!(e.to_string().contains("ghost"), "{e}");
+    // A damaged version manifest: a corruption error naming it, at open.
+    let vfile = root.join("versions").join(format!("{:020}.zrv", 1));
+    let mut b = std::fs::read(&vfile).unwrap();
+    b[20] ^= 1;
+    std::fs::write(&vfile, b).unwrap();
+    let e = DenseStore::open(&root).unwrap_err();
+    assert!(e.is_corruption() && e.to_string().contains(".zrv"), "{e}");
+}
+
+#[test]
+fn gc_removes_only_old_parts_no_version_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("gc");
+    let (names, _) = write_dense(&root, &[3, 3], 0);
+    commit(&root, &names, &local()).unwrap();
+    write_dense(&root, &[2], 5); // p0005: a writer that never committed
+    let young = gc(&root, 3600, false, &local()).unwrap();
+    assert_eq!(
+        (young.removed.len(), young.young.clone()),
+        (0, vec!["p0005".to_string()])
+    );
+    let dry = gc(&root, 0, true, &local()).unwrap();
+    assert_eq!(dry.removed, ["p0005"]);
+    assert!(
+        part_path(&root, "p0005", None).exists(),
+        "a dry run removes nothing"
+    );
+    let done = gc(&root, 0, false, &local()).unwrap();
+    assert_eq!(done.removed, ["p0005"]);
+    assert!(done.files >= 3);
+    assert!(!part_path(&root, "p0005", None).exists());
+    let s = DenseStore::open(&root).unwrap();
+    assert_eq!(s.len(), 6);
+    s.verify().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Any split of records into parts (empty parts included) and any gather read exactly what a
+    /// flat list of the same records holds.
+    #[test]
+    fn gathers_across_any_parts_match_a_flat_oracle(
+        sizes in prop::collection::vec(0u32..9, 1..7),
+        picks in prop::collection::vec(any::<u64>(), 0..40),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("p");
+        let (names, recs) = write_dense(&root, &sizes, 0);
+        commit(&root, &names, &local()).unwrap();
+        let s = DenseStore::open(&root).unwrap();
+        prop_assert_eq!(s.len(), recs.len() as u64);
+        if recs.is_empty() {
+            return Ok(());
+        }
+        let idx: Vec<u64> = picks.iter().map(|p| p % recs.len() as u64).collect();
+        let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+        let got = s.bind(alloc()).gather(&idx).unwrap();
+        prop_assert_eq!(got.bytes(), &want[..]);
+    }
+}

@@ -106,6 +106,32 @@ pub struct ViewPrint {
     pub store: String,
     /// Records in the view.
     pub records: u64,
+    /// The version of the dataset of parts the view reads (absent for a single container).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+}
+
+/// Refuses a state saved while reading another version of a dataset (checked before the sampler:
+/// another version's record count changes the index space too), saying which version to open.
+fn check_versions(theirs: &[StreamPrint], mine: &[StreamPrint]) -> Result<()> {
+    for (a, b) in theirs.iter().zip(mine) {
+        for (j, (u, v)) in a.views.iter().zip(&b.views).enumerate() {
+            if u.version != v.version {
+                let name = |x: Option<u64>| {
+                    x.map_or("a single container".to_string(), |n| format!("version {n}"))
+                };
+                return Err(Error::invalid(format!(
+                    "the state cannot be loaded: stream {:?} view {j} was read at {} of its dataset, \
+                     this loader reads {}; open the dataset at the state's version \
+                     (OpenOptions::version, `version=` in Python) to resume exactly",
+                    a.name,
+                    name(u.version),
+                    name(v.version)
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// FNV-1a over `label`: the `store` field of a [`ViewPrint`].
@@ -153,6 +179,7 @@ impl LoaderState {
         if self.ordered != mine.ordered {
             return differs("ordered", &self.ordered, &mine.ordered);
         }
+        check_versions(&self.streams, &mine.streams)?;
         check_sampler(&self.sampler, &mine.sampler, &differs)?;
         if self.streams.len() != mine.streams.len() {
             return differs(

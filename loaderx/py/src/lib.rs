@@ -5,6 +5,7 @@
 mod allocator;
 #[cfg(feature = "bench-hooks")]
 mod bench;
+mod dataset;
 mod dlpack;
 mod dtypes;
 mod errors;
@@ -46,6 +47,12 @@ fn _loaderx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add_classes!(m, writer::PyDenseWriter, writer::PyRaggedWriter);
     add_classes!(m, sampler::PySampler, sampler::PyMode, loader::PyLoader);
     m.add_function(wrap_pyfunction!(view::train_dict, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::_dataset_commit, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::_dataset_versions, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::_dataset_info, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::_dataset_gc, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::_dataset_part_path, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::_dataset_new_part_name, m)?)?;
     #[cfg(feature = "remote")]
     {
         m.add_function(wrap_pyfunction!(remote::publish, m)?)?;

@@ -127,7 +127,12 @@ fn parse_streams<'py>(py: Python<'py>, streams: &Bound<'py, PyAny>) -> PyResult<
             };
             let path = a.opened.path;
             view_prints.append((a.kind, path.clone(), a.view.len()))?;
-            labels.push(path.to_string_lossy().into_owned());
+            // A dataset's column is part of what the view reads (its version is in the state).
+            let mut label = path.to_string_lossy().into_owned();
+            if let Some(c) = &a.opened.column {
+                label = format!("{label}#{c}");
+            }
+            labels.push(label);
             vs.push(a.view);
             places.push(a.placement);
         }

@@ -36,6 +36,10 @@ pub(crate) struct Opened {
     pub path: PathBuf,
     pub mmap: Option<bool>,
     pub remote: RemoteOptions,
+    /// The dataset version read (the receiver opens the same one), `None` for a container.
+    pub version: Option<u64>,
+    /// The column opened, if one was named.
+    pub column: Option<String>,
 }
 
 /// The pickled form of an `Opened`: path, `mmap`, storage options, the cache keywords.
@@ -48,11 +52,18 @@ type OpenedArgs<'py> = (
 
 impl Opened {
     pub(crate) fn pickled<'py>(&self, py: Python<'py>) -> PyResult<OpenedArgs<'py>> {
+        // The keywords beyond path, mmap and storage options: the cache's, the version, the column.
+        let mut kw = cache_dict(py, &self.remote)?;
+        if self.version.is_some() || self.column.is_some() {
+            let d = kw.get_or_insert_with(|| PyDict::new(py));
+            d.set_item("version", self.version)?;
+            d.set_item("column", &self.column)?;
+        }
         Ok((
             self.path.to_string_lossy().into_owned(),
             self.mmap,
             options_dict(py, &self.remote)?,
-            cache_dict(py, &self.remote)?,
+            kw,
         ))
     }
 }

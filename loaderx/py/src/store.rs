@@ -36,9 +36,11 @@ macro_rules! store_class {
             /// they are read with positional reads; True always maps, False never does.
             /// `cache_dir` (a URL's store only): a node-local cache of the store's blocks there,
             /// shared by the node's processes, holding at most `cache_bytes` (default 10 GiB) in
-            /// blocks of `cache_block` bytes (default 256 KiB).
+            /// blocks of `cache_block` bytes (default 256 KiB). A dataset of parts
+            /// (`loaderx.dataset`) opens at its newest version, or at `version`; `column` names
+            /// the column of a dataset of several (or of a converter's root).
             #[new]
-            #[pyo3(signature = (path, *, mmap = None, storage_options = None, cache_dir = None, cache_bytes = None, cache_block = None))]
+            #[pyo3(signature = (path, *, mmap = None, storage_options = None, cache_dir = None, cache_bytes = None, cache_block = None, version = None, column = None))]
             #[allow(clippy::too_many_arguments)]
             fn py_new(
                 py: Python<'_>,
@@ -48,11 +50,19 @@ macro_rules! store_class {
                 cache_dir: Option<PathBuf>,
                 cache_bytes: Option<u64>,
                 cache_block: Option<u64>,
+                version: Option<u64>,
+                column: Option<String>,
             ) -> PyResult<Self> {
                 let remote = with_cache(remote_options(storage_options)?, cache_dir, cache_bytes, cache_block)?;
-                let opts = OpenOptions { mmap, remote: remote.clone(), ..OpenOptions::default() };
+                let opts = OpenOptions {
+                    mmap,
+                    remote: remote.clone(),
+                    version,
+                    column: column.clone(),
+                    ..OpenOptions::default()
+                };
                 let store = py.detach(|| guard(|| $store::open_with(&path, opts))).py_err(py)?;
-                let opened = Opened { path: store.path().to_path_buf(), mmap, remote };
+                let opened = Opened { path: path.clone(), mmap, remote, version: store.version(), column };
                 Ok($py_store { store, opened })
             }
 
@@ -95,6 +105,12 @@ macro_rules! store_class {
                 })
             }
 
+            /// The dataset version this store reads, None for a single container.
+            #[getter]
+            fn version(&self) -> Option<u64> {
+                self.store.version()
+            }
+
             #[getter]
             fn data_shards(&self) -> u32 {
                 self.store.data_shards()
@@ -115,6 +131,18 @@ macro_rules! store_class {
             fn verify(&self, py: Python<'_>) -> PyResult<()> {
                 let s = &self.store;
                 py.detach(|| guard(|| s.verify())).py_err(py)
+            }
+
+            /// Number of parts (a dataset's; 1 for a single container).
+            #[getter]
+            fn parts(&self) -> usize {
+                self.store.parts()
+            }
+
+            /// `verify()` of part `p` alone (for progress reports).
+            fn verify_part(&self, py: Python<'_>, p: usize) -> PyResult<()> {
+                let s = &self.store;
+                py.detach(|| guard(|| s.verify_part(p))).py_err(py)
             }
 
             /// Releases the store; its views fail with `ClosedError` afterwards. Idempotent.

@@ -134,6 +134,10 @@ pub(super) fn prints(
                     },
                     store: store_hash(&label(i, j)),
                     records: v.len(),
+                    version: match v {
+                        StreamView::Dense(d) => d.version(),
+                        StreamView::Ragged(r) => r.version(),
+                    },
                 })
                 .collect(),
         })

@@ -8,13 +8,14 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 
-from . import backend, distributed, dtypes, errors, sampler, zrecord
+from . import backend, dataset, distributed, dtypes, errors, sampler, zrecord
 from ._loaderx import DEFAULT_POOL_SIZE, Allocator, Loader
 from .sampler import MixtureSource
 from .errors import (
     AllocationError,
     AlreadyExistsError,
     ClosedError,
+    CommitConflictError,
     CorruptError,
     DTypeError,
     Error,
@@ -44,6 +45,7 @@ __all__ = [
     "Loader",
     "MixtureSource",
     "backend",
+    "dataset",
     "distributed",
     "dtypes",
     "errors",
@@ -53,6 +55,7 @@ __all__ = [
     "AllocationError",
     "AlreadyExistsError",
     "ClosedError",
+    "CommitConflictError",
     "CorruptError",
     "DTypeError",
     "FormatError",

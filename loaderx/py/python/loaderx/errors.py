@@ -24,6 +24,7 @@ __all__ = [
     "UnsupportedDeviceError",
     "IndexOutOfRangeError",
     "AlreadyExistsError",
+    "CommitConflictError",
     "LimitExceededError",
     "PoisonedError",
     "AllocationError",
@@ -90,6 +91,12 @@ class IndexOutOfRangeError(Error, IndexError):
 
 class AlreadyExistsError(Error, FileExistsError):
     """The destination of a new container already exists."""
+
+
+class CommitConflictError(AlreadyExistsError):
+    """Another writer committed this version of a dataset first (exactly one commit wins each
+    version); nothing was written. Re-read the newest version and retry (``append`` retries by
+    itself when asked to)."""
 
 
 class LimitExceededError(Error, ValueError):

@@ -299,8 +299,8 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared> {
     )
 }
 
-pub fn prepare_command(a: &RunArgs, download: bool) -> Result<()> {
-    if download {
+pub fn prepare_command(a: &RunArgs) -> Result<()> {
+    if a.download {
         let got = datasets::download::fetch_full_datasets(
             &a.cache,
             &datasets::download::FullDatasetSources::public(),

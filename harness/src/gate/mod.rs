@@ -17,7 +17,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::cell_args::{Syntax, flags};
 use crate::config::{self, RunArgs};

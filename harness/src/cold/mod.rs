@@ -71,18 +71,8 @@ pub fn cell_main(args: &ColdCellArgs) -> Result<ExitCode> {
         seed,
     } = args;
     let mut r = CellResult::cold(*table, backend);
-    if let Err(e) = cell(*table, backend, corpus, work, *batches, *seed, &mut r) {
-        r.status = Status::Failed;
-        r.verified = Some(false);
-        r.note = Some(e.to_string());
-    }
-    let json = serde_json::to_vec_pretty(&r)?;
-    std::fs::write(out, json).map_err(HarnessError::io("write", out))?;
-    Ok(if r.status == Status::Failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let outcome = cell(*table, backend, corpus, work, *batches, *seed, &mut r);
+    crate::store::finish(r, outcome, out)
 }
 
 fn cell(

@@ -238,10 +238,7 @@ fn zrecord_container(dir: &Path) -> Result<PathBuf> {
         .map_err(HarnessError::io("list", dir))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.join("manifest.zrm").exists())
-        .ok_or_else(|| HarnessError::Missing {
-            what: "zrecord container".into(),
-            place: Some(dir.to_path_buf()),
-        })
+        .ok_or_else(|| HarnessError::missing_in("zrecord container", dir))
 }
 
 /// The limit row: the extents of every drawn record, read with `O_DIRECT` once per queue depth;
@@ -251,10 +248,7 @@ fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut CellResult) -> Result<()> 
     let extents = match zrecord::DenseStore::open(&path) {
         Ok(s) => s.record_extents(&draws.concat()),
         Err(_) => zrecord::RaggedStore::open(&path)
-            .map_err(|source| HarnessError::Store {
-                path: path.clone(),
-                source,
-            })?
+            .map_err(HarnessError::store(&path))?
             .record_extents(&draws.concat()),
     }?;
     let mut files: Vec<PathBuf> = Vec::new();

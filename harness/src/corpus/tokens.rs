@@ -134,10 +134,7 @@ pub fn text_files(root: &Path) -> Result<Vec<PathBuf>> {
     }
     out.sort_by_key(|p| (!is_wiki(p), p.clone()));
     if out.is_empty() {
-        return Err(HarnessError::Missing {
-            what: ".txt/.raw/.parquet files".into(),
-            place: Some(root.to_path_buf()),
-        });
+        return Err(HarnessError::missing_in(".txt/.raw/.parquet files", root));
     }
     Ok(out)
 }
@@ -165,10 +162,7 @@ fn meta_of(m: &tokens::TokenMetadata) -> Result<Value> {
 }
 
 fn tokens_err(source: datasets::Error) -> HarnessError {
-    HarnessError::Datasets {
-        what: "token preparation failed",
-        source,
-    }
+    HarnessError::datasets("token preparation failed")(source)
 }
 
 /// Prepares the corpus of `plan` into `dir` (replaced): see the module docs.
@@ -261,10 +255,7 @@ fn held_out_sample(files: &[PathBuf], out: &Path) -> Result<Value> {
     })?;
     let le =
         |ids: &[u32]| -> Vec<u8> { ids.iter().flat_map(|&t| (t as i32).to_le_bytes()).collect() };
-    let npy = |source: datasets::Error| HarnessError::Datasets {
-        what: "write the held-out sample",
-        source,
-    };
+    let npy = HarnessError::datasets("write the held-out sample");
     write_npy(
         out.join("tokens.npy"),
         "<i4",

@@ -67,10 +67,7 @@ type Tables = (Vec<(&'static str, String)>, Option<Value>);
 fn tables(run: &Path, cold_md: fn(&Path) -> Result<String>) -> Result<Tables> {
     let (warm, cold) = (run.join("results.json"), run.join("cold.json"));
     if !warm.exists() && !cold.exists() {
-        return Err(HarnessError::Missing {
-            what: "results.json or cold.json".into(),
-            place: Some(run.to_path_buf()),
-        });
+        return Err(HarnessError::missing_in("results.json or cold.json", run));
     }
     let mut docs = Vec::new();
     let mut json = None;

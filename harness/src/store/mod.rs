@@ -163,10 +163,7 @@ pub(crate) fn flush(dir: &Path) -> Result<()> {
         .arg("-f")
         .arg(dir)
         .status()
-        .map_err(|source| HarnessError::Spawn {
-            program: "sync".into(),
-            source,
-        })?;
+        .map_err(HarnessError::spawn("sync"))?;
     if status.success() {
         Ok(())
     } else {

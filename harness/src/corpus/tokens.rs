@@ -355,40 +355,32 @@ mod tests {
         v.iter().map(PathBuf::from).collect()
     }
 
+    /// WikiText's test (or train) file is the ragged source, its validation file held out, and
+    /// the dense blocks read the other texts too; the `<unk>` note only for the shared layout.
     #[test]
-    fn shared_layout_plan() {
-        let files = paths(&[
+    fn wikitext_plans_hold_out_validation() {
+        let shared = [
             "text/wikitext2/wiki.test.raw.txt",
             "text/wikitext2/wiki.valid.tokens.txt",
             "text/supplement/abc.txt",
             "text/supplement/brown.txt",
-        ]);
-        let p = plan(&files);
-        assert_eq!(p.ragged, paths(&["text/wikitext2/wiki.test.raw.txt"]));
-        assert_eq!(p.held_out, paths(&["text/wikitext2/wiki.valid.tokens.txt"]));
-        assert_eq!(
-            p.dense,
-            paths(&[
-                "text/wikitext2/wiki.test.raw.txt",
-                "text/supplement/abc.txt",
-                "text/supplement/brown.txt"
-            ])
-        );
-        assert!(p.notes.iter().any(|n| n.contains("<unk>")));
-    }
-
-    #[test]
-    fn full_wikitext_plan_uses_train_and_holds_out_validation() {
-        let files = paths(&[
+        ];
+        let full = [
             "wikitext-103-raw/wiki.test.raw",
             "wikitext-103-raw/wiki.train.raw",
             "wikitext-103-raw/wiki.valid.raw",
-        ]);
-        let p = plan(&files);
-        assert_eq!(p.ragged, paths(&["wikitext-103-raw/wiki.train.raw"]));
-        assert_eq!(p.held_out, paths(&["wikitext-103-raw/wiki.valid.raw"]));
-        assert_eq!(p.dense.len(), 2);
-        assert!(!p.notes.iter().any(|n| n.contains("<unk>")));
+        ];
+        let dense = [shared[0], shared[2], shared[3]];
+        for (files, ragged, held_out, dense, unk) in [
+            (&shared[..], shared[0], shared[1], &dense[..], true),
+            (&full[..], full[1], full[2], &[full[0], full[1]][..], false),
+        ] {
+            let p = plan(&paths(files));
+            assert_eq!(p.ragged, paths(&[ragged]));
+            assert_eq!(p.held_out, paths(&[held_out]));
+            assert_eq!(p.dense, paths(dense));
+            assert_eq!(p.notes.iter().any(|n| n.contains("<unk>")), unk);
+        }
     }
 
     #[test]

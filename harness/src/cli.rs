@@ -123,6 +123,13 @@ mod tests {
         // One loader table by its own name.
         let one = parse_run(&args("--only loader-ragged-tokens")).expect("parses");
         assert_eq!(one.only, Some(vec![Table::LoaderRaggedTokens]));
+        // A switch implies what it must, a path that reads as a number stays a path.
+        let c = parse_run(&args("--cold-only --out 7 --repeats 2 --quick")).expect("parses");
+        assert!(c.cold && c.cold_only && c.quick);
+        assert_eq!((c.out, c.repeats), (Some("7".into()), 2));
+        for bad in ["--repeats 0", "--quick --quick", "--only", "stray", "-x"] {
+            assert!(parse_run(&args(bad)).is_err(), "{bad}");
+        }
         assert!(
             parse_run(&args("--gated")).is_err(),
             "the flag went with the old gate"

@@ -1,6 +1,6 @@
-//! Command-line parsing and dispatch (hand-written: a handful of flags does not need a parser
-//! crate). The top of the module graph: it turns arguments into a [`RunArgs`] and calls the
-//! subcommand's module; only `main` imports it.
+//! Command-line dispatch: `run`, `prepare` and `remote` read a [`RunArgs`] through the harness's
+//! one flag parser (`cell_args::flags`, which `render` and `gate` use too), the hidden cells their
+//! `field=value` words. The top of the module graph: only `main` imports it.
 
 use std::process::ExitCode;
 

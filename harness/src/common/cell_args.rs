@@ -7,8 +7,9 @@
 //! `cell table=dense-vision backend=zrecord-raw ... seed=7`), and [`Cell::parse`] reads it back
 //! through the same derive, so what a cell parses is what its parent meant
 //! (`parse(argv(x)) == x`, tested below). A value is JSON where it reads as JSON (numbers,
-//! lists), else the word itself (names, paths). A leaf module apart from [`Table`] and the error
-//! type.
+//! lists), else the word itself (names, paths). The user-facing command lines (`run`, `render`,
+//! `gate`) are serde-derived structs too, read by [`flags`] from `--flag value` words. A leaf
+//! module apart from [`Table`] and the error type.
 
 use std::path::PathBuf;
 

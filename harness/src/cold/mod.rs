@@ -393,10 +393,7 @@ fn batches_of(cells: &[CellResult]) -> u64 {
 
 /// `cold.md` of a finished run, from its `cold.json` (`harness render`).
 pub fn cold_md(dir: &Path) -> Result<String> {
-    let path = dir.join("cold.json");
-    let bytes = std::fs::read(&path).map_err(HarnessError::io("read", &path))?;
-    let cells: Vec<CellResult> =
-        serde_json::from_slice(&bytes).map_err(|source| HarnessError::Parse { path, source })?;
+    let cells: Vec<CellResult> = crate::report::render::read_json(dir.join("cold.json"))?;
     Ok(rerendered(&cells))
 }
 

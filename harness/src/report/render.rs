@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::plots::{self, PlotSet};
@@ -53,7 +54,8 @@ impl RenderArgs {
     }
 }
 
-fn read_json(path: PathBuf) -> Result<Value> {
+/// The JSON document at `path`, read into `T`.
+pub fn read_json<T: DeserializeOwned>(path: PathBuf) -> Result<T> {
     let bytes = std::fs::read(&path).map_err(HarnessError::io("read", &path))?;
     serde_json::from_slice(&bytes).map_err(|source| HarnessError::Parse { path, source })
 }
@@ -72,7 +74,7 @@ fn tables(run: &Path, cold_md: fn(&Path) -> Result<String>) -> Result<Tables> {
     let mut docs = Vec::new();
     let mut json = None;
     if warm.exists() {
-        let j = read_json(warm)?;
+        let j: Value = read_json(warm)?;
         docs.push(("tables.md", render_results(&j)));
         json = Some(j);
     }

@@ -24,13 +24,6 @@ impl Error {
     pub fn message(&self) -> &str {
         &self.message
     }
-
-    /// Prefixes the message with `context: `.
-    pub fn context(self, context: impl fmt::Display) -> Error {
-        Error {
-            message: format!("{context}: {}", self.message),
-        }
-    }
 }
 
 impl fmt::Display for Error {

@@ -125,11 +125,6 @@ impl RaggedSource<'_> {
         &self.shapes[i * self.ndim..(i + 1) * self.ndim]
     }
 
-    /// Element count of record `i`.
-    pub fn elements(&self, i: u64) -> u64 {
-        (self.offsets[i as usize + 1] - self.offsets[i as usize]) as u64
-    }
-
     /// Checks offsets, shapes and sizes for consistency.
     pub fn validate(&self) -> Result<()> {
         if self.ndim == 0 {

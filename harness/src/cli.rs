@@ -1,16 +1,16 @@
-//! Command-line parsing and dispatch (hand-written: a handful of flags does not need a parser
-//! crate). The top of the module graph: it turns arguments into a [`RunArgs`] and calls the
-//! subcommand's module; only `main` imports it.
+//! Command-line dispatch: `run`, `prepare` and `remote` read a [`RunArgs`] through the harness's
+//! one flag parser (`cell_args::flags`, which `render` and `gate` use too), the hidden cells their
+//! `field=value` words. The top of the module graph: only `main` imports it.
 
 use std::process::ExitCode;
 
 use crate::cell_args::{
-    Cell, ColdCellArgs, LoaderCellArgs, SamplerCellArgs, StoreCellArgs, WriteProbeArgs,
+    Cell, ColdCellArgs, LoaderCellArgs, SamplerCellArgs, StoreCellArgs, Syntax, WriteProbeArgs,
+    flags,
 };
 use crate::config::RunArgs;
 use crate::error::{HarnessError, Result};
 use crate::store::{self, sampler, write_probe};
-use crate::table::Table;
 use crate::{cold, corpus, gate, loader, report, run};
 
 const USAGE: &str = "usage:
@@ -33,106 +33,28 @@ const USAGE: &str = "usage:
 tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader, packing
         (both loader tables; or loader-dense-vision, loader-ragged-tokens)";
 
-/// A usage error: `problem`, then the usage text.
-fn usage(problem: impl Into<String>) -> HarnessError {
-    HarnessError::Usage {
-        problem: Some(problem.into()),
+/// `run`, `prepare` and `remote`'s options (`--quick` alone times one repeat).
+fn parse_run(args: &[String]) -> Result<RunArgs> {
+    const SYNTAX: Syntax = Syntax {
+        positional: &[],
+        switches: &["quick", "cold", "cold-only", "all-plots", "download"],
+        numbers: &["repeats", "min-seconds", "vision-records", "token-records"],
         usage: USAGE,
+    };
+    let mut a: RunArgs = flags(args, &SYNTAX)?;
+    if a.repeats == 0 {
+        return Err(HarnessError::Argument {
+            command: "harness",
+            name: "--repeats",
+            value: "0".into(),
+            expected: "a positive integer",
+        });
     }
-}
-
-fn value<'a>(args: &'a [String], i: &mut usize, flag: &str) -> Result<&'a str> {
-    *i += 1;
-    args.get(*i)
-        .map(String::as_str)
-        .ok_or_else(|| usage(format!("{flag} needs a value")))
-}
-
-/// The value of flag `flag`, parsed as `T` (`expected` says what it must be).
-fn parsed<T: std::str::FromStr>(
-    args: &[String],
-    i: &mut usize,
-    flag: &'static str,
-    expected: &'static str,
-) -> Result<T> {
-    let v = value(args, i, flag)?;
-    v.parse().map_err(|_| HarnessError::Argument {
-        command: "harness",
-        name: flag,
-        value: v.to_string(),
-        expected,
-    })
-}
-
-fn parse_run(args: &[String]) -> Result<(RunArgs, bool)> {
-    let mut a = RunArgs::default();
-    let mut repeats_set = false;
-    let mut download = false;
-    let mut i = 0;
-    while i < args.len() {
-        let f = args[i].as_str();
-        match f {
-            "--quick" => a.quick = true,
-            "--cold" => a.cold = true,
-            "--cold-only" => (a.cold, a.cold_only) = (true, true),
-            "--all-plots" => a.all_plots = true,
-            "--download" => download = true,
-            "--repeats" => {
-                a.repeats = parsed(args, &mut i, "--repeats", "a positive integer")?;
-                if a.repeats == 0 {
-                    return Err(HarnessError::Argument {
-                        command: "harness",
-                        name: "--repeats",
-                        value: "0".into(),
-                        expected: "a positive integer",
-                    });
-                }
-                repeats_set = true;
-            }
-            "--only" => {
-                let mut only = Vec::new();
-                for word in value(args, &mut i, f)?.split(',').map(str::trim) {
-                    let tables = Table::ALL
-                        .into_iter()
-                        .filter(|t| t.selector() == word || t.name() == word);
-                    let before = only.len();
-                    only.extend(tables);
-                    if only.len() == before {
-                        return Err(usage(
-                            HarnessError::UnknownTable { name: word.into() }.to_string(),
-                        ));
-                    }
-                }
-                a.only = Some(only);
-            }
-            "--out" => a.out = Some(value(args, &mut i, f)?.into()),
-            "--pets" => a.pets = Some(value(args, &mut i, f)?.into()),
-            "--text" => a.text = Some(value(args, &mut i, f)?.into()),
-            "--wikitext-parquet" => a.wikitext_parquet = Some(value(args, &mut i, f)?.into()),
-            "--cache" => a.cache = value(args, &mut i, f)?.into(),
-            "--min-seconds" => {
-                a.min_seconds = Some(parsed(args, &mut i, "--min-seconds", "a number")?)
-            }
-            "--vision-records" => {
-                a.vision_records = Some(parsed(args, &mut i, "--vision-records", "an integer")?)
-            }
-            "--token-records" => {
-                a.token_records = Some(parsed(args, &mut i, "--token-records", "an integer")?)
-            }
-            "-h" | "--help" => {
-                return Err(HarnessError::Usage {
-                    problem: None,
-                    usage: USAGE,
-                });
-            }
-            other => return Err(usage(format!("unknown argument {other:?}"))),
-        }
-        i += 1;
-    }
-    if a.quick && !repeats_set {
+    a.cold |= a.cold_only;
+    if a.quick && !args.iter().any(|w| w == "--repeats") {
         a.repeats = 1;
     }
-    Ok((a, download))
+    Ok(a)
 }
 
 pub fn dispatch(args: &[String]) -> Result<ExitCode> {
@@ -148,28 +70,29 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
         ),
         Some("gate") => gate::main(&args[1..]),
         Some("prepare") => {
-            let (a, download) = parse_run(&args[1..])?;
-            corpus::prepare_command(&a, download)?;
+            let a = parse_run(&args[1..])?;
+            corpus::prepare_command(&a)?;
             Ok(ExitCode::SUCCESS)
         }
         Some("run") => {
-            let (a, _) = parse_run(&args[1..])?;
+            let a = parse_run(&args[1..])?;
             run::main(a)
         }
         Some("remote") => {
-            let (a, _) = parse_run(&args[1..])?;
+            let a = parse_run(&args[1..])?;
             #[cfg(feature = "remote")]
             return crate::remote_table::main(a);
             #[cfg(not(feature = "remote"))]
             {
                 let _ = a;
-                Err(usage(
-                    "`harness remote` needs the `remote` feature: cargo run --release -p harness --features remote -- remote",
-                ))
+                Err(HarnessError::Usage {
+                    problem: Some("`harness remote` needs the `remote` feature: cargo run --release -p harness --features remote -- remote".into()),
+                    usage: USAGE,
+                })
             }
         }
         _ => {
-            let (a, _) = parse_run(args)?;
+            let a = parse_run(args)?;
             run::main(a)
         }
     }
@@ -179,10 +102,11 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
 mod tests {
     use super::*;
     use crate::cell_args::words as args;
+    use crate::table::Table;
 
     #[test]
     fn only_selects_tables_by_their_cli_names() {
-        let (a, _) = parse_run(&args("--quick --only dense-vision,loader")).expect("parses");
+        let a = parse_run(&args("--quick --only dense-vision,loader")).expect("parses");
         assert_eq!(a.repeats, 1);
         assert_eq!(
             a.only,
@@ -193,12 +117,19 @@ mod tests {
             ])
         );
         assert!(a.selected(Table::LoaderRaggedTokens) && !a.selected(Table::Sampler));
-        let (all, _) = parse_run(&[]).expect("parses");
+        let all = parse_run(&[]).expect("parses");
         assert!(Table::ALL.into_iter().all(|t| all.selected(t)));
         assert_eq!(all.repeats, 3);
         // One loader table by its own name.
-        let (one, _) = parse_run(&args("--only loader-ragged-tokens")).expect("parses");
+        let one = parse_run(&args("--only loader-ragged-tokens")).expect("parses");
         assert_eq!(one.only, Some(vec![Table::LoaderRaggedTokens]));
+        // A switch implies what it must, a path that reads as a number stays a path.
+        let c = parse_run(&args("--cold-only --out 7 --repeats 2 --quick")).expect("parses");
+        assert!(c.cold && c.cold_only && c.quick);
+        assert_eq!((c.out, c.repeats), (Some("7".into()), 2));
+        for bad in ["--repeats 0", "--quick --quick", "--only", "stray", "-x"] {
+            assert!(parse_run(&args(bad)).is_err(), "{bad}");
+        }
         assert!(
             parse_run(&args("--gated")).is_err(),
             "the flag went with the old gate"

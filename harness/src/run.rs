@@ -173,8 +173,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         let logical = (st.logical_mib * (1 << 20) as f64) as u64;
         st.captions
             .push(working_set::caption(logical, benchkit::cache::llc_bytes()));
-        st.captions.push(store::WRITE_METHOD.to_string());
-        st.captions.push(store::LIMIT_METHOD.to_string());
+        st.captions
+            .extend([store::WRITE_METHOD, store::LIMIT_METHOD].map(String::from));
         if st
             .rows
             .iter()
@@ -200,9 +200,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     if a.cold_only {
         if cold_failed > 0 {
             eprintln!("harness: {cold_failed} cold cell(s) FAILED");
-            return Ok(ExitCode::from(1));
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(ExitCode::from(u8::from(cold_failed > 0)));
     }
     let mut phases = Ledger::default();
     if a.selected(Table::Sampler) {
@@ -232,7 +231,6 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     let failed = failed + cold_failed;
     if failed > 0 {
         eprintln!("harness: {failed} cell(s) FAILED verification or errored");
-        return Ok(ExitCode::from(1));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(ExitCode::from(u8::from(failed > 0)))
 }

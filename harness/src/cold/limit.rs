@@ -107,10 +107,7 @@ impl DiskStat {
         ));
         p.exists()
             .then_some(p)
-            .ok_or_else(|| HarnessError::Missing {
-                what: "block-device counters".into(),
-                place: Some(path.to_path_buf()),
-            })
+            .ok_or_else(|| HarnessError::missing_in("block-device counters", path))
     }
 
     pub fn read(file: &Path) -> Result<DiskStat> {

@@ -56,10 +56,7 @@ pub fn run(
     let (view, n) = match dense {
         Some(s) => (StreamView::Dense(s.bind(alloc.clone())), s.len()),
         None => {
-            let s = RaggedStore::open_with(path, opts()).map_err(|source| HarnessError::Store {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            let s = RaggedStore::open_with(path, opts()).map_err(HarnessError::store(path))?;
             (StreamView::Ragged(s.bind(alloc.clone())), s.len())
         }
     };

@@ -71,18 +71,8 @@ pub fn cell_main(args: &ColdCellArgs) -> Result<ExitCode> {
         seed,
     } = args;
     let mut r = CellResult::cold(*table, backend);
-    if let Err(e) = cell(*table, backend, corpus, work, *batches, *seed, &mut r) {
-        r.status = Status::Failed;
-        r.verified = Some(false);
-        r.note = Some(e.to_string());
-    }
-    let json = serde_json::to_vec_pretty(&r)?;
-    std::fs::write(out, json).map_err(HarnessError::io("write", out))?;
-    Ok(if r.status == Status::Failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    let outcome = cell(*table, backend, corpus, work, *batches, *seed, &mut r);
+    crate::store::finish(r, outcome, out)
 }
 
 fn cell(
@@ -248,10 +238,7 @@ fn zrecord_container(dir: &Path) -> Result<PathBuf> {
         .map_err(HarnessError::io("list", dir))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.join("manifest.zrm").exists())
-        .ok_or_else(|| HarnessError::Missing {
-            what: "zrecord container".into(),
-            place: Some(dir.to_path_buf()),
-        })
+        .ok_or_else(|| HarnessError::missing_in("zrecord container", dir))
 }
 
 /// The limit row: the extents of every drawn record, read with `O_DIRECT` once per queue depth;
@@ -261,10 +248,7 @@ fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut CellResult) -> Result<()> 
     let extents = match zrecord::DenseStore::open(&path) {
         Ok(s) => s.record_extents(&draws.concat()),
         Err(_) => zrecord::RaggedStore::open(&path)
-            .map_err(|source| HarnessError::Store {
-                path: path.clone(),
-                source,
-            })?
+            .map_err(HarnessError::store(&path))?
             .record_extents(&draws.concat()),
     }?;
     let mut files: Vec<PathBuf> = Vec::new();
@@ -409,10 +393,7 @@ fn batches_of(cells: &[CellResult]) -> u64 {
 
 /// `cold.md` of a finished run, from its `cold.json` (`harness render`).
 pub fn cold_md(dir: &Path) -> Result<String> {
-    let path = dir.join("cold.json");
-    let bytes = std::fs::read(&path).map_err(HarnessError::io("read", &path))?;
-    let cells: Vec<CellResult> =
-        serde_json::from_slice(&bytes).map_err(|source| HarnessError::Parse { path, source })?;
+    let cells: Vec<CellResult> = crate::report::render::read_json(dir.join("cold.json"))?;
     Ok(rerendered(&cells))
 }
 

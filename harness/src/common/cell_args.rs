@@ -7,8 +7,9 @@
 //! `cell table=dense-vision backend=zrecord-raw ... seed=7`), and [`Cell::parse`] reads it back
 //! through the same derive, so what a cell parses is what its parent meant
 //! (`parse(argv(x)) == x`, tested below). A value is JSON where it reads as JSON (numbers,
-//! lists), else the word itself (names, paths). A leaf module apart from [`Table`] and the error
-//! type.
+//! lists), else the word itself (names, paths). The user-facing command lines (`run`, `render`,
+//! `gate`) are serde-derived structs too, read by [`flags`] from `--flag value` words. A leaf
+//! module apart from [`Table`] and the error type.
 
 use std::path::PathBuf;
 
@@ -178,6 +179,62 @@ pub struct WriteProbeArgs {
 
 impl Cell for WriteProbeArgs {
     const NAME: &'static str = "write-probe";
+}
+
+/// The words of a user-facing command line: the fields `positional` words fill in order, the
+/// flags that take no value (`switches`) and those whose value is a number (`numbers`).
+pub struct Syntax {
+    pub positional: &'static [&'static str],
+    pub switches: &'static [&'static str],
+    pub numbers: &'static [&'static str],
+    pub usage: &'static str,
+}
+
+/// Reads a user-facing command line into `T`, the one parser of `harness run`, `prepare`,
+/// `remote`, `render` and `gate`: `--some-flag VALUE` sets field `some_flag` (a number where the
+/// flag is one of `numbers`, else the word), a switch sets its field to `true`, and the other
+/// words fill the positional fields in order. Unknown, repeated or missing flags and values are
+/// usage errors naming the word.
+pub fn flags<T: DeserializeOwned>(args: &[String], syntax: &Syntax) -> Result<T> {
+    let usage = syntax.usage;
+    let bad = |problem: String| HarnessError::Usage {
+        problem: Some(problem),
+        usage,
+    };
+    let mut fields = Map::new();
+    let mut places = syntax.positional.iter();
+    let mut words = args.iter();
+    while let Some(w) = words.next() {
+        let (name, value) = match w.strip_prefix("--") {
+            _ if w == "-h" || w == "--help" => {
+                return Err(HarnessError::Usage {
+                    problem: None,
+                    usage,
+                });
+            }
+            Some(f) if syntax.switches.contains(&f) => (f.replace('-', "_"), Value::Bool(true)),
+            Some(f) => {
+                let v = words
+                    .next()
+                    .ok_or_else(|| bad(format!("{w} needs a value")))?;
+                let number = serde_json::from_str::<serde_json::Number>(v).ok();
+                let v = match number.filter(|_| syntax.numbers.contains(&f)) {
+                    Some(n) => Value::Number(n),
+                    None => Value::String(v.clone()),
+                };
+                (f.replace('-', "_"), v)
+            }
+            None if w.starts_with('-') => return Err(bad(format!("unknown flag {w:?}"))),
+            None => match places.next() {
+                Some(p) => (p.to_string(), Value::String(w.clone())),
+                None => return Err(bad(format!("unknown argument {w:?}"))),
+            },
+        };
+        if fields.insert(name, value).is_some() {
+            return Err(bad(format!("{w} given twice")));
+        }
+    }
+    serde_json::from_value(Value::Object(fields)).map_err(|e| bad(e.to_string()))
 }
 
 /// A command line's words from one string, for the tests of every parser.

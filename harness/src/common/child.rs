@@ -117,10 +117,7 @@ pub fn run_sampled(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|source| HarnessError::Spawn {
-            program: cmd.get_program().to_string_lossy().into_owned(),
-            source,
-        })?;
+        .map_err(HarnessError::spawn(cmd.get_program().to_string_lossy()))?;
     let pid = child.id();
     let peak = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -133,10 +130,8 @@ pub fn run_sampled(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
             }
         })
     };
-    let (out, killed) = output_within(child, limit()).map_err(|source| HarnessError::Spawn {
-        program: cmd.get_program().to_string_lossy().into_owned(),
-        source,
-    })?;
+    let (out, killed) = output_within(child, limit())
+        .map_err(HarnessError::spawn(cmd.get_program().to_string_lossy()))?;
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     if killed || !out.status.success() {

@@ -1,19 +1,24 @@
 //! Run options and paths: [`RunArgs`] (what `harness run` / `prepare` were asked to do),
 //! the workspace root, the corpus cache and the venv Python the Python rows run under.
 //!
-//! A leaf module apart from [`Table`] (the `--only` selection): command-line parsing lives in
-//! `cli`, which builds a [`RunArgs`]; everything below `cli` reads it from here.
+//! A leaf module apart from [`Table`] (the `--only` selection) and the error type: `cli` reads
+//! a [`RunArgs`] from the command line through `cell_args::flags`; everything below reads it here.
 
 use std::path::PathBuf;
 
+use serde::{Deserialize, Deserializer};
+
+use crate::error::HarnessError;
 use crate::table::Table;
 
-/// Options of a benchmark run.
-#[derive(Clone, Debug)]
+/// Options of a benchmark run, one field a flag (`--min-seconds` is `min_seconds`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RunArgs {
     pub quick: bool,
     pub repeats: usize,
     /// The tables `--only` selected (`None`: all).
+    #[serde(deserialize_with = "only")]
     pub only: Option<Vec<Table>>,
     pub out: Option<PathBuf>,
     pub pets: Option<PathBuf>,
@@ -29,6 +34,26 @@ pub struct RunArgs {
     pub cold_only: bool,
     /// `--all-plots`: write every plot (PNG + SVG), not only the headline ones.
     pub all_plots: bool,
+    /// `prepare --download`: fetch the full public datasets.
+    pub download: bool,
+}
+
+/// `--only`'s comma-separated selectors or table names (`loader` is both loader tables).
+fn only<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Table>>, D::Error> {
+    let mut only = Vec::new();
+    for word in String::deserialize(d)?.split(',').map(str::trim) {
+        let before = only.len();
+        only.extend(
+            Table::ALL
+                .into_iter()
+                .filter(|t| t.selector() == word || t.name() == word),
+        );
+        if only.len() == before {
+            let e = HarnessError::UnknownTable { name: word.into() };
+            return Err(serde::de::Error::custom(e));
+        }
+    }
+    Ok(Some(only))
 }
 
 /// The defaults of `harness run` without flags.
@@ -49,6 +74,7 @@ impl Default for RunArgs {
             cold: false,
             cold_only: false,
             all_plots: false,
+            download: false,
         }
     }
 }

@@ -243,6 +243,25 @@ impl HarnessError {
         move |source| HarnessError::Store { path, source }
     }
 
+    /// A [`HarnessError::Datasets`] of `what`.
+    pub fn datasets(what: &'static str) -> impl Fn(datasets::Error) -> HarnessError + Copy {
+        move |source| HarnessError::Datasets { what, source }
+    }
+
+    /// A [`HarnessError::Spawn`] of `program`.
+    pub fn spawn(program: impl Into<String>) -> impl FnOnce(io::Error) -> HarnessError {
+        let program = program.into();
+        move |source| HarnessError::Spawn { program, source }
+    }
+
+    /// A [`HarnessError::Missing`] of `what` in `place`.
+    pub fn missing_in(what: impl Into<String>, place: impl AsRef<Path>) -> HarnessError {
+        HarnessError::Missing {
+            what: what.into(),
+            place: Some(place.as_ref().to_path_buf()),
+        }
+    }
+
     /// A [`HarnessError::Missing`] with no place.
     pub fn missing(what: impl Into<String>) -> HarnessError {
         HarnessError::Missing {

@@ -192,19 +192,14 @@ pub fn vision(a: &RunArgs) -> Result<Prepared> {
             src.display()
         );
         let t = std::time::Instant::now();
-        datasets::vision::prepare(&src, &real_dir, n, true).map_err(|source| {
-            HarnessError::Datasets {
-                what: "vision preparation failed",
-                source,
-            }
-        })?;
+        datasets::vision::prepare(&src, &real_dir, n, true)
+            .map_err(HarnessError::datasets("vision preparation failed"))?;
         eprintln!(
             "harness: vision prepared in {:.1} s",
             t.elapsed().as_secs_f64()
         );
-        let m = read_meta(&real_dir).ok_or_else(|| HarnessError::Missing {
-            what: "metadata.json after the vision preparation".into(),
-            place: Some(real_dir.clone()),
+        let m = read_meta(&real_dir).ok_or_else(|| {
+            HarnessError::missing_in("metadata.json after the vision preparation", &real_dir)
         })?;
         return Ok(Prepared::real(real_dir, m));
     }
@@ -299,17 +294,14 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared> {
     )
 }
 
-pub fn prepare_command(a: &RunArgs, download: bool) -> Result<()> {
-    if download {
+pub fn prepare_command(a: &RunArgs) -> Result<()> {
+    if a.download {
         let got = datasets::download::fetch_full_datasets(
             &a.cache,
             &datasets::download::FullDatasetSources::public(),
             true,
         )
-        .map_err(|source| HarnessError::Datasets {
-            what: "download failed",
-            source,
-        })?;
+        .map_err(HarnessError::datasets("download failed"))?;
         eprintln!("harness: downloaded: {got:?}");
     }
     let v = vision(a)?;
@@ -323,18 +315,12 @@ pub fn prepare_command(a: &RunArgs, download: bool) -> Result<()> {
 const SYNTHETIC_TOKENS_SCHEMA: &str = "loaderx.harness.synthetic-tokens/2";
 
 fn npy_err(source: datasets::Error) -> HarnessError {
-    HarnessError::Datasets {
-        what: "synthetic corpus",
-        source,
-    }
+    HarnessError::datasets("synthetic corpus")(source)
 }
 
 /// A synthetic corpus whose `metadata.json` is missing right after it was written.
 fn missing_meta(dir: &Path) -> HarnessError {
-    HarnessError::Missing {
-        what: "synthetic metadata.json".into(),
-        place: Some(dir.to_path_buf()),
-    }
+    HarnessError::missing_in("synthetic metadata.json", dir)
 }
 
 /// Photo-like CHW pixels: smooth gradients plus sensor noise, deterministic per image.
@@ -512,10 +498,7 @@ impl Loaded {
 
     fn open_records(table: Table, dir: &Path, whole: bool) -> Result<Loaded> {
         let open = |name: &str| {
-            NpyFile::open(dir.join(name)).map_err(|source| HarnessError::Datasets {
-                what: "open the source",
-                source,
-            })
+            NpyFile::open(dir.join(name)).map_err(HarnessError::datasets("open the source"))
         };
         match (table.stage(), table.layout(), table.corpus()) {
             (Stage::Store, Some(Layout::Dense), Some(_)) => {
@@ -560,10 +543,10 @@ impl Loaded {
                 let shapes: Vec<u64> = offsets.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
                 Loaded::ragged(v, offsets, shapes, 1)
             }
-            _ => Err(HarnessError::Missing {
-                what: format!("source of table {table}"),
-                place: Some(dir.to_path_buf()),
-            }),
+            _ => Err(HarnessError::missing_in(
+                format!("source of table {table}"),
+                dir,
+            )),
         }
     }
 

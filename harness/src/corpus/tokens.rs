@@ -134,10 +134,7 @@ pub fn text_files(root: &Path) -> Result<Vec<PathBuf>> {
     }
     out.sort_by_key(|p| (!is_wiki(p), p.clone()));
     if out.is_empty() {
-        return Err(HarnessError::Missing {
-            what: ".txt/.raw/.parquet files".into(),
-            place: Some(root.to_path_buf()),
-        });
+        return Err(HarnessError::missing_in(".txt/.raw/.parquet files", root));
     }
     Ok(out)
 }
@@ -165,10 +162,7 @@ fn meta_of(m: &tokens::TokenMetadata) -> Result<Value> {
 }
 
 fn tokens_err(source: datasets::Error) -> HarnessError {
-    HarnessError::Datasets {
-        what: "token preparation failed",
-        source,
-    }
+    HarnessError::datasets("token preparation failed")(source)
 }
 
 /// Prepares the corpus of `plan` into `dir` (replaced): see the module docs.
@@ -261,10 +255,7 @@ fn held_out_sample(files: &[PathBuf], out: &Path) -> Result<Value> {
     })?;
     let le =
         |ids: &[u32]| -> Vec<u8> { ids.iter().flat_map(|&t| (t as i32).to_le_bytes()).collect() };
-    let npy = |source: datasets::Error| HarnessError::Datasets {
-        what: "write the held-out sample",
-        source,
-    };
+    let npy = HarnessError::datasets("write the held-out sample");
     write_npy(
         out.join("tokens.npy"),
         "<i4",
@@ -364,40 +355,32 @@ mod tests {
         v.iter().map(PathBuf::from).collect()
     }
 
+    /// WikiText's test (or train) file is the ragged source, its validation file held out, and
+    /// the dense blocks read the other texts too; the `<unk>` note only for the shared layout.
     #[test]
-    fn shared_layout_plan() {
-        let files = paths(&[
+    fn wikitext_plans_hold_out_validation() {
+        let shared = [
             "text/wikitext2/wiki.test.raw.txt",
             "text/wikitext2/wiki.valid.tokens.txt",
             "text/supplement/abc.txt",
             "text/supplement/brown.txt",
-        ]);
-        let p = plan(&files);
-        assert_eq!(p.ragged, paths(&["text/wikitext2/wiki.test.raw.txt"]));
-        assert_eq!(p.held_out, paths(&["text/wikitext2/wiki.valid.tokens.txt"]));
-        assert_eq!(
-            p.dense,
-            paths(&[
-                "text/wikitext2/wiki.test.raw.txt",
-                "text/supplement/abc.txt",
-                "text/supplement/brown.txt"
-            ])
-        );
-        assert!(p.notes.iter().any(|n| n.contains("<unk>")));
-    }
-
-    #[test]
-    fn full_wikitext_plan_uses_train_and_holds_out_validation() {
-        let files = paths(&[
+        ];
+        let full = [
             "wikitext-103-raw/wiki.test.raw",
             "wikitext-103-raw/wiki.train.raw",
             "wikitext-103-raw/wiki.valid.raw",
-        ]);
-        let p = plan(&files);
-        assert_eq!(p.ragged, paths(&["wikitext-103-raw/wiki.train.raw"]));
-        assert_eq!(p.held_out, paths(&["wikitext-103-raw/wiki.valid.raw"]));
-        assert_eq!(p.dense.len(), 2);
-        assert!(!p.notes.iter().any(|n| n.contains("<unk>")));
+        ];
+        let dense = [shared[0], shared[2], shared[3]];
+        for (files, ragged, held_out, dense, unk) in [
+            (&shared[..], shared[0], shared[1], &dense[..], true),
+            (&full[..], full[1], full[2], &[full[0], full[1]][..], false),
+        ] {
+            let p = plan(&paths(files));
+            assert_eq!(p.ragged, paths(&[ragged]));
+            assert_eq!(p.held_out, paths(&[held_out]));
+            assert_eq!(p.dense, paths(dense));
+            assert_eq!(p.notes.iter().any(|n| n.contains("<unk>")), unk);
+        }
     }
 
     #[test]

@@ -17,8 +17,9 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
+use crate::cell_args::{Syntax, flags};
 use crate::config::{self, RunArgs};
 use crate::corpus;
 use crate::error::{HarnessError, Result};
@@ -58,35 +59,16 @@ fn default_pairs() -> usize {
     12
 }
 
-fn usage(problem: impl Into<String>) -> HarnessError {
-    HarnessError::Usage {
-        problem: Some(problem.into()),
-        usage: USAGE,
-    }
-}
-
 impl GateArgs {
-    /// Reads `BASELINE CANDIDATE [--flag value]...` (`--pairs`, `--seed`, `--batches` as numbers).
+    /// Reads `BASELINE CANDIDATE [--flag value]...`.
     pub fn parse(args: &[String]) -> Result<GateArgs> {
-        let mut fields = Map::new();
-        let mut positional = ["baseline", "candidate"].into_iter();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let (name, v) = match a.strip_prefix("--") {
-                Some(flag) => (flag.replace('-', "_"), it.next()),
-                None => (
-                    positional.next().unwrap_or("third executable").into(),
-                    Some(a),
-                ),
-            };
-            let v = v.ok_or_else(|| usage(format!("{a} needs a value")))?;
-            let value = match name.as_str() {
-                "pairs" | "seed" | "batches" => serde_json::from_str(v).unwrap_or(json!(v)),
-                _ => json!(v),
-            };
-            fields.insert(name, value);
-        }
-        serde_json::from_value(Value::Object(fields)).map_err(|e| usage(e.to_string()))
+        const SYNTAX: Syntax = Syntax {
+            positional: &["baseline", "candidate"],
+            switches: &[],
+            numbers: &["pairs", "seed", "batches"],
+            usage: USAGE,
+        };
+        flags(args, &SYNTAX)
     }
 
     /// Where the quick corpora and their stores are prepared.

@@ -292,12 +292,8 @@ pub fn write_draws(table: Table, work: &Path, n: u64, steps: usize) -> Result<Pa
         }
     }
     let tmp = path.with_extension("npy.tmp");
-    datasets::npy::write_npy(&tmp, "<u8", &[steps as u64, BATCH as u64], &bytes).map_err(
-        |source| HarnessError::Datasets {
-            what: "write the draws",
-            source,
-        },
-    )?;
+    datasets::npy::write_npy(&tmp, "<u8", &[steps as u64, BATCH as u64], &bytes)
+        .map_err(HarnessError::datasets("write the draws"))?;
     std::fs::rename(&tmp, &path).map_err(HarnessError::io("rename", &tmp))?;
     Ok(path)
 }
@@ -345,10 +341,7 @@ pub fn write_digests(
         .arg(steps.to_string())
         .arg(&tmp)
         .output()
-        .map_err(|source| HarnessError::Spawn {
-            program: "the venv python (digests)".into(),
-            source,
-        })?;
+        .map_err(HarnessError::spawn("the venv python (digests)"))?;
     if !out.status.success() {
         return Err(HarnessError::Python(format!(
             "digests: {}",

@@ -49,10 +49,7 @@ fn one_pass(py: &str, corpus: &Path, secs: &str, out: &Path) -> Result<Vec<Value
         .args(["--seconds", secs, "--json"])
         .arg(out)
         .output()
-        .map_err(|source| HarnessError::Spawn {
-            program: py.to_string(),
-            source,
-        })?;
+        .map_err(HarnessError::spawn(py))?;
     std::fs::read(out)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())

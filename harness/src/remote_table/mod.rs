@@ -177,12 +177,8 @@ fn write_draws(path: &Path, draws: &[Vec<u64>]) -> Result<()> {
         .flatten()
         .flat_map(|i| i.to_le_bytes())
         .collect();
-    datasets::npy::write_npy(path, "<u8", &[draws.len() as u64, BATCH as u64], &bytes).map_err(
-        |source| HarnessError::Datasets {
-            what: "write the draws",
-            source,
-        },
-    )
+    datasets::npy::write_npy(path, "<u8", &[draws.len() as u64, BATCH as u64], &bytes)
+        .map_err(HarnessError::datasets("write the draws"))
 }
 
 /// What a peer row needs besides the server.

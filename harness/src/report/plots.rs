@@ -214,20 +214,11 @@ where
                 t(v + sd),
             );
             end = end.max(b);
+            let tick = |x: f64| vec![(x, y - 0.15), (x, y + 0.15)];
+            let whisker = [vec![(a, y), (b, y)], tick(a), tick(b)];
             chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(a, y), (b, y)],
-                    BLACK.stroke_width(2),
-                )))
+                .draw_series(whisker.map(|p| PathElement::new(p, BLACK.stroke_width(2))))
                 .map_err(e)?;
-            for x in [a, b] {
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        vec![(x, y - 0.15), (x, y + 0.15)],
-                        BLACK.stroke_width(2),
-                    )))
-                    .map_err(e)?;
-            }
         }
         chart
             .draw_series(std::iter::once(Text::new(
@@ -267,18 +258,11 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(e)?;
-    let xm = pts
-        .iter()
-        .map(|p| p.1)
-        .filter(|v| v.is_finite())
-        .fold(1e-9f64, f64::max)
-        * 1.15;
-    let ym = pts
-        .iter()
-        .map(|p| p.2)
-        .filter(|v| v.is_finite())
-        .fold(1e-9f64, f64::max)
-        * 1.15;
+    let top = |v: fn(&(String, f64, f64)) -> f64| {
+        let finite = pts.iter().map(v).filter(|v| v.is_finite());
+        finite.fold(1e-9f64, f64::max) * 1.15
+    };
+    let (xm, ym) = (top(|p| p.1), top(|p| p.2));
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
         .margin(14)

@@ -6,10 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::plots::{self, PlotSet};
 use super::{is_remote, render_results};
+use crate::cell_args::{Syntax, flags};
 use crate::error::{HarnessError, Result};
 use crate::model::Report;
 
@@ -20,61 +23,39 @@ const USAGE: &str = "usage: harness render RUN [--out DIR] [--headline] [--check
   --check     write nothing; exit 1 unless RUN's committed tables are what its data renders to";
 
 /// The arguments of `harness render`.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RenderArgs {
     pub run: PathBuf,
     pub out: Option<PathBuf>,
-    pub plots: PlotSet,
+    #[serde(default)]
+    pub headline: bool,
+    #[serde(default)]
     pub check: bool,
-}
-
-fn usage(problem: String) -> HarnessError {
-    HarnessError::Usage {
-        problem: Some(problem),
-        usage: USAGE,
-    }
 }
 
 impl RenderArgs {
     /// Parses the words after `render`.
     pub fn parse(args: &[String]) -> Result<RenderArgs> {
-        let mut run = None;
-        let mut a = RenderArgs {
-            run: PathBuf::new(),
-            out: None,
-            plots: PlotSet::All,
-            check: false,
+        const SYNTAX: Syntax = Syntax {
+            positional: &["run"],
+            switches: &["headline", "check"],
+            numbers: &[],
+            usage: USAGE,
         };
-        let mut words = args.iter();
-        while let Some(w) = words.next() {
-            match w.as_str() {
-                "--out" => {
-                    let dir = words
-                        .next()
-                        .ok_or_else(|| usage("--out needs a DIR".into()))?;
-                    a.out = Some(dir.into());
-                }
-                "--headline" => a.plots = PlotSet::Headline,
-                "--check" => a.check = true,
-                "-h" | "--help" => {
-                    return Err(HarnessError::Usage {
-                        problem: None,
-                        usage: USAGE,
-                    });
-                }
-                flag if flag.starts_with('-') => {
-                    return Err(usage(format!("unknown flag {flag:?}")));
-                }
-                dir if run.is_none() => run = Some(PathBuf::from(dir)),
-                extra => return Err(usage(format!("one RUN only, got another: {extra:?}"))),
-            }
+        flags(args, &SYNTAX)
+    }
+
+    fn plots(&self) -> PlotSet {
+        match self.headline {
+            true => PlotSet::Headline,
+            false => PlotSet::All,
         }
-        a.run = run.ok_or_else(|| usage("render needs RUN".into()))?;
-        Ok(a)
     }
 }
 
-fn read_json(path: PathBuf) -> Result<Value> {
+/// The JSON document at `path`, read into `T`.
+pub fn read_json<T: DeserializeOwned>(path: PathBuf) -> Result<T> {
     let bytes = std::fs::read(&path).map_err(HarnessError::io("read", &path))?;
     serde_json::from_slice(&bytes).map_err(|source| HarnessError::Parse { path, source })
 }
@@ -88,15 +69,12 @@ type Tables = (Vec<(&'static str, String)>, Option<Value>);
 fn tables(run: &Path, cold_md: fn(&Path) -> Result<String>) -> Result<Tables> {
     let (warm, cold) = (run.join("results.json"), run.join("cold.json"));
     if !warm.exists() && !cold.exists() {
-        return Err(HarnessError::Missing {
-            what: "results.json or cold.json".into(),
-            place: Some(run.to_path_buf()),
-        });
+        return Err(HarnessError::missing_in("results.json or cold.json", run));
     }
     let mut docs = Vec::new();
     let mut json = None;
     if warm.exists() {
-        let j = read_json(warm)?;
+        let j: Value = read_json(warm)?;
         docs.push(("tables.md", render_results(&j)));
         json = Some(j);
     }
@@ -132,12 +110,12 @@ pub fn main(a: &RenderArgs, cold_md: fn(&Path) -> Result<String>) -> Result<Exit
     }
     if let Some(j) = json.filter(|j| !is_remote(j)) {
         let rep = Report::from_json(&j);
-        plots::render(&rep, &out.join("plots"), a.plots)?;
-        let exts: &[&str] = match a.plots {
+        plots::render(&rep, &out.join("plots"), a.plots())?;
+        let exts: &[&str] = match a.plots() {
             PlotSet::All => &["png", "svg"],
             PlotSet::Headline => &["png"],
         };
-        for stem in plots::selected(&rep, a.plots) {
+        for stem in plots::selected(&rep, a.plots()) {
             for ext in exts {
                 println!(
                     "{}",
@@ -162,12 +140,12 @@ mod tests {
             RenderArgs {
                 run: "results/r".into(),
                 out: Some("/tmp/x".into()),
-                plots: PlotSet::Headline,
+                headline: true,
                 check: false,
             }
         );
         let c = RenderArgs::parse(&args("--check results/r")).expect("parses");
-        assert!(c.check && c.plots == PlotSet::All && c.out.is_none());
+        assert!(c.check && !c.headline && c.out.is_none());
         for bad in ["", "a b", "a --out", "a --bogus"] {
             assert!(RenderArgs::parse(&args(bad)).is_err(), "{bad:?}");
         }
@@ -220,7 +198,7 @@ mod tests {
         let a = RenderArgs {
             run: run.into(),
             out: Some(out.path().into()),
-            plots: PlotSet::All,
+            headline: false,
             check: false,
         };
         assert_eq!(main(&a, no_cold).expect("render"), ExitCode::SUCCESS);
@@ -235,7 +213,7 @@ mod tests {
         let check = RenderArgs {
             run: out.path().into(),
             out: None,
-            plots: PlotSet::All,
+            headline: false,
             check: true,
         };
         assert_eq!(main(&check, no_cold).expect("check"), ExitCode::SUCCESS);

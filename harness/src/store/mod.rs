@@ -30,18 +30,20 @@ pub const BATCH: usize = 256;
 pub fn main(args: &StoreCellArgs) -> Result<ExitCode> {
     let mut r = CellResult::new(args.table, &args.backend, Status::Failed);
     let outcome = run(args, &mut r);
+    finish(r, outcome, &args.out)
+}
+
+/// Ends a store or cold cell: an error fails `r` (unverified, the error its note), `r` goes to
+/// `out` as JSON, and the exit code is 1 for a failed cell.
+pub fn finish(mut r: CellResult, outcome: Result<()>, out: &Path) -> Result<ExitCode> {
     if let Err(e) = outcome {
         r.status = Status::Failed;
         r.verified = Some(false);
         r.note = Some(e.to_string());
     }
     let json = serde_json::to_vec_pretty(&r)?;
-    std::fs::write(&args.out, json).map_err(HarnessError::io("write", &args.out))?;
-    Ok(if r.status == Status::Failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    std::fs::write(out, json).map_err(HarnessError::io("write", out))?;
+    Ok(ExitCode::from(u8::from(r.status == Status::Failed)))
 }
 
 /// Writes per cell: the cell's write time is the median of up to this many.
@@ -161,10 +163,7 @@ pub(crate) fn flush(dir: &Path) -> Result<()> {
         .arg("-f")
         .arg(dir)
         .status()
-        .map_err(|source| HarnessError::Spawn {
-            program: "sync".into(),
-            source,
-        })?;
+        .map_err(HarnessError::spawn("sync"))?;
     if status.success() {
         Ok(())
     } else {

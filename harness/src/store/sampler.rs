@@ -199,10 +199,7 @@ fn python_arms(batch: usize, secs: f64) -> Vec<(String, ArmOutcome)> {
                     .unwrap_or("python failed")
                     .to_string(),
             )),
-            Err(source) => Err(HarnessError::Spawn {
-                program: py.clone(),
-                source,
-            }),
+            Err(source) => Err(HarnessError::spawn(py.as_str())(source)),
         };
         v.push((arm.to_string(), r));
     }

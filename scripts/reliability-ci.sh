@@ -16,7 +16,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${ZR_FUZZ_SECS:-60}
 par=${ZR_FUZZ_PARALLEL:-2}
-targets=${ZR_FUZZ_TARGETS:-"open_container index_decode record_decode"}
+targets=${ZR_FUZZ_TARGETS:-"open_container index_decode record_decode version_manifest"}
 export CARGO_TARGET_DIR=${ZR_FUZZ_TARGET_DIR:-$root/tgt/fuzz}
 export RUSTC_BOOTSTRAP=1
 

@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 
 type Target = fn(&[u8]) -> bool;
 
-const TARGETS: [(&str, Target); 3] = [
+const TARGETS: [(&str, Target); 4] = [
     ("open_container", harness::open_container),
     ("index_decode", harness::index_decode),
     ("record_decode", harness::record_decode),
+    ("version_manifest", harness::version_manifest),
 ];
 
 fn inputs(target: &str) -> Vec<PathBuf> {

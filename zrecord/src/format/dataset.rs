@@ -115,7 +115,7 @@ impl VersionManifest {
 
     /// Encodes the manifest. The caller built it from checked parts (names valid, one column
     /// entry per column).
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(HEAD + 64 * self.columns.len() + 64 * self.parts.len());
         b.extend_from_slice(&MAGIC);
         b.extend_from_slice(&[0u8; 4]);
@@ -154,7 +154,7 @@ impl VersionManifest {
 
     /// Decodes and checks a version manifest read from `path`. Nothing is sized from the bytes
     /// before it is checked against what they can hold.
-    pub(crate) fn decode(bytes: &[u8], path: &Path) -> Result<VersionManifest> {
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<VersionManifest> {
         let mut r = Reader {
             b: bytes,
             at: 0,

@@ -33,13 +33,20 @@ impl RemoteObjects {
         })
     }
 
+    /// The object key of `key` (`/`-separated segments under the root).
+    fn key(&self, key: &str) -> object_store::path::Path {
+        key.split('/')
+            .filter(|s| !s.is_empty())
+            .fold(self.remote.prefix.clone(), |k, s| k.join(s))
+    }
+
     fn client(&self) -> io::Result<Arc<dyn ObjectStore>> {
         self.remote.client().map_err(to_io)
     }
 
     /// The part of a listed key below `dir`.
     fn below(&self, key: &object_store::path::Path, dir: &str) -> String {
-        let base = self.remote.key(dir);
+        let base = self.key(dir);
         key.as_ref()
             .strip_prefix(base.as_ref())
             .unwrap_or(key.as_ref())
@@ -54,31 +61,38 @@ impl Objects for RemoteObjects {
     }
 
     fn list(&self, dir: &str) -> io::Result<Vec<Listed>> {
-        let c = self.client()?;
-        let key = self.remote.key(dir);
-        let got = block_on(async move { c.list_with_delimiter(Some(&key)).await })?
-            .map_err(|e| to_io(self.remote.error("LIST", dir, None, e)))?;
-        let mut out: Vec<Listed> = got
-            .common_prefixes
-            .iter()
-            .map(|p| Listed {
-                name: self.below(p, dir),
-                dir: true,
-                modified: 0,
-            })
-            .chain(got.objects.iter().map(|m| Listed {
-                name: self.below(&m.location, dir),
-                dir: false,
-                modified: m.last_modified.timestamp().max(0) as u64,
-            }))
-            .collect();
+        // A recursive listing folded to the first level: SeaweedFS's S3 gateway answers a
+        // delimited listing of a nested prefix with nothing, and every server answers this.
+        let base = dir.trim_end_matches('/');
+        let mut out: Vec<Listed> = Vec::new();
+        for (key, modified) in self.list_tree(dir)? {
+            let rest = key
+                .strip_prefix(base)
+                .unwrap_or(&key)
+                .trim_start_matches('/');
+            let (name, nested) = match rest.split_once('/') {
+                Some((first, _)) => (first, true),
+                None => (rest, false),
+            };
+            match out.last_mut() {
+                Some(l) if l.name == name && l.dir == nested => {
+                    l.modified = l.modified.max(modified)
+                }
+                _ => out.push(Listed {
+                    name: name.to_string(),
+                    dir: nested,
+                    modified,
+                }),
+            }
+        }
         out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.dedup_by(|a, b| a.name == b.name && a.dir == b.dir);
         Ok(out)
     }
 
     fn list_tree(&self, dir: &str) -> io::Result<Vec<(String, u64)>> {
         let c = self.client()?;
-        let key = self.remote.key(dir);
+        let key = self.key(dir);
         let got: Vec<object_store::ObjectMeta> =
             block_on(async move { c.list(Some(&key)).try_collect().await })?
                 .map_err(|e| to_io(self.remote.error("LIST", dir, None, e)))?;
@@ -98,7 +112,7 @@ impl Objects for RemoteObjects {
 
     fn read(&self, key: &str) -> io::Result<Vec<u8>> {
         let c = self.client()?;
-        let k = self.remote.key(key);
+        let k = self.key(key);
         let got = block_on(async move {
             match c.get(&k).await {
                 Ok(r) => r.bytes().await,
@@ -111,7 +125,7 @@ impl Objects for RemoteObjects {
 
     fn create_new(&self, key: &str, bytes: &[u8]) -> io::Result<bool> {
         let c = self.client()?;
-        let k = self.remote.key(key);
+        let k = self.key(key);
         let opts = PutOptions {
             mode: PutMode::Create,
             attributes: typed(),
@@ -128,7 +142,7 @@ impl Objects for RemoteObjects {
 
     fn remove(&self, key: &str) -> io::Result<()> {
         let c = self.client()?;
-        let k = self.remote.key(key);
+        let k = self.key(key);
         block_on(async move { c.delete(&k).await })?
             .map_err(|e| to_io(self.remote.error("DELETE", key, None, e)))
     }

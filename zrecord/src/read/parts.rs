@@ -241,7 +241,9 @@ impl Parts {
     pub(in crate::read) fn shape_of(&self, i: u64) -> Result<Vec<u64>> {
         self.check_indices(&[i])?;
         let (p, local) = self.locate(i);
-        Ok(self.part(p)?.shape_words(local).collect())
+        let c = self.part(p)?;
+        c.check_pages(&[local])?;
+        Ok(c.shape_words(local).collect())
     }
 
     /// The parts' ids of `idx` and the stretches of consecutive positions in one part.
@@ -318,7 +320,9 @@ impl Parts {
         for &i in idx {
             let (p, l) = self.locate(i);
             let mut count = 1u64;
-            for d in self.part(p)?.shape_words(l) {
+            let c = self.part(p)?;
+            c.check_pages(&[l])?;
+            for d in c.shape_words(l) {
                 dims.push(d);
                 count *= d;
             }

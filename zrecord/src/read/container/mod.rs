@@ -94,6 +94,11 @@ pub(in crate::read) struct Container {
     remote: Option<Arc<dyn RangeFetch>>,
     /// The manifest file's CRC32C (its last four bytes): what a dataset's version lists.
     manifest_crc: u32,
+    /// The index pages checked so far, for a container larger than [`index::EAGER_RECORDS`]
+    /// (`None`: every page was checked at open).
+    pages: Option<index::Pages>,
+    /// Whether the index is held in process memory (copied at open, or an unmapped store's).
+    index_in_memory: bool,
     closed: AtomicBool,
 }
 
@@ -106,7 +111,9 @@ impl Container {
         let mapped = !backend.remote() && opts.mmap.unwrap_or_else(|| !opener.shared_fs(path));
         let (m, mp, manifest_crc) = files::open_manifest(opener, path, kind, mapped)?;
         let index_path = path.join(INDEX_FILE);
-        let index = index::open_index(opener, &m, &index_path, mapped)?;
+        // A large index is checked page by page as reads first need each page (`pages`).
+        let lazy = m.records > index::EAGER_RECORDS;
+        let index = index::open_index(opener, &m, &index_path, mapped, lazy)?;
         let (shards, shard_paths) = files::open_shards(opener, path, &m, mapped)?;
         // A file system may map a file even when asked not to (`ReadFs::open_read_unmapped`'s
         // default): the store is unmapped only when no shard is.
@@ -116,11 +123,19 @@ impl Container {
             Kind::Ragged => 0,
         };
         let ddict = files::load_dict(&m, &mp)?;
-        index::validate_entries(&m, index.bytes(), &index_path, stride, &shard_paths)?;
+        if !lazy {
+            index::validate_entries(&m, index.bytes(), &index_path, stride, &shard_paths)?;
+        }
         let entry = m.entry_size();
         let fixed = Fixed::build(&m, stride, |i| index::entry_at(index.bytes(), entry, i).crc)?;
         // Each shard's length was checked against its file above.
         let outgrows_memory = files::outgrows_memory(m.shards.iter().map(|s| s.len).sum());
+        let m_records = m.records;
+        let index = if mapped {
+            index::in_memory(index)
+        } else {
+            (index, true)
+        };
         Ok(Container {
             path: path.to_path_buf(),
             uuid_crc: format::uuid_crc(&m.uuid),
@@ -129,11 +144,8 @@ impl Container {
             shard_paths,
             shards,
             // An unmapped store's index is already a copy in memory.
-            index: if mapped {
-                index::in_memory(index)
-            } else {
-                index
-            },
+            index_in_memory: !mapped || index.1,
+            index: index.0,
             mapped,
             index_path,
             entry,
@@ -147,8 +159,70 @@ impl Container {
             #[cfg(feature = "remote")]
             remote: backend.fetch,
             manifest_crc,
+            pages: lazy.then(|| index::Pages::new(m_records)),
             closed: AtomicBool::new(false),
         })
+    }
+
+    /// Checks the index pages that hold records `idx` (all in range) that no read has checked
+    /// yet: what a read must do before it looks at their entries. Free once every page has been
+    /// checked, and for a container checked whole at open.
+    #[inline]
+    pub(in crate::read) fn check_pages(&self, idx: &[u64]) -> Result<()> {
+        let Some(pages) = &self.pages else {
+            return Ok(());
+        };
+        if pages.all() {
+            return Ok(());
+        }
+        for &i in idx {
+            let p = i / format::PAGE_ENTRIES;
+            if !pages.has(p) {
+                self.check_page(pages, p)?;
+            }
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn check_page(&self, pages: &index::Pages, p: u64) -> Result<()> {
+        let fixed = |i: u64| {
+            (self.m.codec == Codec::Raw && self.m.kind == Kind::Dense).then(|| {
+                let (_, local) = self.shard_map.place(i);
+                format::HEADER_LEN as u64 + local * self.stride
+            })
+        };
+        index::check_page(
+            &self.m,
+            self.index.bytes(),
+            &self.index_path,
+            p,
+            self.stride,
+            |i| self.m.shards[self.shard_map.shard_of(i) as usize].len,
+            fixed,
+        )?;
+        pages.mark(p);
+        Ok(())
+    }
+
+    /// Checks the whole index as an eager open does (every page checksum, and records tiling
+    /// every shard exactly): `verify()` starts with it.
+    pub(in crate::read) fn check_index(&self) -> Result<()> {
+        let Some(pages) = &self.pages else {
+            return Ok(());
+        };
+        for p in 0..self.m.records.div_ceil(format::PAGE_ENTRIES) {
+            if !pages.has(p) {
+                self.check_page(pages, p)?;
+            }
+        }
+        index::validate_entries(
+            &self.m,
+            self.index.bytes(),
+            &self.index_path,
+            self.stride,
+            &self.shard_paths,
+        )
     }
 
     /// The manifest file's CRC32C.
@@ -418,7 +492,7 @@ impl Container {
     /// Whether the index is a copy in process memory (always resident), as every index of up to
     /// [`index::INDEX_IN_MEMORY_BYTES`] is made at open.
     pub(in crate::read) fn index_in_memory(&self) -> bool {
-        self.index.bytes().len() <= index::INDEX_IN_MEMORY_BYTES
+        self.index_in_memory
     }
 
     /// The bytes of record `i`'s entry in `index` (the index's bytes), shape words included: for
@@ -575,6 +649,7 @@ impl Container {
     /// Where records `idx` lie: shard file, offset and stored length of each.
     pub(in crate::read) fn record_extents(&self, idx: &[u64]) -> Result<Vec<RecordExtent>> {
         self.check_indices(idx)?;
+        self.check_pages(idx)?;
         // From the index, which every store (mapped or not) holds whole: for a raw Dense store
         // with a checksum table the open checked that it matches the computed layout.
         let index = self.index_bytes();

@@ -67,6 +67,8 @@ pub(super) fn gather_into<F: Fn(usize) -> usize + Sync>(
     if idx.is_empty() {
         return Ok(());
     }
+    // A large container's index pages are checked when first needed, before any entry is used.
+    c.check_pages(idx)?;
     let total = out.len();
     let plan = Plan {
         idx,

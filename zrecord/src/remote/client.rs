@@ -32,6 +32,50 @@ pub(super) fn build(
 ) -> Result<(Arc<dyn ObjectStore>, Key)> {
     let parsed =
         url::Url::parse(url).map_err(|e| Error::invalid(format!("{url}: not a URL: {e}")))?;
+    // s3://bucket/key, gs://bucket/key, az://container/key, http(s)://host/key: the key is the
+    // URL's path.
+    let prefix = Key::parse(parsed.path().trim_matches('/'))
+        .map_err(|e| Error::invalid(format!("{url}: not an object key: {e}")))?;
+    // One client per bucket and options in a process (a dataset's parts share their bucket's,
+    // and its connections), made again in a forked child.
+    let shared = format!(
+        "{}|{}|{}|{upload}|{:?}|{}|{:?}",
+        std::process::id(),
+        parsed.scheme(),
+        &parsed[url::Position::BeforeHost..url::Position::BeforePath],
+        opts.storage_options,
+        opts.max_retries,
+        opts.retry_timeout
+    );
+    let mut clients = CLIENTS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = clients.get(&shared) {
+        return Ok((c.clone(), prefix));
+    }
+    let store = make(url, &parsed, opts, upload)?;
+    if clients.len() >= MAX_CLIENTS {
+        clients.clear();
+    }
+    clients.insert(shared, store.clone());
+    Ok((store, prefix))
+}
+
+/// Most clients kept for reuse (distinct buckets and options); past it the kept ones are
+/// dropped (those in use live on with their stores).
+const MAX_CLIENTS: usize = 64;
+
+/// The clients made in this process, by process id, scheme, bucket or host, whether they type
+/// uploads, and options.
+static CLIENTS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, Arc<dyn ObjectStore>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// A new client of `url` (see [`build`]).
+fn make(
+    url: &str,
+    parsed: &url::Url,
+    opts: &RemoteOptions,
+    upload: bool,
+) -> Result<Arc<dyn ObjectStore>> {
     let retry = RetryConfig {
         max_retries: opts.max_retries,
         retry_timeout: opts.retry_timeout,
@@ -120,9 +164,5 @@ pub(super) fn build(
             )));
         }
     };
-    // s3://bucket/key, gs://bucket/key, az://container/key, http(s)://host/key: the key is the
-    // URL's path.
-    let prefix = Key::parse(parsed.path().trim_matches('/'))
-        .map_err(|e| Error::invalid(format!("{url}: not an object key: {e}")))?;
-    Ok((store, prefix))
+    Ok(store)
 }

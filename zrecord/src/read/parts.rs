@@ -37,6 +37,14 @@ pub(in crate::read) struct Parts {
     closed: AtomicBool,
 }
 
+/// A gather whose runs of one part average fewer records than this is grouped by part
+/// ([`Parts::fill`]) when its records are small.
+const MIN_MEAN_RUN: usize = 4;
+
+/// Records averaging fewer bytes than this are gathered grouped by part when runs are short:
+/// the extra copy through a scratch buffer costs less than an engine call per record.
+const GROUP_BELOW_BYTES: usize = 16 << 10;
+
 /// One stretch of a gather: positions `a..b` of the output, all in part `part`.
 struct Run {
     part: usize,
@@ -275,6 +283,12 @@ impl Parts {
         offsets: &(dyn Fn(usize) -> usize + Sync),
     ) -> Result<()> {
         let (local, runs) = self.runs(idx);
+        // Short runs of small records (a random batch over many parts): one engine call per
+        // part into a scratch buffer, then each record copied to its place; the copy costs less
+        // than an engine call per record.
+        if runs.len() * MIN_MEAN_RUN > idx.len() && out.len() < idx.len() * GROUP_BELOW_BYTES {
+            return self.fill_grouped(&local, &runs, out, offsets);
+        }
         let mut rest = out;
         let mut consumed = 0;
         for r in runs {
@@ -284,6 +298,42 @@ impl Parts {
             consumed = end;
             let c = self.part(r.part)?;
             gather_into(c, &local[r.a..r.b], slice, &|k| offsets(r.a + k) - start)?;
+        }
+        Ok(())
+    }
+
+    /// [`Parts::fill`] of short runs: the records of each part gathered by one engine call into
+    /// a scratch buffer (in output order within the part), then copied to their places.
+    fn fill_grouped(
+        &self,
+        local: &[u64],
+        runs: &[Run],
+        out: &mut [u8],
+        offsets: &(dyn Fn(usize) -> usize + Sync),
+    ) -> Result<()> {
+        // Output positions grouped by part, in output order within each part.
+        let mut order: Vec<(usize, usize)> = runs
+            .iter()
+            .flat_map(|r| (r.a..r.b).map(move |k| (r.part, k)))
+            .collect();
+        order.sort_unstable();
+        let mut scratch = Vec::new();
+        let mut ids = Vec::new();
+        let mut offs = Vec::new();
+        for group in order.chunk_by(|x, y| x.0 == y.0) {
+            ids.clear();
+            offs.clear();
+            offs.push(0usize);
+            for &(_, k) in group {
+                ids.push(local[k]);
+                offs.push(offs.last().copied().unwrap_or(0) + offsets(k + 1) - offsets(k));
+            }
+            scratch.resize(offs[offs.len() - 1], 0);
+            let c = self.part(group[0].0)?;
+            gather_into(c, &ids, &mut scratch, &|j| offs[j])?;
+            for (j, &(_, k)) in group.iter().enumerate() {
+                out[offsets(k)..offsets(k + 1)].copy_from_slice(&scratch[offs[j]..offs[j + 1]]);
+            }
         }
         Ok(())
     }

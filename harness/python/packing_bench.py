@@ -7,8 +7,11 @@ Rows, each at seq_len 1,024 and 4,096 and batch 8 and 32:
 * ``numpy-concat-split``: the same documents (already in memory, in the same order) concatenated
   with ``np.concatenate`` and reshaped, segment ids and positions computed with NumPy;
 * ``grain-concat-then-split`` / ``grain-first-fit``: Grain 0.2.18's ``ConcatThenSplitIterDataset``
-  and ``FirstFitPackIterDataset`` (32 bins, as loaderx's pool) over the same in-memory documents,
-  batched to ``[batch, seq_len]``; skipped with the reason where grain is not installed;
+  and ``FirstFitPackIterDataset`` over the same in-memory documents, batched to ``[batch,
+  seq_len]``, configured as Grain's API reference documents them (``GRAIN_NOTE``, each row's note:
+  every argument at its documented default but ``length_struct`` and first-fit's bin count, 32 as
+  loaderx's pool, which the reference leaves to the user); skipped with the reason where grain is
+  not installed;
 * ``memcpy-limit``: the output bytes of one batch (tokens, segment ids, positions) copied with
   ``np.copyto`` from a 256 MiB source, the bound any packer that writes them meets.
 
@@ -39,6 +42,18 @@ from loaderx.zrecord import RaggedBatch, RaggedStore, RaggedWriter
 STEP = 512  # documents per loader step
 POOL = 32  # first-fit open rows (loaderx's default; Grain's bins)
 GEOMETRY = [(1024, 8), (1024, 32), (4096, 8), (4096, 32)]
+GRAIN_DOC = "https://google-grain.readthedocs.io/en/latest/_autosummary/grain.experimental.{}.html"
+# The Grain doc each Grain row follows (its API reference, docs/grain.experimental.rst in 0.2.18).
+GRAIN_NOTE = {
+    "concat": "as Grain's API reference documents ConcatThenSplitIterDataset ("
+              + GRAIN_DOC.format("ConcatThenSplitIterDataset")
+              + "): length_struct {'t': seq_len}, every other argument at its default; then .batch(batch)",
+    "first_fit": "as Grain's API reference documents FirstFitPackIterDataset ("
+                 + GRAIN_DOC.format("FirstFitPackIterDataset")
+                 + "): length_struct {'t': seq_len}, shuffle_bins and seed at their defaults (True, 0); "
+                 "num_packing_bins 32, loaderx's pool (the reference names no count: more bins pad less, "
+                 "at the risk of packing two epochs' elements together); then .batch(batch)",
+}
 
 
 def load_docs(corpus):
@@ -203,7 +218,7 @@ def grain_row(kind, docs, seq_len, batch, seconds, check):
         if kind == "concat":
             ds = ge.ConcatThenSplitIterDataset(ds, length_struct={"t": seq_len})
         else:
-            ds = ge.FirstFitPackIterDataset(ds, length_struct={"t": seq_len}, num_packing_bins=POOL, shuffle_bins=False)
+            ds = ge.FirstFitPackIterDataset(ds, length_struct={"t": seq_len}, num_packing_bins=POOL)
         return iter(ds.batch(batch))
 
     it = dataset()
@@ -268,9 +283,11 @@ def main():
                     cells.append((name, *grain_row(kind, stream, seq_len, batch, a.seconds, check)))
             cells.append(("memcpy-limit", memcpy_row(seq_len, batch, a.seconds), 0.0, None))
             for name, tps, pad, ok in cells:
+                note = grain_skip if tps is None else None
+                if name.startswith("grain-") and tps is not None:
+                    note = GRAIN_NOTE["concat" if name.endswith("split") else "first_fit"]
                 rows.append({"seq_len": seq_len, "batch": batch, "row": name, "tokens_per_s": tps,
-                             "padding": pad, "verified": ok,
-                             "note": grain_skip if tps is None else None})
+                             "padding": pad, "verified": ok, "note": note})
     print("| seq_len | batch | row | M tokens/s | padding | verified |")
     print("|---|---|---|---|---|---|")
     for r in rows:

@@ -147,7 +147,8 @@ fn table(rows: &[Value], synthetic: bool) -> FreeTable {
         title: format!(
             "Sequence packing of the token corpus's records (delivered by a 2-worker ordered \
              loader, 512 records a step): real (non-padding) tokens/s and padding; Grain's \
-             first-fit with 32 bins as loaderx's pool; `loaderx-unpacked` is the same loader \
+             packers as its API reference documents them (each Grain row's note names the page), first-fit \
+             with 32 bins as loaderx's pool; `loaderx-unpacked` is the same loader \
              delivering the same records unpacked, the most the packer can consume. Goals: >= {GRAIN_FACTOR}x Grain, >= \
              {MEMCPY_FRACTION}x memcpy, first-fit padding <= {}% at seq_len 4,096: {}",
             PADDING_4096 * 100.0,

@@ -11,7 +11,12 @@ interpreter start for several runs); a job is `TRAINER,PHASE,DATA,WORKERS,WORLD,
 * PHASE: `full` (an uninterrupted run of `TOTAL` steps), `kill` (checkpoints at step `KILL_AT`,
   then exits with `os._exit` before anything else runs: the last job) or `resume` (from that
   checkpoint, to `TOTAL`);
-* DATA: `plain` (one store) or `mixture` (two sources whose weights change at steps 4 and 9);
+* DATA: `plain` (one store), `mixture` (two sources whose weights change at steps 4 and 9),
+  `packed` (a Ragged token store through `Loader.pack(..., mode="first_fit")`: `PACK_ROWS` rows of
+  `SEQ_LEN` tokens a step, ids the tokens, features the tokens in fours) or `completion` (the plain
+  store with `ordered=False`: steps in completion order);
+* FORM (Lightning only, appended to TRAINER as `lightning-iter`): `training_step(self,
+  dataloader_iter)`, the step taking its batch from the iterator itself;
 * WORLD: processes (Lightning `ddp` on CPU with gloo when 2: then one job per process).
 
 Each rank writes `OUT/PHASE-rank{r}.pt`: the sample ids of every step it trained (in order) and
@@ -27,12 +32,13 @@ import torch
 
 from loaderx import Allocator, Loader, MixtureSource, dtypes
 from loaderx.sampler import Sampler
-from loaderx.zrecord import DenseStore, DenseWriter
+from loaderx.zrecord import DenseStore, DenseWriter, RaggedBatch, RaggedStore, RaggedWriter
 
 SIZES = (64, 40)  # records of source 0 (the plain store) and source 1
 OFFSET = 1000  # source k's ids are k * OFFSET + i
 BATCH, EVERY, KILL_AT, TOTAL = 8, 3, 6, 12
 SCHEDULE = [(4, [3.0, 1.0]), (9, [1.0, 2.0])]
+DOCS, DOC_STEP, SEQ_LEN, PACK_ROWS, POOL = 120, 6, 16, 2, 3  # the packed token store and its packing
 
 
 def write_stores(root):
@@ -42,6 +48,10 @@ def write_stores(root):
             w.append(np.arange(n, dtype=np.int64) + k * OFFSET)
         with DenseWriter(Path(root) / f"x{k}", dtypes.float32, (4,), "raw") as w:
             w.append(rng.standard_normal((n, 4)).astype(np.float32))
+    # Token documents of 1-23 tokens (document d: tokens 10 * d + j), some longer than SEQ_LEN.
+    docs = [(10 * d + np.arange(1 + (7 * d) % 23)).astype(np.int32) for d in range(DOCS)]
+    with RaggedWriter(Path(root) / "tokens", dtypes.int32, 1, "raw") as w:
+        w.append(RaggedBatch.from_records(docs))
 
 
 def to_torch(shards):
@@ -52,14 +62,28 @@ def to_torch(shards):
     }
 
 
+def from_packed(batch):
+    """A packed batch as the regression's batch: ids the tokens (padding 0), features the tokens
+    in fours."""
+    tokens = torch.from_dlpack(batch["tokens"]).clone()
+    return {"id": tokens.reshape(-1), "x": tokens.reshape(-1, 4).float() / 100}
+
+
 def make_loader(root, data, workers, rank=0, world=1):
     alloc = Allocator("cpu")
+    if data == "packed":
+        sampler = Sampler(DOCS, DOC_STEP, Sampler.Mode.CYCLIC, seed=7)
+        streams = {"t": [RaggedStore(Path(root) / "tokens").bind(alloc)]}
+        loader = Loader(streams, sampler, workers=workers, prefetch=2, ordered=True, process_index=rank,
+                        process_count=world)
+        return loader.pack("t", SEQ_LEN, PACK_ROWS, mode="first_fit", pool=POOL)
 
     def streams(k):
         return {name: [DenseStore(Path(root) / f"{name}{k}").bind(alloc)] for name in ("id", "x")}
 
-    kw = dict(workers=workers, prefetch=2, ordered=True, process_index=rank, process_count=world)
-    if data == "plain":
+    kw = dict(workers=workers, prefetch=2, ordered=data != "completion", process_index=rank,
+              process_count=world)
+    if data in ("plain", "completion"):
         return Loader(streams(0), Sampler(SIZES[0], BATCH, Sampler.Mode.CYCLIC, seed=5), to_torch, **kw)
     sources = [MixtureSource(streams(k), weight=1.0, mode=Sampler.Mode.CYCLIC, seed=3 + k) for k in range(2)]
     return Loader.mixture(sources, BATCH, to_torch, schedule=SCHEDULE, **kw)
@@ -84,7 +108,7 @@ def dump(out, phase, rank, ids, model):
     os.replace(tmp, Path(out) / f"{phase}-rank{rank}.pt")
 
 
-def lightning(phase, root, out, data, workers, world):
+def lightning(phase, root, out, data, workers, world, form):
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -96,9 +120,14 @@ def lightning(phase, root, out, data, workers, world):
             self.lin = net()
             self.ids = []
 
-        def training_step(self, batch, idx):
+        def train_on(self, batch):
+            if data == "packed":
+                batch = from_packed(batch)
             self.ids.append(batch["id"].tolist())
             return loss_of(self.lin, batch)
+
+        def training_step(self, batch, idx):
+            return self.train_on(batch)
 
         def configure_optimizers(self):
             return optimizer(self)
@@ -114,13 +143,18 @@ def lightning(phase, root, out, data, workers, world):
                 dump(out, phase, self.trainer.global_rank, self.ids, self.lin)
                 os._exit(0)
 
+    class IterNet(Net):
+        def training_step(self, dataloader_iter):
+            batch, _, _ = next(dataloader_iter)
+            return self.train_on(batch)
+
     ckdir = Path(out) / ("ckpt-full" if phase == "full" else "ckpt")
     trainer = L.Trainer(
         max_steps=TOTAL, accelerator="cpu", devices=world, strategy="ddp" if world > 1 else "auto",
         logger=False, enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         callbacks=[TrainedBatches(), ModelCheckpoint(ckdir, "ck-{step}", every_n_train_steps=EVERY, save_top_k=-1)],
     )
-    model = Net()
+    model = IterNet() if form == "iter" else Net()
     ckpt = None
     if phase == "resume":
         (ckpt,) = glob.glob(str(ckdir / f"ck-step={KILL_AT}.ckpt"))
@@ -188,8 +222,9 @@ def main(root, *jobs):
     torch.set_num_threads(1)
     for job in jobs:
         trainer, phase, data, workers, world, out = job.split(",", 5)
-        if trainer == "lightning":
-            lightning(phase, root, out, data, int(workers), int(world))
+        if trainer.startswith("lightning"):
+            form = trainer.partition("-")[2]
+            lightning(phase, root, out, data, int(workers), int(world), form)
         elif trainer == "accelerate":
             accelerate(phase, root, out, data, int(workers))
         else:

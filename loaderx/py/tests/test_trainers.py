@@ -9,7 +9,10 @@ its weights bit for bit, on every rank:
 * Lightning 2.6 (`ModelCheckpoint(every_n_train_steps=3)`, `trainer.fit(ckpt_path=...)`, the
   loader as train dataloader through `loaderx.lightning.TrainLoader`): workers 0 and 2, a plain
   store and a mixture whose weights change at steps 4 and 9; and 2 ranks (`ddp`, gloo, 2 workers,
-  the mixture);
+  the mixture); a first-fit packing loader (`Loader.pack`, its open rows carried in the state);
+  the `training_step(self, dataloader_iter)` form; and completion order (`ordered=False`, 2
+  workers), where the resumed run must train exactly the steps the killed one did not (completion
+  order fixes the set of steps, not their order: see `loaderx.lightning`);
 * Accelerate (`register_for_checkpointing(loader)`, `save_state` / `load_state`) and
   `torch.distributed.checkpoint` (the loader as a `Stateful`): plain loops, workers 0 and 2;
 * without the adapter, Lightning's own save of a plain `Loader` raises (its fetcher holds a batch
@@ -29,7 +32,7 @@ from loaderx import InvalidInputError
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _trainers import BATCH, KILL_AT, OFFSET, TOTAL, make_loader, write_stores  # noqa: E402
+from _trainers import BATCH, KILL_AT, OFFSET, PACK_ROWS, SEQ_LEN, TOTAL, make_loader, write_stores  # noqa: E402
 
 DEADLINE = 300  # seconds for one trainer process (a cold start imports torch and the trainer)
 
@@ -48,8 +51,8 @@ def root(tmp_path_factory):
 
 # One process: trainer, workers, data.
 SINGLE = [("lightning", w, d) for w in (0, 2) for d in ("plain", "mixture")] + [
-    (t, w, d) for t in ("accelerate", "dcp") for w, d in ((2, "mixture"), (0, "plain"))
-]
+    ("lightning", 2, "packed"), ("lightning-iter", 2, "plain"), ("lightning", 2, "completion")
+] + [(t, w, d) for t in ("accelerate", "dcp") for w, d in ((2, "mixture"), (0, "plain"))]
 
 
 def job(case, phase, out, world=1):
@@ -88,7 +91,8 @@ def single_runs(root, tmp_path_factory):
     for out in outs.values():
         out.mkdir()
     run_all(root, [[job(case, "kill", outs[case])] for case in SINGLE])
-    families = [[c for c in SINGLE if c[0] == "lightning"], [c for c in SINGLE if c[0] != "lightning"]]
+    lit = [c for c in SINGLE if c[0].startswith("lightning")]
+    families = [lit, [c for c in SINGLE if c not in lit]]
     run_all(root, [[job(c, p, outs[c]) for c in family for p in ("resume", "full")] for family in families])
     return outs
 
@@ -108,6 +112,10 @@ def check(out, data, world):
             assert not torch.equal(w, kill["weights"][name]), f"rank {rank}: {name} did not train"
         for step, ids in enumerate(full["ids"]):
             per_step[step] += ids
+    if data == "packed":  # every step a full batch of packed rows, nearly all of it tokens
+        assert all(len(ids) == PACK_ROWS * SEQ_LEN for ids in per_step)
+        assert sum(i != 0 for ids in per_step for i in ids) > 0.8 * TOTAL * PACK_ROWS * SEQ_LEN
+        return
     assert all(len(ids) == BATCH for ids in per_step)
     from_1 = [sum(i >= OFFSET for i in ids) for ids in per_step]
     if data == "plain":
@@ -116,10 +124,57 @@ def check(out, data, world):
         assert sum(from_1[:4]) == 16 and from_1[4:9] == [2] * 5 and abs(sum(from_1[9:]) - 16) <= 1, from_1
 
 
+def saved_loader_state(ckpt):
+    """The loaderx state inside a Lightning checkpoint (the dict holding `delivered_ahead`)."""
+    import torch
+
+    def find(x):
+        if isinstance(x, dict):
+            if "delivered_ahead" in x and "step" in x:
+                return x
+            x = list(x.values())
+        if isinstance(x, (list, tuple)):
+            for v in x:
+                if (got := find(v)) is not None:
+                    return got
+        return None
+
+    state = find(torch.load(ckpt, weights_only=False))
+    assert state is not None, f"no loader state in {ckpt}"
+    return state
+
+
+def check_completion(out, root):
+    """Completion order: each trained batch is one step's batch (looked up in an ordered run of
+    the same sampler). The state the killed run saved counts exactly the steps it trained (every
+    step below its low-water step, and those delivered ahead), and the resumed run trains only
+    steps that state does not count: nothing skipped, nothing repeated across the kill."""
+    import torch
+
+    with make_loader(root, "plain", 0) as ref:
+        step_of = {tuple(next(ref)["id"].tolist()): k for k in range(TOTAL + 8)}
+    full, kill, resumed = (torch.load(out / f"{p}-rank0.pt") for p in ("full", "kill", "resume"))
+    assert len(kill["ids"]) == KILL_AT and len(kill["ids"]) + len(resumed["ids"]) == len(full["ids"]) == TOTAL
+    steps = {p: [step_of[tuple(ids)] for ids in run["ids"]] for p, run in (("full", full), ("kill", kill),
+                                                                           ("resume", resumed))}
+    assert len(set(steps["full"])) == TOTAL, steps
+    k, r = set(steps["kill"]), set(steps["resume"])
+    assert len(k) == KILL_AT and len(r) == TOTAL - KILL_AT and not k & r, steps
+    saved = saved_loader_state(out / "ckpt" / f"ck-step={KILL_AT}.ckpt")
+    low, ahead = saved["step"], set(saved["delivered_ahead"])
+    assert k == set(range(low)) | ahead, (steps, saved)
+    assert all(s >= low and s not in ahead for s in r), (steps, saved)
+    for name, w in resumed["weights"].items():
+        assert not torch.equal(w, kill["weights"][name]), f"{name} did not train after the resume"
+
+
 @pytest.mark.timeout(8 * DEADLINE)
 @pytest.mark.parametrize("case", SINGLE, ids=["-".join(map(str, c)) for c in SINGLE])
-def test_one_process_resumes_bit_identically(single_runs, case):
-    check(single_runs[case], case[2], 1)
+def test_one_process_resumes_bit_identically(single_runs, case, root):
+    if case[2] == "completion":
+        check_completion(single_runs[case], root)
+    else:
+        check(single_runs[case], case[2], 1)
 
 
 @pytest.mark.timeout(3 * DEADLINE)

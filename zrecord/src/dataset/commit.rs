@@ -9,10 +9,9 @@ use crate::format::{Kind, MANIFEST_FILE, Manifest, rd_u32, valid_name, version_f
 use crate::objects::Objects;
 use crate::source::RemoteOptions;
 
-use super::{
-    ColumnSchema, PARTS_DIR, PartColumn, PartEntry, VERSIONS_DIR, VersionManifest, listed_versions,
-    objects, read_version_in,
-};
+use crate::format::{ColumnSchema, PartColumn, PartEntry, VersionManifest};
+
+use super::versions::{PARTS_DIR, VERSIONS_DIR, listed_versions, objects, read_version_in};
 
 /// Parts described at once (their manifests are fetched concurrently: one request each).
 const DESCRIBE_THREADS: usize = 16;

@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::source::RemoteOptions;
 
-use super::{PARTS_DIR, listed_versions, objects, read_version_in};
+use super::versions::{PARTS_DIR, listed_versions, objects, read_version_in};
 
 /// What [`gc`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

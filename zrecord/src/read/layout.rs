@@ -93,17 +93,22 @@ mod sealed {
             alloc: &dyn Allocator,
             idx: &[u64],
         ) -> Result<(Allocation, Vec<u64>)> {
+            let stride = o.record_bytes() as usize;
             let c = match o {
                 Opened::One(c) => c,
-                Opened::Parts(p) => return p.gather_dense(alloc, idx),
+                Opened::Parts(p) => {
+                    p.check_open()?;
+                    p.check_indices(idx)?;
+                    let mut a = dense_output(alloc, idx.len(), stride)?;
+                    p.fill_dense(idx, a.host_slice_mut_or_err()?)?;
+                    let mut shape = vec![idx.len() as u64];
+                    shape.extend_from_slice(o.item_shape());
+                    return Ok((a, shape));
+                }
             };
             c.check_open()?;
             c.check_indices(idx)?;
-            let stride = c.record_bytes() as usize;
-            let bytes = idx.len().checked_mul(stride).ok_or_else(|| {
-                Error::LimitExceeded(format!("{} records of {stride} bytes", idx.len()))
-            })?;
-            let mut alloc = alloc.acquire(bytes, OUTPUT_ALIGN)?;
+            let mut alloc = dense_output(alloc, idx.len(), stride)?;
             let out = alloc.host_slice_mut_or_err()?;
             gather_into(c, idx, out, &|k| k * stride)?;
             let mut shape = Vec::with_capacity(1 + c.item_shape().len());
@@ -225,4 +230,12 @@ fn ragged_output(
         shapes_off,
     };
     Ok((alloc, form))
+}
+
+/// One Dense output allocation for `n` records of `stride` bytes.
+fn dense_output(alloc: &dyn Allocator, n: usize, stride: usize) -> Result<Allocation> {
+    let bytes = n
+        .checked_mul(stride)
+        .ok_or_else(|| Error::LimitExceeded(format!("{n} records of {stride} bytes")))?;
+    alloc.acquire(bytes, OUTPUT_ALIGN)
 }

@@ -13,14 +13,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::alloc::{Allocation, Allocator};
 use crate::dataset::{ColumnSchema, VersionManifest, part_path};
 use crate::error::{Error, Location, Result};
 use crate::format::{Kind, dense_stride};
 
 use super::container::{Container, OpenOptions};
 use super::engine::gather_into;
-use super::layout::OUTPUT_ALIGN;
 
 /// An opened version of a dataset, read through one of its columns.
 pub(in crate::read) struct Parts {
@@ -338,23 +336,10 @@ impl Parts {
         Ok(())
     }
 
-    /// A Dense gather: `(n, *item_shape)`, records back to back.
-    pub(in crate::read) fn gather_dense(
-        &self,
-        alloc: &dyn Allocator,
-        idx: &[u64],
-    ) -> Result<(Allocation, Vec<u64>)> {
-        self.check_open()?;
-        self.check_indices(idx)?;
+    /// Fills a Dense gather's output with records `idx` (checked in range), back to back.
+    pub(in crate::read) fn fill_dense(&self, idx: &[u64], out: &mut [u8]) -> Result<()> {
         let stride = self.stride as usize;
-        let bytes = idx.len().checked_mul(stride).ok_or_else(|| {
-            Error::LimitExceeded(format!("{} records of {stride} bytes", idx.len()))
-        })?;
-        let mut a = alloc.acquire(bytes, OUTPUT_ALIGN)?;
-        self.fill(idx, a.host_slice_mut_or_err()?, &|k| k * stride)?;
-        let mut shape = vec![idx.len() as u64];
-        shape.extend_from_slice(&self.schema().item_shape);
-        Ok((a, shape))
+        self.fill(idx, out, &|k| k * stride)
     }
 
     /// A Ragged gather's element counts and shapes (`cu` from 0, `n + 1` entries), from the parts'

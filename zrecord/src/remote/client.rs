@@ -20,6 +20,11 @@ const KNOWN: &str = "endpoint, region, allow_http, access_key_id, secret_access_
 /// images), typing the parts took the GET limit from 88-92 to 331-364 MiB/s.
 pub const CONTENT_TYPE: &str = "application/x-zrecord";
 
+/// The attributes of every object a publish writes: its [`CONTENT_TYPE`].
+pub(super) fn typed() -> object_store::Attributes {
+    object_store::Attributes::from_iter([(object_store::Attribute::ContentType, CONTENT_TYPE)])
+}
+
 /// Makes the client of `url` with `opts`: credentials and settings from the environment
 /// (`AWS_*`, `GOOGLE_*`, `AZURE_*`) under the explicit options; an unknown option is an error.
 /// An `upload` client of S3 sends [`CONTENT_TYPE`] on every request that sets no type of its own:

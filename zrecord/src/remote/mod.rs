@@ -39,8 +39,7 @@ use bytes::Bytes;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use object_store::path::Path as Key;
 use object_store::{
-    Attribute, Attributes, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions,
-    PutPayload,
+    ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload,
 };
 
 use crate::error::{Error, Result};
@@ -48,7 +47,7 @@ use crate::source::cache::{BlockCache, now_secs};
 use crate::source::{Opener, RangeFetch, ReadFile, RemoteOptions};
 
 pub use client::CONTENT_TYPE;
-use client::build;
+use client::{build, typed};
 pub(crate) use objects::RemoteObjects;
 use runtime::block_on;
 
@@ -454,11 +453,6 @@ pub fn publish_dir(dir: &Path, url: &str, opts: &RemoteOptions) -> Result<()> {
     let (c3, key) = (c.clone(), remote.key(CLAIM));
     let _ = block_on(async move { c3.delete(&key).await });
     uploaded
-}
-
-/// The attributes of every object a publish writes: its [`CONTENT_TYPE`].
-fn typed() -> Attributes {
-    Attributes::from_iter([(Attribute::ContentType, CONTENT_TYPE)])
 }
 
 /// Uploads the local file `f` as object `name` of `remote`.

@@ -1,57 +1,86 @@
-//! A dataset root on object storage as [`Objects`]: listings with a delimiter (one request per
-//! 1,000 keys), whole-object GETs, and create-if-absent as a conditional PUT
-//! (`If-None-Match: *`, `object_store`'s `PutMode::Create`): of two committers of one key, the
-//! server accepts exactly one.
+//! A dataset root on object storage as [`Objects`]: listings (recursive, folded to one level
+//! where asked), whole-object GETs, and create-if-absent as a conditional PUT (`If-None-Match:
+//! *`, `object_store`'s `PutMode::Create`): of two committers of one key, the server accepts
+//! exactly one. It uses the client its bucket and options share in the process (`client`).
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::TryStreamExt;
+use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::Result;
 use crate::objects::{Listed, Objects};
 use crate::source::RemoteOptions;
 
+use super::client::{build, typed};
 use super::runtime::block_on;
-use super::{Remote, to_io, typed};
 
 /// A dataset root at a URL.
 pub(crate) struct RemoteObjects {
-    remote: Arc<Remote>,
     root: PathBuf,
+    url: String,
+    prefix: Key,
+    opts: RemoteOptions,
 }
 
 impl RemoteObjects {
     /// Connects to the dataset root `url` (nothing is requested yet).
     pub(crate) fn connect(url: &str, opts: &RemoteOptions) -> Result<RemoteObjects> {
-        let remote = Remote::open(url, opts, true)?;
+        let url = url.trim_end_matches('/').to_string();
+        let (_, prefix) = build(&url, opts, true)?;
         Ok(RemoteObjects {
-            root: PathBuf::from(remote.url()),
-            remote,
+            root: PathBuf::from(&url),
+            url,
+            prefix,
+            opts: opts.clone(),
         })
     }
 
-    /// The object key of `key` (`/`-separated segments under the root).
-    fn key(&self, key: &str) -> object_store::path::Path {
-        key.split('/')
-            .filter(|s| !s.is_empty())
-            .fold(self.remote.prefix.clone(), |k, s| k.join(s))
+    /// This process's client of the root's bucket (made again in a forked child).
+    fn client(&self) -> io::Result<Arc<dyn ObjectStore>> {
+        build(&self.url, &self.opts, true)
+            .map(|(c, _)| c)
+            .map_err(|e| io::Error::other(e.to_string()))
     }
 
-    fn client(&self) -> io::Result<Arc<dyn ObjectStore>> {
-        self.remote.client().map_err(to_io)
+    /// The object key of `key` (`/`-separated segments under the root).
+    fn key(&self, key: &str) -> Key {
+        key.split('/')
+            .filter(|s| !s.is_empty())
+            .fold(self.prefix.clone(), |k, s| k.join(s))
     }
 
     /// The part of a listed key below `dir`.
-    fn below(&self, key: &object_store::path::Path, dir: &str) -> String {
+    fn below(&self, key: &Key, dir: &str) -> String {
         let base = self.key(dir);
         key.as_ref()
             .strip_prefix(base.as_ref())
             .unwrap_or(key.as_ref())
             .trim_start_matches('/')
             .to_string()
+    }
+
+    /// An `io::Error` for a failed request `what` of `key`, its kind kept (`NotFound` above all).
+    fn error(&self, what: &str, key: &str, e: object_store::Error) -> io::Error {
+        let kind = match &e {
+            object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+            object_store::Error::AlreadyExists { .. } => io::ErrorKind::AlreadyExists,
+            object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
+            _ => io::ErrorKind::Other,
+        };
+        io::Error::new(
+            kind,
+            format!(
+                "{what} {}/{key}: failed after up to {} attempts within {:?}: {e}",
+                self.url,
+                self.opts.max_retries + 1,
+                self.opts.retry_timeout
+            ),
+        )
     }
 }
 
@@ -95,7 +124,7 @@ impl Objects for RemoteObjects {
         let key = self.key(dir);
         let got: Vec<object_store::ObjectMeta> =
             block_on(async move { c.list(Some(&key)).try_collect().await })?
-                .map_err(|e| to_io(self.remote.error("LIST", dir, None, e)))?;
+                .map_err(|e| self.error("LIST", dir, e))?;
         let base = dir.trim_end_matches('/');
         let mut out: Vec<(String, u64)> = got
             .iter()
@@ -119,7 +148,7 @@ impl Objects for RemoteObjects {
                 Err(e) => Err(e),
             }
         })?
-        .map_err(|e| to_io(self.remote.error("GET", key, None, e)))?;
+        .map_err(|e| self.error("GET", key, e))?;
         Ok(got.to_vec())
     }
 
@@ -136,14 +165,13 @@ impl Objects for RemoteObjects {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. })
             | Err(object_store::Error::Precondition { .. }) => Ok(false),
-            Err(e) => Err(to_io(self.remote.error("PUT", key, None, e))),
+            Err(e) => Err(self.error("PUT", key, e)),
         }
     }
 
     fn remove(&self, key: &str) -> io::Result<()> {
         let c = self.client()?;
         let k = self.key(key);
-        block_on(async move { c.delete(&k).await })?
-            .map_err(|e| to_io(self.remote.error("DELETE", key, None, e)))
+        block_on(async move { c.delete(&k).await })?.map_err(|e| self.error("DELETE", key, e))
     }
 }

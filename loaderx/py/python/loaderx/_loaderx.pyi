@@ -43,6 +43,12 @@ __all__ = [
     "_DTYPES",
     "gc",
     "publish",
+    "_dataset_commit",
+    "_dataset_gc",
+    "_dataset_info",
+    "_dataset_new_part_name",
+    "_dataset_part_path",
+    "_dataset_versions",
 ]
 
 DEFAULT_DICT_BYTES: int

@@ -12,8 +12,9 @@ For each size (``--sizes``) and layout the same records are written as a dataset
 codec ``raw``, locally and, with ``--remote``, on a SeaweedFS server on loopback (for sizes up to
 ``--remote-max``). Every cell runs in a fresh process (``--cell``): VmRSS from /proc/self/status
 after the imports, open time and RSS after open, first-batch latency (256 random ids), then 1,000
-random batches of 256 (steady gathers/s over the gather calls alone), RSS after them. Every batch is
-compared with its recomputed content after its timer stops.
+random batches of 256 (steady gathers/s over the gather calls alone), RSS after them; on SeaweedFS
+(no node cache) the steady loop stops at 1,000 batches or ``--remote-seconds`` of gathers. Every
+batch is compared with its recomputed content after its timer stops.
 
 Peers on the same records, local only, when installed (``--peers``): Lance (``lance.write_dataset``
 default write; ``lance.dataset`` open + ``take`` of the same 256 ids) and Parquet (pyarrow
@@ -132,7 +133,7 @@ def cell_loaderx(c):
         def gather(ids):
             b = view[ids]
             return np.from_dlpack(b.values), np.from_dlpack(b.cu_seqlens)
-    return run_batches(c, gather, open_s, open_rss, base)
+    return run_batches(c, gather, open_s, open_rss, base, c.get("budget"))
 
 
 def run_batches(c, gather, open_s, open_rss, base, budget=None):
@@ -286,22 +287,27 @@ def local_rows(work, layout, n, per_part, peers, budget):
 
             lance.write_dataset(table, str(path))
             frags = len(lance.dataset(str(path)).get_fragments())
-            note = f"lance.write_dataset defaults ({frags} fragments), lance.dataset + take (Lance docs: Read and Write)"
+            note = (f"lance.write_dataset defaults ({frags} fragments); lance.dataset + take "
+                    "(Lance docs, Read and Write)")
         else:
             import pyarrow.parquet as pq
 
             pq.write_table(table, str(path))
             groups = pq.ParquetFile(str(path)).metadata.num_row_groups
-            note = f"pq.write_table defaults ({groups} row groups), ParquetFile + read_row_group (Arrow docs: Reading and Writing the Apache Parquet Format)"
+            note = (f"pq.write_table defaults ({groups} row groups); ParquetFile + read_row_group "
+                    "(Arrow docs, Reading and Writing the Apache Parquet Format)")
         del table
         w = time.perf_counter() - t
         r = spawn_cell({**base, "impl": peer, "path": str(path), "budget": budget})
         rows.append({**base, "row": peer, "write_s": w, "note": note, **r})
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
     return rows
 
 
-def remote_rows(s3, layout, n, per_part):
+def remote_rows(s3, layout, n, per_part, budget):
     from loaderx import dataset
 
     so = s3.options()
@@ -317,7 +323,7 @@ def remote_rows(s3, layout, n, per_part):
     rows = []
     for impl, path, nparts, w in (("loaderx-parts", root, parts, parts_write),
                                   ("loaderx-single", single, 1, single_write)):
-        r = spawn_cell({**base, "impl": "loaderx", "path": path, "storage_options": so})
+        r = spawn_cell({**base, "impl": "loaderx", "path": path, "storage_options": so, "budget": budget})
         rows.append({**base, "row": impl, "parts": nparts, "write_s": w, "note": loaderx_note(nparts), **r})
     return rows
 
@@ -360,6 +366,7 @@ def main():
     ap.add_argument("--layouts", default="dense,ragged")
     ap.add_argument("--remote", action="store_true")
     ap.add_argument("--remote-max", type=int, default=1_000_000)
+    ap.add_argument("--remote-seconds", type=float, default=2.0)
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--peer-seconds", type=float, default=3.0)
     ap.add_argument("--writer-parts", type=int, default=1000)
@@ -372,6 +379,8 @@ def main():
         print(json.dumps(CELLS[c["impl"]](c)))
         return 0
     sizes = [int(float(s)) for s in a.sizes.split(",")]
+    if any(n % a.part_records and n > a.part_records for n in sizes):
+        ap.error("every size above --part-records must be a multiple of it")
     peers = peers_available() if a.peers else {}
     rows = []
     with tempfile.TemporaryDirectory(dir=a.work) as tmp:
@@ -393,7 +402,7 @@ def main():
                     s3.bucket("scale")
                     for n in (s for s in sizes if s <= a.remote_max):
                         for layout in a.layouts.split(","):
-                            rows += remote_rows(s3, layout, n, a.part_records)
+                            rows += remote_rows(s3, layout, n, a.part_records, a.remote_seconds)
                     rows.append(writers_row("s3://scale/writers", a.remote_writer_parts, 1000,
                                             "seaweedfs", s3.options()))
                 finally:

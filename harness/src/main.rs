@@ -19,7 +19,7 @@
 //! | layer | rooms and modules |
 //! |---|---|
 //! | entry | `main` → `cli` (arguments, dispatch; nothing else imports it) → `run` (corpora, every selected table, the report) |
-//! | tables | `store/` (the store cell, its write probe, the sampler table), `loader/` (the loader tables, their Rust cell, the store they read), `cold/` (the `--cold` tables), `remote_table/` (feature `remote`); `gate` (A/B pairs of two builds' loader cells: `gate::cells` → `loader::store`, `loader::arms`) |
+//! | tables | `store/` (the store cell, its write probe, the sampler table), `loader/` (the loader tables, their Rust cell, the store they read), `cold/` (the `--cold` tables), `remote_table/` (feature `remote`), `packing/`, `scale/` (Python-measured tables); `gate` (A/B pairs of two builds' loader cells: `gate::cells` → `loader::store`, `loader::arms`) |
 //! | inputs, outputs | `corpus/` (corpora, sources, the token corpus); `report/` (aggregation, `tables.md`, plots, `render`); `machine` (receipts) |
 //! | leaves | `common/` (run options, results, tables, errors, progress, child processes, the cells' command lines, the corruption switch) |
 //!
@@ -39,6 +39,7 @@ mod remote_report;
 mod remote_table;
 mod report;
 mod run;
+mod scale;
 mod store;
 mod working_set;
 

@@ -13,7 +13,7 @@ use crate::model::{CellResult, Report, Status};
 use crate::progress::{Ledger, progress};
 use crate::store::{self, sampler};
 use crate::table::{Corpus, Table};
-use crate::{loader, machine, packing, report, working_set};
+use crate::{loader, machine, packing, report, scale, working_set};
 
 /// Backends that the reference leaves out of the Ragged vision table when a batch takes > 1 s.
 pub const SLOW_RAGGED_VISION: &[&str] = &["hdf5-gzip", "arrow-ipc-zstd", "parquet-zstd"];
@@ -213,9 +213,12 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     if a.selected(Table::Packing) {
         report.packing = Some(phases.time("packing", || packing::run(&a, &corpora, &work))?);
     }
+    if a.selected(Table::Scale) {
+        report.scale = Some(phases.time("scale", || scale::run(&a, &work))?);
+    }
     eprintln!(
         "{}",
-        phases.summary("sampler, loader and packing tables", 3)
+        phases.summary("sampler, loader, packing and scale tables", 4)
     );
     report.machine = machine::receipts();
     report.source = machine::source_info();

@@ -280,7 +280,7 @@ pub struct StoreTable {
     pub rows: Vec<StoreRow>,
 }
 
-/// A table with free-form rows (sampler, loader, packing).
+/// A table with free-form rows (sampler, loader, packing, scale).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FreeTable {
     pub name: Table,
@@ -305,6 +305,7 @@ pub struct Report {
     pub sampler: Option<FreeTable>,
     pub loader: Option<Vec<FreeTable>>,
     pub packing: Option<FreeTable>,
+    pub scale: Option<FreeTable>,
     pub quick: bool,
     pub repeats: usize,
 }
@@ -320,17 +321,19 @@ impl Report {
             sampler: None,
             loader: None,
             packing: None,
+            scale: None,
             quick,
             repeats,
         }
     }
 
-    /// The free-form tables (sampler, loaders, packing), in output order.
+    /// The free-form tables (sampler, loaders, packing, scale), in output order.
     pub fn free_tables(&self) -> impl Iterator<Item = &FreeTable> {
         self.sampler
             .iter()
             .chain(self.loader.iter().flatten())
             .chain(self.packing.iter())
+            .chain(self.scale.iter())
     }
 
     /// The `results.json` document.
@@ -370,6 +373,7 @@ impl Report {
             match table.stage() {
                 Stage::Sampler => rep.sampler = serde_json::from_value(t.clone()).ok(),
                 Stage::Packing => rep.packing = serde_json::from_value(t.clone()).ok(),
+                Stage::Scale => rep.scale = serde_json::from_value(t.clone()).ok(),
                 Stage::Loader => {
                     loaders.extend(serde_json::from_value::<FreeTable>(t.clone()).ok())
                 }
@@ -470,7 +474,7 @@ mod tests {
                         assert!(r.repeats.iter().all(|c| c.table == table), "{name}");
                     }
                 }
-                Stage::Sampler | Stage::Loader | Stage::Packing => {
+                Stage::Sampler | Stage::Loader | Stage::Packing | Stage::Scale => {
                     let ft: FreeTable =
                         serde_json::from_value(t.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
                     assert_eq!(ft.name, table);

@@ -25,6 +25,8 @@ pub enum Stage {
     Loader,
     /// Sequence packing of a token stream.
     Packing,
+    /// Datasets of many tiny records: open, memory, gathers, many writers.
+    Scale,
 }
 
 /// Record layout of a table's source.
@@ -68,6 +70,7 @@ named! {
         LoaderDenseVision = "loader-dense-vision",
         LoaderRaggedTokens = "loader-ragged-tokens",
         Packing = "packing",
+        Scale = "scale",
     }
 }
 
@@ -108,6 +111,8 @@ impl Table {
             Table::LoaderRaggedTokens => (Stage::Loader, Some((ragged, tokens))),
             // Reads the token corpus's prepared records directly (no store table's layout).
             Table::Packing => (Stage::Packing, None),
+            // Writes its own records (ids encoded in their bytes), no corpus.
+            Table::Scale => (Stage::Scale, None),
         }
     }
 
@@ -131,7 +136,7 @@ impl Table {
         match self {
             Table::LoaderDenseVision => Some(Table::DenseVision),
             Table::LoaderRaggedTokens => Some(Table::RaggedTokens),
-            Table::Sampler | Table::Packing => None,
+            Table::Sampler | Table::Packing | Table::Scale => None,
             store => Some(store),
         }
     }
@@ -152,7 +157,8 @@ impl Table {
             Table::Sampler
             | Table::LoaderDenseVision
             | Table::LoaderRaggedTokens
-            | Table::Packing => "",
+            | Table::Packing
+            | Table::Scale => "",
         }
     }
 }
@@ -255,6 +261,7 @@ mod tests {
             "loader-dense-vision",
             "loader-ragged-tokens",
             "packing",
+            "scale",
         ];
         assert_eq!(names.len(), Table::ALL.len());
         for name in names {
@@ -303,7 +310,8 @@ mod tests {
                 "sampler",
                 "loader",
                 "loader",
-                "packing"
+                "packing",
+                "scale"
             ]
         );
     }

@@ -402,6 +402,12 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
                 "M tokens/s sd",
                 "M real tokens/s (higher is better)",
             ),
+            Stage::Scale => (
+                "row",
+                "gathers/s",
+                "gathers/s sd",
+                "random gathers of 256 records/s (higher is better)",
+            ),
             Stage::Store | Stage::Loader => (
                 "loader",
                 "samples/s",

@@ -44,6 +44,7 @@ pub fn gc(
         }
     }
     let at = o.root().join(PARTS_DIR);
+    let remote_root = crate::source::url_of(root.as_ref()).is_some();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -60,6 +61,11 @@ pub fn gc(
         let files = o
             .list_tree(&dir)
             .map_err(|e| Error::io("list", o.root().join(&dir), e))?;
+        // An object store has no folders: a prefix it still lists with no object below it (SeaweedFS
+        // keeps an emptied folder's entry) is no part.
+        if files.is_empty() && remote_root {
+            continue;
+        }
         let newest = files.iter().map(|(_, t)| *t).max().unwrap_or(0);
         if now.saturating_sub(newest) < min_age_secs {
             report.young.push(entry.name);
@@ -74,7 +80,7 @@ pub fn gc(
     }
     // A local writer that died mid-part left a temporary folder beside the parts (never listed,
     // never visible); `publish::gc` removes those nobody holds a lock on.
-    if !dry_run && crate::source::url_of(root.as_ref()).is_none() && o.list(PARTS_DIR).is_ok() {
+    if !dry_run && !remote_root && o.list(PARTS_DIR).is_ok() {
         let parts = root.as_ref().join(PARTS_DIR);
         if parts.is_dir() {
             crate::publish::gc(&parts)?;

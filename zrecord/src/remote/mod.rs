@@ -130,9 +130,13 @@ impl Remote {
         Ok(c)
     }
 
-    /// The key of file `name` of the store.
+    /// The key of file `name` of the store (`name` may name a file below a folder, as a
+    /// dataset's `parts/<part>/manifest.zrm` does: each `/`-separated segment is joined on its
+    /// own, since `Key::join` takes one segment and would encode the `/` into it).
     fn key(&self, name: &str) -> Key {
-        self.prefix.clone().join(name)
+        name.split('/')
+            .filter(|s| !s.is_empty())
+            .fold(self.prefix.clone(), |k, s| k.join(s))
     }
 
     /// The URL of file `name` of the store, for errors.

@@ -1,0 +1,418 @@
+"""The `scale` table: stores of many tiny records, as a dataset of parts and as one container.
+
+Records (each encodes its global id ``i``, so a batch is verified by recomputing it):
+
+* ``dense``: int32 ``[2]``, ``(i mod 2^31, i div 2^31)``;
+* ``ragged``: uint16 1-D of 1..8 values, its length and values from ``h = i * 0x9E3779B97F4A7C15``
+  (mod 2^64): length ``1 + (h >> 61)``, value ``k`` the 16 bits of ``h`` at ``48 - 16 * (k % 4)``
+  xor ``k`` (the top bits depend on every bit of ``i``).
+
+For each size (``--sizes``) and layout the same records are written as a dataset of parts
+(``--part-records`` records a part, one commit) and as ONE container (the eager-index baseline),
+codec ``raw``, locally and, with ``--remote``, on a SeaweedFS server on loopback (for sizes up to
+``--remote-max``). Every cell runs in a fresh process (``--cell``): VmRSS from /proc/self/status
+after the imports, open time and RSS after open, first-batch latency (256 random ids), then 1,000
+random batches of 256 (steady gathers/s over the gather calls alone), RSS after them; on SeaweedFS
+(no node cache) the steady loop stops at 1,000 batches or ``--remote-seconds`` of gathers. Every
+batch is compared with its recomputed content after its timer stops.
+
+Peers on the same records, local only, when installed (``--peers``): Lance (``lance.write_dataset``
+default write; ``lance.dataset`` open + ``take`` of the same 256 ids) and Parquet (pyarrow
+``write_table`` defaults; ``ParquetFile`` open + ``read_row_group`` of the group holding each id of
+a batch). Their steady loop stops at 1,000 batches or ``--peer-seconds``, whichever comes first.
+
+One more row: ``--writer-parts`` parts written by 8 spawned writer processes and committed once
+(write time, commit time, then the dataset opened and one batch verified); with ``--remote`` the
+same for ``--remote-writer-parts`` parts on SeaweedFS.
+
+Usage: python scale_bench.py --sizes 1000000,10000000 [--remote] [--peers] --json OUT
+"""
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+BATCH = 256
+BATCHES = 1000
+GOLD = np.uint64(0x9E3779B97F4A7C15)
+WRITE_CHUNK = 1 << 20
+WRITERS = 8
+
+
+def rss_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def dense_records(ids):
+    ids = np.asarray(ids, np.int64)
+    return np.stack([ids & 0x7FFFFFFF, ids >> 31], axis=1).astype(np.int32)
+
+
+def ragged_records(ids):
+    """The records of `ids`: their lengths and their values, concatenated."""
+    h = np.asarray(ids, np.uint64) * GOLD
+    lens = (1 + (h >> np.uint64(61))).astype(np.int64)
+    owner = np.repeat(np.arange(len(lens)), lens)
+    k = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+    shift = (48 - 16 * (k % 4)).astype(np.uint64)
+    vals = ((h[owner] >> shift) & np.uint64(0xFFFF)).astype(np.uint16) ^ k.astype(np.uint16)
+    return lens, vals
+
+
+def write_container(path, layout, first, count, storage_options=None):
+    from loaderx.zrecord import DenseWriter, RaggedBatch, RaggedWriter
+
+    so = {"storage_options": storage_options} if storage_options else {}
+    if layout == "dense":
+        w = DenseWriter(path, np.int32, (2,), "raw", **so)
+    else:
+        w = RaggedWriter(path, np.uint16, 1, "raw", **so)
+    with w:
+        for a in range(first, first + count, WRITE_CHUNK):
+            ids = np.arange(a, min(a + WRITE_CHUNK, first + count))
+            if layout == "dense":
+                w.append(dense_records(ids))
+            else:
+                lens, vals = ragged_records(ids)
+                cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+                w.append(RaggedBatch(vals, cu, lens.reshape(-1, 1).astype(np.uint64)))
+
+
+def write_parts(root, layout, first_part, parts, per_part, storage_options=None):
+    """Writes parts `first_part..+parts` (`per_part` records each, ids continuing part by part)."""
+    from loaderx import dataset
+
+    names = []
+    for p in range(first_part, first_part + parts):
+        name = f"part-{p:05d}"
+        write_container(dataset.part_path(root, name), layout, p * per_part, per_part, storage_options)
+        names.append(name)
+    return names
+
+
+# ---- one cell, in its own process -------------------------------------------------------------
+
+
+def verify(layout, ids, got):
+    if layout == "dense":
+        return np.array_equal(got, dense_records(ids))
+    lens, vals = ragged_records(ids)
+    return np.array_equal(np.diff(got[1]), lens) and np.array_equal(got[0], vals)
+
+
+def cell_loaderx(c):
+    from loaderx import Allocator, dtypes
+    from loaderx.zrecord import DenseStore, RaggedStore
+
+    kind = DenseStore if c["layout"] == "dense" else RaggedStore
+    so = {"storage_options": c["storage_options"]} if c.get("storage_options") else {}
+    base = rss_mib()
+    t = time.perf_counter()
+    store = kind(c["path"], **so)
+    open_s = time.perf_counter() - t
+    open_rss = rss_mib() - base
+    assert len(store) == c["records"], (len(store), c["records"])
+    view = store.bind(Allocator())
+    if c["layout"] == "dense":
+        def gather(ids):
+            return dtypes.from_dlpack(view[ids])
+    else:
+        def gather(ids):
+            b = view[ids]
+            return np.from_dlpack(b.values), np.from_dlpack(b.cu_seqlens)
+    return run_batches(c, gather, open_s, open_rss, base, c.get("budget"))
+
+
+def run_batches(c, gather, open_s, open_rss, base, budget=None):
+    rng = np.random.default_rng(c["seed"])
+    ids = rng.integers(0, c["records"], BATCH)
+    t = time.perf_counter()
+    got = gather(ids)
+    first_s = time.perf_counter() - t
+    ok = verify(c["layout"], ids, got)
+    spent, done = 0.0, 0
+    while done < BATCHES and (budget is None or spent < budget):
+        ids = rng.integers(0, c["records"], BATCH)
+        t = time.perf_counter()
+        got = gather(ids)
+        spent += time.perf_counter() - t
+        ok = ok and verify(c["layout"], ids, got)
+        done += 1
+    return {"open_ms": open_s * 1e3, "open_rss_mib": open_rss, "epoch_rss_mib": rss_mib() - base,
+            "first_batch_ms": first_s * 1e3, "gathers_per_s": done / spent, "batches": done + 1,
+            "verified": bool(ok)}
+
+
+def from_arrow(layout, col):
+    """An Arrow list column as the batch `verify` reads: rows of 2, or (values, offsets)."""
+    if layout == "dense":
+        return col.flatten().to_numpy().reshape(-1, 2)
+    return col.flatten().to_numpy(), np.concatenate([[0], np.cumsum(col.value_lengths().to_numpy())])
+
+
+def cell_lance(c):
+    import lance
+
+    base = rss_mib()
+    t = time.perf_counter()
+    ds = lance.dataset(c["path"])
+    open_s = time.perf_counter() - t
+    open_rss = rss_mib() - base
+
+    def gather(ids):
+        return from_arrow(c["layout"], ds.take(ids, columns=["r"]).column("r").combine_chunks())
+
+    return run_batches(c, gather, open_s, open_rss, base, c["budget"])
+
+
+def cell_parquet(c):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = rss_mib()
+    t = time.perf_counter()
+    f = pq.ParquetFile(c["path"])
+    md = f.metadata
+    starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
+    open_s = time.perf_counter() - t
+    open_rss = rss_mib() - base
+
+    def gather(ids):
+        groups = np.searchsorted(starts, ids, side="right") - 1
+        cols = {int(g): f.read_row_group(int(g), columns=["r"]).column("r").combine_chunks()
+                for g in np.unique(groups)}
+        return from_arrow(c["layout"], pa.concat_arrays(
+            [cols[int(g)].slice(int(i - starts[g]), 1) for i, g in zip(ids, groups)]))
+
+    return run_batches(c, gather, open_s, open_rss, base, c["budget"])
+
+
+CELLS = {"loaderx": cell_loaderx, "lance": cell_lance, "parquet": cell_parquet}
+
+
+def spawn_cell(cell):
+    """Runs one cell in a fresh interpreter; its result, or a failed one naming the error."""
+    r = subprocess.run([sys.executable, __file__, "--cell", json.dumps(cell)], capture_output=True,
+                       text=True, timeout=1800)
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"verified": False, "error": f"cell exited {r.returncode}: {tail}"}
+
+
+# ---- peers' copies of the records -------------------------------------------------------------
+
+
+def arrow_table(layout, n):
+    import pyarrow as pa
+
+    chunks = []
+    for a in range(0, n, WRITE_CHUNK):
+        ids = np.arange(a, min(a + WRITE_CHUNK, n))
+        if layout == "dense":
+            arr = pa.FixedSizeListArray.from_arrays(pa.array(dense_records(ids).reshape(-1)), 2)
+        else:
+            lens, vals = ragged_records(ids)
+            offs = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+            arr = pa.ListArray.from_arrays(pa.array(offs), pa.array(vals))
+        chunks.append(arr)
+    return pa.table({"r": pa.chunked_array(chunks)})
+
+
+def peers_available():
+    out = {}
+    for name, mod in (("lance", "lance"), ("parquet", "pyarrow.parquet")):
+        try:
+            __import__(mod)
+            out[name] = None
+        except ImportError:
+            out[name] = f"{mod} is not installed (LOADERX_INSTALL_PEERS=1 installs pylance 14.0.2)"
+    return out
+
+
+# ---- the rows ---------------------------------------------------------------------------------
+
+
+def loaderx_note(parts):
+    if parts == 1:
+        return "one container: its whole index read and checked at open"
+    return (f"one version of {parts} parts: open reads the version manifest; a part (its whole "
+            "index) is opened on its first touch")
+
+
+def local_rows(work, layout, n, per_part, peers, budget):
+    from loaderx import dataset
+
+    rows = []
+    parts = max(1, n // per_part)
+    single, root = work / f"{layout}-{n}-single", work / f"{layout}-{n}-parts"
+    t = time.perf_counter()
+    write_container(str(single), layout, 0, n)
+    single_write = time.perf_counter() - t
+    t = time.perf_counter()
+    names = write_parts(str(root), layout, 0, parts, n // parts)
+    dataset.commit(str(root), names)
+    parts_write = time.perf_counter() - t
+    base = {"layout": layout, "records": n, "where": "local", "seed": n % 9973}
+    for impl, path, nparts, w in (("loaderx-parts", root, parts, parts_write),
+                                  ("loaderx-single", single, 1, single_write)):
+        r = spawn_cell({**base, "impl": "loaderx", "path": str(path)})
+        rows.append({**base, "row": impl, "parts": nparts, "write_s": w, "note": loaderx_note(nparts), **r})
+    shutil.rmtree(single, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+    for peer in ("lance", "parquet"):
+        skip = peers.get(peer, "not asked for (--peers)")
+        if skip:
+            rows.append({**base, "row": peer, "note": skip})
+            continue
+        path = work / f"{layout}-{n}.{peer}"
+        t = time.perf_counter()
+        table = arrow_table(layout, n)
+        if peer == "lance":
+            import lance
+
+            lance.write_dataset(table, str(path))
+            frags = len(lance.dataset(str(path)).get_fragments())
+            note = (f"lance.write_dataset defaults ({frags} fragments); lance.dataset + take "
+                    "(Lance docs, Read and Write)")
+        else:
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, str(path))
+            groups = pq.ParquetFile(str(path)).metadata.num_row_groups
+            note = (f"pq.write_table defaults ({groups} row groups); ParquetFile + read_row_group "
+                    "(Arrow docs, Reading and Writing the Apache Parquet Format)")
+        del table
+        w = time.perf_counter() - t
+        r = spawn_cell({**base, "impl": peer, "path": str(path), "budget": budget})
+        rows.append({**base, "row": peer, "write_s": w, "note": note, **r})
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return rows
+
+
+def remote_rows(s3, layout, n, per_part, budget):
+    from loaderx import dataset
+
+    so = s3.options()
+    parts = max(1, n // per_part)
+    single, root = f"s3://scale/{layout}-{n}-single", f"s3://scale/{layout}-{n}-parts"
+    t = time.perf_counter()
+    write_container(single, layout, 0, n, so)
+    single_write = time.perf_counter() - t
+    t = time.perf_counter()
+    dataset.commit(root, write_parts(root, layout, 0, parts, n // parts, so), storage_options=so)
+    parts_write = time.perf_counter() - t
+    base = {"layout": layout, "records": n, "where": "seaweedfs", "seed": n % 9973}
+    rows = []
+    for impl, path, nparts, w in (("loaderx-parts", root, parts, parts_write),
+                                  ("loaderx-single", single, 1, single_write)):
+        r = spawn_cell({**base, "impl": "loaderx", "path": path, "storage_options": so, "budget": budget})
+        rows.append({**base, "row": impl, "parts": nparts, "write_s": w, "note": loaderx_note(nparts), **r})
+    return rows
+
+
+def _writer(root, first, count, per_part, so):
+    return write_parts(root, "dense", first, count, per_part, so)
+
+
+def writers_row(root, parts, per_part, where, so=None):
+    """`parts` parts from WRITERS spawned processes, committed once; then one verified batch."""
+    from loaderx import Allocator, dataset, dtypes
+    from loaderx.zrecord import DenseStore
+
+    share = -(-parts // WRITERS)
+    jobs = [(root, a, min(share, parts - a), per_part, so) for a in range(0, parts, share)]
+    t = time.perf_counter()
+    with mp.get_context("spawn").Pool(WRITERS) as pool:
+        names = sum(pool.starmap(_writer, jobs), [])
+    write_s = time.perf_counter() - t
+    t = time.perf_counter()
+    m = dataset.commit(root, names, storage_options=so)
+    commit_s = time.perf_counter() - t
+    n = parts * per_part
+    kw = {"storage_options": so} if so else {}
+    with DenseStore(root, **kw) as s:
+        ids = np.random.default_rng(7).integers(0, n, BATCH)
+        ok = (m["records"] == n and len(m["parts"]) == parts and s.parts == parts
+              and np.array_equal(dtypes.from_dlpack(s.bind(Allocator())[ids]), dense_records(ids)))
+    return {"row": "loaderx-8-writers", "layout": "dense", "records": n, "parts": parts, "where": where,
+            "write_s": write_s, "commit_ms": commit_s * 1e3, "verified": bool(ok),
+            "note": f"{WRITERS} spawned writer processes, {per_part} records a part, one commit; "
+                    "verified: the version's record and part counts and one random batch"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cell")
+    ap.add_argument("--sizes", default="1000000")
+    ap.add_argument("--part-records", type=int, default=100_000)
+    ap.add_argument("--layouts", default="dense,ragged")
+    ap.add_argument("--remote", action="store_true")
+    ap.add_argument("--remote-max", type=int, default=1_000_000)
+    ap.add_argument("--remote-seconds", type=float, default=2.0)
+    ap.add_argument("--peers", action="store_true")
+    ap.add_argument("--peer-seconds", type=float, default=3.0)
+    ap.add_argument("--writer-parts", type=int, default=1000)
+    ap.add_argument("--remote-writer-parts", type=int, default=100)
+    ap.add_argument("--work", type=Path)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    if a.cell:
+        c = json.loads(a.cell)
+        print(json.dumps(CELLS[c["impl"]](c)))
+        return 0
+    sizes = [int(float(s)) for s in a.sizes.split(",")]
+    if any(n % a.part_records and n > a.part_records for n in sizes):
+        ap.error("every size above --part-records must be a multiple of it")
+    peers = peers_available() if a.peers else {}
+    rows = []
+    with tempfile.TemporaryDirectory(dir=a.work) as tmp:
+        work = Path(tmp)
+        for n in sizes:
+            for layout in a.layouts.split(","):
+                rows += local_rows(work, layout, n, a.part_records, peers, a.peer_seconds)
+        rows.append(writers_row(str(work / "writers"), a.writer_parts, 1000, "local"))
+        if a.remote:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loaderx/py/tests"))
+            from _remote_helpers import Seaweed
+
+            try:
+                s3 = Seaweed()
+            except RuntimeError as e:
+                rows.append({"row": "loaderx-parts", "where": "seaweedfs", "note": f"not measured: {e}"})
+            else:
+                try:
+                    s3.bucket("scale")
+                    for n in (s for s in sizes if s <= a.remote_max):
+                        for layout in a.layouts.split(","):
+                            rows += remote_rows(s3, layout, n, a.part_records, a.remote_seconds)
+                    rows.append(writers_row("s3://scale/writers", a.remote_writer_parts, 1000,
+                                            "seaweedfs", s3.options()))
+                finally:
+                    s3.stop()
+    for r in rows:
+        print(json.dumps(r))
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1))
+    return 0 if all(r.get("verified") is not False for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -19,6 +19,7 @@ use super::container::Container;
 use super::engine::gather_into;
 use super::hint::PREFETCH_AHEAD;
 use super::opened::Opened;
+use super::plan::push_shape;
 
 /// Alignment of every output region and of each field inside a Ragged region.
 pub const OUTPUT_ALIGN: usize = 64;
@@ -174,24 +175,11 @@ fn ragged_sizes(c: &Container, idx: &[u64]) -> Result<(Vec<i32>, Vec<u64>)> {
     let mut cu: Vec<i32> = Vec::with_capacity(n + 1);
     let mut dims: Vec<u64> = Vec::with_capacity(n * ndim);
     cu.push(0);
-    let mut total: u64 = 0;
     for (k, &i) in idx.iter().enumerate() {
         if let Some(&ahead) = idx.get(k + 2 * PREFETCH_AHEAD) {
             c.prefetch_entry(index, ahead);
         }
-        let mut count = 1u64;
-        for d in c.shape_words_in(index, i) {
-            dims.push(d);
-            count *= d;
-        }
-        total += count;
-        if total > i32::MAX as u64 {
-            return Err(Error::LimitExceeded(format!(
-                "a ragged batch holds at most {} values (int32 cu_seqlens); these {n} records hold more",
-                i32::MAX
-            )));
-        }
-        cu.push(total as i32);
+        push_shape(&mut cu, &mut dims, c.shape_words_in(index, i), n)?;
     }
     Ok((cu, dims))
 }

@@ -19,6 +19,7 @@ use crate::format::{Kind, dense_stride};
 
 use super::container::{Container, OpenOptions};
 use super::engine::gather_into;
+use super::plan::push_shape;
 
 /// An opened version of a dataset, read through one of its columns.
 pub(in crate::read) struct Parts {
@@ -351,25 +352,11 @@ impl Parts {
         let mut cu = Vec::with_capacity(idx.len() + 1);
         let mut dims = Vec::with_capacity(idx.len() * ndim);
         cu.push(0i32);
-        let mut total = 0u64;
         for &i in idx {
             let (p, l) = self.locate(i);
-            let mut count = 1u64;
             let c = self.part(p)?;
             c.check_pages(&[l])?;
-            for d in c.shape_words(l) {
-                dims.push(d);
-                count *= d;
-            }
-            total += count;
-            if total > i32::MAX as u64 {
-                return Err(Error::LimitExceeded(format!(
-                    "a ragged batch holds at most {} values (int32 cu_seqlens); these {} records hold more",
-                    i32::MAX,
-                    idx.len()
-                )));
-            }
-            cu.push(total as i32);
+            push_shape(&mut cu, &mut dims, c.shape_words(l), idx.len())?;
         }
         Ok((cu, dims))
     }

@@ -37,6 +37,32 @@ pub(super) trait ReadEngine {
     fn gather_into<F: Offsets>(self, c: &Container, plan: &Plan<F>, out: &mut [u8]) -> Result<()>;
 }
 
+/// Appends one Ragged record's shape words `shape` to `dims` and its end to `cu` (whose last
+/// entry is the running element count), for a gather of `n` records: the int32 `cu_seqlens`
+/// bound is checked as the count grows.
+#[inline]
+pub(super) fn push_shape(
+    cu: &mut Vec<i32>,
+    dims: &mut Vec<u64>,
+    shape: impl Iterator<Item = u64>,
+    n: usize,
+) -> crate::error::Result<()> {
+    let mut count = 1u64;
+    for d in shape {
+        dims.push(d);
+        count *= d;
+    }
+    let total = cu.last().map_or(0, |&t| t as u64) + count;
+    if total > i32::MAX as u64 {
+        return Err(crate::error::Error::LimitExceeded(format!(
+            "a ragged batch holds at most {} values (int32 cu_seqlens); these {n} records hold more",
+            i32::MAX
+        )));
+    }
+    cu.push(total as i32);
+    Ok(())
+}
+
 /// The last-level cache size assumed where sysfs does not tell (32 MiB).
 const DEFAULT_LLC_BYTES: usize = 32 << 20;
 

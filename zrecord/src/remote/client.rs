@@ -20,6 +20,18 @@ const KNOWN: &str = "endpoint, region, allow_http, access_key_id, secret_access_
 /// images), typing the parts took the GET limit from 88-92 to 331-364 MiB/s.
 pub const CONTENT_TYPE: &str = "application/x-zrecord";
 
+/// The `io::ErrorKind` of a failed request (`NotFound` above all, which callers test for).
+pub(super) fn io_kind(e: &object_store::Error) -> std::io::ErrorKind {
+    use std::io::ErrorKind;
+    match e {
+        object_store::Error::NotFound { .. } => ErrorKind::NotFound,
+        object_store::Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => ErrorKind::PermissionDenied,
+        _ => ErrorKind::Other,
+    }
+}
+
 /// The attributes of every object a publish writes: its [`CONTENT_TYPE`].
 pub(super) fn typed() -> object_store::Attributes {
     object_store::Attributes::from_iter([(object_store::Attribute::ContentType, CONTENT_TYPE)])

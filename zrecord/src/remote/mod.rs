@@ -47,7 +47,7 @@ use crate::source::cache::{BlockCache, now_secs};
 use crate::source::{Opener, RangeFetch, ReadFile, RemoteOptions};
 
 pub use client::CONTENT_TYPE;
-use client::{build, typed};
+use client::{build, io_kind, typed};
 pub(crate) use objects::RemoteObjects;
 use runtime::block_on;
 
@@ -152,13 +152,7 @@ impl Remote {
         range: Option<Range<u64>>,
         e: object_store::Error,
     ) -> Error {
-        let kind = match &e {
-            object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
-            object_store::Error::AlreadyExists { .. } => io::ErrorKind::AlreadyExists,
-            object_store::Error::PermissionDenied { .. }
-            | object_store::Error::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
-            _ => io::ErrorKind::Other,
-        };
+        let kind = io_kind(&e);
         let range = range
             .map(|r| format!(" bytes {}..{}", r.start, r.end))
             .unwrap_or_default();

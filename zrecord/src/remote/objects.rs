@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::objects::{Listed, Objects};
 use crate::source::RemoteOptions;
 
-use super::client::{build, typed};
+use super::client::{build, io_kind, typed};
 use super::runtime::block_on;
 
 /// A dataset root at a URL.
@@ -65,15 +65,8 @@ impl RemoteObjects {
 
     /// An `io::Error` for a failed request `what` of `key`, its kind kept (`NotFound` above all).
     fn error(&self, what: &str, key: &str, e: object_store::Error) -> io::Error {
-        let kind = match &e {
-            object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
-            object_store::Error::AlreadyExists { .. } => io::ErrorKind::AlreadyExists,
-            object_store::Error::PermissionDenied { .. }
-            | object_store::Error::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
-            _ => io::ErrorKind::Other,
-        };
         io::Error::new(
-            kind,
+            io_kind(&e),
             format!(
                 "{what} {}/{key}: failed after up to {} attempts within {:?}: {e}",
                 self.url,

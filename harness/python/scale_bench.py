@@ -249,9 +249,10 @@ def peers_available():
 
 def loaderx_note(parts):
     if parts == 1:
-        return "one container: its whole index read and checked at open"
-    return (f"one version of {parts} parts: open reads the version manifest; a part (its whole "
-            "index) is opened on its first touch")
+        return ("one container: its index checked whole at open up to 4 Mi records, above that "
+                "a page (4,096 entries) at a time as reads first need it")
+    return (f"one version of {parts} parts: open reads the version manifest; a part is opened "
+            "and checked on its first touch")
 
 
 def local_rows(work, layout, n, per_part, peers, budget):

@@ -665,11 +665,10 @@ pub fn record_decode(data: &[u8]) -> bool {
 // version_manifest: a dataset's version manifest behind its checksum
 // ---------------------------------------------------------------------------------------------
 
-/// The input is a dataset version manifest without its trailing CRC32C: the harness decodes it as
-/// it is, then with its length field set and its CRC appended, so the structural checks behind the
-/// checksum (column schemas, names, counts against the bytes left, record sums) are fuzzed. A
-/// manifest that decodes must re-encode to exactly its bytes, and its parts' records must add up
-/// to its count. Returns whether it decoded.
+/// The input is a dataset version manifest without its CRC32C: decoded as it is, then with its
+/// length set and its CRC appended, so the checks behind the checksum (schemas, names, counts
+/// against the bytes left, record sums) are fuzzed. A manifest that decodes must re-encode to its
+/// bytes, its parts' records adding up to its count. Returns whether it decoded.
 pub fn version_manifest(data: &[u8]) -> bool {
     use zrecord::dataset::VersionManifest;
     let path = Path::new("/fz/versions/00000000000000000001.zrv");

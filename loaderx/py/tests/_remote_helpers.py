@@ -118,6 +118,17 @@ class Seaweed:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def seaweed_with(bucket: str):
+    """A `Seaweed` server holding `bucket`, stopped when the generator is closed: the body of a
+    module-scoped pytest fixture (`yield from seaweed_with("name")`)."""
+    w = Seaweed()
+    try:
+        w.bucket(bucket)
+        yield w
+    finally:
+        w.stop()
+
+
 class RemoteViewDataset:
     """A map-style torch Dataset holding a view of a remote store: pickled to spawned workers,
     inherited by forked ones."""

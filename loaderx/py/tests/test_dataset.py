@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _remote_helpers import Seaweed
+from _remote_helpers import seaweed_with
 
 import loaderx
 from loaderx import Allocator, Loader, dataset, dtypes
@@ -175,10 +175,7 @@ def test_the_command_inspects_verifies_commits_and_cleans(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def s3():
-    w = Seaweed()
-    w.bucket("datasets")
-    yield w
-    w.stop()
+    yield from seaweed_with("datasets")
 
 
 def test_a_dataset_on_object_storage(s3):

@@ -7,7 +7,7 @@ import pickle
 
 import numpy as np
 import pytest
-from _remote_helpers import RemoteViewDataset, Seaweed
+from _remote_helpers import RemoteViewDataset, seaweed_with
 
 import loaderx
 from loaderx import Allocator, dtypes
@@ -18,10 +18,7 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def s3():
-    w = Seaweed()
-    w.bucket("zr")
-    yield w
-    w.stop()
+    yield from seaweed_with("zr")
 
 
 def _data(n=200):

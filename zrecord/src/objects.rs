@@ -121,23 +121,21 @@ impl Objects for LocalObjects {
         // Written and synced under a private name, then linked to its key: `link` fails when the
         // key exists, on every POSIX file system (network ones too), so two creators never both
         // succeed and nobody sees a partial file.
-        let tmp = dir.join(format!(
-            ".tmp-{}-{:x}",
-            std::process::id(),
-            secs(Ok(SystemTime::now())) ^ (bytes.len() as u64).rotate_left(32) ^ tmp_salt()
-        ));
-        let written = (|| {
-            let mut f = std::fs::File::create_new(&tmp)?;
-            f.write_all(bytes)?;
-            f.sync_all()
-        })();
-        let linked = written.and_then(|()| std::fs::hard_link(&tmp, &dst));
+        let tmp = dir.join(format!(".tmp-{}-{:016x}", std::process::id(), tmp_salt()));
+        // The private name is this call's alone: a collision (another host's process with this
+        // pid and salt) fails here, as an I/O error, before anything of the other file is touched.
+        let mut f = std::fs::File::create_new(&tmp)?;
+        let linked = f
+            .write_all(bytes)
+            .and_then(|()| f.sync_all())
+            .map(|()| std::fs::hard_link(&tmp, &dst));
         let _ = std::fs::remove_file(&tmp);
-        match linked {
+        match linked? {
             Ok(()) => {
                 std::fs::File::open(&dir)?.sync_all()?;
                 Ok(true)
             }
+            // Only the link's own refusal means another creator holds the key.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(e),
         }
@@ -154,12 +152,18 @@ impl Objects for LocalObjects {
     }
 }
 
-/// A number that differs between calls in one process (temporary names).
+/// A number that differs between calls in one process and, with the process id, between
+/// processes on different hosts: the standard library's per-process random hash keys (seeded from
+/// the OS) over a per-process counter.
 fn tmp_salt() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    static KEYS: std::sync::LazyLock<std::collections::hash_map::RandomState> =
+        std::sync::LazyLock::new(Default::default);
+    let mut h = KEYS.build_hasher();
+    h.write_u64(NEXT.fetch_add(1, Ordering::Relaxed));
+    h.finish()
 }
 
 #[cfg(test)]

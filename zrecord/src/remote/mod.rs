@@ -47,7 +47,7 @@ use crate::source::cache::{BlockCache, now_secs};
 use crate::source::{Opener, RangeFetch, ReadFile, RemoteOptions};
 
 pub use client::CONTENT_TYPE;
-use client::{build, io_kind, typed};
+use client::{build, io_kind, key_under, typed};
 pub(crate) use objects::RemoteObjects;
 use runtime::block_on;
 
@@ -134,9 +134,7 @@ impl Remote {
     /// dataset's `parts/<part>/manifest.zrm` does: each `/`-separated segment is joined on its
     /// own, since `Key::join` takes one segment and would encode the `/` into it).
     fn key(&self, name: &str) -> Key {
-        name.split('/')
-            .filter(|s| !s.is_empty())
-            .fold(self.prefix.clone(), |k, s| k.join(s))
+        key_under(&self.prefix, name)
     }
 
     /// The URL of file `name` of the store, for errors.

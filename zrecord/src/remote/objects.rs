@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::objects::{Listed, Objects};
 use crate::source::RemoteOptions;
 
-use super::client::{build, io_kind, typed};
+use super::client::{build, io_kind, key_under, typed};
 use super::runtime::block_on;
 
 /// A dataset root at a URL.
@@ -48,9 +48,7 @@ impl RemoteObjects {
 
     /// The object key of `key` (`/`-separated segments under the root).
     fn key(&self, key: &str) -> Key {
-        key.split('/')
-            .filter(|s| !s.is_empty())
-            .fold(self.prefix.clone(), |k, s| k.join(s))
+        key_under(&self.prefix, key)
     }
 
     /// The part of a listed key below `dir`.

@@ -172,10 +172,12 @@ fn describe(
             at.display()
         )));
     }
+    // A part that is one container has its manifest here.
+    let one = manifest_key(&dir, "");
     let names: Vec<String> = match columns {
         Some(c) => c.to_vec(),
-        None => match o.read(&format!("{dir}/{MANIFEST_FILE}")) {
-            Ok(bytes) => return one_column(o, &dir, part, "", bytes).map(|(c, e)| (vec![c], e)),
+        None => match o.read(&one) {
+            Ok(bytes) => return one_column(o, &one, part, "", bytes).map(|(c, e)| (vec![c], e)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let listed = o.list(&dir).map_err(|e| Error::io("list", &at, e))?;
                 let cols: Vec<String> = listed
@@ -191,21 +193,17 @@ fn describe(
                 }
                 cols
             }
-            Err(e) => return Err(Error::io("read", at.join(MANIFEST_FILE), e)),
+            Err(e) => return Err(Error::io("read", o.root().join(&one), e)),
         },
     };
     let mut schema = Vec::with_capacity(names.len());
     let mut entry: Option<PartEntry> = None;
     for name in &names {
-        let key = if name.is_empty() {
-            format!("{dir}/{MANIFEST_FILE}")
-        } else {
-            format!("{dir}/{name}/{MANIFEST_FILE}")
-        };
+        let key = manifest_key(&dir, name);
         let bytes = o
             .read(&key)
             .map_err(|e| Error::io("read", o.root().join(&key), e))?;
-        let (c, e) = one_column(o, &dir, part, name, bytes)?;
+        let (c, e) = one_column(o, &key, part, name, bytes)?;
         match &mut entry {
             None => entry = Some(e),
             Some(first) => {
@@ -227,19 +225,25 @@ fn describe(
     Ok((schema, entry))
 }
 
-/// The schema and entry of one column's container of a part, from its manifest's bytes.
+/// The key of the container manifest of `column` (`""`: the part is the container) of the part
+/// folder `dir`.
+fn manifest_key(dir: &str, column: &str) -> String {
+    if column.is_empty() {
+        format!("{dir}/{MANIFEST_FILE}")
+    } else {
+        format!("{dir}/{column}/{MANIFEST_FILE}")
+    }
+}
+
+/// The schema and entry of one column's container of a part, from its manifest's bytes, read at
+/// `key`.
 fn one_column(
     o: &dyn Objects,
-    dir: &str,
+    key: &str,
     part: &str,
     column: &str,
     bytes: Vec<u8>,
 ) -> Result<(ColumnSchema, PartEntry)> {
-    let key = if column.is_empty() {
-        format!("{dir}/{MANIFEST_FILE}")
-    } else {
-        format!("{dir}/{column}/{MANIFEST_FILE}")
-    };
     let m = Manifest::decode(&bytes, &o.root().join(key))?;
     let files: u64 = m.index_len + m.shards.iter().map(|s| s.len).sum::<u64>();
     Ok((

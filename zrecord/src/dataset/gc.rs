@@ -2,7 +2,7 @@
 //! that a later `commit` dropped from every version), once they are older than a grace period, so
 //! that a part still being written or about to be committed is left alone.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -44,47 +44,61 @@ pub fn gc(
         }
     }
     let at = o.root().join(PARTS_DIR);
-    let remote_root = crate::source::url_of(root.as_ref()).is_some();
+    let local = crate::source::url_of(root.as_ref()).is_none();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    // Every file under `parts/` in one listing, grouped by part: (files, newest modification).
+    // An object store lists only objects, so a prefix emptied earlier is no part; a local folder
+    // with no file in it is one (listed below).
+    let mut found: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+    for (key, modified) in o
+        .list_tree(PARTS_DIR)
+        .map_err(|e| Error::io("list", &at, e))?
+    {
+        let rest = key
+            .strip_prefix(PARTS_DIR)
+            .unwrap_or(&key)
+            .trim_start_matches('/');
+        if let Some((part, _)) = rest.split_once('/') {
+            let f = found.entry(part.to_string()).or_default();
+            f.0 += 1;
+            f.1 = f.1.max(modified);
+        }
+    }
+    if local {
+        for e in o.list(PARTS_DIR).map_err(|e| Error::io("list", &at, e))? {
+            if e.dir {
+                found.entry(e.name).or_default();
+            }
+        }
+    }
     let mut report = DatasetGc {
         versions,
         dry_run,
         ..DatasetGc::default()
     };
-    for entry in o.list(PARTS_DIR).map_err(|e| Error::io("list", &at, e))? {
-        if !entry.dir || listed.contains(&entry.name) || entry.name.starts_with('.') {
+    for (name, (files, newest)) in found {
+        if listed.contains(&name) || name.starts_with('.') {
             continue;
         }
-        let dir = format!("{PARTS_DIR}/{}", entry.name);
-        let files = o
-            .list_tree(&dir)
-            .map_err(|e| Error::io("list", o.root().join(&dir), e))?;
-        // An object store has no folders: a prefix it still lists with no object below it (SeaweedFS
-        // keeps an emptied folder's entry) is no part.
-        if files.is_empty() && remote_root {
-            continue;
-        }
-        let newest = files.iter().map(|(_, t)| *t).max().unwrap_or(0);
         if now.saturating_sub(newest) < min_age_secs {
-            report.young.push(entry.name);
+            report.young.push(name);
             continue;
         }
-        report.files += files.len();
+        report.files += files;
         if !dry_run {
+            let dir = format!("{PARTS_DIR}/{name}");
             o.remove_tree(&dir)
                 .map_err(|e| Error::io("remove", o.root().join(&dir), e))?;
         }
-        report.removed.push(entry.name);
+        report.removed.push(name);
     }
     // A local writer that died mid-part left a temporary folder beside the parts (never listed,
     // never visible); `publish::gc` removes those nobody holds a lock on.
-    if !dry_run && !remote_root && o.list(PARTS_DIR).is_ok() {
-        let parts = root.as_ref().join(PARTS_DIR);
-        if parts.is_dir() {
-            crate::publish::gc(&parts)?;
-        }
+    let parts = root.as_ref().join(PARTS_DIR);
+    if !dry_run && local && parts.is_dir() {
+        crate::publish::gc(&parts)?;
     }
     Ok(report)
 }

@@ -140,7 +140,7 @@ fn describe_all(
 }
 
 /// A column's schema as errors print it.
-pub(crate) fn schema_text(c: &ColumnSchema) -> String {
+fn schema_text(c: &ColumnSchema) -> String {
     match c.kind {
         Kind::Dense => format!(
             "Dense {} {:?} ({})",

@@ -101,6 +101,16 @@ pub enum Kind {
     Ragged,
 }
 
+impl Kind {
+    /// `"Dense"` or `"Ragged"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Dense => "Dense",
+            Kind::Ragged => "Ragged",
+        }
+    }
+}
+
 pub(crate) fn dense_stride(dtype: DType, item_shape: &[u64]) -> Option<u64> {
     let mut n: u64 = dtype.itemsize() as u64;
     for &d in item_shape {

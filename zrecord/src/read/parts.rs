@@ -82,15 +82,13 @@ impl Parts {
         };
         let schema = &m.columns[column];
         if schema.kind != kind {
-            let (want, got) = match kind {
-                Kind::Dense => ("Dense", "Ragged"),
-                Kind::Ragged => ("Ragged", "Dense"),
-            };
             return Err(Error::format(
                 root,
                 format!(
-                    "column {:?}: expected a {want} column, found a {got} one",
-                    schema.name
+                    "column {:?}: expected a {} column, found a {} one",
+                    schema.name,
+                    kind.name(),
+                    schema.kind.name()
                 ),
             ));
         }

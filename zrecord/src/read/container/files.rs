@@ -75,13 +75,13 @@ pub(super) fn open_manifest(
     let bytes = mfile.bytes();
     let crc = crate::format::rd_u32(bytes, bytes.len() - 4);
     if m.kind != kind {
-        let (want, got) = match kind {
-            Kind::Dense => ("Dense", "Ragged"),
-            Kind::Ragged => ("Ragged", "Dense"),
-        };
         return Err(Error::format(
             path,
-            format!("expected a {want} container, found a {got} one"),
+            format!(
+                "expected a {} container, found a {} one",
+                kind.name(),
+                m.kind.name()
+            ),
         ));
     }
     Ok((m, mp, crc))

@@ -142,6 +142,19 @@ fn a_dataset_of_parts_reads_as_one_store_and_versions_pin() {
     .unwrap();
     assert_eq!((pinned.len(), pinned.version()), (27, Some(1)));
     assert_eq!(dataset::versions(&root, &local()).unwrap(), [1, 2]);
+    // A version never committed is refused, naming the ones there are.
+    let e = DenseStore::open_with(
+        &root,
+        OpenOptions {
+            version: Some(9),
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("no version 9 (versions 1..=2)"),
+        "{e}"
+    );
     // Appending a listed part again is refused; so is a Ragged open of a Dense dataset.
     assert!(matches!(
         append(&root, &more[..1], &local()),

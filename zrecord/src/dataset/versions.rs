@@ -98,17 +98,24 @@ pub fn read_version(
     remote: &RemoteOptions,
 ) -> Result<Option<VersionManifest>> {
     let o = objects(root.as_ref(), remote)?;
+    // A pinned version is read by its name (one request); the listing is only for the newest, or
+    // for the error of a pinned one that is not there.
+    if let Some(n) = version {
+        match read_version_in(&*o, n) {
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+            read => return read.map(Some),
+        }
+    }
     let listed = listed_versions(&*o)?;
     let Some(&newest) = listed.last() else {
         return Ok(None);
     };
-    let n = version.unwrap_or(newest);
-    if listed.binary_search(&n).is_err() {
-        return Err(Error::invalid(format!(
+    match version {
+        None => read_version_in(&*o, newest).map(Some),
+        Some(n) => Err(Error::invalid(format!(
             "{}: no version {n} (versions {}..={newest})",
             o.root().display(),
             listed[0]
-        )));
+        ))),
     }
-    read_version_in(&*o, n).map(Some)
 }

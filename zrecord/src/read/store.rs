@@ -154,13 +154,7 @@ impl<L: Layout> Store<L> {
     /// compressed record's decoded size; a dataset: every part, each opened and checked against
     /// its version first.
     pub fn verify(&self) -> Result<()> {
-        match &self.c {
-            Opened::One(c) => {
-                c.check_open()?;
-                verify_all(c)
-            }
-            Opened::Parts(_) => (0..self.parts()).try_for_each(|p| self.verify_part(p)),
-        }
+        (0..self.parts()).try_for_each(|p| self.verify_part(p))
     }
 
     /// Binds the store to a placement. The view gathers into memory from `allocator`.

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use zrecord::Kind;
 use zrecord::dataset::{self, VersionManifest};
-use zrecord::{Kind, RemoteOptions};
 
 use crate::errors::{IntoPyResult, guard};
 use crate::remote::remote_options;
@@ -47,10 +47,6 @@ fn manifest_dict<'py>(py: Python<'py>, m: &VersionManifest) -> PyResult<Bound<'p
     Ok(d)
 }
 
-fn opts(storage_options: Option<&Bound<'_, PyDict>>) -> PyResult<RemoteOptions> {
-    remote_options(storage_options)
-}
-
 /// Commits a version listing exactly `parts` (`append=True`: the newest version's parts, then
 /// `parts`). Raises `CommitConflictError` when another commit took the version first.
 #[pyfunction]
@@ -62,7 +58,7 @@ pub(crate) fn _dataset_commit<'py>(
     append: bool,
     storage_options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let o = opts(storage_options)?;
+    let o = remote_options(storage_options)?;
     let m = py
         .detach(|| {
             guard(|| {
@@ -85,7 +81,7 @@ pub(crate) fn _dataset_versions(
     root: PathBuf,
     storage_options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Vec<u64>> {
-    let o = opts(storage_options)?;
+    let o = remote_options(storage_options)?;
     py.detach(|| guard(|| dataset::versions(&root, &o)))
         .py_err(py)
 }
@@ -99,7 +95,7 @@ pub(crate) fn _dataset_info<'py>(
     version: Option<u64>,
     storage_options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
-    let o = opts(storage_options)?;
+    let o = remote_options(storage_options)?;
     let m = py
         .detach(|| guard(|| dataset::read_version(&root, version, &o)))
         .py_err(py)?;
@@ -116,7 +112,7 @@ pub(crate) fn _dataset_gc<'py>(
     dry_run: bool,
     storage_options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let o = opts(storage_options)?;
+    let o = remote_options(storage_options)?;
     let r = py
         .detach(|| guard(|| dataset::gc(&root, min_age_secs, dry_run, &o)))
         .py_err(py)?;

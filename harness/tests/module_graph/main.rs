@@ -1,41 +1,23 @@
-//! Module graph of a crate's `src/`: which module refers to which, and whether that is acyclic.
+//! Layout lint over the workspace's crate sources ([`CRATES`]): each crate's module graph over
+//! files, and its folder graph, is acyclic; no non-test file is over [`MAX_LINES`] lines; `//!`
+//! docs open every file.
 //!
-//! A small Rust reader (std only, no parser crate): it strips comments and strings, follows
-//! inline `mod x { .. }` blocks, expands `use` trees (`{..}` groups, `self`, `as`), and resolves
-//! `crate::`, `self::`, `super::` and child-module paths to the module that defines the item,
-//! following re-exports (`pub use error::Error;` at the root makes `crate::Error` point at
-//! `error`, not at the root). Serde-style attribute strings such as
-//! `"crate::stats::f64_or_nan"` count as references. Nodes are files (`a/b.rs` and `a/b/mod.rs`
-//! are `a::b`, `lib.rs`/`main.rs` is `crate`); an inline module belongs to its file. References
-//! made inside `#[cfg(test)] mod .. { }`, or in a file declared `#[cfg(test)] mod ..;`, are test
-//! edges: printed, not part of the cycle check.
-//!
-//! Over the file graph, [`folders`] builds the folder graph (a folder is a module with children:
-//! its file and the module tree under its directory), checked level by level: a cycle between two
-//! folders fails even where no two files form one.
-//!
-//! The checker is generic; [`CRATES`] lists the workspace's source folders, and for each of them
-//! the tests here also check the layout rules: no source file over [`MAX_LINES`] lines (test
-//! files excepted) and `//!` docs opening every file.
-//!
-//! The reader lives in `module_graph/`, one pass per file: `tokens` (source to tokens), `facts`
-//! (what one file says), `graph` (the graph, its cycles, its printed form), `folders` (the folder
-//! graph over it). This file holds the
-//! workspace's rules and the checker's own tests.
+//! `reader` parses each file with `syn` and resolves `use` trees and `crate::`/`self::`/`super::`/
+//! child-module paths (in code, macros and serde-style attribute strings) to the module defining
+//! the item, following re-exports. Nodes are files (`a/b.rs` and `a/b/mod.rs` are `a::b`,
+//! `lib.rs`/`main.rs` is `crate`). References inside `#[cfg(test)] mod`, or in a file declared
+//! `#[cfg(test)] mod x;`, are test edges: printed, not cycle-checked. `graph` finds cycles and
+//! builds the folder graph. The checker's own tests are at the end.
 
-mod facts;
-mod folders;
 mod graph;
-mod tokens;
+mod reader;
 
 use std::path::{Path, PathBuf};
 
-use folders::{describe_folders, folder_cycles, folder_levels};
-use graph::{cycles, describe, graph_of_dir, rust_files};
+use graph::{cycles, describe, describe_folders, folder_cycles, folder_levels};
+use reader::{graph_of_dir, rust_files};
 
-/// The workspace's crate source folders (from the workspace root). Each must have an acyclic
-/// module graph at the level of files and of folders, no source file over [`MAX_LINES`] lines (test files excepted) and `//!` docs
-/// opening every file.
+/// The workspace's crate source folders (from the workspace root).
 const CRATES: &[&str] = &[
     "zrecord/src",
     "loaderx/src",
@@ -108,95 +90,76 @@ fn every_source_file_is_small_and_says_what_it_owns() {
 
 #[cfg(test)]
 mod checker {
-    use super::graph::{Graph, graph};
+    use super::graph::Graph;
     use super::*;
+    use std::collections::BTreeSet;
 
-    fn g(files: &[(&str, &str)]) -> Graph {
-        let files: Vec<(PathBuf, String)> = files
-            .iter()
+    /// The graph of files given as `"path: source"`.
+    fn g(files: &[&str]) -> Graph {
+        let files: Vec<(PathBuf, String)> = (files.iter())
+            .map(|f| f.split_once(": ").expect("path: source"))
             .map(|(p, s)| (PathBuf::from(p), s.to_string()))
             .collect();
-        graph(&files)
+        reader::graph(&files)
     }
 
-    fn edges(g: &Graph) -> Vec<String> {
-        g.edges.iter().map(|(a, b)| format!("{a}->{b}")).collect()
+    fn edges(e: &BTreeSet<(String, String)>) -> Vec<String> {
+        e.iter().map(|(a, b)| format!("{a}->{b}")).collect()
     }
 
     #[test]
-    fn finds_a_cycle_through_use_groups_and_plain_paths() {
+    fn finds_a_cycle_through_use_groups_macros_and_plain_paths() {
         let graph = g(&[
-            ("main.rs", "mod a; mod b; mod c; fn main() { a::run(); }"),
-            (
-                "a.rs",
-                "use crate::{b::{self, B}, c::C as Cee};\npub fn run() {}",
-            ),
-            ("b.rs", "pub struct B; fn f() { crate::c::g(); }"),
-            (
-                "c.rs",
-                "pub struct C; pub fn g() { let _ = crate::a::run; }",
-            ),
+            "main.rs: mod a; mod b; mod c; fn main() { a::run(); }",
+            "a.rs: use crate::{b::{self, B}, c::C as Cee};\npub fn run() {}",
+            "b.rs: pub struct B; fn f() { drop(vec![crate::c::g()]); }",
+            "c.rs: pub struct C; pub fn g() { let _ = crate::a::run; }",
         ]);
-        assert_eq!(edges(&graph), ["a->b", "a->c", "b->c", "c->a", "crate->a"]);
+        let want = ["a->b", "a->c", "b->c", "c->a", "crate->a"];
+        assert_eq!(edges(&graph.edges), want);
         assert_eq!(cycles(&graph), [vec!["a", "b", "c"]]);
     }
 
     #[test]
     fn comments_strings_and_test_modules_are_not_edges() {
         let graph = g(&[
-            (
-                "lib.rs",
-                "//! see [`crate::b`]\nmod a; mod b;\n#[cfg(test)]\nmod tests;",
-            ),
-            ("tests.rs", "use crate::a::f; use crate::b::S;"),
-            (
-                "a.rs",
-                "/* crate::b::x */ const S: &str = \"crate::b::x is text\"; fn f<'a>(x: &'a str) -> char { 'b' }\n#[cfg(test)]\nmod tests { use super::*; use crate::b::helper; }",
-            ),
-            (
-                "b.rs",
-                "#[serde(with = \"crate::a::codec\")] struct S; pub fn helper() {}",
-            ),
+            "lib.rs: //! see [`crate::b`]\nmod a; mod b;\n#[cfg(test)]\nmod tests;",
+            "tests.rs: use crate::a::f; use crate::b::S;",
+            "a.rs: /* crate::b::x */ const S: &str = \"crate::b::x is text\"; fn f<'a>(x: &'a str) -> char { 'b' }\n#[cfg(test)]\nmod tests { use super::*; use crate::b::helper; }",
+            "b.rs: #[serde(with = \"crate::a::codec\")] struct S; pub fn helper() {}",
         ]);
-        assert_eq!(edges(&graph), ["b->a"]);
-        let test_edges: Vec<String> = graph
-            .test_edges
-            .iter()
-            .map(|(a, b)| format!("{a}->{b}"))
-            .collect();
-        assert_eq!(test_edges, ["a->b", "tests->a", "tests->b"]);
+        assert_eq!(edges(&graph.edges), ["b->a"]);
+        let want = ["a->b", "tests->a", "tests->b"];
+        assert_eq!(edges(&graph.test_edges), want);
         assert!(cycles(&graph).is_empty());
     }
 
     #[test]
     fn finds_a_folder_cycle_that_no_two_files_form() {
         let graph = g(&[
-            ("lib.rs", "mod a; mod b; mod c;"),
-            ("a/mod.rs", "mod x; mod w;"),
-            ("a/x.rs", "use crate::b::y::Y;"),
-            ("a/w.rs", "pub struct W;"),
-            ("b/mod.rs", "mod y; mod z;"),
-            ("b/y.rs", "pub struct Y;"),
-            ("b/z.rs", "use crate::a::w::W; use crate::c::C;"),
-            ("c.rs", "pub struct C;"),
+            "lib.rs: mod a; mod b; mod c;",
+            "a/mod.rs: mod x; mod w;",
+            "a/x.rs: use crate::b::y::Y;",
+            "a/w.rs: pub struct W;",
+            "b/mod.rs: mod y; mod z;",
+            "b/y.rs: pub struct Y;",
+            "b/z.rs: use crate::a::w::W; use crate::c::C;",
+            "c.rs: pub struct C;",
         ]);
-        assert_eq!(edges(&graph), ["a::x->b::y", "b::z->a::w", "b::z->c"]);
+        let want = ["a::x->b::y", "b::z->a::w", "b::z->c"];
+        assert_eq!(edges(&graph.edges), want);
         assert!(cycles(&graph).is_empty());
         let levels = folder_levels(&graph);
         let parents: Vec<&str> = levels.iter().map(|l| l.parent.as_str()).collect();
         assert_eq!(parents, ["crate", "a", "b"]);
+        let root = edges(&levels[0].graph.edges);
         assert_eq!(
-            edges(&levels[0].graph),
+            root,
             ["a/->b/", "b/->a/", "b/->c"],
             "one level: the root's children"
         );
-        assert_eq!(
-            folder_cycles(&levels),
-            [(
-                "crate".to_string(),
-                vec!["a/".to_string(), "b/".to_string()]
-            )]
-        );
+        let cycle = vec!["a/".to_string(), "b/".to_string()];
+        assert_eq!(folder_cycles(&levels), [("crate".to_string(), cycle)]);
         let text = describe_folders("t", &levels);
         assert!(text.contains("CYCLE among: a/, b/"), "{text}");
     }
@@ -204,26 +167,18 @@ mod checker {
     #[test]
     fn follows_reexports_and_folder_modules() {
         let graph = g(&[
-            (
-                "lib.rs",
-                "mod error; pub mod read; pub use error::Error; pub use read::Store;",
-            ),
-            ("error.rs", "pub enum Error {}"),
-            ("read/mod.rs", "mod open; pub use open::Store;"),
-            (
-                "read/open.rs",
-                "use crate::Error; use super::super::error; pub struct Store;",
-            ),
+            "lib.rs: mod error; pub mod read; pub use error::Error; pub use read::Store;",
+            "error.rs: pub enum Error {}",
+            "read/mod.rs: mod open; pub use open::Store;",
+            "read/open.rs: use crate::Error; use super::super::error; pub struct Store;",
         ]);
-        assert_eq!(
-            edges(&graph),
-            [
-                "crate->error",
-                "crate->read::open",
-                "read->read::open",
-                "read::open->error"
-            ]
-        );
+        let want = [
+            "crate->error",
+            "crate->read::open",
+            "read->read::open",
+            "read::open->error",
+        ];
+        assert_eq!(edges(&graph.edges), want);
         assert!(cycles(&graph).is_empty());
     }
 }

@@ -67,82 +67,68 @@ pub(crate) fn describe(name: &str, g: &Graph) -> String {
     s
 }
 
-/// One level of the folder graph: the children of the folder `parent` (`crate` for the root).
-/// A node ending in `/` is a child folder standing for its whole tree; `parent` itself stands for
-/// its own file.
-#[derive(Debug)]
-pub(crate) struct Level {
-    pub(crate) parent: String,
-    pub(crate) graph: Graph,
+/// A module's node name: `a::b`, `crate` for the root.
+pub(crate) fn node<S: std::borrow::Borrow<str>>(m: &[S]) -> String {
+    if m.is_empty() {
+        "crate".into()
+    } else {
+        m.join("::")
+    }
 }
 
-/// The levels of `g`'s folder graph, one per folder, outermost first.
-pub(crate) fn folder_levels(g: &Graph) -> Vec<Level> {
-    let segs = |n: &str| -> Vec<String> {
-        n.split("::")
-            .filter(|s| *s != "crate")
-            .map(str::to_string)
-            .collect()
-    };
-    let name = |p: &[String]| {
-        if p.is_empty() {
-            "crate".into()
-        } else {
-            p.join("::")
-        }
-    };
-    let paths: Vec<Vec<String>> = g.nodes.iter().map(|n| segs(n)).collect();
-    let is_folder = |p: &[String]| paths.iter().any(|q| q.len() > p.len() && q.starts_with(p));
-    let mut folders: Vec<&[String]> = (paths.iter())
+/// A node's module path (empty for `crate`).
+fn path(n: &str) -> Vec<&str> {
+    n.split("::").filter(|s| *s != "crate").collect()
+}
+
+/// The levels of `g`'s folder graph, outermost first: per folder, its name and the graph of its
+/// children. A node ending in `/` is a child folder standing for its whole tree; the folder's own
+/// name stands for its own file.
+pub(crate) fn folder_levels(g: &Graph) -> Vec<(String, Graph)> {
+    let paths: Vec<Vec<&str>> = g.nodes.iter().map(|n| path(n)).collect();
+    let is_folder = |p: &[&str]| paths.iter().any(|q| q.len() > p.len() && q.starts_with(p));
+    let mut folders: Vec<&[&str]> = (paths.iter())
         .flat_map(|p| (0..p.len()).map(move |k| &p[..k]))
-        .filter(|p| is_folder(p))
         .collect();
     folders.sort();
     folders.dedup();
-    let level = |parent: &[String]| {
-        // The node of `node` at this level, or `None` when it lies outside `parent`.
-        let group = |node: &String| {
-            let p = segs(node);
-            let child = p.get(..parent.len() + 1).unwrap_or(&p);
-            let mark = if child.len() > parent.len() && is_folder(child) {
-                "/"
-            } else {
-                ""
-            };
-            p.starts_with(parent)
-                .then(|| format!("{}{mark}", name(child)))
+    let level = |parent: &[&str]| {
+        // The node standing for `n` at this level, or `None` when `n` lies outside `parent`.
+        let group = |n: &String| {
+            let p = path(n);
+            let child = &p[..p.len().min(parent.len() + 1)];
+            let folder = child.len() > parent.len() && is_folder(child);
+            let mark = if folder { "/" } else { "" };
+            p.starts_with(parent).then(|| node(child) + mark)
         };
-        let mut graph = Graph {
+        let mut level = Graph {
             nodes: g.nodes.iter().filter_map(group).collect(),
             ..Graph::default()
         };
         for (a, b) in &g.edges {
-            if let (Some(ga), Some(gb)) = (group(a), group(b))
-                && ga != gb
+            if let (Some(a), Some(b)) = (group(a), group(b))
+                && a != b
             {
-                graph.edges.insert((ga, gb));
+                level.edges.insert((a, b));
             }
         }
-        Level {
-            parent: name(parent),
-            graph,
-        }
+        (node(parent), level)
     };
     folders.into_iter().map(level).collect()
 }
 
 /// The cycles at every level: `(level's folder, the nodes of one cycle)`.
-pub(crate) fn folder_cycles(levels: &[Level]) -> Vec<(String, Vec<String>)> {
+pub(crate) fn folder_cycles(levels: &[(String, Graph)]) -> Vec<(String, Vec<String>)> {
     (levels.iter())
-        .flat_map(|l| cycles(&l.graph).into_iter().map(|c| (l.parent.clone(), c)))
+        .flat_map(|(parent, g)| cycles(g).into_iter().map(|c| (parent.clone(), c)))
         .collect()
 }
 
 /// The folder graph as text: per level with a child folder (or a cycle), each child folder's
 /// edges and every edge into one.
-pub(crate) fn describe_folders(name: &str, levels: &[Level]) -> String {
+pub(crate) fn describe_folders(name: &str, levels: &[(String, Graph)]) -> String {
     let mut s = format!("folder graph of {name}: {} folders\n", levels.len());
-    for Level { parent, graph: g } in levels {
+    for (parent, g) in levels {
         let found = cycles(g);
         if !g.nodes.iter().any(|n| n.ends_with('/')) && found.is_empty() {
             continue;

@@ -1,74 +1,44 @@
-//! From source files to the file graph: `syn` reads each file, a visitor collects what it
-//! refers to, and a resolver maps each path to the module that defines the item.
+//! From source files to the file graph: `syn` parses each file, [`Crate`] (a `Visit`or) records
+//! its modules, imports and paths, then resolves each path to the module defining the item.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use proc_macro2::{Spacing, TokenStream, TokenTree};
+use syn::buffer::{Cursor, TokenBuffer};
 use syn::visit::{self, Visit};
 
-use super::graph::Graph;
+use super::graph::{Graph, node};
 
 type Module = Vec<String>;
 
-/// What one file says. `refs` and `imports` carry the module each was written in.
+/// What a crate's files say, and where the visitor is: in file node `file`, module `cur`, test
+/// code or not.
 #[derive(Default)]
-struct Reader {
+struct Crate {
+    /// Every module (file or inline) and the file node it lives in.
+    modules: BTreeMap<Module, String>,
+    /// Per module: name -> the path it was imported as.
+    imports: BTreeMap<Module, BTreeMap<String, Module>>,
+    /// Modules whose files are test code (declared `#[cfg(test)] mod name;`).
+    test_files: Vec<Module>,
+    /// (file node, module written in, test code, path).
+    refs: Vec<(String, Module, bool, Module)>,
+    file: String,
     cur: Module,
     test: bool,
-    inline: Vec<Module>,
-    /// Child modules in their own files declared `#[cfg(test)] mod name;`.
-    test_files: Vec<Module>,
-    refs: Vec<(Module, bool, Module)>,
-    imports: Vec<(Module, String, Module)>,
 }
 
-impl Reader {
+/// The cursor after a `::` at `c`.
+fn sep(c: Cursor<'_>) -> Option<Cursor<'_>> {
+    let (a, c) = c.punct()?;
+    let (b, c) = c.punct()?;
+    (a.as_char() == ':' && b.as_char() == ':').then_some(c)
+}
+
+impl Crate {
     fn reference(&mut self, path: Module) {
-        self.refs.push((self.cur.clone(), self.test, path));
-    }
-
-    /// A string that is a whole `crate::`/`self::`/`super::` path (serde's `with = ".."`).
-    fn string(&mut self, s: &str) {
-        let segs: Module = s.split("::").map(str::to_string).collect();
-        let word = |w: &String| !w.is_empty() && w.chars().all(|c| c.is_alphanumeric() || c == '_');
-        if segs.len() > 1
-            && matches!(segs[0].as_str(), "crate" | "self" | "super")
-            && segs.iter().all(word)
-        {
-            self.reference(segs);
-        }
-    }
-
-    /// The paths (`a::b`, not after `::`, `.` or `$`) and strings in macro or attribute tokens.
-    fn tokens(&mut self, tokens: TokenStream) {
-        let toks: Vec<TokenTree> = tokens.into_iter().collect();
-        let sep = |k: usize| {
-            matches!((toks.get(k), toks.get(k + 1)), (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
-                if a.as_char() == ':' && a.spacing() == Spacing::Joint && b.as_char() == ':')
-        };
-        let mut i = 0;
-        while i < toks.len() {
-            let after = |c: &[char]| matches!(i.checked_sub(1).map(|k| &toks[k]), Some(TokenTree::Punct(p)) if c.contains(&p.as_char()));
-            match &toks[i] {
-                TokenTree::Group(g) => self.tokens(g.stream()),
-                TokenTree::Literal(l) => {
-                    if let syn::Lit::Str(s) = syn::Lit::new(l.clone()) {
-                        self.string(&s.value());
-                    }
-                }
-                TokenTree::Ident(first) if sep(i + 1) && !after(&[':', '.', '$']) => {
-                    let mut path = vec![first.to_string()];
-                    while let (true, Some(TokenTree::Ident(s))) = (sep(i + 1), toks.get(i + 3)) {
-                        path.push(s.to_string());
-                        i += 3;
-                    }
-                    self.reference(path);
-                }
-                _ => {}
-            }
-            i += 1;
-        }
+        let at = (self.file.clone(), self.cur.clone(), self.test);
+        self.refs.push((at.0, at.1, at.2, path));
     }
 
     fn use_tree(&mut self, mut path: Module, tree: &syn::UseTree) {
@@ -87,98 +57,45 @@ impl Reader {
         if leaf != "self" {
             path.push(leaf.to_string());
         }
-        let name = if name == "self" {
-            path.last().cloned()
-        } else {
-            Some(name.to_string())
-        };
-        if let Some(name) = name {
-            self.imports.push((self.cur.clone(), name, path.clone()));
+        let name = (name != "self").then(|| name.to_string());
+        if let Some(name) = name.or_else(|| path.last().cloned()) {
+            let names = self.imports.entry(self.cur.clone()).or_default();
+            names.insert(name, path.clone());
         }
         self.reference(path);
     }
-}
 
-fn cfg_test(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        matches!(&a.meta, syn::Meta::List(l) if l.path.is_ident("cfg") && l.tokens.to_string() == "test")
-    })
-}
-
-impl<'ast> Visit<'ast> for Reader {
-    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        let mut path = self.cur.clone();
-        path.push(m.ident.to_string());
-        let test = self.test || cfg_test(&m.attrs);
-        let Some((_, items)) = &m.content else {
-            if test {
-                self.test_files.push(path);
+    /// The paths (`a::b`, not after `$`, `::` or a method's `.`, though after a range's `..`) and
+    /// strings in macro or attribute tokens.
+    fn scan(&mut self, mut c: Cursor) {
+        let mut last = [' ', ' '];
+        while let Some((_, mut next)) = c.token_tree() {
+            let may_start = !"$:".contains(last[1]) && (last[1] != '.' || last[0] == '.');
+            if let Some((inside, ..)) = c.any_group() {
+                self.scan(inside);
+            } else if let Some((lit, _)) = c.literal()
+                && let syn::Lit::Str(s) = syn::Lit::new(lit)
+            {
+                self.visit_lit_str(&s);
+            } else if let Some((first, mut after)) = c.ident()
+                && may_start
+            {
+                let mut path = vec![first.to_string()];
+                while let Some((seg, rest)) = sep(after).and_then(Cursor::ident) {
+                    path.push(seg.to_string());
+                    after = rest;
+                }
+                if path.len() > 1 {
+                    self.reference(path);
+                    next = after;
+                }
             }
-            return;
-        };
-        self.inline.push(path.clone());
-        let outer = (std::mem::replace(&mut self.cur, path), self.test);
-        self.test = test;
-        items.iter().for_each(|item| self.visit_item(item));
-        (self.cur, self.test) = outer;
-    }
-
-    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
-        let root = u.leading_colon.is_some().then(|| vec!["::".to_string()]);
-        self.use_tree(root.unwrap_or_default(), &u.tree);
-    }
-
-    fn visit_path(&mut self, p: &'ast syn::Path) {
-        if p.leading_colon.is_none() && p.segments.len() > 1 {
-            self.reference(p.segments.iter().map(|s| s.ident.to_string()).collect());
-        }
-        visit::visit_path(self, p);
-    }
-
-    fn visit_macro(&mut self, m: &'ast syn::Macro) {
-        self.visit_path(&m.path);
-        self.tokens(m.tokens.clone());
-    }
-
-    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
-        if let syn::Meta::List(l) = &a.meta {
-            self.tokens(l.tokens.clone());
+            last = [last[1], c.punct().map_or(' ', |p| p.0.as_char())];
+            c = next;
         }
     }
 
-    fn visit_lit_str(&mut self, s: &'ast syn::LitStr) {
-        self.string(&s.value());
-    }
-
-    /// `pub(in crate::a)` names a scope, not a dependency.
-    fn visit_vis_restricted(&mut self, _: &'ast syn::VisRestricted) {}
-}
-
-/// The module path of `rel` (a path under `src/`), or `None` for files of other targets.
-fn module_of(rel: &Path) -> Option<Module> {
-    let s = rel.to_str()?.strip_suffix(".rs")?;
-    if s.starts_with("bin/") {
-        return None;
-    }
-    let mut parts: Module = s.split('/').map(str::to_string).collect();
-    if parts.last().is_some_and(|p| p == "mod")
-        || matches!(&parts[..], [p] if p == "lib" || p == "main")
-    {
-        parts.pop();
-    }
-    Some(parts)
-}
-
-struct Resolver {
-    /// Every module (file or inline) and the file node it lives in.
-    modules: BTreeMap<Module, String>,
-    /// Per module: name -> the path it was imported as.
-    imports: BTreeMap<Module, BTreeMap<String, Module>>,
-}
-
-impl Resolver {
-    /// The module that defines what `segs`, written in module `cur`, names; `None` for paths
-    /// outside the crate.
+    /// The module defining what `segs`, written in module `cur`, names; `None` outside the crate.
     fn resolve(&self, cur: &[String], segs: &[String], depth: usize) -> Option<Module> {
         let via = |m: &[String], first: &String, rest: &[String]| {
             let p = self.imports.get(m)?.get(first)?;
@@ -207,55 +124,99 @@ impl Resolver {
     }
 }
 
-/// The module graph of the files `(path under src/, source)`.
-pub(crate) fn graph(files: &[(PathBuf, String)]) -> Graph {
-    let mut modules = BTreeMap::new();
-    let mut read = Vec::new();
-    for (rel, src) in files {
-        let Some(m) = module_of(rel) else { continue };
-        let node = if m.is_empty() {
-            "crate".into()
-        } else {
-            m.join("::")
+impl<'ast> Visit<'ast> for Crate {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        let path = [&self.cur[..], &[m.ident.to_string()]].concat();
+        let cfg_test = |a: &syn::Attribute| {
+            let list = a.meta.require_list().ok();
+            list.is_some_and(|l| l.path.is_ident("cfg") && l.tokens.to_string() == "test")
         };
-        let file = syn::parse_file(src).unwrap_or_else(|e| panic!("{}: {e}", rel.display()));
-        let mut r = Reader {
-            cur: m.clone(),
-            ..Reader::default()
+        let test = self.test || m.attrs.iter().any(cfg_test);
+        let Some((_, items)) = &m.content else {
+            if test {
+                self.test_files.push(path);
+            }
+            return;
         };
-        r.visit_file(&file);
-        for inline in r.inline.iter().chain([&m]) {
-            modules.insert(inline.clone(), node.clone());
+        self.modules.insert(path.clone(), self.file.clone());
+        let outer = (std::mem::replace(&mut self.cur, path), self.test);
+        self.test = test;
+        items.iter().for_each(|item| self.visit_item(item));
+        (self.cur, self.test) = outer;
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        let root = u.leading_colon.is_some().then(|| vec!["::".to_string()]);
+        self.use_tree(root.unwrap_or_default(), &u.tree);
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        if p.leading_colon.is_none() && p.segments.len() > 1 {
+            self.reference(p.segments.iter().map(|s| s.ident.to_string()).collect());
         }
-        read.push((m, node, r));
+        visit::visit_path(self, p);
     }
-    let mut imports: BTreeMap<Module, BTreeMap<String, Module>> = BTreeMap::new();
-    for (cur, name, path) in read.iter().flat_map(|r| &r.2.imports) {
-        imports
-            .entry(cur.clone())
-            .or_default()
-            .insert(name.clone(), path.clone());
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.visit_path(&m.path);
+        self.scan(TokenBuffer::new2(m.tokens.clone()).begin());
     }
-    let test_files: Vec<&Module> = read.iter().flat_map(|r| &r.2.test_files).collect();
-    let r = Resolver { modules, imports };
+
+    /// Doc comments are `#[doc = ".."]`, no list: not read.
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        if let syn::Meta::List(l) = &a.meta {
+            self.scan(TokenBuffer::new2(l.tokens.clone()).begin());
+        }
+    }
+
+    /// A string that is a whole `crate::`/`self::`/`super::` path (serde's `with = ".."`).
+    fn visit_lit_str(&mut self, s: &'ast syn::LitStr) {
+        let segs: Module = s.value().split("::").map(str::to_string).collect();
+        let word = |w: &String| !w.is_empty() && w.chars().all(|c| c.is_alphanumeric() || c == '_');
+        if segs.len() > 1
+            && ["crate", "self", "super"].contains(&&*segs[0])
+            && segs.iter().all(word)
+        {
+            self.reference(segs);
+        }
+    }
+
+    /// `pub(in crate::a)` names a scope, not a dependency.
+    fn visit_vis_restricted(&mut self, _: &'ast syn::VisRestricted) {}
+}
+
+/// The module graph of the files `(path under src/, source)`; `bin/` files are another target.
+/// Files are read parents first, so a file's test flag is known when it is read.
+pub(crate) fn graph(files: &[(PathBuf, String)]) -> Graph {
+    let mut c = Crate::default();
+    let mut files: Vec<(Module, &PathBuf, &String)> = (files.iter())
+        .filter(|f| !f.0.starts_with("bin"))
+        .map(|(rel, src)| {
+            let m = rel.with_extension("");
+            let mut m: Module = m.iter().map(|s| s.to_string_lossy().into()).collect();
+            if m.last().is_some_and(|p| p == "mod") || m == ["lib"] || m == ["main"] {
+                m.pop();
+            }
+            (m, rel, src)
+        })
+        .collect();
+    files.sort_by_key(|f| f.0.len());
+    for (m, rel, src) in files {
+        c.test = c.test_files.iter().any(|t| m.starts_with(t));
+        (c.file, c.cur) = (node(&m), m.clone());
+        c.modules.insert(m, c.file.clone());
+        c.visit_file(&syn::parse_file(src).unwrap_or_else(|e| panic!("{}: {e}", rel.display())));
+    }
     let mut g = Graph {
-        nodes: r.modules.values().cloned().collect(),
+        nodes: c.modules.values().cloned().collect(),
         ..Graph::default()
     };
-    for (module, node, reader) in &read {
-        let test_file = test_files.iter().any(|t| module.starts_with(t));
-        for (cur, test, path) in &reader.refs {
-            let Some(to) = r.resolve(cur, path, 0).map(|m| r.modules[&m].clone()) else {
-                continue;
-            };
-            if &to != node {
-                let edges = if *test || test_file {
-                    &mut g.test_edges
-                } else {
-                    &mut g.edges
-                };
-                edges.insert((node.clone(), to));
-            }
+    for (from, cur, test, path) in &c.refs {
+        if let Some(to) = c.resolve(cur, path, 0).map(|m| &c.modules[&m])
+            && to != from
+        {
+            let sets = [&mut g.edges, &mut g.test_edges];
+            sets[usize::from(*test)].insert((from.clone(), to.clone()));
         }
     }
     let edges = g.edges.clone();
@@ -263,25 +224,21 @@ pub(crate) fn graph(files: &[(PathBuf, String)]) -> Graph {
     g
 }
 
-/// Every `.rs` file under `dir`, in path order: (path under `root`, source).
-pub(crate) fn rust_files(dir: &Path, root: &Path, out: &mut Vec<(PathBuf, String)>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, root, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            let src = std::fs::read_to_string(&p).unwrap_or_default();
-            out.push((p.strip_prefix(root).unwrap_or(&p).to_path_buf(), src));
+/// Every `.rs` file under `src`, in path order: (path under `src`, source).
+pub(crate) fn rust_files(src: &Path) -> Vec<(PathBuf, String)> {
+    let (mut out, mut todo) = (Vec::new(), vec![src.to_path_buf()]);
+    while let Some(dir) = todo.pop() {
+        let read = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for p in read.map(|e| e.expect("a directory entry").path()) {
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&p);
+                let text = text.unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                out.push((p.strip_prefix(src).expect("under src").to_path_buf(), text));
+            }
         }
     }
-}
-
-/// The module graph of the crate source folder `src`.
-pub(crate) fn graph_of_dir(src: &Path) -> Graph {
-    let mut files = Vec::new();
-    rust_files(src, src, &mut files);
-    graph(&files)
+    out.sort();
+    out
 }

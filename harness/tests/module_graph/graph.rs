@@ -1,8 +1,7 @@
 //! The file graph, its cycles and printed form, and the folder graph over it. A folder is a
-//! module with children (`read/mod.rs` and everything under `read/`). The folder graph is
-//! checked one level at a time: the level of a folder `P` has one node per child of `P` (a child
-//! folder counts as one node, its whole tree) plus `P`'s own file, and an edge where any file in
-//! one node refers to any file in another; references leaving `P` belong to a level above.
+//! module with children; the level of folder `P` has a node per child (a child folder stands for
+//! its whole tree) plus `P`'s own file, and an edge where a file in one refers to a file in
+//! another; references leaving `P` belong to a level above.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,18 +47,13 @@ fn targets(edges: &BTreeSet<(String, String)>, node: &str, keep: impl Fn(&str) -
 }
 
 pub(crate) fn describe(name: &str, g: &Graph) -> String {
-    let (e, t) = (g.edges.len(), g.test_edges.len());
-    let mut s = format!(
-        "module graph of {name}: {} modules, {e} edges (+{t} test-only)\n",
-        g.nodes.len()
-    );
+    let (n, e, t) = (g.nodes.len(), g.edges.len(), g.test_edges.len());
+    let mut s = format!("module graph of {name}: {n} modules, {e} edges (+{t} test-only)\n");
     for n in &g.nodes {
-        s += &format!("  {n} -> [{}]", targets(&g.edges, n, |_| true));
-        let test = targets(&g.test_edges, n, |_| true);
-        if !test.is_empty() {
-            s += &format!(" (tests: {test})");
-        }
-        s.push('\n');
+        let to = targets(&g.edges, n, |_| true);
+        let test = Some(targets(&g.test_edges, n, |_| true)).filter(|t| !t.is_empty());
+        let test = test.map(|t| format!(" (tests: {t})")).unwrap_or_default();
+        s += &format!("  {n} -> [{to}]{test}\n");
     }
     for c in cycles(g) {
         s += &format!("  CYCLE among: {}\n", c.join(", "));
@@ -115,13 +109,6 @@ pub(crate) fn folder_levels(g: &Graph) -> Vec<(String, Graph)> {
         (node(parent), level)
     };
     folders.into_iter().map(level).collect()
-}
-
-/// The cycles at every level: `(level's folder, the nodes of one cycle)`.
-pub(crate) fn folder_cycles(levels: &[(String, Graph)]) -> Vec<(String, Vec<String>)> {
-    (levels.iter())
-        .flat_map(|(parent, g)| cycles(g).into_iter().map(|c| (parent.clone(), c)))
-        .collect()
 }
 
 /// The folder graph as text: per level with a child folder (or a cycle), each child folder's

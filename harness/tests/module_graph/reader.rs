@@ -1,5 +1,5 @@
-//! From source files to the file graph: `syn` parses each file, [`Crate`] (a `Visit`or) records
-//! its modules, imports and paths, then resolves each path to the module defining the item.
+//! From source files to the file graph: `syn` parses each file; [`Crate`], a `Visit`or, records
+//! modules, imports and paths, and resolves each path to the module that defines the item.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,15 +11,13 @@ use super::graph::{Graph, node};
 
 type Module = Vec<String>;
 
-/// What a crate's files say, and where the visitor is: in file node `file`, module `cur`, test
-/// code or not.
+/// What a crate's files say: every module (file or inline) with its file's node, the imports
+/// (per module and name, the path imported), the modules whose files are test code (declared
+/// `#[cfg(test)] mod x;`) and the references; then where the visitor is.
 #[derive(Default)]
 struct Crate {
-    /// Every module (file or inline) and the file node it lives in.
     modules: BTreeMap<Module, String>,
-    /// Per module: name -> the path it was imported as.
-    imports: BTreeMap<Module, BTreeMap<String, Module>>,
-    /// Modules whose files are test code (declared `#[cfg(test)] mod name;`).
+    imports: BTreeMap<(Module, String), Module>,
     test_files: Vec<Module>,
     /// (file node, module written in, test code, path).
     refs: Vec<(String, Module, bool, Module)>,
@@ -59,8 +57,7 @@ impl Crate {
         }
         let name = (name != "self").then(|| name.to_string());
         if let Some(name) = name.or_else(|| path.last().cloned()) {
-            let names = self.imports.entry(self.cur.clone()).or_default();
-            names.insert(name, path.clone());
+            self.imports.insert((self.cur.clone(), name), path.clone());
         }
         self.reference(path);
     }
@@ -98,7 +95,7 @@ impl Crate {
     /// The module defining what `segs`, written in module `cur`, names; `None` outside the crate.
     fn resolve(&self, cur: &[String], segs: &[String], depth: usize) -> Option<Module> {
         let via = |m: &[String], first: &String, rest: &[String]| {
-            let p = self.imports.get(m)?.get(first)?;
+            let p = self.imports.get(&(m.to_vec(), first.clone()))?;
             self.resolve(m, &[p, rest].concat(), depth + 1)
         };
         if depth > 16 || segs.is_empty() {

@@ -36,7 +36,6 @@ use arrow_ipc::writer::{FileWriter, IpcWriteOptions};
 use arrow_ipc::{Block, CompressionType};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use memmap2::Mmap;
-use rayon::prelude::*;
 use zrecord::DType;
 
 use crate::backend::Backend;
@@ -44,7 +43,7 @@ use crate::error::{Error, Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
 use crate::source::Source;
-use crate::util::{check_indices, fill_dense, fresh_path, ragged_out};
+use crate::util::{check_indices, fill_dense, fresh_path, map_par, ragged_out};
 
 /// Target bytes per IPC record batch.
 pub const BATCH_BYTES: usize = 1 << 20;
@@ -249,11 +248,7 @@ pub(crate) fn pack_hits(
             for (c, r) in hits {
                 c.push_shape(*r, &mut shapes);
             }
-            Ok(Batch::Ragged(Box::new(ragged_out(
-                &recs,
-                dtype.itemsize(),
-                shapes,
-            )?)))
+            ragged_out(&recs, dtype.itemsize(), shapes)
         }
     }
 }
@@ -391,17 +386,7 @@ impl Reader for IpcReader {
         let mut touched: Vec<usize> = located.iter().map(|&(k, _)| k).collect();
         touched.sort_unstable();
         touched.dedup();
-        let decoded: Vec<Cols> = if touched.len() > 1 {
-            touched
-                .par_iter()
-                .map(|&k| self.decode(k))
-                .collect::<Result<_>>()?
-        } else {
-            touched
-                .iter()
-                .map(|&k| self.decode(k))
-                .collect::<Result<_>>()?
-        };
+        let decoded = map_par(&touched, |&k| self.decode(k))?;
         let hits: Vec<(&Cols, usize)> = located
             .iter()
             .map(|&(k, r)| (&decoded[touched.binary_search(&k).expect("touched")], r))

@@ -187,10 +187,6 @@ impl Reader for LmdbReader {
             shapes.extend(le_u64s(&r[..head]));
             *r = &r[head..];
         }
-        Ok(Batch::Ragged(Box::new(ragged_out(
-            &recs,
-            self.itemsize,
-            shapes,
-        )?)))
+        ragged_out(&recs, self.itemsize, shapes)
     }
 }

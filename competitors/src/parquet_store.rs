@@ -29,7 +29,6 @@ use parquet::arrow::arrow_reader::{
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use rayon::prelude::*;
 use zrecord::DType;
 
 use crate::arrow_ipc::{Cols, pack_hits, parse_meta, record_batch, schema_for};
@@ -38,7 +37,7 @@ use crate::error::{Error, Result};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
 use crate::source::Source;
-use crate::util::{check_indices, fresh_path};
+use crate::util::{check_indices, fresh_path, map_par, unique_sorted};
 
 /// Target data page size.
 pub const PAGE_BYTES: usize = 64 << 10;
@@ -183,7 +182,7 @@ impl Reader for ParquetReader {
 
     fn gather(&mut self, indices: &[u64]) -> Result<Batch> {
         check_indices(indices, self.len())?;
-        let (uniq, pos) = crate::util::unique_sorted(indices);
+        let (uniq, pos) = unique_sorted(indices);
         // Split the sorted unique rows by row group.
         let mut groups: Vec<(usize, usize, usize)> = Vec::new(); // (rg, start in uniq, end)
         let mut at = 0;
@@ -197,11 +196,7 @@ impl Reader for ParquetReader {
             let rel: Vec<u64> = uniq[a..b].iter().map(|&i| i - self.starts[rg]).collect();
             self.read_group(rg, &rel)
         };
-        let results: Vec<GroupRead> = if groups.len() > 1 {
-            groups.par_iter().map(read).collect::<Result<_>>()?
-        } else {
-            groups.iter().map(read).collect::<Result<_>>()?
-        };
+        let results: Vec<GroupRead> = map_par(&groups, read)?;
         // For each unique row: (group result, batch, row).
         let mut where_u: Vec<(usize, usize, usize)> = Vec::with_capacity(uniq.len());
         for (g, (_, p)) in results.iter().enumerate() {

@@ -107,16 +107,10 @@ impl RaggedSource<'_> {
         self.len() == 0
     }
 
-    /// Byte range of record `i` inside `values`.
-    pub fn byte_range(&self, i: u64) -> std::ops::Range<usize> {
-        let it = self.dtype.itemsize();
-        let i = i as usize;
-        self.offsets[i] as usize * it..self.offsets[i + 1] as usize * it
-    }
-
     /// Bytes of record `i`.
     pub fn record(&self, i: u64) -> &[u8] {
-        &self.values[self.byte_range(i)]
+        let (it, i) = (self.dtype.itemsize(), i as usize);
+        &self.values[self.offsets[i] as usize * it..self.offsets[i + 1] as usize * it]
     }
 
     /// Shape of record `i`.
@@ -250,14 +244,11 @@ impl Source<'_> {
             );
         };
         let want_shape = util::batch_shape(indices.len(), &d.item_shape);
-        let records = indices.iter().map(|&i| d.record(i));
-        same_dense(
-            bytes,
-            shape,
-            &want_shape,
-            records,
+        let (records, len) = (
+            indices.iter().map(|&i| d.record(i)),
             indices.len() * d.stride(),
-        )
+        );
+        same_dense(bytes, shape, &want_shape, records, len)
     }
 
     /// [`Source::check`] of a Ragged batch given as its packed `values`, `cu` (`cu_seqlens`) and
@@ -280,10 +271,7 @@ impl Source<'_> {
         };
         let records = indices.iter().map(|&i| r.record(i));
         let want_cu = util::cu_seqlens(records.clone().map(<[u8]>::len), r.dtype.itemsize())?;
-        let want_shapes: Vec<u64> = indices
-            .iter()
-            .flat_map(|&i| r.shape(i).iter().copied())
-            .collect();
+        let want_shapes = util::gather_shapes(r.shapes, r.ndim, indices);
         let want_len = want_cu.last().map_or(0, |&e| e as usize) * r.dtype.itemsize();
         same_ragged(
             (values, cu, shapes),
@@ -311,10 +299,7 @@ impl Source<'_> {
                 Ok(Batch::Ragged(Box::new(RaggedOut {
                     cu_seqlens: util::cu_seqlens(lens, r.dtype.itemsize())?,
                     values: records.concat(),
-                    shapes: indices
-                        .iter()
-                        .flat_map(|&i| r.shape(i).iter().copied())
-                        .collect(),
+                    shapes: util::gather_shapes(r.shapes, r.ndim, indices),
                 })))
             }
         }

@@ -12,6 +12,9 @@ use zrecord::DType;
 /// Owned storage behind a Ragged [`Source`]: values, element offsets, shapes.
 type Ragged = (Vec<u8>, Vec<i64>, Vec<u64>);
 
+/// Draws one Ragged record's shape.
+type Shape = fn(&mut SmallRng) -> Vec<u64>;
+
 fn ragged_source(dtype: DType, ndim: usize, (values, offsets, shapes): &Ragged) -> Source<'_> {
     Source::Ragged(RaggedSource {
         dtype,
@@ -49,12 +52,7 @@ fn fill(rng: &mut SmallRng, n: usize, smooth: bool) -> Vec<u8> {
 }
 
 /// `n` Ragged records with shapes drawn by `shape`.
-fn ragged(
-    rng: &mut SmallRng,
-    dtype: DType,
-    n: usize,
-    shape: fn(&mut SmallRng) -> Vec<u64>,
-) -> Ragged {
+fn ragged(rng: &mut SmallRng, dtype: DType, n: usize, shape: Shape) -> Ragged {
     let mut offsets = vec![0i64];
     let mut shapes = Vec::new();
     for _ in 0..n {
@@ -212,7 +210,7 @@ fn dense_generated_odd_dtypes_and_shapes() {
 
 #[test]
 fn ragged_generated() {
-    let cases: [(DType, usize, usize, fn(&mut SmallRng) -> Vec<u64>); 5] = [
+    let cases: [(DType, usize, usize, Shape); 5] = [
         (DType::UInt8, 3, 90, |r| {
             vec![3, r.random_range(4..90), r.random_range(4..90)]
         }),

@@ -69,11 +69,9 @@ impl Helper {
         if !py.exists() {
             return Err(missing());
         }
+        let probe = "import numpy; from array_record.python import array_record_module";
         let probe = Command::new(&py)
-            .args([
-                "-c",
-                "import numpy; from array_record.python import array_record_module",
-            ])
+            .args(["-c", probe])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()?;
@@ -195,21 +193,17 @@ impl ArrayRecord {
         ));
         std::fs::create_dir_all(&dir)?;
         let n = source.len();
+        // Byte offsets of the records in `values`, then the Ragged dims (none for Dense).
         let (values, offsets, shapes, kind, ndim): (&[u8], Vec<u64>, &[u64], u8, usize) =
             match source {
                 Source::Dense(d) => {
-                    let s = d.stride() as u64;
-                    (d.data, (0..=n).map(|i| i * s).collect(), &[], 0, 0)
+                    let offsets = (0..=n).map(|i| i * d.stride() as u64).collect();
+                    (d.data, offsets, &[], 0, 0)
                 }
                 Source::Ragged(r) => {
                     let it = r.dtype.itemsize() as u64;
-                    (
-                        r.values,
-                        r.offsets.iter().map(|&o| o as u64 * it).collect(),
-                        r.shapes,
-                        1,
-                        r.ndim,
-                    )
+                    let offsets = r.offsets.iter().map(|&o| o as u64 * it).collect();
+                    (r.values, offsets, r.shapes, 1, r.ndim)
                 }
             };
         // Constructed before writing so that a failed write still removes the directory.

@@ -112,10 +112,8 @@ impl Competitor for Lmdb {
         let rtxn = env.read_txn()?;
         let (db, meta) = env
             .open_databases_and_commit(rtxn, |dbo, rtxn| -> heed::Result<_> {
-                let db: Option<Database<'_, U64<BigEndian>, Bytes>> =
-                    dbo.open_database(rtxn, Some("records"))?;
-                let meta: Option<Database<'_, U64<BigEndian>, Bytes>> =
-                    dbo.open_database(rtxn, Some(META_KEY_DB))?;
+                let db = dbo.open_database::<U64<BigEndian>, Bytes>(rtxn, Some("records"))?;
+                let meta = dbo.open_database::<U64<BigEndian>, Bytes>(rtxn, Some(META_KEY_DB))?;
                 Ok(CommitOrAbort::<_, ()>::Commit((db, meta)))
             })?
             .unwrap_commit();
@@ -130,11 +128,7 @@ impl Competitor for Lmdb {
             le_u64s(v).collect()
         };
         let (ragged, itemsize, rank) = (m[0] == 1, m[1] as usize, m[2] as usize);
-        let item_shape = if ragged {
-            Vec::new()
-        } else {
-            m[3..3 + rank].to_vec()
-        };
+        let item_shape = m[3..].to_vec(); // empty for Ragged
         Ok(Box::new(LmdbReader {
             env,
             db,

@@ -29,9 +29,8 @@ use parquet::arrow::arrow_reader::{
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use zrecord::DType;
 
-use crate::arrow_ipc::{Cols, pack_hits, parse_meta, record_batch, schema_for};
+use crate::arrow_ipc::{Cols, Meta, pack_hits, parse_meta, record_batch, schema_for};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::interface::{Competitor, Reader, Stored};
@@ -103,7 +102,7 @@ impl Competitor for Parquet {
         let data = bytes::Bytes::from_owner(map);
         let opts = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
         let meta = ArrowReaderMetadata::load(&data, opts)?;
-        let (dtype, item_shape, ndim) = parse_meta(meta.schema())?;
+        let columns = parse_meta(meta.schema())?;
         let mut starts = vec![0u64];
         for rg in meta.metadata().row_groups() {
             starts.push(starts.last().expect("nonempty") + rg.num_rows() as u64);
@@ -112,9 +111,7 @@ impl Competitor for Parquet {
             data,
             meta,
             starts,
-            dtype,
-            item_shape,
-            ndim,
+            columns,
         }))
     }
 }
@@ -126,9 +123,8 @@ struct ParquetReader {
     data: bytes::Bytes,
     meta: ArrowReaderMetadata,
     starts: Vec<u64>,
-    dtype: DType,
-    item_shape: Option<Vec<u64>>,
-    ndim: usize,
+    /// What the rows hold (the schema metadata).
+    columns: Meta,
 }
 
 impl ParquetReader {
@@ -209,6 +205,6 @@ impl Reader for ParquetReader {
                 (&results[g].0[b], r)
             })
             .collect();
-        pack_hits(&hits, self.dtype, &self.item_shape, self.ndim)
+        pack_hits(&hits, &self.columns)
     }
 }

@@ -314,50 +314,34 @@ mod tests {
     use super::*;
 
     /// An owned copy of a reference batch spoiled one way (or not at all), as a loader or a
-    /// store could get it wrong.
+    /// store could get it wrong: a flipped bit, a byte short or over, a boundary or a dim off.
     fn spoiled(b: &Batch, rng: &mut SmallRng) -> Batch {
+        let (mut bytes, mut cu, mut dims) = match b {
+            Batch::Dense(d) => (d.bytes().to_vec(), Vec::new(), d.shape().to_vec()),
+            Batch::Ragged(r) => (
+                r.values().to_vec(),
+                r.cu_seqlens().to_vec(),
+                r.shapes().to_vec(),
+            ),
+        };
+        match rng.random_range(0..6) {
+            0 => {}
+            1 if !bytes.is_empty() => {
+                let p = rng.random_range(0..bytes.len());
+                bytes[p] ^= 1 << rng.random_range(0..8);
+            }
+            2 => drop(bytes.pop()),
+            3 => bytes.push(7),
+            4 if cu.len() > 2 => cu[1] += 1,
+            _ => dims.last_mut().into_iter().for_each(|d| *d += 1),
+        }
         match b {
-            Batch::Dense(d) => {
-                let (mut bytes, mut shape) = (d.bytes().to_vec(), d.shape().to_vec());
-                match rng.random_range(0..5) {
-                    0 => {}
-                    1 if !bytes.is_empty() => {
-                        let p = rng.random_range(0..bytes.len());
-                        bytes[p] ^= 1 << rng.random_range(0..8);
-                    }
-                    2 => {
-                        bytes.pop();
-                    }
-                    3 => bytes.push(0),
-                    _ => shape[0] += 1,
-                }
-                Batch::Dense(Box::new(DenseOut { bytes, shape }))
-            }
-            Batch::Ragged(r) => {
-                let mut o = RaggedOut {
-                    values: r.values().to_vec(),
-                    cu_seqlens: r.cu_seqlens().to_vec(),
-                    shapes: r.shapes().to_vec(),
-                };
-                match rng.random_range(0..6) {
-                    0 => {}
-                    1 if !o.values.is_empty() => {
-                        let p = rng.random_range(0..o.values.len());
-                        o.values[p] ^= 1 << rng.random_range(0..8);
-                    }
-                    2 => {
-                        o.values.pop();
-                    }
-                    3 => o.values.push(7),
-                    4 if o.cu_seqlens.len() > 2 => o.cu_seqlens[1] += 1,
-                    _ => {
-                        if let Some(s) = o.shapes.last_mut() {
-                            *s += 1;
-                        }
-                    }
-                }
-                Batch::Ragged(Box::new(o))
-            }
+            Batch::Dense(_) => Batch::Dense(Box::new(DenseOut { bytes, shape: dims })),
+            Batch::Ragged(_) => Batch::Ragged(Box::new(RaggedOut {
+                values: bytes,
+                cu_seqlens: cu,
+                shapes: dims,
+            })),
         }
     }
 

@@ -71,8 +71,8 @@ impl Competitor for Lmdb {
                 for i in 0..n {
                     db.put_with_flags(&mut wtxn, PutFlags::APPEND, &i, d.record(i))?;
                 }
-                let mut m = vec![0u64, d.dtype.itemsize() as u64, d.item_shape.len() as u64];
-                m.extend_from_slice(&d.item_shape);
+                let head = [0, d.dtype.itemsize() as u64, d.item_shape.len() as u64];
+                let m = [&head[..], &d.item_shape].concat();
                 meta.put(&mut wtxn, &0, &crate::util::u64s_le(&m))?;
             }
             Source::Ragged(r) => {

@@ -273,36 +273,26 @@ impl Source<'_> {
         let want_cu = util::cu_seqlens(records.clone().map(<[u8]>::len), r.dtype.itemsize())?;
         let want_shapes = util::gather_shapes(r.shapes, r.ndim, indices);
         let want_len = want_cu.last().map_or(0, |&e| e as usize) * r.dtype.itemsize();
-        same_ragged(
-            (values, cu, shapes),
-            (&want_cu, &want_shapes),
-            records,
-            want_len,
-        )
+        let got = (values, cu, shapes);
+        same_ragged(got, (&want_cu, &want_shapes), records, want_len)
     }
 
     /// The expected batch for `indices`, built directly from the source (single-threaded,
     /// straightforward): the definition every backend is verified against.
     pub fn gather_reference(&self, indices: &[u64]) -> Result<Batch> {
         util::check_indices(indices, self.len())?;
-        match self {
-            Source::Dense(d) => {
-                let records: Vec<&[u8]> = indices.iter().map(|&i| d.record(i)).collect();
-                Ok(Batch::Dense(Box::new(DenseOut {
-                    bytes: records.concat(),
-                    shape: util::batch_shape(indices.len(), &d.item_shape),
-                })))
-            }
-            Source::Ragged(r) => {
-                let records: Vec<&[u8]> = indices.iter().map(|&i| r.record(i)).collect();
-                let lens = records.iter().map(|x| x.len());
-                Ok(Batch::Ragged(Box::new(RaggedOut {
-                    cu_seqlens: util::cu_seqlens(lens, r.dtype.itemsize())?,
-                    values: records.concat(),
-                    shapes: util::gather_shapes(r.shapes, r.ndim, indices),
-                })))
-            }
-        }
+        let records: Vec<&[u8]> = indices.iter().map(|&i| self.record(i)).collect();
+        Ok(match self {
+            Source::Dense(d) => Batch::Dense(Box::new(DenseOut {
+                bytes: records.concat(),
+                shape: util::batch_shape(indices.len(), &d.item_shape),
+            })),
+            Source::Ragged(r) => Batch::Ragged(Box::new(RaggedOut {
+                cu_seqlens: util::cu_seqlens(records.iter().map(|x| x.len()), r.dtype.itemsize())?,
+                values: records.concat(),
+                shapes: util::gather_shapes(r.shapes, r.ndim, indices),
+            })),
+        })
     }
 }
 
@@ -373,7 +363,7 @@ mod tests {
             offsets: &offsets,
             shapes: &shapes,
         });
-        let (mut agreed_bad, mut agreed_good) = (0, 0);
+        let mut agreed = [0, 0]; // [bad, good]
         for round in 0..2000 {
             let src = if round % 2 == 0 { &dense } else { &ragged };
             let k = rng.random_range(0..12);
@@ -381,21 +371,11 @@ mod tests {
             let want = src.gather_reference(&idx).unwrap();
             let got = spoiled(&want, &mut rng);
             let oracle = crate::verify(&got, &want).is_ok();
-            assert_eq!(
-                src.check(&idx, &got).is_ok(),
-                oracle,
-                "round {round}: {got:?} for {idx:?}"
-            );
-            if oracle {
-                agreed_good += 1;
-            } else {
-                agreed_bad += 1;
-            }
+            let verdict = src.check(&idx, &got).is_ok();
+            assert_eq!(verdict, oracle, "round {round}: {got:?} for {idx:?}");
+            agreed[usize::from(oracle)] += 1;
         }
-        assert!(
-            agreed_good > 300 && agreed_bad > 300,
-            "{agreed_good} good, {agreed_bad} bad"
-        );
+        assert!(agreed.iter().all(|&a| a > 300), "[bad, good]: {agreed:?}");
         assert!(
             dense
                 .check(&[n], &dense.gather_reference(&[0]).unwrap())

@@ -82,14 +82,10 @@ impl Competitor for ZrecordStore {
     fn prepare_held_out(&mut self, source: &Source<'_>, held_out: &Source<'_>) -> Result<()> {
         source.validate()?;
         held_out.validate()?;
-        if held_out.geometry() != source.geometry() || held_out.dtype() != source.dtype() {
-            bail!(
-                "zrecord: held-out sample is {} {}, the source {} {}",
-                held_out.geometry().name(),
-                held_out.dtype().name(),
-                source.geometry().name(),
-                source.dtype().name()
-            );
+        let kind = |s: &Source<'_>| format!("{} {}", s.geometry().name(), s.dtype().name());
+        if kind(held_out) != kind(source) {
+            let (held_out, source) = (kind(held_out), kind(source));
+            bail!("zrecord: held-out sample is {held_out}, the source {source}");
         }
         if self.codec == ZrecordCodec::ZstdDict {
             self.dict = Some(zrecord::train_dict(

@@ -81,11 +81,9 @@ fn path(n: &str) -> Vec<&str> {
 pub(crate) fn folder_levels(g: &Graph) -> Vec<(String, Graph)> {
     let paths: Vec<Vec<&str>> = g.nodes.iter().map(|n| path(n)).collect();
     let is_folder = |p: &[&str]| paths.iter().any(|q| q.len() > p.len() && q.starts_with(p));
-    let mut folders: Vec<&[&str]> = (paths.iter())
+    let folders: BTreeSet<&[&str]> = (paths.iter())
         .flat_map(|p| (0..p.len()).map(move |k| &p[..k]))
         .collect();
-    folders.sort();
-    folders.dedup();
     let level = |parent: &[&str]| {
         // The node standing for `n` at this level, or `None` when `n` lies outside `parent`.
         let group = |n: &String| {

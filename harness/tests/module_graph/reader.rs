@@ -35,8 +35,8 @@ fn sep(c: Cursor<'_>) -> Option<Cursor<'_>> {
 
 impl Crate {
     fn reference(&mut self, path: Module) {
-        let at = (self.file.clone(), self.cur.clone(), self.test);
-        self.refs.push((at.0, at.1, at.2, path));
+        self.refs
+            .push((self.file.clone(), self.cur.clone(), self.test, path));
     }
 
     fn use_tree(&mut self, mut path: Module, tree: &syn::UseTree) {
@@ -125,8 +125,7 @@ impl<'ast> Visit<'ast> for Crate {
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         let path = [&self.cur[..], &[m.ident.to_string()]].concat();
         let cfg_test = |a: &syn::Attribute| {
-            let list = a.meta.require_list().ok();
-            list.is_some_and(|l| l.path.is_ident("cfg") && l.tokens.to_string() == "test")
+            a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
         };
         let test = self.test || m.attrs.iter().any(cfg_test);
         let Some((_, items)) = &m.content else {
@@ -224,16 +223,14 @@ pub(crate) fn graph(files: &[(PathBuf, String)]) -> Graph {
 /// Every `.rs` file under `src`, in path order: (path under `src`, source).
 pub(crate) fn rust_files(src: &Path) -> Vec<(PathBuf, String)> {
     let (mut out, mut todo) = (Vec::new(), vec![src.to_path_buf()]);
-    while let Some(dir) = todo.pop() {
-        let read = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        for p in read.map(|e| e.expect("a directory entry").path()) {
-            if p.is_dir() {
-                todo.push(p);
-            } else if p.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&p);
-                let text = text.unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-                out.push((p.strip_prefix(src).expect("under src").to_path_buf(), text));
-            }
+    while let Some(p) = todo.pop() {
+        if p.is_dir() {
+            let entries = std::fs::read_dir(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            todo.extend(entries.map(|e| e.expect("a directory entry").path()));
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&p);
+            let text = text.unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            out.push((p.strip_prefix(src).expect("under src").to_path_buf(), text));
         }
     }
     out.sort();

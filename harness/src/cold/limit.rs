@@ -207,10 +207,13 @@ pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<Limi
                         })?;
                         // The last extent of a file may end inside the final block.
                         if (got as u64) < e.offset + e.len - start {
-                            return Err(HarnessError::ShortRead {
+                            return Err(HarnessError::DirectRead {
+                                path: files[e.file].clone(),
                                 offset: start,
-                                got,
-                                want,
+                                source: std::io::Error::new(
+                                    std::io::ErrorKind::UnexpectedEof,
+                                    format!("short read: {got} of {want} bytes"),
+                                ),
                             });
                         }
                     }

@@ -99,13 +99,13 @@ pub fn run(
         let [shard] = shards.as_slice() else {
             return Err(HarnessError::Count {
                 what: "shards in a batch",
-                expected: 1,
+                expected: "1".into(),
                 found: shards.len() as u64,
             });
         };
-        let (_, b) = shard.iter().next().ok_or(HarnessError::Count {
+        let (_, b) = shard.iter().next().ok_or_else(|| HarnessError::Count {
             what: "streams in a shard",
-            expected: 1,
+            expected: "1".into(),
             found: 0,
         })?;
         let (values, cu, shapes): (&[u8], &[i32], &[u64]) = match b {

@@ -3,10 +3,13 @@
 //! instead of stalling the whole run.
 
 use std::io::Read;
+use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
 
 use crate::error::{HarnessError, Result};
 
@@ -145,6 +148,21 @@ pub fn run_sampled(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
         String::from_utf8_lossy(&out.stdout).to_string(),
         peak.load(Ordering::Relaxed),
     ))
+}
+
+/// Runs `cmd`, a script told to write its JSON result into `out`, and reads that back; a script
+/// that wrote none fails with the last line of its standard error.
+pub fn script_json<T: DeserializeOwned>(cmd: &mut Command, out: &Path) -> Result<T> {
+    let _ = std::fs::remove_file(out);
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let o = cmd.output().map_err(HarnessError::spawn(&program))?;
+    let parsed = std::fs::read(out).ok();
+    parsed
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| {
+            let err = String::from_utf8_lossy(&o.stderr);
+            HarnessError::Python(format!("{program} wrote no result: {}", last_line(&err)))
+        })
 }
 
 /// The last non-empty line of an error (a Python traceback ends with the exception).

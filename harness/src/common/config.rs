@@ -49,7 +49,10 @@ fn only<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Table>>, D::Error>
                 .filter(|t| t.selector() == word || t.name() == word),
         );
         if only.len() == before {
-            let e = HarnessError::UnknownTable { name: word.into() };
+            let e = HarnessError::Unknown {
+                what: "table",
+                name: word.into(),
+            };
             return Err(serde::de::Error::custom(e));
         }
     }

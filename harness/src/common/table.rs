@@ -154,11 +154,7 @@ impl Table {
             Table::RaggedTokens => {
                 "Ragged tokens: int32 sequences of 16..512 tokens, batch 256, IID"
             }
-            Table::Sampler
-            | Table::LoaderDenseVision
-            | Table::LoaderRaggedTokens
-            | Table::Packing
-            | Table::Scale => "",
+            _ => "",
         }
     }
 }

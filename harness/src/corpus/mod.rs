@@ -34,15 +34,6 @@ impl Prepared {
             metadata,
         }
     }
-
-    /// A synthetic stand-in (no real inputs were found).
-    fn synthetic(dir: PathBuf, metadata: Value) -> Prepared {
-        Prepared {
-            dir,
-            synthetic: true,
-            metadata,
-        }
-    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -224,13 +215,20 @@ fn cached_or_synthesized(
     why: &str,
     build: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<Prepared> {
-    if let Some(m) = read_meta(&dir).filter(|m| fits(m)) {
-        return Ok(Prepared::synthetic(dir, m));
-    }
-    eprintln!("harness: {why}");
-    build(&dir)?;
-    let m = read_meta(&dir).ok_or_else(|| missing_meta(&dir))?;
-    Ok(Prepared::synthetic(dir, m))
+    let metadata = match read_meta(&dir).filter(|m| fits(m)) {
+        Some(m) => m,
+        None => {
+            eprintln!("harness: {why}");
+            build(&dir)?;
+            read_meta(&dir)
+                .ok_or_else(|| HarnessError::missing_in("synthetic metadata.json", &dir))?
+        }
+    };
+    Ok(Prepared {
+        dir,
+        synthetic: true,
+        metadata,
+    })
 }
 
 /// Finds or builds the token corpus (the real one is laid out by [`tokens`]).
@@ -318,11 +316,6 @@ fn npy_err(source: datasets::Error) -> HarnessError {
     HarnessError::datasets("synthetic corpus")(source)
 }
 
-/// A synthetic corpus whose `metadata.json` is missing right after it was written.
-fn missing_meta(dir: &Path) -> HarnessError {
-    HarnessError::missing_in("synthetic metadata.json", dir)
-}
-
 /// Photo-like CHW pixels: smooth gradients plus sensor noise, deterministic per image.
 fn synth_image(h: usize, w: usize, seed: u64, out: &mut Vec<u8>) {
     let mut r = SplitMix64::new(seed);
@@ -339,6 +332,12 @@ fn synth_image(h: usize, w: usize, seed: u64, out: &mut Vec<u8>) {
             }
         }
     }
+}
+
+fn write_meta(dir: &Path, meta: &Value) -> Result<()> {
+    let path = dir.join("metadata.json");
+    let text = serde_json::to_vec_pretty(meta).unwrap_or_default();
+    std::fs::write(&path, text).map_err(HarnessError::io("write", &path))
 }
 
 fn synth_vision(dir: &Path, n: usize) -> Result<()> {
@@ -386,11 +385,7 @@ fn synth_vision(dir: &Path, n: usize) -> Result<()> {
                    "logical_bytes": offsets[n], "height": {"min": hs[0], "median": hs[n / 2], "max": hs[n - 1]},
                    "width": {"min": ws[0], "median": ws[n / 2], "max": ws[n - 1]}},
     });
-    std::fs::write(
-        dir.join("metadata.json"),
-        serde_json::to_vec_pretty(&meta).unwrap_or_default(),
-    )
-    .map_err(HarnessError::io("write", dir.join("metadata.json")))
+    write_meta(dir, &meta)
 }
 
 fn synth_tokens(dir: &Path, n: usize) -> Result<()> {
@@ -435,16 +430,13 @@ fn synth_tokens(dir: &Path, n: usize) -> Result<()> {
                    "p10": lens[n / 10], "median": lens[n / 2], "p90": lens[n * 9 / 10]},
         "dense": {"records": n, "file": "dense.npy", "shape": [n, 512]},
     });
-    std::fs::write(
-        dir.join("metadata.json"),
-        serde_json::to_vec_pretty(&meta).unwrap_or_default(),
-    )
-    .map_err(HarnessError::io("write", dir.join("metadata.json")))
+    write_meta(dir, &meta)
 }
 
 fn dtype_of(descr: &str) -> Result<DType> {
-    datasets::npy::dtype_of(descr).ok_or_else(|| HarnessError::Dtype {
-        descr: descr.to_string(),
+    datasets::npy::dtype_of(descr).ok_or_else(|| HarnessError::Unknown {
+        what: "npy dtype",
+        name: descr.to_string(),
     })
 }
 
@@ -476,13 +468,6 @@ impl Loaded {
         Loaded::open_records(table, dir, false)
     }
 
-    /// [`Loaded::open`] with every record of the corpus: the cold tables draw from the whole
-    /// corpus, since a batch of 256 drawn from the warm ragged-vision prefix (~60 records) would
-    /// read most records several times, and a reader through the page cache would read each once.
-    pub fn open_whole(table: Table, dir: &Path) -> Result<Loaded> {
-        Loaded::open_records(table, dir, true)
-    }
-
     /// A ragged source: `values` cut at `offsets`, each record's `ndim` dims in `shapes`.
     fn ragged(values: NpyFile, offsets: Vec<i64>, shapes: Vec<u64>, ndim: usize) -> Result<Loaded> {
         Ok(Loaded {
@@ -496,7 +481,11 @@ impl Loaded {
         })
     }
 
-    fn open_records(table: Table, dir: &Path, whole: bool) -> Result<Loaded> {
+    /// [`Loaded::open`], with every record of the corpus when `whole`: the cold tables draw from
+    /// the whole corpus, since a batch of 256 drawn from the warm ragged-vision prefix (~60
+    /// records) would read most records several times, and a reader through the page cache would
+    /// read each once.
+    pub fn open_records(table: Table, dir: &Path, whole: bool) -> Result<Loaded> {
         let open = |name: &str| {
             NpyFile::open(dir.join(name)).map_err(HarnessError::datasets("open the source"))
         };

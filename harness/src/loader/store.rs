@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loaderx::{PooledAllocator, StreamView};
+use loaderx::{DEFAULT_POOL_SIZE, PooledAllocator, StreamView};
 use zrecord::{
     Allocator, Codec, DenseStore, DenseWriter, RaggedStore, RaggedWriter, WriterOptions,
 };
@@ -84,18 +84,13 @@ pub fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf>
 /// record in batches of [`BATCH`]: values, and for ragged records offsets and shapes); a store
 /// that does not open does not match.
 fn store_matches(path: &Path, source: &competitors::Source<'_>) -> Result<bool> {
-    let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
-    let view = match source {
-        competitors::Source::Dense(_) => DenseStore::open(path)
-            .ok()
-            .filter(|s| s.len() == source.len())
-            .map(|s| StreamView::Dense(s.bind(alloc))),
-        competitors::Source::Ragged(_) => RaggedStore::open(path)
-            .ok()
-            .filter(|s| s.len() == source.len())
-            .map(|s| StreamView::Ragged(s.bind(alloc))),
-    };
-    let Some(view) = view else {
+    let dense = matches!(source, competitors::Source::Dense(_));
+    let opened = open_view(
+        path,
+        dense,
+        Arc::new(PooledAllocator::new(DEFAULT_POOL_SIZE)),
+    );
+    let Some((view, _)) = opened.ok().filter(|(_, n)| *n == source.len()) else {
         return Ok(false);
     };
     let all: Vec<u64> = (0..source.len()).collect();
@@ -108,6 +103,17 @@ fn store_matches(path: &Path, source: &competitors::Source<'_>) -> Result<bool> 
         }
     }
     Ok(true)
+}
+
+/// The zrecord store at `path` (of dense or ragged records) bound to `alloc`, and its records.
+pub fn open_view(path: &Path, dense: bool, alloc: Arc<dyn Allocator>) -> Result<(StreamView, u64)> {
+    Ok(if dense {
+        let s = DenseStore::open(path).map_err(HarnessError::store(path))?;
+        (StreamView::Dense(s.bind(alloc)), s.len())
+    } else {
+        let s = RaggedStore::open(path).map_err(HarnessError::store(path))?;
+        (StreamView::Ragged(s.bind(alloc)), s.len())
+    })
 }
 
 /// Records in the zrecord store the loader rows read.

@@ -158,7 +158,7 @@ pub fn render_markdown(rep: &Report) -> String {
         }
         s.push('\n');
     }
-    for t in rep.free_tables() {
+    for t in rep.free.iter() {
         let syn = synthetic(t.synthetic);
         s.push_str(&format!("### {}{syn}\n\n{}\n\n", t.name, t.title));
         let mut lines = Vec::new();

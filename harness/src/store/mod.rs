@@ -46,6 +46,26 @@ pub fn finish(mut r: CellResult, outcome: Result<()>, out: &Path) -> Result<Exit
     Ok(ExitCode::from(u8::from(r.status == Status::Failed)))
 }
 
+/// Runs a store or cold cell in a fresh process and reads the result it wrote to `out`; when it
+/// wrote none, `failed` (unverified) with a note saying how the process ended.
+pub fn spawn(argv: Vec<String>, out: &Path, failed: CellResult) -> CellResult {
+    let _ = std::fs::remove_file(out);
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("harness"));
+    let status = Command::new(exe).args(argv).status();
+    let parsed = std::fs::read(out)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<CellResult>(&b).ok());
+    parsed.unwrap_or_else(|| CellResult {
+        note: Some(match status {
+            Ok(s) => format!("cell process exited with {s} and wrote no result"),
+            Err(e) => format!("could not start the cell process: {e}"),
+        }),
+        verified: Some(false),
+        status: Status::Failed,
+        ..failed
+    })
+}
+
 /// Writes per cell: the cell's write time is the median of up to this many.
 pub const WRITE_REPEATS: usize = 3;
 /// No further write starts once the cell's writes took this many seconds together.
@@ -348,7 +368,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
     if reader.len() != n {
         return Err(HarnessError::Count {
             what: "records in the store",
-            expected: n,
+            expected: n.to_string(),
             found: reader.len(),
         });
     }

@@ -109,22 +109,20 @@ fn rust_arm(imp: &str, batch: usize, min_seconds: f64) -> Result<(f64, bool)> {
             });
             Ok((per, buf.iter().all(|&i| i < IDS)))
         }
-        other => Err(HarnessError::UnknownArm {
+        other => Err(HarnessError::Unknown {
+            what: "arm",
             name: other.to_string(),
         }),
     }
 }
 
 pub fn cell_main(args: &SamplerCellArgs) -> Result<ExitCode> {
-    let SamplerCellArgs {
-        arm: imp,
-        batch,
-        seconds: secs,
-        out,
-    } = args;
-    let (per, ok) = rust_arm(imp, *batch, *secs)?;
-    std::fs::write(out, json!({"per_batch_s": per, "verified": ok}).to_string())
-        .map_err(HarnessError::io("write", out))?;
+    let (per, ok) = rust_arm(&args.arm, args.batch, args.seconds)?;
+    std::fs::write(
+        &args.out,
+        json!({"per_batch_s": per, "verified": ok}).to_string(),
+    )
+    .map_err(HarnessError::io("write", &args.out))?;
     Ok(ExitCode::SUCCESS)
 }
 

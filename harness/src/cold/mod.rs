@@ -162,11 +162,7 @@ fn timed_cell(
         wall += elapsed;
         times.push(dt);
         r.gather_bytes += got.payload_bytes() as u64;
-        let got = if counter.hit() {
-            corrupt::corrupted(got)
-        } else {
-            got
-        };
+        let got = counter.pass(got);
         source
             .check(idx, &got)
             .map_err(HarnessError::differs(format!("cold batch {k}")))?;

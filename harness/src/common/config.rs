@@ -1,8 +1,5 @@
 //! Run options and paths: [`RunArgs`] (what `harness run` / `prepare` were asked to do),
 //! the workspace root, the corpus cache and the venv Python the Python rows run under.
-//!
-//! A leaf module apart from [`Table`] (the `--only` selection) and the error type: `cli` reads
-//! a [`RunArgs`] from the command line through `cell_args::flags`; everything below reads it here.
 
 use std::path::PathBuf;
 

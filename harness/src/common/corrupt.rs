@@ -3,18 +3,11 @@
 //! (counted from 0 over all the batches it compares: probe, verification, warm-up, drained and
 //! timed ones) after delivery and before verification, so a test can watch the row turn
 //! `verified: false` and the gate red. A measured run never sets it.
-//!
-//! A leaf: it imports nothing of the harness.
 
 use competitors::{Batch, DenseOut, RaggedOut};
 
 /// The variable's name.
 pub const ENV: &str = "LOADERX_HARNESS_CORRUPT_BATCH";
-
-/// The batch [`ENV`] names, if it is set to an index.
-pub fn target() -> Option<u64> {
-    std::env::var(ENV).ok()?.parse().ok()
-}
 
 /// Counts the batches a cell receives and says which one [`ENV`] names.
 pub struct Counter {
@@ -23,10 +16,10 @@ pub struct Counter {
 }
 
 impl Counter {
-    /// A counter for this process's [`ENV`].
+    /// A counter for this process's [`ENV`] (the index of the batch to corrupt).
     pub fn from_env() -> Counter {
         Counter {
-            target: target(),
+            target: std::env::var(ENV).ok().and_then(|v| v.parse().ok()),
             seen: 0,
         }
     }
@@ -36,6 +29,11 @@ impl Counter {
         let k = self.seen;
         self.seen += 1;
         self.target == Some(k)
+    }
+
+    /// Counts one received batch: [`corrupted`] when it is the one to corrupt, else itself.
+    pub fn pass(&mut self, b: Batch) -> Batch {
+        if self.hit() { corrupted(b) } else { b }
     }
 }
 

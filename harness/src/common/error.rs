@@ -1,9 +1,6 @@
 //! The harness's one error type, [`HarnessError`]: every fallible harness function returns it,
 //! `main` prints it and exits non-zero, and a cell that fails writes its text into its result's
-//! note.
-//!
-//! A leaf module: it imports nothing from the crate. Each variant names what failed with its
-//! context (the path, the argument, the backend, the batch, what was expected and what was
+//! note. Each variant names what failed with its context (the path, the argument, the backend, the batch, what was expected and what was
 //! found); [`HarnessError::Other`] is for the few failures that have nothing more to name.
 
 use std::io;

@@ -1,10 +1,8 @@
 //! The report model: what a cell reports, warm or cold ([`CellResult`], its [`CellTable`]), the
 //! rows and tables of a report ([`StoreRow`], [`StoreTable`], [`FreeTable`]), a cell's
 //! [`Status`], and the whole [`Report`] with its `results.json` form ([`Report::to_json`],
-//! [`Report::from_json`]).
-//!
-//! Types and their (de)serialization only: it imports nothing from the crate but [`Table`].
-//! Aggregation and rendering live in `report`, `plots`; the gate reads the same JSON.
+//! [`Report::from_json`]). Aggregation and rendering live in `report`; the gate reads the same
+//! JSON.
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};

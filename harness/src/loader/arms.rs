@@ -6,9 +6,6 @@
 //! venv, or under the MosaicML Streaming venv for its rows), the shared index draws every arm reads
 //! ([`write_draws`]), and the private 64 MiB `/dev/shm` namespace the `/dev/shm` column runs the
 //! process-based arms in ([`in_small_shm`]).
-//!
-//! Below `loader` and `loader::cell`: it imports only leaves (`cell_args`, `config`, `error`,
-//! `table`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

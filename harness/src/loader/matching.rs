@@ -4,9 +4,6 @@
 //! source arrays give for the step's indices, and the [`Steps`] drawn but not yet received. A
 //! loader with several workers delivers in completion order (as documented), so a batch is
 //! matched to the earliest pending step whose probe records equal the source's records.
-//!
-//! Below `loader`: it imports `loader::arms` (the batch size), `loader::limit` (the copy) and
-//! `corrupt` (the test-only switch).
 
 use competitors::Source;
 

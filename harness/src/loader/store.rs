@@ -2,9 +2,6 @@
 //! corpus from the source arrays, and reused by a later run only after every record of it was
 //! compared with the source ([`store_matches`]), so a stale or damaged store is never a row's
 //! input.
-//!
-//! Below `loader`: it imports `corpus` (the source), `loader::matching` (the comparison of a
-//! batch with the source's) and `loader::arms` (the batch size).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

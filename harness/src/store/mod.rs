@@ -375,13 +375,6 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
     let mut rng = SmallRng::seed_from_u64(args.seed);
     // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
     let mut counter = corrupt::Counter::from_env();
-    let mut received = |b: competitors::Batch| {
-        if counter.hit() {
-            corrupt::corrupted(b)
-        } else {
-            b
-        }
-    };
     let draw =
         |rng: &mut SmallRng| -> Vec<u64> { (0..BATCH).map(|_| rng.random_range(0..n)).collect() };
 
@@ -395,7 +388,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         let dt = reader
             .last_gather_seconds()
             .unwrap_or(t.elapsed().as_secs_f64());
-        let b = received(b);
+        let b = counter.pass(b);
         source
             .check(&idx, &b)
             .map_err(HarnessError::differs("the probe batch"))?;
@@ -418,7 +411,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         let got = reader
             .gather(&idx)
             .map_err(HarnessError::backend(&args.backend, "gather"))?;
-        let got = received(got);
+        let got = counter.pass(got);
         source
             .check(&idx, &got)
             .map_err(HarnessError::differs(format!("verification batch {k}")))?;
@@ -448,7 +441,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         total += dt;
         times.push(dt);
         r.gather_bytes += got.payload_bytes() as u64;
-        let got = received(got);
+        let got = counter.pass(got);
         source
             .check(&idx, &got)
             .map_err(HarnessError::differs(format!(
@@ -484,7 +477,7 @@ mod tests {
     }
 
     #[test]
-    fn timed_writes_keep_only_the_last_directory() {
+    fn timed_writes_keep_only_the_last_directory_within_the_budget() {
         let work = tempfile::tempdir().expect("tempdir");
         let mut runs = 0;
         let (n, last, times) = timed_writes(work.path(), "t", 1 << 20, |d| {
@@ -508,11 +501,7 @@ mod tests {
             1,
             "earlier write directories and the warm-up scratch file are removed"
         );
-    }
-
-    #[test]
-    fn the_budget_stops_further_writes() {
-        let work = tempfile::tempdir().expect("tempdir");
+        // The budget stops further writes.
         let (_, _, times) = timed_writes(work.path(), "slow", 0, |d| {
             std::fs::create_dir_all(d).map_err(HarnessError::io("create", d))?;
             Ok(((), WRITE_BUDGET_S + 1.0))

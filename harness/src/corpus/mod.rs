@@ -26,7 +26,6 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// A corpus prepared from real inputs.
     fn real(dir: PathBuf, metadata: Value) -> Prepared {
         Prepared {
             dir,
@@ -153,7 +152,6 @@ fn records_of(meta: &Value) -> Option<u64> {
         .or_else(|| meta.pointer("/ragged/records").and_then(Value::as_u64))
 }
 
-/// Finds or builds the vision corpus.
 pub fn vision(a: &RunArgs) -> Result<Prepared> {
     let n = vision_records(a);
     let real_dir = a.cache.join(format!("vision-real-{n}"));
@@ -167,37 +165,24 @@ pub fn vision(a: &RunArgs) -> Result<Prepared> {
             .unwrap_or(src.clone())
             .display()
             .to_string();
-        if let Some(m) = read_meta(&real_dir) {
-            let same = m
-                .pointer("/source/path")
+        let same = |m: &Value| {
+            m.pointer("/source/path")
                 .and_then(Value::as_str)
                 .is_some_and(|p| p == src_str || Path::new(p) == src)
-                && m.get("records").and_then(Value::as_u64) == Some(n as u64);
-            if same {
-                return Ok(Prepared::real(real_dir, m));
-            }
-        }
-        let _ = std::fs::remove_dir_all(&real_dir);
-        eprintln!(
-            "harness: preparing {n} vision records from {}",
-            src.display()
-        );
-        let t = std::time::Instant::now();
-        datasets::vision::prepare(&src, &real_dir, n, true)
-            .map_err(HarnessError::datasets("vision preparation failed"))?;
-        eprintln!(
-            "harness: vision prepared in {:.1} s",
-            t.elapsed().as_secs_f64()
-        );
-        let m = read_meta(&real_dir).ok_or_else(|| {
-            HarnessError::missing_in("metadata.json after the vision preparation", &real_dir)
-        })?;
-        return Ok(Prepared::real(real_dir, m));
-    }
-    if let Some(m) = read_meta(&real_dir) {
-        return Ok(Prepared::real(real_dir, m));
+                && m.get("records").and_then(Value::as_u64) == Some(n as u64)
+        };
+        let what = format!("preparing {n} vision records from {}", src.display());
+        return prepared_real(real_dir, same, &what, |dir| {
+            let _ = std::fs::remove_dir_all(dir);
+            datasets::vision::prepare(&src, dir, n, true)
+                .map_err(HarnessError::datasets("vision preparation failed"))?;
+            read_meta(dir).ok_or_else(|| {
+                HarnessError::missing_in("metadata.json after the vision preparation", dir)
+            })
+        });
     }
     cached_or_synthesized(
+        real_dir,
         a.cache.join(format!("vision-synthetic-{n}")),
         |m| records_of(m) == Some(n as u64),
         &format!(
@@ -207,14 +192,37 @@ pub fn vision(a: &RunArgs) -> Result<Prepared> {
     )
 }
 
-/// The synthetic corpus in `dir`: the one built there before when `fits` accepts its metadata,
-/// else a new one from `build` (after saying `why` on stderr).
+/// The real corpus in `dir`: the one prepared there before when `same` accepts its metadata,
+/// else a fresh one from `prepare` (`what` it does, then its time, on stderr).
+fn prepared_real(
+    dir: PathBuf,
+    same: impl Fn(&Value) -> bool,
+    what: &str,
+    prepare: impl FnOnce(&Path) -> Result<Value>,
+) -> Result<Prepared> {
+    if let Some(m) = read_meta(&dir).filter(|m| same(m)) {
+        return Ok(Prepared::real(dir, m));
+    }
+    eprintln!("harness: {what}");
+    let t = std::time::Instant::now();
+    let m = prepare(&dir)?;
+    eprintln!("harness: prepared in {:.1} s", t.elapsed().as_secs_f64());
+    Ok(Prepared::real(dir, m))
+}
+
+/// With no real source: the real corpus an earlier run prepared in `real_dir`, if any; else the
+/// synthetic one in `dir`, the one built there before when `fits` accepts its metadata, or a
+/// new one from `build` (after saying `why` on stderr).
 fn cached_or_synthesized(
+    real_dir: PathBuf,
     dir: PathBuf,
     fits: impl Fn(&Value) -> bool,
     why: &str,
     build: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<Prepared> {
+    if let Some(m) = read_meta(&real_dir) {
+        return Ok(Prepared::real(real_dir, m));
+    }
     let metadata = match read_meta(&dir).filter(|m| fits(m)) {
         Some(m) => m,
         None => {
@@ -263,28 +271,18 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared> {
             ragged_records,
             ragged_min_bytes: token_floor_bytes(a),
         };
-        if let Some(m) = read_meta(&real_dir)
-            && m.get("request") == Some(&req.to_json())
-        {
-            return Ok(Prepared::real(real_dir, m));
-        }
+        let same = |m: &Value| m.get("request") == Some(&req.to_json());
         let plan = tokens::plan(&sources);
-        eprintln!(
-            "harness: tokenizing {n} dense blocks from {:?} and >= {ragged_records} ragged records from {:?}",
+        let what = format!(
+            "tokenizing {n} dense blocks from {:?} and >= {ragged_records} ragged records from {:?}",
             plan.dense, plan.ragged
         );
-        let t = std::time::Instant::now();
-        let m = tokens::prepare(&plan, &real_dir, &req)?;
-        eprintln!(
-            "harness: tokens prepared in {:.1} s",
-            t.elapsed().as_secs_f64()
-        );
-        return Ok(Prepared::real(real_dir, m));
-    }
-    if let Some(m) = read_meta(&real_dir) {
-        return Ok(Prepared::real(real_dir, m));
+        return prepared_real(real_dir, same, &what, |dir| {
+            tokens::prepare(&plan, dir, &req)
+        });
     }
     cached_or_synthesized(
+        real_dir,
         a.cache.join(format!("tokens-synthetic-{n}")),
         |m| m["schema"] == SYNTHETIC_TOKENS_SCHEMA,
         &format!("no text source (--text DIR); generating a synthetic token corpus of {n} records"),

@@ -16,7 +16,6 @@ use crate::error::{HarnessError, Result};
 /// most 4 KiB).
 const ALIGN: u64 = 4096;
 
-/// Queue depths the limit is measured at.
 pub const DEPTHS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// Writes back dirty pages, then drops the clean page cache (`echo 3 > /proc/sys/vm/drop_caches`).

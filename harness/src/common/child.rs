@@ -161,7 +161,7 @@ pub fn script_json<T: DeserializeOwned>(cmd: &mut Command, out: &Path) -> Result
         .and_then(|b| serde_json::from_slice(&b).ok())
         .ok_or_else(|| {
             let err = String::from_utf8_lossy(&o.stderr);
-            HarnessError::Python(format!("{program} wrote no result: {}", last_line(&err)))
+            HarnessError::Other(format!("{program} wrote no result: {}", last_line(&err)))
         })
 }
 

@@ -80,7 +80,6 @@ impl Default for RunArgs {
 }
 
 impl RunArgs {
-    /// Whether this run includes table `t`.
     pub fn selected(&self, t: Table) -> bool {
         self.only.as_ref().is_none_or(|o| o.contains(&t))
     }

@@ -6,7 +6,6 @@
 
 use competitors::{Batch, DenseOut, RaggedOut};
 
-/// The variable's name.
 pub const ENV: &str = "LOADERX_HARNESS_CORRUPT_BATCH";
 
 /// Counts the batches a cell receives and says which one [`ENV`] names.

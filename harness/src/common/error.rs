@@ -137,9 +137,6 @@ pub enum HarnessError {
     /// A cell or arm printed a result line that is not the JSON expected.
     #[error("bad output: {0}")]
     BadOutput(serde_json::Error),
-    /// A Python arm reported an error (its own message, or the last line of its traceback).
-    #[error("{0}")]
-    Python(String),
     /// The page cache cannot be dropped: `/proc/sys/vm/drop_caches` is not writable.
     #[error("/proc/sys/vm/drop_caches is not writable (needs root): {0}")]
     DropCaches(io::Error),
@@ -152,7 +149,8 @@ pub enum HarnessError {
     },
     #[error("plot {}: {message}", .path.display())]
     Plot { path: PathBuf, message: String },
-    /// A failure with nothing more to name than its sentence.
+    /// A failure with nothing more to name than its sentence (a Python arm's own message, or
+    /// the last line of its traceback, among them).
     #[error("{0}")]
     Other(String),
 }

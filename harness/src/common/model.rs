@@ -57,12 +57,10 @@ pub struct CellTable {
 }
 
 impl CellTable {
-    /// The warm table `table`.
     pub fn warm(table: Table) -> CellTable {
         CellTable { table, cold: false }
     }
 
-    /// The cold variant of `table`.
     pub fn cold(table: Table) -> CellTable {
         CellTable { table, cold: true }
     }

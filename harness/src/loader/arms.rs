@@ -340,7 +340,7 @@ pub fn write_digests(
         .output()
         .map_err(HarnessError::spawn("the venv python (digests)"))?;
     if !out.status.success() {
-        return Err(HarnessError::Python(format!(
+        return Err(HarnessError::Other(format!(
             "digests: {}",
             String::from_utf8_lossy(&out.stderr)
                 .lines()

@@ -56,7 +56,7 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
     let loaded = Loaded::open(*kind, &args.corpus)?;
     let source = loaded.source();
     let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
-    let (view, n) = open_view(store, layout == Layout::Dense, alloc)?;
+    let (view, n) = open_view(store, layout == Layout::Dense, Default::default(), alloc)?;
     if n != source.len() {
         return mismatch(format!(
             "{arm}: the store {} holds {n} records, the source {}",

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use loaderx::{DEFAULT_POOL_SIZE, PooledAllocator, StreamView};
 use zrecord::{
-    Allocator, Codec, DenseStore, DenseWriter, RaggedStore, RaggedWriter, WriterOptions,
+    Allocator, Codec, DenseStore, DenseWriter, OpenOptions, RaggedStore, RaggedWriter,
+    SystemAllocator, WriterOptions,
 };
 
 use crate::corpus::Loaded;
@@ -82,11 +83,8 @@ pub fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf>
 /// that does not open does not match.
 fn store_matches(path: &Path, source: &competitors::Source<'_>) -> Result<bool> {
     let dense = matches!(source, competitors::Source::Dense(_));
-    let opened = open_view(
-        path,
-        dense,
-        Arc::new(PooledAllocator::new(DEFAULT_POOL_SIZE)),
-    );
+    let alloc = Arc::new(PooledAllocator::new(DEFAULT_POOL_SIZE));
+    let opened = open_view(path, dense, OpenOptions::default(), alloc);
     let Some((view, _)) = opened.ok().filter(|(_, n)| *n == source.len()) else {
         return Ok(false);
     };
@@ -102,25 +100,27 @@ fn store_matches(path: &Path, source: &competitors::Source<'_>) -> Result<bool> 
     Ok(true)
 }
 
-/// The zrecord store at `path` (of dense or ragged records) bound to `alloc`, and its records.
-pub fn open_view(path: &Path, dense: bool, alloc: Arc<dyn Allocator>) -> Result<(StreamView, u64)> {
+/// The zrecord store at `path` (of dense or ragged records) opened with `opts` and bound to
+/// `alloc`, and its records.
+pub fn open_view(
+    path: &Path,
+    dense: bool,
+    opts: OpenOptions,
+    alloc: Arc<dyn Allocator>,
+) -> Result<(StreamView, u64)> {
     Ok(if dense {
-        let s = DenseStore::open(path).map_err(HarnessError::store(path))?;
+        let s = DenseStore::open_with(path, opts).map_err(HarnessError::store(path))?;
         (StreamView::Dense(s.bind(alloc)), s.len())
     } else {
-        let s = RaggedStore::open(path).map_err(HarnessError::store(path))?;
+        let s = RaggedStore::open_with(path, opts).map_err(HarnessError::store(path))?;
         (StreamView::Ragged(s.bind(alloc)), s.len())
     })
 }
 
 /// Records in the zrecord store the loader rows read.
 pub fn store_len(path: &Path, dense: bool) -> Result<u64> {
-    let n = if dense {
-        DenseStore::open(path).map(|s| s.len())
-    } else {
-        RaggedStore::open(path).map(|s| s.len())
-    };
-    n.map_err(HarnessError::store(path))
+    let alloc = Arc::new(SystemAllocator::new());
+    Ok(open_view(path, dense, OpenOptions::default(), alloc)?.1)
 }
 
 /// The bytes of a batch of the store at `path` (`records` records): its data shards' bytes per

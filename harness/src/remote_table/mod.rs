@@ -65,7 +65,6 @@ const ARMS: [&str; 8] = [
     "lance-s3-take",
 ];
 
-/// The first peer row in [`ARMS`].
 const FIRST_PEER: usize = 5;
 
 /// Timed batches of a peer row (blocks of [`arms::BLOCK`], each after

@@ -50,7 +50,6 @@ fn bold_best(lines: &mut [Vec<String>], values: &[[f64; 8]], better: &str) {
     }
 }
 
-/// A store row's `verified` cell.
 fn verified_cell(r: &StoreRow) -> &'static str {
     match (r.status, r.verified) {
         (Status::Failed, _) => "**FAILED**",

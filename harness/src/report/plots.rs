@@ -28,7 +28,6 @@ pub const HEADLINE: [&str; 4] = [
     "ragged-tokens-gather",
 ];
 
-/// The most headline plots a run writes.
 pub const HEADLINE_MAX: usize = 3;
 
 /// Which plots to draw.

@@ -35,7 +35,6 @@ pub struct RenderArgs {
 }
 
 impl RenderArgs {
-    /// Parses the words after `render`.
     pub fn parse(args: &[String]) -> Result<RenderArgs> {
         const SYNTAX: Syntax = Syntax {
             positional: &["run"],

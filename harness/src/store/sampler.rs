@@ -183,14 +183,14 @@ fn python_arms(batch: usize, secs: f64) -> Vec<(String, ArmOutcome)> {
                 .map_err(HarnessError::BadOutput)
                 .and_then(|j| {
                     if let Some(err) = j["error"].as_str() {
-                        return Err(HarnessError::Python(err.to_string()));
+                        return Err(HarnessError::Other(err.to_string()));
                     }
                     Ok((
                         j["per_batch_s"].as_f64().unwrap_or(f64::NAN),
                         j["verified"].as_bool().unwrap_or(false),
                     ))
                 }),
-            Ok(o) => Err(HarnessError::Python(
+            Ok(o) => Err(HarnessError::Other(
                 String::from_utf8_lossy(&o.stderr)
                     .lines()
                     .last()

@@ -22,7 +22,6 @@ use crate::cell_args::WriteProbeArgs;
 use crate::corpus::Loaded;
 use crate::error::{HarnessError, Result};
 
-/// One write's figures.
 struct Write {
     mib_s: f64,
     faults: i64,

@@ -79,18 +79,10 @@ fn cell(args: &ColdCellArgs, r: &mut CellResult) -> Result<()> {
     } else {
         backend_name
     };
-    let mut backend = write_as.parse::<competitors::Backend>()?.competitor();
-    if !backend.supports(source.geometry()) {
-        r.status = Status::NotApplicable;
-        r.note = Some(format!(
-            "{backend_name} has no {} layout",
-            source.geometry().name()
-        ));
+    let Some(mut backend) = crate::store::competitor(write_as, backend_name, &source, r)? else {
         return Ok(());
-    }
+    };
     let n = source.len();
-    r.records = n;
-    r.logical_bytes = source.payload_bytes();
     backend
         .prepare(&source)
         .map_err(HarnessError::backend(write_as, "prepare"))?;

@@ -302,23 +302,33 @@ pub fn timed(r: &mut CellResult, mut times: Vec<f64>, total: f64) {
     r.status = Status::Ok;
 }
 
+/// The competitor `backend` for `source`, with `r`'s records and logical bytes set; `None`, and
+/// row `row` not applicable, when it has no layout for the source's records.
+pub fn competitor(
+    backend: &str,
+    row: &str,
+    source: &Source<'_>,
+    r: &mut CellResult,
+) -> Result<Option<Box<dyn competitors::Competitor>>> {
+    let c = backend.parse::<competitors::Backend>()?.competitor();
+    if !c.supports(source.geometry()) {
+        r.status = Status::NotApplicable;
+        r.note = Some(format!("{row} has no {} layout", source.geometry().name()));
+        return Ok(None);
+    }
+    r.records = source.len();
+    r.logical_bytes = source.payload_bytes();
+    Ok(Some(c))
+}
+
 fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
     let loaded = Loaded::open(args.table, &args.corpus)?;
     let source = loaded.source();
     source.validate().map_err(HarnessError::InvalidSource)?;
-    let mut backend = args.backend.parse::<competitors::Backend>()?.competitor();
-    if !backend.supports(source.geometry()) {
-        r.status = Status::NotApplicable;
-        r.note = Some(format!(
-            "{} has no {} layout",
-            args.backend,
-            source.geometry().name()
-        ));
+    let Some(mut backend) = competitor(&args.backend, &args.backend, &source, r)? else {
         return Ok(());
-    }
+    };
     let n = source.len();
-    r.records = n;
-    r.logical_bytes = source.payload_bytes();
     match Loaded::open_held_out(args.table, &args.corpus)? {
         Some(held) => backend.prepare_held_out(&source, &held.source()),
         None => backend.prepare(&source),

@@ -18,13 +18,15 @@ const ALIGN: u64 = 4096;
 
 pub const DEPTHS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
+const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
+
 /// Writes back dirty pages, then drops the clean page cache (`echo 3 > /proc/sys/vm/drop_caches`).
 /// Pages a process still maps stay: call [`unmap_pages_under`] first for a reader's own mappings.
 /// Fails without root, with the reason.
 pub fn drop_caches() -> Result<()> {
     // SAFETY: sync(2) has no memory-safety preconditions.
     unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", b"3").map_err(HarnessError::DropCaches)
+    std::fs::write(DROP_CACHES, b"3").map_err(HarnessError::io("write (needs root)", DROP_CACHES))
 }
 
 /// Drops this process's page-table entries for every read-only file mapping of a file under
@@ -79,9 +81,12 @@ pub fn unmap_pages_under(dir: &Path) -> Result<usize> {
 pub fn can_drop_caches() -> Result<()> {
     std::fs::OpenOptions::new()
         .write(true)
-        .open("/proc/sys/vm/drop_caches")
+        .open(DROP_CACHES)
         .map(|_| ())
-        .map_err(HarnessError::DropCaches)
+        .map_err(HarnessError::io(
+            "open for writing (needs root)",
+            DROP_CACHES,
+        ))
 }
 
 /// Read counters of the block device holding a path (`/sys/dev/block/MAJ:MIN/stat`).

@@ -120,7 +120,7 @@ pub fn run_sampled(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(HarnessError::spawn(cmd.get_program().to_string_lossy()))?;
+        .map_err(HarnessError::io("start", cmd.get_program()))?;
     let pid = child.id();
     let peak = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -133,8 +133,8 @@ pub fn run_sampled(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
             }
         })
     };
-    let (out, killed) = output_within(child, limit())
-        .map_err(HarnessError::spawn(cmd.get_program().to_string_lossy()))?;
+    let (out, killed) =
+        output_within(child, limit()).map_err(HarnessError::io("start", cmd.get_program()))?;
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     if killed || !out.status.success() {
@@ -155,7 +155,7 @@ pub fn run_sampled(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
 pub fn script_json<T: DeserializeOwned>(cmd: &mut Command, out: &Path) -> Result<T> {
     let _ = std::fs::remove_file(out);
     let program = cmd.get_program().to_string_lossy().into_owned();
-    let o = cmd.output().map_err(HarnessError::spawn(&program))?;
+    let o = cmd.output().map_err(HarnessError::io("start", &program))?;
     let parsed = std::fs::read(out).ok();
     parsed
         .and_then(|b| serde_json::from_slice(&b).ok())

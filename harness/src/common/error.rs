@@ -38,7 +38,7 @@ pub enum HarnessError {
     Unknown { what: &'static str, name: String },
     #[error("{0}")]
     UnknownBackend(#[from] competitors::UnknownBackend),
-    /// A file-system operation `op` (`read`, `write`, `create`, ...) failed.
+    /// A file-system operation `op` (`read`, `write`, `create`, `start` a program, ...) failed.
     #[error("{op} {}: {source}", .path.display())]
     Io {
         op: &'static str,
@@ -123,8 +123,6 @@ pub enum HarnessError {
         what: String,
         place: Option<PathBuf>,
     },
-    #[error("could not start {program}: {source}")]
-    Spawn { program: String, source: io::Error },
     #[error("{command} exited with {status}")]
     Exited { command: String, status: ExitStatus },
     /// A cell process failed: its exit code (`None`: killed by a signal) and the last line of
@@ -137,9 +135,6 @@ pub enum HarnessError {
     /// A cell or arm printed a result line that is not the JSON expected.
     #[error("bad output: {0}")]
     BadOutput(serde_json::Error),
-    /// The page cache cannot be dropped: `/proc/sys/vm/drop_caches` is not writable.
-    #[error("/proc/sys/vm/drop_caches is not writable (needs root): {0}")]
-    DropCaches(io::Error),
     /// An `O_DIRECT` read failed, or returned fewer bytes than its extent needs.
     #[error("O_DIRECT read of {} at byte {offset}: {source}", .path.display())]
     DirectRead {
@@ -192,11 +187,6 @@ impl HarnessError {
 
     pub fn datasets(what: &'static str) -> impl Fn(datasets::Error) -> HarnessError + Copy {
         move |source| HarnessError::Datasets { what, source }
-    }
-
-    pub fn spawn(program: impl Into<String>) -> impl FnOnce(io::Error) -> HarnessError {
-        let program = program.into();
-        move |source| HarnessError::Spawn { program, source }
     }
 
     pub fn missing_in(what: impl Into<String>, place: impl AsRef<Path>) -> HarnessError {

@@ -330,7 +330,7 @@ pub fn write_digests(
     let py =
         config::python().ok_or_else(|| HarnessError::missing("venv python ($LOADERX_VENV)"))?;
     let tmp = work.join(format!("{stem}-{corpus}-digests-{steps}.tmp.npy"));
-    let out = Command::new(py)
+    let out = Command::new(&py)
         .arg(config::python_script("loader_bench.py"))
         .args(["--digests", kind])
         .arg(npy_dir)
@@ -338,7 +338,7 @@ pub fn write_digests(
         .arg(steps.to_string())
         .arg(&tmp)
         .output()
-        .map_err(HarnessError::spawn("the venv python (digests)"))?;
+        .map_err(HarnessError::io("start", &py))?;
     if !out.status.success() {
         return Err(HarnessError::Other(format!(
             "digests: {}",

@@ -183,7 +183,7 @@ pub(crate) fn flush(dir: &Path) -> Result<()> {
         .arg("-f")
         .arg(dir)
         .status()
-        .map_err(HarnessError::spawn("sync"))?;
+        .map_err(HarnessError::io("start", "sync"))?;
     if status.success() {
         Ok(())
     } else {

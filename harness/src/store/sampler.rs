@@ -188,7 +188,7 @@ fn python_arms(batch: usize, secs: f64) -> Vec<(&'static str, Repeat)> {
                 let err = String::from_utf8_lossy(&o.stderr);
                 Err(err.lines().last().unwrap_or("python failed").to_string())
             }
-            Err(source) => Err(HarnessError::spawn(py.as_str())(source).to_string()),
+            Err(source) => Err(HarnessError::io("start", &py)(source).to_string()),
         };
         (arm, r)
     })

@@ -84,21 +84,7 @@ impl Delivered {
             return None;
         };
         let (values, cu, shape) = self.parts()?;
-        let mut values = values.to_vec();
-        if !corrupt::flip(&mut values) {
-            return None;
-        }
-        Some(Delivered::Owned(match cu {
-            None => competitors::Batch::Dense(Box::new(competitors::DenseOut {
-                bytes: values,
-                shape: shape.to_vec(),
-            })),
-            Some(cu) => competitors::Batch::Ragged(Box::new(competitors::RaggedOut {
-                values,
-                cu_seqlens: cu.to_vec(),
-                shapes: shape.to_vec(),
-            })),
-        }))
+        corrupt::flipped(values, cu, shape).map(Delivered::Owned)
     }
 }
 

@@ -45,11 +45,6 @@ pub enum HarnessError {
         path: PathBuf,
         source: io::Error,
     },
-    #[error("parse {}: {source}", .path.display())]
-    Parse {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// A competitor backend (or the arm that wraps it) failed at one stage of a cell

@@ -103,14 +103,15 @@ fn tree_pss(root: u32) -> u64 {
         k += 1;
     }
     tree.iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Pss:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .sum::<u64>()
-        * 1024
+        .filter_map(|p| proc_bytes(&format!("/proc/{p}/smaps_rollup"), "Pss:"))
+        .sum()
+}
+
+/// The `key` field (`Pss:`, `VmHWM:`) of the `/proc` file at `path`, in bytes (it is in kB).
+pub fn proc_bytes(path: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
 /// Runs a command for at most the peer limit ([`limit`]), sampling its tree PSS every

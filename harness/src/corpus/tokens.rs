@@ -259,11 +259,8 @@ fn held_out_sample(files: &[PathBuf], out: &Path) -> Result<Value> {
         &le(&stream),
     )
     .map_err(npy)?;
-    let mut offsets = vec![0u8; 0];
-    offsets.extend_from_slice(&0i64.to_le_bytes());
-    for r in &records {
-        offsets.extend_from_slice(&(r.end as i64).to_le_bytes());
-    }
+    let ends = std::iter::once(0).chain(records.iter().map(|r| r.end as i64));
+    let offsets: Vec<u8> = ends.flat_map(i64::to_le_bytes).collect();
     write_npy(
         out.join("offsets.npy"),
         "<i8",

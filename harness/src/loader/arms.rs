@@ -340,13 +340,9 @@ pub fn write_digests(
         .output()
         .map_err(HarnessError::io("start", &py))?;
     if !out.status.success() {
-        return Err(HarnessError::Other(format!(
-            "digests: {}",
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .last()
-                .unwrap_or("failed")
-        )));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = crate::child::last_line(&err);
+        return Err(HarnessError::Other(format!("digests: {last}")));
     }
     std::fs::rename(&tmp, &path).map_err(HarnessError::io("rename", &tmp))?;
     Ok(path)

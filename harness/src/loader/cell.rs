@@ -24,19 +24,6 @@ use crate::loader::pair::BarePair;
 use crate::loader::store::open_view;
 use crate::table::{BARE_ROW, LIMIT_ROW, Layout};
 
-/// This process's peak resident set (`VmHWM`), a floor for runs too short for the PSS sampler.
-fn own_peak_rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024
-}
-
 /// `loader-cell KIND STORE CORPUS ARM BATCHES` → prints one JSON line. The draws are
 /// `IndexSampler(n, 256, Iid, seed 7)`'s, the ones `arms::write_draws` writes for the
 /// Python arms, and the timing is theirs too (`harness/python/loaders/common.py`): warm-up
@@ -213,11 +200,13 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
         blocks += 1;
     }
     drop(next);
+    // This process's peak resident set, a floor for runs too short for the PSS sampler.
+    let peak = crate::child::proc_bytes("/proc/self/status", "VmHWM:").unwrap_or(0);
     let mut line = json!({
         "per_batch_s": spent.as_secs_f64() / verified.max(1) as f64,
         "verified": verified > 0,
         "verified_batches": verified,
-        "peak_rss_bytes": own_peak_rss(),
+        "peak_rss_bytes": peak,
     });
     if let Some(p) = pair.as_ref().and_then(BarePair::per_batch_s) {
         line["bare_per_batch_s"] = json!(p);

@@ -17,9 +17,13 @@ random batches of 256 (steady gathers/s over the gather calls alone), RSS after 
 batch is compared with its recomputed content after its timer stops.
 
 Peers on the same records, local only, when installed (``--peers``): Lance (``lance.write_dataset``
-default write; ``lance.dataset`` open + ``take`` of the same 256 ids) and Parquet (pyarrow
+default write; ``lance.dataset`` open + ``take`` of the same 256 ids), Parquet (pyarrow
 ``write_table`` defaults; ``ParquetFile`` open + ``read_row_group`` of the group holding each id of
-a batch). Their steady loop stops at 1,000 batches or ``--peer-seconds``, whichever comes first.
+a batch) and MosaicML Streaming (its own venv, ``$LOADERX_STREAMING_VENV`` or ``.venv-streaming``:
+``MDSWriter`` with one ``ndarray`` column, uncompressed; ``StreamingDataset(local=dir)`` start-up
+as the open, then ``ds[np.ndarray]`` of the same 256 ids), for sizes up to ``--streaming-max``
+(its writer takes a Python call per record). Their steady loop stops at 1,000 batches or
+``--peer-seconds``, whichever comes first.
 
 One more row: ``--writer-parts`` parts written by 8 spawned writer processes and committed once
 (write time, commit time, then the dataset opened and one batch verified); with ``--remote`` the
@@ -200,18 +204,58 @@ def cell_parquet(c):
     return run_batches(c, gather, open_s, open_rss, base, c["budget"])
 
 
-CELLS = {"loaderx": cell_loaderx, "lance": cell_lance, "parquet": cell_parquet}
-
-
-def spawn_cell(cell):
+def spawn_cell(cell, python=None):
     """Runs one cell in a fresh interpreter; its result, or a failed one naming the error."""
-    r = subprocess.run([sys.executable, __file__, "--cell", json.dumps(cell)], capture_output=True,
-                       text=True, timeout=1800)
+    r = subprocess.run([python or sys.executable, __file__, "--cell", json.dumps(cell)],
+                       capture_output=True, text=True, timeout=1800)
     try:
         return json.loads(r.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
         return {"verified": False, "error": f"cell exited {r.returncode}: {tail}"}
+
+
+def streaming_python():
+    """The MosaicML Streaming venv's Python (it pins NumPy < 2.2), or None."""
+    venv = os.environ.get("LOADERX_STREAMING_VENV") or str(Path(__file__).resolve().parents[2] / ".venv-streaming")
+    py = Path(venv) / "bin" / "python"
+    return str(py) if py.exists() else None
+
+
+def write_mds(path, layout, n):
+    """Runs in the Streaming venv: the records as MDS shards, one ``ndarray`` column, uncompressed."""
+    from streaming import MDSWriter
+
+    col = "ndarray:int32:2" if layout == "dense" else "ndarray:uint16"
+    with MDSWriter(out=path, columns={"r": col}, compression=None) as w:
+        for a in range(0, n, WRITE_CHUNK):
+            ids = np.arange(a, min(a + WRITE_CHUNK, n))
+            if layout == "dense":
+                for rec in dense_records(ids):
+                    w.write({"r": rec})
+            else:
+                lens, vals = ragged_records(ids)
+                for rec in np.split(vals, np.cumsum(lens)[:-1]):
+                    w.write({"r": rec})
+
+
+def cell_streaming(c):
+    from streaming import StreamingDataset
+
+    base = rss_mib()
+    t = time.perf_counter()
+    ds = StreamingDataset(local=c["path"], batch_size=BATCH, shuffle=False)
+    open_s = time.perf_counter() - t
+    open_rss = rss_mib() - base
+    assert ds.num_samples == c["records"], (ds.num_samples, c["records"])
+
+    def gather(ids):
+        recs = [s["r"] for s in ds[np.asarray(ids, np.int64)]]
+        if c["layout"] == "dense":
+            return np.stack(recs)
+        return np.concatenate(recs), np.concatenate([[0], np.cumsum([len(r) for r in recs])])
+
+    return run_batches(c, gather, open_s, open_rss, base, c["budget"])
 
 
 # ---- peers' copies of the records -------------------------------------------------------------
@@ -241,6 +285,8 @@ def peers_available():
             out[name] = None
         except ImportError:
             out[name] = f"{mod} is not installed (LOADERX_INSTALL_PEERS=1 installs pylance 14.0.2)"
+    out["streaming"] = None if streaming_python() else (
+        "no MosaicML Streaming venv ($LOADERX_STREAMING_VENV; scripts/install-deps.sh makes .venv-streaming)")
     return out
 
 
@@ -255,7 +301,29 @@ def loaderx_note(parts):
             "and checked on its first touch")
 
 
-def local_rows(work, layout, n, per_part, peers, budget):
+def streaming_row(work, base, n, budget, streaming_max):
+    """The MosaicML Streaming row: MDS written and read by the Streaming venv's Python."""
+    if n > streaming_max:
+        return {**base, "row": "streaming", "note": f"not written above --streaming-max {streaming_max:,} "
+                "records: MDSWriter takes a Python call per record"}
+    py, path = streaming_python(), work / f"{base['layout']}-{n}.mds"
+    t = time.perf_counter()
+    w = subprocess.run([py, __file__, "--write-mds", str(path), "--layouts", base["layout"], "--sizes", str(n)],
+                       capture_output=True, text=True, timeout=7200)
+    write_s = time.perf_counter() - t
+    if w.returncode != 0:
+        tail = (w.stderr.strip().splitlines() or ["no output"])[-1]
+        return {**base, "row": "streaming", "verified": False, "error": f"MDS write exited {w.returncode}: {tail}"}
+    shards = len(list(path.glob("shard.*.mds")))
+    r = spawn_cell({**base, "impl": "streaming", "path": str(path), "budget": budget}, python=py)
+    shutil.rmtree(path, ignore_errors=True)
+    return {**base, "row": "streaming", "write_s": write_s, **r,
+            "note": f"MDSWriter, one ndarray column, uncompressed ({shards} shard files); StreamingDataset(local=dir) "
+                    "start-up as the open, ds[np.ndarray] per batch (Streaming docs, Quick start and "
+                    "Dataset Format: MDS)"}
+
+
+def local_rows(work, layout, n, per_part, peers, budget, streaming_max):
     from loaderx import dataset
 
     rows = []
@@ -305,6 +373,9 @@ def local_rows(work, layout, n, per_part, peers, budget):
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+    skip = peers.get("streaming", "not asked for (--peers)")
+    rows.append({**base, "row": "streaming", "note": skip} if skip else
+                streaming_row(work, base, n, budget, streaming_max))
     return rows
 
 
@@ -359,6 +430,10 @@ def writers_row(root, parts, per_part, where, so=None):
                     "verified: the version's record and part counts and one random batch"}
 
 
+CELLS = {"loaderx": cell_loaderx, "lance": cell_lance, "parquet": cell_parquet,
+         "streaming": cell_streaming}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cell")
@@ -370,11 +445,16 @@ def main():
     ap.add_argument("--remote-seconds", type=float, default=2.0)
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--peer-seconds", type=float, default=3.0)
+    ap.add_argument("--streaming-max", type=int, default=10_000_000)
+    ap.add_argument("--write-mds")
     ap.add_argument("--writer-parts", type=int, default=1000)
     ap.add_argument("--remote-writer-parts", type=int, default=100)
     ap.add_argument("--work", type=Path)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
+    if a.write_mds:
+        write_mds(a.write_mds, a.layouts, int(a.sizes))
+        return 0
     if a.cell:
         c = json.loads(a.cell)
         print(json.dumps(CELLS[c["impl"]](c)))
@@ -388,7 +468,8 @@ def main():
         work = Path(tmp)
         for n in sizes:
             for layout in a.layouts.split(","):
-                rows += local_rows(work, layout, n, a.part_records, peers, a.peer_seconds)
+                rows += local_rows(work, layout, n, a.part_records, peers, a.peer_seconds,
+                                   a.streaming_max)
         rows.append(writers_row(str(work / "writers"), a.writer_parts, 1000, "local"))
         if a.remote:
             sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loaderx/py/tests"))

@@ -11,7 +11,8 @@
 //! `npy-mmap-raw`'s lead in that probe from 8-12 % to 6 % (docs/performance.md).
 //!
 //! Memory: the table is built for stores of up to [`MAX_TABLE_RECORDS`] records (16 MiB of
-//! table); larger stores read checksums from the index. A table of 1 MiB or more is its own
+//! table) while the process's index budget ([`Charge`], shared with index copies) has room for
+//! it; other stores read checksums from the index. A table of 1 MiB or more is its own
 //! anonymous mapping advised for transparent huge pages (see [`crate::host_region_is_lazy`]),
 //! whose resident size is the table rounded up to whole 2 MiB pages: the same table in a `Vec`
 //! (4 KiB pages) gathered 1-5 % slower (harness cells, 3 rounds alternating: 6,063-6,396 against
@@ -22,6 +23,8 @@ use std::ptr::NonNull;
 use crate::alloc::{MAPPED_REGION_BYTES, alloc_host_region, free_host_region};
 use crate::error::Result;
 use crate::format::{Codec, Kind, Manifest};
+
+use super::index::Charge;
 
 /// Stores with more records than this (4 Mi, a 16 MiB table) get no table.
 pub(super) const MAX_TABLE_RECORDS: u64 = 4 << 20;
@@ -37,13 +40,15 @@ pub(super) struct Fixed {
     /// Bytes per record.
     pub(super) stride: u64,
     crcs: CrcTable,
+    /// The table's bytes, taken from the process's index budget.
+    _charge: Charge,
 }
 
 impl Fixed {
     /// The layout of a store with manifest `m` and `stride`-byte records, whose record `i` has
     /// checksum `crc_of(i)`; `None` where it does not apply: not a raw Dense store, no records,
-    /// or more than [`MAX_TABLE_RECORDS`]. The store's entries must have been validated (they
-    /// tile each shard in record order).
+    /// more than [`MAX_TABLE_RECORDS`], or no room left in the process's index budget. The
+    /// store's entries must have been validated (they tile each shard in record order).
     pub(super) fn build(
         m: &Manifest,
         stride: u64,
@@ -57,8 +62,15 @@ impl Fixed {
         {
             return Ok(None);
         }
+        let Some(charge) = Charge::take(m.records as usize * 4) else {
+            return Ok(None);
+        };
         let crcs = CrcTable::new(m.records as usize, |i| crc_of(i as u64))?;
-        Ok(Some(Fixed { stride, crcs }))
+        Ok(Some(Fixed {
+            stride,
+            crcs,
+            _charge: charge,
+        }))
     }
 
     /// Record `i`'s stored checksum (`i` < the store's record count).

@@ -252,32 +252,52 @@ fn check_entry(
     Ok(e)
 }
 
-/// The most index bytes a process copies into its memory, over every container it has open
-/// (256 MiB): a dataset of many parts, each copying its index when first read, stays within it;
-/// past it, indexes stay memory-mapped (page cache, which the kernel reclaims under pressure).
+/// The most bytes of index copies and checksum tables ([`super::fixed`]) a process holds, over
+/// every container it has open (256 MiB): a dataset of many parts, each copying its index (and, a
+/// raw Dense part, building its checksum table) when first read, stays within it; past it,
+/// indexes stay memory-mapped (page cache, which the kernel reclaims under pressure) and
+/// checksums are read from them.
 pub(super) const INDEX_COPIES_BYTES: usize = 256 << 20;
 
-/// The bytes of index copies alive in this process.
+/// The bytes of index copies and checksum tables alive in this process.
 static COPIED: AtomicUsize = AtomicUsize::new(0);
 
-/// An index copied into process memory, its bytes counted against [`INDEX_COPIES_BYTES`] until
-/// it is dropped.
-struct Copied(Vec<u8>);
+/// Bytes taken from [`INDEX_COPIES_BYTES`], given back when dropped.
+pub(super) struct Charge(usize);
 
-impl ReadFile for Copied {
-    fn bytes(&self) -> &[u8] {
-        &self.0
+impl Charge {
+    /// Takes `bytes` from the process's budget; `None` when they do not fit.
+    pub(super) fn take(bytes: usize) -> Option<Charge> {
+        let taken = COPIED.fetch_add(bytes, Ordering::AcqRel);
+        if taken.saturating_add(bytes) > INDEX_COPIES_BYTES {
+            COPIED.fetch_sub(bytes, Ordering::AcqRel);
+            return None;
+        }
+        Some(Charge(bytes))
     }
 }
 
-impl Drop for Copied {
+impl Drop for Charge {
     fn drop(&mut self) {
-        COPIED.fetch_sub(self.0.len(), Ordering::AcqRel);
+        COPIED.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
+
+/// An index copied into process memory, its bytes charged against the process's index budget
+/// ([`Charge`]) until it is dropped.
+struct Copied {
+    bytes: Vec<u8>,
+    _charge: Charge,
+}
+
+impl ReadFile for Copied {
+    fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 }
 
 /// The index held in process memory when it is at most [`INDEX_IN_MEMORY_BYTES`] and the
-/// process's copies stay within [`INDEX_COPIES_BYTES`], else as it is. A small index is held in
+/// process's copies stay within their budget ([`Charge`]), else as it is. A small index is held in
 /// process memory: every gather reads one entry per record, so a page of it that the kernel
 /// evicted (memory pressure, a store larger than memory) would cost a device read per record
 /// before the record's own read. The open has just read every entry, so the copy is one pass over
@@ -288,12 +308,17 @@ pub(super) fn in_memory(index: Arc<dyn ReadFile>) -> (Arc<dyn ReadFile>, bool) {
     if len > INDEX_IN_MEMORY_BYTES {
         return (index, false);
     }
-    let taken = COPIED.fetch_add(len, Ordering::AcqRel);
-    if taken + len > INDEX_COPIES_BYTES {
-        COPIED.fetch_sub(len, Ordering::AcqRel);
+    let Some(charge) = Charge::take(len) else {
         return (index, false);
-    }
-    (Arc::new(Copied(index.bytes().to_vec())), true)
+    };
+    let bytes = index.bytes().to_vec();
+    (
+        Arc::new(Copied {
+            bytes,
+            _charge: charge,
+        }),
+        true,
+    )
 }
 
 /// Entry `i` of an index of `entry`-byte entries.
@@ -354,4 +379,24 @@ pub(super) fn validate_entries(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Charge, INDEX_COPIES_BYTES};
+
+    #[test]
+    fn charges_stay_within_the_budget_and_are_given_back() {
+        assert!(Charge::take(INDEX_COPIES_BYTES + 1).is_none());
+        let half = Charge::take(INDEX_COPIES_BYTES / 2).expect("half the budget is free");
+        assert!(
+            Charge::take(INDEX_COPIES_BYTES / 4 * 3).is_none(),
+            "past the budget while half is held"
+        );
+        drop(half);
+        assert!(
+            Charge::take(INDEX_COPIES_BYTES / 4 * 3).is_some(),
+            "given back on drop"
+        );
+    }
 }

@@ -1,8 +1,9 @@
 //! The `scale` table: stores of 10^6-10^8 tiny records (Dense int32 `[2]`, Ragged uint16 of 1-8
 //! values) as a dataset of parts and as one container (the eager-index baseline), locally and on
 //! SeaweedFS, with Lance, Parquet and MosaicML Streaming beside them, and a 1,000-part dataset
-//! written by 8 concurrent writers and committed once. `harness/python/scale_bench.py` measures every cell in a fresh
-//! process and verifies every batch; this module turns its JSON rows into the table and its goals.
+//! written by 8 concurrent writers and committed once. `harness/python/scale_bench.py` measures
+//! every cell in a fresh process and verifies every batch; this module turns its JSON rows into
+//! the table and its goals.
 
 use std::path::Path;
 use std::process::Command;

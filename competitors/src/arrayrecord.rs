@@ -35,7 +35,7 @@ pub const READER_OPTIONS: &str = "readahead_buffer_size:0,max_parallelism:{threa
 /// The Python interpreter used for the helper: `$LOADERX_PYTHON`, else `$LOADERX_VENV/bin/python`
 /// (the venv `scripts/bench.sh` installs and the harness's Python rows run in), else the checkout's
 /// `.venv/bin/python` as compiled in.
-pub fn python_interpreter() -> PathBuf {
+fn python_interpreter() -> PathBuf {
     if let Some(p) = std::env::var_os("LOADERX_PYTHON") {
         return PathBuf::from(p);
     }
@@ -50,6 +50,7 @@ fn helper_script() -> PathBuf {
 }
 
 /// The helper process.
+#[derive(Debug)]
 struct Helper {
     child: Child,
     tx: BufWriter<ChildStdin>,
@@ -68,11 +69,9 @@ impl Helper {
         if !py.exists() {
             return Err(missing());
         }
+        let probe = "import numpy; from array_record.python import array_record_module";
         let probe = Command::new(&py)
-            .args([
-                "-c",
-                "import numpy; from array_record.python import array_record_module",
-            ])
+            .args(["-c", probe])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()?;
@@ -98,6 +97,10 @@ impl Helper {
         self.tx.write_all(&(s.len() as u32).to_le_bytes())?;
         self.tx.write_all(s.as_bytes())?;
         Ok(())
+    }
+
+    fn path_arg(&mut self, p: &Path) -> Result<()> {
+        self.str_arg(p.to_str().ok_or_else(|| Error::msg("non-utf-8 path"))?)
     }
 
     fn u64_arg(&mut self, x: u64) -> Result<()> {
@@ -150,6 +153,7 @@ impl Drop for Helper {
 }
 
 /// The source staged as files for the helper (written in `prepare`, removed after `write`).
+#[derive(Debug)]
 struct Staged {
     dir: PathBuf,
     kind: u8,
@@ -163,18 +167,11 @@ impl Drop for Staged {
 }
 
 /// The ArrayRecord rows.
+#[derive(Debug)]
 pub struct ArrayRecord {
     zstd: bool,
     helper: Option<Helper>,
     staged: Option<Staged>,
-}
-
-impl std::fmt::Debug for ArrayRecord {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArrayRecord")
-            .field("zstd", &self.zstd)
-            .finish_non_exhaustive()
-    }
 }
 
 impl ArrayRecord {
@@ -187,15 +184,6 @@ impl ArrayRecord {
         }
     }
 
-    /// Writer options string.
-    pub fn writer_options(&self) -> &'static str {
-        if self.zstd {
-            "group_size:1,zstd:3"
-        } else {
-            "group_size:1,uncompressed"
-        }
-    }
-
     fn stage(source: &Source<'_>) -> Result<Staged> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -205,21 +193,17 @@ impl ArrayRecord {
         ));
         std::fs::create_dir_all(&dir)?;
         let n = source.len();
+        // Byte offsets of the records in `values`, then the Ragged dims (none for Dense).
         let (values, offsets, shapes, kind, ndim): (&[u8], Vec<u64>, &[u64], u8, usize) =
             match source {
                 Source::Dense(d) => {
-                    let s = d.stride() as u64;
-                    (d.data, (0..=n).map(|i| i * s).collect(), &[], 0, 0)
+                    let offsets = (0..=n).map(|i| i * d.stride() as u64).collect();
+                    (d.data, offsets, &[], 0, 0)
                 }
                 Source::Ragged(r) => {
                     let it = r.dtype.itemsize() as u64;
-                    (
-                        r.values,
-                        r.offsets.iter().map(|&o| o as u64 * it).collect(),
-                        r.shapes,
-                        1,
-                        r.ndim,
-                    )
+                    let offsets = r.offsets.iter().map(|&o| o as u64 * it).collect();
+                    (r.values, offsets, r.shapes, 1, r.ndim)
                 }
             };
         // Constructed before writing so that a failed write still removes the directory.
@@ -255,21 +239,19 @@ impl Competitor for ArrayRecord {
         }
         let staged = self.staged.take().expect("prepared");
         let path = crate::util::fresh_path(dir, "store.array_record")?;
-        let opts = self.writer_options();
+        let opts = if self.zstd {
+            "group_size:1,zstd:3"
+        } else {
+            "group_size:1,uncompressed"
+        };
         let h = self.helper.as_mut().expect("prepared");
         h.tx.write_all(b"W")?;
-        h.str_arg(path.to_str().ok_or_else(|| Error::msg("non-utf-8 path"))?)?;
+        h.path_arg(&path)?;
         h.str_arg(opts)?;
         h.tx.write_all(&[staged.kind])?;
         h.u64_arg(staged.ndim)?;
         for f in ["values", "offsets", "shapes"] {
-            h.str_arg(
-                staged
-                    .dir
-                    .join(f)
-                    .to_str()
-                    .ok_or_else(|| Error::msg("non-utf-8 path"))?,
-            )?;
+            h.path_arg(&staged.dir.join(f))?;
         }
         h.finish()?;
         let ns = h.u64()?;
@@ -301,7 +283,7 @@ impl Competitor for ArrayRecord {
         };
         let opts = READER_OPTIONS.replace("{threads}", &rayon::current_num_threads().to_string());
         h.tx.write_all(b"O")?;
-        h.str_arg(path.to_str().ok_or_else(|| Error::msg("non-utf-8 path"))?)?;
+        h.path_arg(&path)?;
         h.str_arg(&opts)?;
         h.tx.write_all(&[kind])?;
         h.u64_arg(itemsize)?;

@@ -36,7 +36,6 @@ use arrow_ipc::writer::{FileWriter, IpcWriteOptions};
 use arrow_ipc::{Block, CompressionType};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use memmap2::Mmap;
-use rayon::prelude::*;
 use zrecord::DType;
 
 use crate::backend::Backend;
@@ -44,7 +43,7 @@ use crate::error::{Error, Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
 use crate::source::Source;
-use crate::util::{check_indices, fill_dense, fresh_path, ragged_out};
+use crate::util::{check_indices, fill_dense, fresh_path, map_par, ragged_out};
 
 /// Target bytes per IPC record batch.
 pub const BATCH_BYTES: usize = 1 << 20;
@@ -164,29 +163,42 @@ pub(crate) fn record_batch(
     Ok(RecordBatch::try_new(schema.clone(), cols)?)
 }
 
-/// Schema metadata back to `(dtype, item_shape or None, ndim)`.
-pub(crate) fn parse_meta(schema: &Schema) -> Result<(DType, Option<Vec<u64>>, usize)> {
+/// What a schema's metadata says: the dtype, and the item shape (Dense) or `ndim` (Ragged).
+pub(crate) struct Meta {
+    dtype: DType,
+    item_shape: Option<Vec<u64>>,
+    ndim: usize,
+}
+
+/// Schema metadata back to its [`Meta`].
+pub(crate) fn parse_meta(schema: &Schema) -> Result<Meta> {
     let m = schema.metadata();
     let dtype = m
         .get("zrecord.dtype")
         .and_then(|n| DType::from_name(n))
         .ok_or_else(|| Error::msg("arrow schema lacks zrecord.dtype"))?;
     if let Some(s) = m.get("zrecord.item_shape") {
-        let shape = s
-            .split(',')
-            .filter(|x| !x.is_empty())
-            .map(|x| {
-                x.parse::<u64>()
-                    .map_err(|e| Error::msg(format!("item_shape: {e}")))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        return Ok((dtype, Some(shape), 0));
+        let dim = |x: &str| {
+            x.parse()
+                .map_err(|e| Error::msg(format!("item_shape: {e}")))
+        };
+        let shape = s.split(',').filter(|x| !x.is_empty()).map(dim);
+        let item_shape = Some(shape.collect::<Result<Vec<u64>>>()?);
+        return Ok(Meta {
+            dtype,
+            item_shape,
+            ndim: 0,
+        });
     }
     let ndim = m
         .get("zrecord.ndim")
         .and_then(|x| x.parse().ok())
         .ok_or_else(|| Error::msg("arrow schema lacks zrecord.ndim"))?;
-    Ok((dtype, None, ndim))
+    Ok(Meta {
+        dtype,
+        item_shape: None,
+        ndim,
+    })
 }
 
 /// One decoded batch's columns.
@@ -215,47 +227,26 @@ impl Cols {
         }
     }
 
-    /// Appends the shape of `row` to `out` (Ragged only).
-    pub(crate) fn push_shape(&self, row: usize, out: &mut Vec<u64>) {
-        if let Cols::Ragged(_, s) = self {
-            let n = s.value_length() as usize;
-            let vals = s.values().as_primitive::<UInt64Type>().values();
-            let at = s.value_offset_at(row);
-            out.extend_from_slice(&vals[at..at + n]);
-        }
+    /// The shape of `row` (Ragged; empty for Dense).
+    fn shape(&self, row: usize) -> &[u64] {
+        let Cols::Ragged(_, s) = self else { return &[] };
+        let (n, at) = (s.value_length() as usize, s.value_offset_at(row));
+        &s.values().as_primitive::<UInt64Type>().values()[at..at + n]
     }
 }
 
 /// Packs `(cols, row)` hits, in requested order, into the common output layout.
-pub(crate) fn pack_hits(
-    hits: &[(&Cols, usize)],
-    dtype: DType,
-    item_shape: &Option<Vec<u64>>,
-    ndim: usize,
-) -> Result<Batch> {
-    match item_shape {
-        Some(shape) => {
-            let stride = shape.iter().product::<u64>() as usize * dtype.itemsize();
-            Ok(Batch::Dense(Box::new(fill_dense(
-                hits.len(),
-                stride,
-                shape,
-                |k| hits[k].0.record(hits[k].1),
-            ))))
-        }
-        None => {
-            let recs: Vec<&[u8]> = hits.iter().map(|(c, r)| c.record(*r)).collect();
-            let mut shapes = Vec::with_capacity(hits.len() * ndim);
-            for (c, r) in hits {
-                c.push_shape(*r, &mut shapes);
-            }
-            Ok(Batch::Ragged(Box::new(ragged_out(
-                &recs,
-                dtype.itemsize(),
-                shapes,
-            )?)))
-        }
+pub(crate) fn pack_hits(hits: &[(&Cols, usize)], meta: &Meta) -> Result<Batch> {
+    let itemsize = meta.dtype.itemsize();
+    if let Some(shape) = &meta.item_shape {
+        let stride = shape.iter().product::<u64>() as usize * itemsize;
+        let out = fill_dense(hits.len(), stride, shape, |k| hits[k].0.record(hits[k].1));
+        return Ok(Batch::Dense(Box::new(out)));
     }
+    let recs: Vec<&[u8]> = hits.iter().map(|(c, r)| c.record(*r)).collect();
+    let mut shapes = Vec::with_capacity(hits.len() * meta.ndim);
+    shapes.extend(hits.iter().flat_map(|(c, r)| c.shape(*r)));
+    ragged_out(&recs, itemsize, shapes)
 }
 
 impl Competitor for ArrowIpc {
@@ -299,7 +290,7 @@ impl Competitor for ArrowIpc {
                 .schema()
                 .ok_or_else(|| Error::msg("arrow footer lacks schema"))?,
         )?);
-        let (dtype, item_shape, ndim) = parse_meta(&schema)?;
+        let meta = parse_meta(&schema)?;
         let decoder = FileDecoder::new(schema, footer.version());
         let blocks: Vec<Block> = footer
             .recordBatches()
@@ -326,9 +317,7 @@ impl Competitor for ArrowIpc {
             blocks,
             starts,
             decoded: Vec::new(),
-            dtype,
-            item_shape,
-            ndim,
+            meta,
             zstd: self.zstd,
         };
         if !self.zstd {
@@ -346,9 +335,7 @@ struct IpcReader {
     blocks: Vec<Block>,
     starts: Vec<u64>,
     decoded: Vec<Cols>,
-    dtype: DType,
-    item_shape: Option<Vec<u64>>,
-    ndim: usize,
+    meta: Meta,
     zstd: bool,
 }
 
@@ -386,26 +373,16 @@ impl Reader for IpcReader {
                 .iter()
                 .map(|&(k, r)| (&self.decoded[k], r))
                 .collect();
-            return pack_hits(&hits, self.dtype, &self.item_shape, self.ndim);
+            return pack_hits(&hits, &self.meta);
         }
         let mut touched: Vec<usize> = located.iter().map(|&(k, _)| k).collect();
         touched.sort_unstable();
         touched.dedup();
-        let decoded: Vec<Cols> = if touched.len() > 1 {
-            touched
-                .par_iter()
-                .map(|&k| self.decode(k))
-                .collect::<Result<_>>()?
-        } else {
-            touched
-                .iter()
-                .map(|&k| self.decode(k))
-                .collect::<Result<_>>()?
-        };
+        let decoded = map_par(&touched, |&k| self.decode(k))?;
         let hits: Vec<(&Cols, usize)> = located
             .iter()
             .map(|&(k, r)| (&decoded[touched.binary_search(&k).expect("touched")], r))
             .collect();
-        pack_hits(&hits, self.dtype, &self.item_shape, self.ndim)
+        pack_hits(&hits, &self.meta)
     }
 }

@@ -100,12 +100,12 @@ pub struct UnknownBackend {
 
 impl fmt::Display for UnknownBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown backend {:?}; expected one of ", self.name)?;
-        for (k, b) in Backend::ALL.iter().enumerate() {
-            let sep = if k == 0 { "" } else { ", " };
-            write!(f, "{sep}{b}")?;
-        }
-        Ok(())
+        let names = Backend::ALL.map(Backend::name).join(", ");
+        write!(
+            f,
+            "unknown backend {:?}; expected one of {names}",
+            self.name
+        )
     }
 }
 

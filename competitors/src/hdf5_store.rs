@@ -35,7 +35,7 @@ use crate::error::{Error, Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::{Batch, DenseOut, RaggedOut};
 use crate::source::Source;
-use crate::util::{check_indices, cu_seqlens, fresh_path};
+use crate::util::{check_indices, cu_seqlens, fresh_path, gather_shapes};
 
 /// Raw-data chunk cache for `hdf5-gzip` readers: 16 MiB, 65521 hash slots, w0 = 0.75 (libhdf5's
 /// default policy). `hdf5-raw` disables the cache (0 bytes): whole-chunk reads then go straight into
@@ -194,75 +194,60 @@ impl Competitor for Hdf5 {
         let file = hdf5::File::with_options()
             .with_fapl(|p| p.chunk_cache(CACHE_SLOTS, cache, 0.75).file_locking(false))
             .open(stored.dir.join("store.h5"))?;
-        let reader = if file.link_exists("records") {
-            let ds = file.dataset("records")?;
-            let dims: Vec<u64> = ds.shape().iter().map(|&x| x as u64).collect();
-            let dtype = ds.dtype()?;
-            let stride = dims[1..].iter().product::<u64>() as usize * dtype.size();
+        let dense = file.link_exists("records");
+        let ds = file.dataset(if dense { "records" } else { "values" })?;
+        let dims: Vec<u64> = ds.shape().iter().map(|&x| x as u64).collect();
+        let dtype = ds.dtype()?;
+        // Bytes of one row of dimension 0: a Dense record, or one Ragged element.
+        let row_bytes = dims[1..].iter().product::<u64>() as usize * dtype.size();
+        let (n, mspace, kind) = if dense {
             let mut item_shape: Vec<u64> = ds.attr("item_shape")?.read_raw()?;
             if item_shape == [u64::MAX] {
                 item_shape.clear();
             }
-            let fspace = ds.space()?;
-            let mspace = Dataspace::try_new(stride / dtype.size())?;
-            Hdf5Reader {
-                n: dims[0],
-                dims,
-                dtype,
-                ds,
-                fspace,
-                mspace,
-                kind: Kind::Dense { stride, item_shape },
-                _file: file,
-            }
+            let mspace = Dataspace::try_new(row_bytes / dtype.size())?;
+            (dims[0], mspace, Kind::Dense { item_shape })
         } else {
-            let ds = file.dataset("values")?;
-            let dims: Vec<u64> = ds.shape().iter().map(|&x| x as u64).collect();
-            let dtype = ds.dtype()?;
             let offsets: Vec<i64> = file.dataset("offsets")?.read_raw()?;
             let sds = file.dataset("shapes")?;
-            let ndim = sds.shape()[1];
-            let shapes: Vec<u64> = sds.read_raw()?;
-            let elem_bytes = dims[1..].iter().product::<u64>() as usize * dtype.size();
-            let fspace = ds.space()?;
-            let mspace = Dataspace::try_new(1)?;
-            let n = offsets.len() as u64 - 1;
-            Hdf5Reader {
-                n,
-                dims,
-                dtype,
-                ds,
-                fspace,
-                mspace,
-                kind: Kind::Ragged {
-                    offsets,
-                    shapes,
-                    ndim,
-                    elem_bytes,
-                },
-                _file: file,
-            }
+            let (n, ndim, shapes) = (offsets.len() as u64 - 1, sds.shape()[1], sds.read_raw()?);
+            let kind = Kind::Ragged {
+                offsets,
+                shapes,
+                ndim,
+            };
+            (n, Dataspace::try_new(1)?, kind)
         };
-        Ok(Box::new(reader))
+        let fspace = ds.space()?;
+        Ok(Box::new(Hdf5Reader {
+            n,
+            dims,
+            row_bytes,
+            dtype,
+            ds,
+            fspace,
+            mspace,
+            kind,
+            _file: file,
+        }))
     }
 }
 
 enum Kind {
     Dense {
-        stride: usize,
         item_shape: Vec<u64>,
     },
     Ragged {
         offsets: Vec<i64>,
         shapes: Vec<u64>,
         ndim: usize,
-        elem_bytes: usize,
     },
 }
 
 struct Hdf5Reader {
     n: u64,
     dims: Vec<u64>,
+    row_bytes: usize,
     dtype: Datatype,
     ds: hdf5::Dataset,
     fspace: Dataspace,
@@ -330,9 +315,9 @@ impl Reader for Hdf5Reader {
 
     fn gather(&mut self, indices: &[u64]) -> Result<Batch> {
         check_indices(indices, self.n)?;
+        let s = self.row_bytes;
         hdf5::sync::sync(|| match &self.kind {
-            Kind::Dense { stride, item_shape } => {
-                let s = *stride;
+            Kind::Dense { item_shape } => {
                 let mut bytes = vec![0u8; indices.len() * s];
                 for (k, &i) in indices.iter().enumerate() {
                     self.read_rows(i, 1, &mut bytes[k * s..(k + 1) * s])?;
@@ -344,34 +329,21 @@ impl Reader for Hdf5Reader {
                 offsets,
                 shapes,
                 ndim,
-                elem_bytes,
             } => {
-                let eb = *elem_bytes;
-                let lens: Vec<usize> = indices
-                    .iter()
-                    .map(|&i| (offsets[i as usize + 1] - offsets[i as usize]) as usize * eb)
-                    .collect();
-                let cu = cu_seqlens(lens.iter().copied(), eb)?;
-                let mut values = vec![0u8; lens.iter().sum()];
-                let mut sh = Vec::with_capacity(indices.len() * ndim);
+                let rows = |i: u64| (offsets[i as usize + 1] - offsets[i as usize]) as u64;
+                let cu = cu_seqlens(indices.iter().map(|&i| rows(i) as usize * s), s)?;
+                let mut values = vec![0u8; *cu.last().expect("n + 1") as usize * s];
                 let mut at = 0usize;
-                for (k, &i) in indices.iter().enumerate() {
-                    let rows = (offsets[i as usize + 1] - offsets[i as usize]) as u64;
-                    sh.extend_from_slice(&shapes[i as usize * ndim..(i as usize + 1) * ndim]);
-                    if rows == 0 {
-                        continue;
-                    }
-                    self.read_rows(
-                        offsets[i as usize] as u64,
-                        rows,
-                        &mut values[at..at + lens[k]],
-                    )?;
-                    at += lens[k];
+                for &i in indices.iter().filter(|&&i| rows(i) > 0) {
+                    let len = rows(i) as usize * s;
+                    let start = offsets[i as usize] as u64;
+                    self.read_rows(start, rows(i), &mut values[at..at + len])?;
+                    at += len;
                 }
                 Ok(Batch::Ragged(Box::new(RaggedOut {
                     values,
                     cu_seqlens: cu,
-                    shapes: sh,
+                    shapes: gather_shapes(shapes, *ndim, indices),
                 })))
             }
         })

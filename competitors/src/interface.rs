@@ -57,23 +57,20 @@ pub trait Competitor: Send {
 
     /// Whether this row exists for `geometry` (`npy-mmap-raw` is Dense only). Default: every
     /// geometry.
-    fn supports(&self, geometry: Geometry) -> bool {
-        let _ = geometry;
+    fn supports(&self, _geometry: Geometry) -> bool {
         true
     }
 
     /// Untimed setup before the timed write: dictionary training, helper process start-up,
     /// staging the source for another process. Default: nothing.
-    fn prepare(&mut self, source: &Source<'_>) -> Result<()> {
-        let _ = source;
+    fn prepare(&mut self, _source: &Source<'_>) -> Result<()> {
         Ok(())
     }
 
     /// [`prepare`](Competitor::prepare) when held-out records of the same kind exist: a row
     /// that trains a dictionary trains it on `held_out` (records never written to the store), so
     /// the dictionary has not seen the records it compresses. Default: `prepare(source)`.
-    fn prepare_held_out(&mut self, source: &Source<'_>, held_out: &Source<'_>) -> Result<()> {
-        let _ = held_out;
+    fn prepare_held_out(&mut self, source: &Source<'_>, _held_out: &Source<'_>) -> Result<()> {
         self.prepare(source)
     }
 

@@ -40,7 +40,7 @@ mod source;
 mod util;
 mod zrecord_store;
 
-pub use arrayrecord::{ArrayRecord, python_interpreter};
+pub use arrayrecord::ArrayRecord;
 pub use arrow_ipc::ArrowIpc;
 pub use backend::{Backend, UnknownBackend};
 pub use error::{Error, Result};
@@ -52,7 +52,7 @@ pub use npy::NpyMmap;
 pub use output::{Batch, DenseOut, DenseOutput, RaggedOut, RaggedOutput, verify};
 pub use parquet_store::Parquet;
 pub use source::{DenseSource, Geometry, RaggedSource, Source};
-pub use util::{PAR_MIN_BYTES, disk_bytes};
+pub use util::PAR_MIN_BYTES;
 pub use zrecord_store::{ZrecordCodec, ZrecordStore, zrecord_dense_batch, zrecord_ragged_batch};
 
 impl Backend {

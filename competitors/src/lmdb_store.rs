@@ -71,8 +71,8 @@ impl Competitor for Lmdb {
                 for i in 0..n {
                     db.put_with_flags(&mut wtxn, PutFlags::APPEND, &i, d.record(i))?;
                 }
-                let mut m = vec![0u64, d.dtype.itemsize() as u64, d.item_shape.len() as u64];
-                m.extend_from_slice(&d.item_shape);
+                let head = [0, d.dtype.itemsize() as u64, d.item_shape.len() as u64];
+                let m = [&head[..], &d.item_shape].concat();
                 meta.put(&mut wtxn, &0, &crate::util::u64s_le(&m))?;
             }
             Source::Ragged(r) => {
@@ -112,10 +112,8 @@ impl Competitor for Lmdb {
         let rtxn = env.read_txn()?;
         let (db, meta) = env
             .open_databases_and_commit(rtxn, |dbo, rtxn| -> heed::Result<_> {
-                let db: Option<Database<'_, U64<BigEndian>, Bytes>> =
-                    dbo.open_database(rtxn, Some("records"))?;
-                let meta: Option<Database<'_, U64<BigEndian>, Bytes>> =
-                    dbo.open_database(rtxn, Some(META_KEY_DB))?;
+                let db = dbo.open_database::<U64<BigEndian>, Bytes>(rtxn, Some("records"))?;
+                let meta = dbo.open_database::<U64<BigEndian>, Bytes>(rtxn, Some(META_KEY_DB))?;
                 Ok(CommitOrAbort::<_, ()>::Commit((db, meta)))
             })?
             .unwrap_commit();
@@ -130,11 +128,7 @@ impl Competitor for Lmdb {
             le_u64s(v).collect()
         };
         let (ragged, itemsize, rank) = (m[0] == 1, m[1] as usize, m[2] as usize);
-        let item_shape = if ragged {
-            Vec::new()
-        } else {
-            m[3..3 + rank].to_vec()
-        };
+        let item_shape = m[3..].to_vec(); // empty for Ragged
         Ok(Box::new(LmdbReader {
             env,
             db,
@@ -187,10 +181,6 @@ impl Reader for LmdbReader {
             shapes.extend(le_u64s(&r[..head]));
             *r = &r[head..];
         }
-        Ok(Batch::Ragged(Box::new(ragged_out(
-            &recs,
-            self.itemsize,
-            shapes,
-        )?)))
+        ragged_out(&recs, self.itemsize, shapes)
     }
 }

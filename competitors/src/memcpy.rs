@@ -19,10 +19,9 @@ use benchkit::copy::{Kernel, copy_records, copy_strided, parallel_pieces};
 use crate::backend::Backend;
 use crate::error::{Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
-use crate::output::Batch;
-use crate::output::{DenseOut, DenseOutput, RaggedOut, RaggedOutput};
+use crate::output::{Batch, DenseOutput, RaggedOutput};
 use crate::source::Source;
-use crate::util::{PAR_MIN_BYTES, batch_shape, check_indices, cu_seqlens};
+use crate::util::{PAR_MIN_BYTES, batch_shape, check_indices, cu_seqlens, gather_shapes};
 
 #[derive(Debug)]
 enum Mem {
@@ -134,10 +133,9 @@ impl Reader for MemcpyReader {
                     pieces(n * s, n),
                 );
                 Ok(Batch::Dense(Box::new(Recycled {
-                    out: DenseOut {
-                        bytes,
-                        shape: batch_shape(n, item_shape),
-                    },
+                    bytes,
+                    cu_seqlens: Vec::new(),
+                    shape: batch_shape(n, item_shape),
                     bin: self.bin.clone(),
                 })))
             }
@@ -152,10 +150,6 @@ impl Reader for MemcpyReader {
                     .iter()
                     .map(|&i| &values[byte_offsets[i as usize]..byte_offsets[i as usize + 1]])
                     .collect();
-                let mut sh = Vec::with_capacity(indices.len() * ndim);
-                for &i in indices {
-                    sh.extend_from_slice(&shapes[i as usize * ndim..(i as usize + 1) * ndim]);
-                }
                 let cu_seqlens = cu_seqlens(recs.iter().map(|r| r.len()), *itemsize)?;
                 let mut offs = Vec::with_capacity(recs.len() + 1);
                 offs.push(0usize);
@@ -175,11 +169,9 @@ impl Reader for MemcpyReader {
                     pieces(total, n),
                 );
                 Ok(Batch::Ragged(Box::new(Recycled {
-                    out: RaggedOut {
-                        values,
-                        cu_seqlens,
-                        shapes: sh,
-                    },
+                    bytes: values,
+                    cu_seqlens,
+                    shape: gather_shapes(shapes, *ndim, indices),
                     bin: self.bin.clone(),
                 })))
             }
@@ -187,52 +179,38 @@ impl Reader for MemcpyReader {
     }
 }
 
-/// An owned batch layout and the byte buffer in it that a recycler takes back.
-trait Buffered {
-    fn buffer(&mut self) -> &mut Vec<u8>;
-}
-
-impl Buffered for DenseOut {
-    fn buffer(&mut self) -> &mut Vec<u8> {
-        &mut self.bytes
-    }
-}
-
-impl Buffered for RaggedOut {
-    fn buffer(&mut self) -> &mut Vec<u8> {
-        &mut self.values
-    }
-}
-
-/// A batch whose byte buffer returns to the reader's recycler on drop.
-struct Recycled<T: Buffered> {
-    out: T,
+/// A gathered batch of either geometry (Dense: `shape`; Ragged: `cu_seqlens` and `shapes` in
+/// `shape`) whose byte buffer returns to the reader's recycler on drop.
+struct Recycled {
+    bytes: Vec<u8>,
+    cu_seqlens: Vec<i32>,
+    shape: Vec<u64>,
     bin: Recycler,
 }
 
-impl<T: Buffered> Drop for Recycled<T> {
+impl Drop for Recycled {
     fn drop(&mut self) {
-        self.bin.give(std::mem::take(self.out.buffer()));
+        self.bin.give(std::mem::take(&mut self.bytes));
     }
 }
 
-impl DenseOutput for Recycled<DenseOut> {
+impl DenseOutput for Recycled {
     fn bytes(&self) -> &[u8] {
-        self.out.bytes()
+        &self.bytes
     }
     fn shape(&self) -> &[u64] {
-        self.out.shape()
+        &self.shape
     }
 }
 
-impl RaggedOutput for Recycled<RaggedOut> {
+impl RaggedOutput for Recycled {
     fn values(&self) -> &[u8] {
-        self.out.values()
+        &self.bytes
     }
     fn cu_seqlens(&self) -> &[i32] {
-        self.out.cu_seqlens()
+        &self.cu_seqlens
     }
     fn shapes(&self) -> &[u64] {
-        self.out.shapes()
+        &self.shape
     }
 }

@@ -70,8 +70,7 @@ impl Competitor for NpyMmap {
         };
         d.validate()?;
         let path = fresh_path(dir, "data.npy")?;
-        let mut shape = vec![d.len()];
-        shape.extend_from_slice(&d.item_shape);
+        let shape = [&[d.len()], &d.item_shape[..]].concat();
         write_npy(&path, d.dtype, &shape, d.data)?;
         Ok(Stored::new(self.backend(), dir, source))
     }
@@ -83,11 +82,7 @@ impl Competitor for NpyMmap {
         };
         let item_shape = item.to_vec();
         let elems: u64 = item_shape.iter().product();
-        let stride = if n == 0 {
-            0
-        } else {
-            map.data().len() / n as usize
-        };
+        let stride = map.data().len().checked_div(n as usize).unwrap_or(0);
         if elems == 0 || !stride.is_multiple_of(elems as usize) {
             bail!("npy-mmap-raw: inconsistent payload");
         }

@@ -71,18 +71,14 @@ pub enum Batch {
 impl std::fmt::Debug for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Batch::Dense(d) => write!(
-                f,
-                "Batch::Dense(shape {:?}, {} bytes)",
-                d.shape(),
-                d.bytes().len()
-            ),
-            Batch::Ragged(r) => write!(
-                f,
-                "Batch::Ragged({} records, {} value bytes)",
-                r.cu_seqlens().len().saturating_sub(1),
-                r.values().len()
-            ),
+            Batch::Dense(d) => {
+                let (shape, n) = (d.shape(), d.bytes().len());
+                write!(f, "Batch::Dense(shape {shape:?}, {n} bytes)")
+            }
+            Batch::Ragged(r) => {
+                let (n, len) = (r.cu_seqlens().len().saturating_sub(1), r.values().len());
+                write!(f, "Batch::Ragged({n} records, {len} value bytes)")
+            }
         }
     }
 }
@@ -100,19 +96,14 @@ impl Batch {
 /// Checks that `got` is byte-identical to `want` (shape, values, cu_seqlens, shapes).
 pub fn verify(got: &Batch, want: &Batch) -> Result<()> {
     match (got, want) {
-        (Batch::Dense(g), Batch::Dense(w)) => same_dense(
-            g.bytes(),
-            g.shape(),
-            w.shape(),
-            [w.bytes()],
-            w.bytes().len(),
-        ),
-        (Batch::Ragged(g), Batch::Ragged(w)) => same_ragged(
-            (g.values(), g.cu_seqlens(), g.shapes()),
-            (w.cu_seqlens(), w.shapes()),
-            [w.values()],
-            w.values().len(),
-        ),
+        (Batch::Dense(g), Batch::Dense(w)) => {
+            let want = w.bytes();
+            same_dense(g.bytes(), g.shape(), w.shape(), [want], want.len())
+        }
+        (Batch::Ragged(g), Batch::Ragged(w)) => {
+            let (got, want) = ((g.values(), g.cu_seqlens(), g.shapes()), w.values());
+            same_ragged(got, (w.cu_seqlens(), w.shapes()), [want], want.len())
+        }
         _ => bail!("geometry mismatch: got {got:?}, expected {want:?}"),
     }
 }
@@ -141,18 +132,12 @@ pub(crate) fn same_ragged<'w>(
     want_len: usize,
 ) -> Result<()> {
     if cu != want_cu {
-        bail!(
-            "ragged cu_seqlens differ: {:?}... vs {:?}...",
-            head(cu),
-            head(want_cu)
-        );
+        let (cu, want) = (head(cu), head(want_cu));
+        bail!("ragged cu_seqlens differ: {cu:?}... vs {want:?}...");
     }
     if shapes != want_shapes {
-        bail!(
-            "ragged shapes differ: {:?}... vs {:?}...",
-            head(shapes),
-            head(want_shapes)
-        );
+        let (dims, want) = (head(shapes), head(want_shapes));
+        bail!("ragged shapes differ: {dims:?}... vs {want:?}...");
     }
     same_bytes("ragged values", values, records, want_len)
 }
@@ -164,23 +149,17 @@ fn same_bytes<'w>(
     records: impl IntoIterator<Item = &'w [u8]>,
     want_len: usize,
 ) -> Result<()> {
-    let mut at = 0;
+    let (mut at, len) = (0, got.len());
     for want in records {
-        let end = (at + want.len()).min(got.len());
+        let end = (at + want.len()).min(len);
         if let Some(p) = first_diff(&got[at.min(end)..end], want) {
-            bail!(
-                "{what} differ at byte {} (len {} vs {want_len})",
-                at + p,
-                got.len()
-            );
+            let at = at + p;
+            bail!("{what} differ at byte {at} (len {len} vs {want_len})");
         }
         at += want.len();
     }
-    if got.len() != at {
-        bail!(
-            "{what} differ at byte {at} (len {} vs {want_len})",
-            got.len()
-        );
+    if len != at {
+        bail!("{what} differ at byte {at} (len {len} vs {want_len})");
     }
     Ok(())
 }
@@ -189,12 +168,8 @@ fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
     if a == b {
         return None;
     }
-    Some(
-        a.iter()
-            .zip(b)
-            .position(|(x, y)| x != y)
-            .unwrap_or(a.len().min(b.len())),
-    )
+    let p = a.iter().zip(b).position(|(x, y)| x != y);
+    Some(p.unwrap_or(a.len().min(b.len())))
 }
 
 fn head<T: Copy>(s: &[T]) -> Vec<T> {

@@ -29,16 +29,14 @@ use parquet::arrow::arrow_reader::{
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use rayon::prelude::*;
-use zrecord::DType;
 
-use crate::arrow_ipc::{Cols, pack_hits, parse_meta, record_batch, schema_for};
+use crate::arrow_ipc::{Cols, Meta, pack_hits, parse_meta, record_batch, schema_for};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::Batch;
 use crate::source::Source;
-use crate::util::{check_indices, fresh_path};
+use crate::util::{check_indices, fresh_path, map_par, unique_sorted};
 
 /// Target data page size.
 pub const PAGE_BYTES: usize = 64 << 10;
@@ -104,7 +102,7 @@ impl Competitor for Parquet {
         let data = bytes::Bytes::from_owner(map);
         let opts = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
         let meta = ArrowReaderMetadata::load(&data, opts)?;
-        let (dtype, item_shape, ndim) = parse_meta(meta.schema())?;
+        let columns = parse_meta(meta.schema())?;
         let mut starts = vec![0u64];
         for rg in meta.metadata().row_groups() {
             starts.push(starts.last().expect("nonempty") + rg.num_rows() as u64);
@@ -113,9 +111,7 @@ impl Competitor for Parquet {
             data,
             meta,
             starts,
-            dtype,
-            item_shape,
-            ndim,
+            columns,
         }))
     }
 }
@@ -127,9 +123,8 @@ struct ParquetReader {
     data: bytes::Bytes,
     meta: ArrowReaderMetadata,
     starts: Vec<u64>,
-    dtype: DType,
-    item_shape: Option<Vec<u64>>,
-    ndim: usize,
+    /// What the rows hold (the schema metadata).
+    columns: Meta,
 }
 
 impl ParquetReader {
@@ -183,7 +178,7 @@ impl Reader for ParquetReader {
 
     fn gather(&mut self, indices: &[u64]) -> Result<Batch> {
         check_indices(indices, self.len())?;
-        let (uniq, pos) = crate::util::unique_sorted(indices);
+        let (uniq, pos) = unique_sorted(indices);
         // Split the sorted unique rows by row group.
         let mut groups: Vec<(usize, usize, usize)> = Vec::new(); // (rg, start in uniq, end)
         let mut at = 0;
@@ -197,11 +192,7 @@ impl Reader for ParquetReader {
             let rel: Vec<u64> = uniq[a..b].iter().map(|&i| i - self.starts[rg]).collect();
             self.read_group(rg, &rel)
         };
-        let results: Vec<GroupRead> = if groups.len() > 1 {
-            groups.par_iter().map(read).collect::<Result<_>>()?
-        } else {
-            groups.iter().map(read).collect::<Result<_>>()?
-        };
+        let results: Vec<GroupRead> = map_par(&groups, read)?;
         // For each unique row: (group result, batch, row).
         let mut where_u: Vec<(usize, usize, usize)> = Vec::with_capacity(uniq.len());
         for (g, (_, p)) in results.iter().enumerate() {
@@ -214,6 +205,6 @@ impl Reader for ParquetReader {
                 (&results[g].0[b], r)
             })
             .collect();
-        pack_hits(&hits, self.dtype, &self.item_shape, self.ndim)
+        pack_hits(&hits, &self.columns)
     }
 }

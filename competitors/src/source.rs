@@ -107,16 +107,10 @@ impl RaggedSource<'_> {
         self.len() == 0
     }
 
-    /// Byte range of record `i` inside `values`.
-    pub fn byte_range(&self, i: u64) -> std::ops::Range<usize> {
-        let it = self.dtype.itemsize();
-        let i = i as usize;
-        self.offsets[i] as usize * it..self.offsets[i + 1] as usize * it
-    }
-
     /// Bytes of record `i`.
     pub fn record(&self, i: u64) -> &[u8] {
-        &self.values[self.byte_range(i)]
+        let (it, i) = (self.dtype.itemsize(), i as usize);
+        &self.values[self.offsets[i] as usize * it..self.offsets[i + 1] as usize * it]
     }
 
     /// Shape of record `i`.
@@ -250,14 +244,11 @@ impl Source<'_> {
             );
         };
         let want_shape = util::batch_shape(indices.len(), &d.item_shape);
-        let records = indices.iter().map(|&i| d.record(i));
-        same_dense(
-            bytes,
-            shape,
-            &want_shape,
-            records,
+        let (records, len) = (
+            indices.iter().map(|&i| d.record(i)),
             indices.len() * d.stride(),
-        )
+        );
+        same_dense(bytes, shape, &want_shape, records, len)
     }
 
     /// [`Source::check`] of a Ragged batch given as its packed `values`, `cu` (`cu_seqlens`) and
@@ -280,44 +271,28 @@ impl Source<'_> {
         };
         let records = indices.iter().map(|&i| r.record(i));
         let want_cu = util::cu_seqlens(records.clone().map(<[u8]>::len), r.dtype.itemsize())?;
-        let want_shapes: Vec<u64> = indices
-            .iter()
-            .flat_map(|&i| r.shape(i).iter().copied())
-            .collect();
+        let want_shapes = util::gather_shapes(r.shapes, r.ndim, indices);
         let want_len = want_cu.last().map_or(0, |&e| e as usize) * r.dtype.itemsize();
-        same_ragged(
-            (values, cu, shapes),
-            (&want_cu, &want_shapes),
-            records,
-            want_len,
-        )
+        let got = (values, cu, shapes);
+        same_ragged(got, (&want_cu, &want_shapes), records, want_len)
     }
 
     /// The expected batch for `indices`, built directly from the source (single-threaded,
     /// straightforward): the definition every backend is verified against.
     pub fn gather_reference(&self, indices: &[u64]) -> Result<Batch> {
         util::check_indices(indices, self.len())?;
-        match self {
-            Source::Dense(d) => {
-                let records: Vec<&[u8]> = indices.iter().map(|&i| d.record(i)).collect();
-                Ok(Batch::Dense(Box::new(DenseOut {
-                    bytes: records.concat(),
-                    shape: util::batch_shape(indices.len(), &d.item_shape),
-                })))
-            }
-            Source::Ragged(r) => {
-                let records: Vec<&[u8]> = indices.iter().map(|&i| r.record(i)).collect();
-                let lens = records.iter().map(|x| x.len());
-                Ok(Batch::Ragged(Box::new(RaggedOut {
-                    cu_seqlens: util::cu_seqlens(lens, r.dtype.itemsize())?,
-                    values: records.concat(),
-                    shapes: indices
-                        .iter()
-                        .flat_map(|&i| r.shape(i).iter().copied())
-                        .collect(),
-                })))
-            }
-        }
+        let records: Vec<&[u8]> = indices.iter().map(|&i| self.record(i)).collect();
+        Ok(match self {
+            Source::Dense(d) => Batch::Dense(Box::new(DenseOut {
+                bytes: records.concat(),
+                shape: util::batch_shape(indices.len(), &d.item_shape),
+            })),
+            Source::Ragged(r) => Batch::Ragged(Box::new(RaggedOut {
+                cu_seqlens: util::cu_seqlens(records.iter().map(|x| x.len()), r.dtype.itemsize())?,
+                values: records.concat(),
+                shapes: util::gather_shapes(r.shapes, r.ndim, indices),
+            })),
+        })
     }
 }
 
@@ -329,50 +304,34 @@ mod tests {
     use super::*;
 
     /// An owned copy of a reference batch spoiled one way (or not at all), as a loader or a
-    /// store could get it wrong.
+    /// store could get it wrong: a flipped bit, a byte short or over, a boundary or a dim off.
     fn spoiled(b: &Batch, rng: &mut SmallRng) -> Batch {
+        let (mut bytes, mut cu, mut dims) = match b {
+            Batch::Dense(d) => (d.bytes().to_vec(), Vec::new(), d.shape().to_vec()),
+            Batch::Ragged(r) => (
+                r.values().to_vec(),
+                r.cu_seqlens().to_vec(),
+                r.shapes().to_vec(),
+            ),
+        };
+        match rng.random_range(0..6) {
+            0 => {}
+            1 if !bytes.is_empty() => {
+                let p = rng.random_range(0..bytes.len());
+                bytes[p] ^= 1 << rng.random_range(0..8);
+            }
+            2 => drop(bytes.pop()),
+            3 => bytes.push(7),
+            4 if cu.len() > 2 => cu[1] += 1,
+            _ => dims.last_mut().into_iter().for_each(|d| *d += 1),
+        }
         match b {
-            Batch::Dense(d) => {
-                let (mut bytes, mut shape) = (d.bytes().to_vec(), d.shape().to_vec());
-                match rng.random_range(0..5) {
-                    0 => {}
-                    1 if !bytes.is_empty() => {
-                        let p = rng.random_range(0..bytes.len());
-                        bytes[p] ^= 1 << rng.random_range(0..8);
-                    }
-                    2 => {
-                        bytes.pop();
-                    }
-                    3 => bytes.push(0),
-                    _ => shape[0] += 1,
-                }
-                Batch::Dense(Box::new(DenseOut { bytes, shape }))
-            }
-            Batch::Ragged(r) => {
-                let mut o = RaggedOut {
-                    values: r.values().to_vec(),
-                    cu_seqlens: r.cu_seqlens().to_vec(),
-                    shapes: r.shapes().to_vec(),
-                };
-                match rng.random_range(0..6) {
-                    0 => {}
-                    1 if !o.values.is_empty() => {
-                        let p = rng.random_range(0..o.values.len());
-                        o.values[p] ^= 1 << rng.random_range(0..8);
-                    }
-                    2 => {
-                        o.values.pop();
-                    }
-                    3 => o.values.push(7),
-                    4 if o.cu_seqlens.len() > 2 => o.cu_seqlens[1] += 1,
-                    _ => {
-                        if let Some(s) = o.shapes.last_mut() {
-                            *s += 1;
-                        }
-                    }
-                }
-                Batch::Ragged(Box::new(o))
-            }
+            Batch::Dense(_) => Batch::Dense(Box::new(DenseOut { bytes, shape: dims })),
+            Batch::Ragged(_) => Batch::Ragged(Box::new(RaggedOut {
+                values: bytes,
+                cu_seqlens: cu,
+                shapes: dims,
+            })),
         }
     }
 
@@ -404,7 +363,7 @@ mod tests {
             offsets: &offsets,
             shapes: &shapes,
         });
-        let (mut agreed_bad, mut agreed_good) = (0, 0);
+        let mut agreed = [0, 0]; // [bad, good]
         for round in 0..2000 {
             let src = if round % 2 == 0 { &dense } else { &ragged };
             let k = rng.random_range(0..12);
@@ -412,21 +371,11 @@ mod tests {
             let want = src.gather_reference(&idx).unwrap();
             let got = spoiled(&want, &mut rng);
             let oracle = crate::verify(&got, &want).is_ok();
-            assert_eq!(
-                src.check(&idx, &got).is_ok(),
-                oracle,
-                "round {round}: {got:?} for {idx:?}"
-            );
-            if oracle {
-                agreed_good += 1;
-            } else {
-                agreed_bad += 1;
-            }
+            let verdict = src.check(&idx, &got).is_ok();
+            assert_eq!(verdict, oracle, "round {round}: {got:?} for {idx:?}");
+            agreed[usize::from(oracle)] += 1;
         }
-        assert!(
-            agreed_good > 300 && agreed_bad > 300,
-            "{agreed_good} good, {agreed_bad} bad"
-        );
+        assert!(agreed.iter().all(|&a| a > 300), "[bad, good]: {agreed:?}");
         assert!(
             dense
                 .check(&[n], &dense.gather_reference(&[0]).unwrap())

@@ -7,7 +7,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result, bail};
-use crate::output::{DenseOut, RaggedOut};
+use crate::output::{Batch, DenseOut, RaggedOut};
 
 /// Batches with at least this many payload bytes are copied in parallel on rayon's global pool
 /// (the pool zrecord uses, and zrecord's own 1 MiB threshold); smaller ones are copied on the
@@ -23,7 +23,7 @@ pub(crate) fn check_indices(indices: &[u64], len: u64) -> Result<()> {
 }
 
 /// Allocated bytes (`st_blocks * 512`) of every file under `path` (recursively).
-pub fn disk_bytes(path: &Path) -> Result<u64> {
+pub(crate) fn disk_bytes(path: &Path) -> Result<u64> {
     let meta = std::fs::symlink_metadata(path)?;
     if meta.is_dir() {
         let mut total = 0;
@@ -75,10 +75,13 @@ where
 
 /// `[n, *item_shape]`: the shape of a Dense batch of `n` records.
 pub(crate) fn batch_shape(n: usize, item_shape: &[u64]) -> Vec<u64> {
-    let mut shape = Vec::with_capacity(item_shape.len() + 1);
-    shape.push(n as u64);
-    shape.extend_from_slice(item_shape);
-    shape
+    [&[n as u64], item_shape].concat()
+}
+
+/// The dims of records `indices` (in that order) out of `ndim` dims per record in `shapes`.
+pub(crate) fn gather_shapes(shapes: &[u64], ndim: usize, indices: &[u64]) -> Vec<u64> {
+    let dims = |&i: &u64| &shapes[i as usize * ndim..(i as usize + 1) * ndim];
+    indices.iter().flat_map(dims).copied().collect()
 }
 
 /// Element boundaries (`n + 1` int32 entries) from per-record byte lengths.
@@ -96,10 +99,11 @@ pub(crate) fn cu_seqlens(lens: impl Iterator<Item = usize>, itemsize: usize) -> 
     Ok(cu)
 }
 
-/// Packs per-record byte slices (already in requested order) into one values buffer, in parallel
-/// when the batch is large. Returns the values and int32 element boundaries.
-pub(crate) fn pack_ragged(records: &[&[u8]], itemsize: usize) -> Result<(Vec<u8>, Vec<i32>)> {
-    let cu = cu_seqlens(records.iter().map(|r| r.len()), itemsize)?;
+/// Packs per-record byte slices (already in requested order) and their `shapes` into a Ragged
+/// batch: one values buffer, copied in parallel when the batch is large, and int32 element
+/// boundaries.
+pub(crate) fn ragged_out(records: &[&[u8]], itemsize: usize, shapes: Vec<u64>) -> Result<Batch> {
+    let cu_seqlens = cu_seqlens(records.iter().map(|r| r.len()), itemsize)?;
     let total: usize = records.iter().map(|r| r.len()).sum();
     let mut values = vec![0u8; total];
     if total >= PAR_MIN_BYTES && records.len() > 1 {
@@ -121,21 +125,11 @@ pub(crate) fn pack_ragged(records: &[&[u8]], itemsize: usize) -> Result<(Vec<u8>
             at += r.len();
         }
     }
-    Ok((values, cu))
-}
-
-/// [`pack_ragged`] plus shapes, as a [`RaggedOut`].
-pub(crate) fn ragged_out(
-    records: &[&[u8]],
-    itemsize: usize,
-    shapes: Vec<u64>,
-) -> Result<RaggedOut> {
-    let (values, cu_seqlens) = pack_ragged(records, itemsize)?;
-    Ok(RaggedOut {
+    Ok(Batch::Ragged(Box::new(RaggedOut {
         values,
         cu_seqlens,
         shapes,
-    })
+    })))
 }
 
 /// Reinterprets little-endian bytes as u64s (copying; `bytes.len()` must be a multiple of 8).
@@ -148,6 +142,18 @@ pub(crate) fn le_u64s(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
 /// u64s as little-endian bytes.
 pub(crate) fn u64s_le(v: &[u64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// `f` over `items`, on rayon's global pool when there are several, else on the calling thread.
+pub(crate) fn map_par<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R> + Sync + Send,
+) -> Result<Vec<R>> {
+    if items.len() > 1 {
+        items.par_iter().map(f).collect()
+    } else {
+        items.iter().map(f).collect()
+    }
 }
 
 /// Sorted, de-duplicated copy of `indices`, plus for each requested position its index in it.

@@ -20,7 +20,7 @@ use zrecord::{
 };
 
 use crate::backend::Backend;
-use crate::error::{Error, Result, bail};
+use crate::error::{Result, bail};
 use crate::interface::{Competitor, Reader, Stored};
 use crate::output::{Batch, DenseOutput, RaggedOutput};
 use crate::source::Geometry;
@@ -50,11 +50,6 @@ impl ZrecordStore {
     pub fn new(codec: ZrecordCodec) -> ZrecordStore {
         ZrecordStore { codec, dict: None }
     }
-
-    /// The trained dictionary (after `prepare` for `zrecord-zstdict`).
-    pub fn dictionary(&self) -> Option<&[u8]> {
-        self.dict.as_deref()
-    }
 }
 
 struct SourceSample<'s, 'a>(&'s Source<'a>);
@@ -79,28 +74,18 @@ impl Competitor for ZrecordStore {
         }
     }
 
+    /// Trains the `zrecord-zstdict` dictionary on the stored records themselves.
     fn prepare(&mut self, source: &Source<'_>) -> Result<()> {
-        source.validate()?;
-        if self.codec == ZrecordCodec::ZstdDict {
-            self.dict = Some(zrecord::train_dict(
-                &SourceSample(source),
-                zrecord::DEFAULT_DICT_BYTES,
-            )?);
-        }
-        Ok(())
+        self.prepare_held_out(source, source)
     }
 
     fn prepare_held_out(&mut self, source: &Source<'_>, held_out: &Source<'_>) -> Result<()> {
         source.validate()?;
         held_out.validate()?;
-        if held_out.geometry() != source.geometry() || held_out.dtype() != source.dtype() {
-            bail!(
-                "zrecord: held-out sample is {} {}, the source {} {}",
-                held_out.geometry().name(),
-                held_out.dtype().name(),
-                source.geometry().name(),
-                source.dtype().name()
-            );
+        let kind = |s: &Source<'_>| format!("{} {}", s.geometry().name(), s.dtype().name());
+        if kind(held_out) != kind(source) {
+            let (held_out, source) = (kind(held_out), kind(source));
+            bail!("zrecord: held-out sample is {held_out}, the source {source}");
         }
         if self.codec == ZrecordCodec::ZstdDict {
             self.dict = Some(zrecord::train_dict(
@@ -182,69 +167,63 @@ fn open_with(stored: &Stored, opts: OpenOptions) -> Result<Box<dyn Reader>> {
     // The CPU allocator loaderx users get (`Allocator("cpu")`): a bounded 256 MiB pool.
     let alloc: Arc<dyn Allocator> =
         Arc::new(loaderx::PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
-    Ok(match stored.geometry {
-        Geometry::Dense => Box::new(ZDense(DenseStore::open_with(&path, opts)?.bind(alloc))),
-        Geometry::Ragged => Box::new(ZRagged(RaggedStore::open_with(&path, opts)?.bind(alloc))),
-    })
+    Ok(Box::new(match stored.geometry {
+        Geometry::Dense => View::Dense(DenseStore::open_with(&path, opts)?.bind(alloc)),
+        Geometry::Ragged => View::Ragged(RaggedStore::open_with(&path, opts)?.bind(alloc)),
+    }))
 }
 
-struct ZDense(DenseView);
-struct ZRagged(RaggedView);
-struct ZDenseBatch(DenseBatch);
-struct ZRaggedBatch(RaggedBatch);
+/// An open zrecord store of either geometry.
+enum View {
+    Dense(DenseView),
+    Ragged(RaggedView),
+}
 
 /// Wraps a zrecord Dense batch as a [`Batch`], for callers that gather through a view of their
 /// own (e.g. one opened with other `OpenOptions`).
 pub fn zrecord_dense_batch(b: DenseBatch) -> Batch {
-    Batch::Dense(Box::new(ZDenseBatch(b)))
+    Batch::Dense(Box::new(b))
 }
 
 /// Wraps a zrecord Ragged batch as a [`Batch`] (see [`zrecord_dense_batch`]).
 pub fn zrecord_ragged_batch(b: RaggedBatch) -> Batch {
-    Batch::Ragged(Box::new(ZRaggedBatch(b)))
+    Batch::Ragged(Box::new(b))
 }
 
-impl DenseOutput for ZDenseBatch {
+impl DenseOutput for DenseBatch {
     fn bytes(&self) -> &[u8] {
-        self.0.bytes()
+        DenseBatch::bytes(self)
     }
     fn shape(&self) -> &[u64] {
-        self.0.shape()
+        DenseBatch::shape(self)
     }
 }
 
-impl RaggedOutput for ZRaggedBatch {
+impl RaggedOutput for RaggedBatch {
     fn values(&self) -> &[u8] {
-        self.0.values()
+        RaggedBatch::values(self)
     }
     fn cu_seqlens(&self) -> &[i32] {
-        self.0.cu_seqlens()
+        RaggedBatch::cu_seqlens(self)
     }
     fn shapes(&self) -> &[u64] {
-        self.0.shapes()
+        RaggedBatch::shapes(self)
     }
 }
 
-impl Reader for ZDense {
+impl Reader for View {
     fn len(&self) -> u64 {
-        self.0.len()
+        match self {
+            View::Dense(v) => v.len(),
+            View::Ragged(v) => v.len(),
+        }
     }
-    fn gather(&mut self, indices: &[u64]) -> Result<Batch> {
-        check_indices(indices, self.0.len())?;
-        Ok(Batch::Dense(Box::new(ZDenseBatch(
-            self.0.gather(indices).map_err(Error::from)?,
-        ))))
-    }
-}
 
-impl Reader for ZRagged {
-    fn len(&self) -> u64 {
-        self.0.len()
-    }
     fn gather(&mut self, indices: &[u64]) -> Result<Batch> {
-        check_indices(indices, self.0.len())?;
-        Ok(Batch::Ragged(Box::new(ZRaggedBatch(
-            self.0.gather(indices).map_err(Error::from)?,
-        ))))
+        check_indices(indices, self.len())?;
+        Ok(match self {
+            View::Dense(v) => zrecord_dense_batch(v.gather(indices)?),
+            View::Ragged(v) => zrecord_ragged_batch(v.gather(indices)?),
+        })
     }
 }

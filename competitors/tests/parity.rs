@@ -9,49 +9,29 @@ use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
 use zrecord::DType;
 
-/// Owned storage behind a [`Source`].
-enum Owned {
-    Dense {
-        dtype: DType,
-        item_shape: Vec<u64>,
-        data: Vec<u8>,
-    },
-    Ragged {
-        dtype: DType,
-        ndim: usize,
-        values: Vec<u8>,
-        offsets: Vec<i64>,
-        shapes: Vec<u64>,
-    },
+/// Owned storage behind a Ragged [`Source`]: values, element offsets, shapes.
+type Ragged = (Vec<u8>, Vec<i64>, Vec<u64>);
+
+/// Draws one Ragged record's shape.
+type Shape = fn(&mut SmallRng) -> Vec<u64>;
+
+fn ragged_source(dtype: DType, ndim: usize, (values, offsets, shapes): &Ragged) -> Source<'_> {
+    Source::Ragged(RaggedSource {
+        dtype,
+        ndim,
+        values,
+        offsets,
+        shapes,
+    })
 }
 
-impl Owned {
-    fn source(&self) -> Source<'_> {
-        match self {
-            Owned::Dense {
-                dtype,
-                item_shape,
-                data,
-            } => Source::Dense(DenseSource {
-                dtype: *dtype,
-                item_shape: item_shape.clone(),
-                data,
-            }),
-            Owned::Ragged {
-                dtype,
-                ndim,
-                values,
-                offsets,
-                shapes,
-            } => Source::Ragged(RaggedSource {
-                dtype: *dtype,
-                ndim: *ndim,
-                values,
-                offsets,
-                shapes,
-            }),
-        }
-    }
+fn dense_source<'a>(dtype: DType, item_shape: &[u64], data: &'a [u8]) -> Source<'a> {
+    let item_shape = item_shape.to_vec();
+    Source::Dense(DenseSource {
+        dtype,
+        item_shape,
+        data,
+    })
 }
 
 /// Smooth-ish bytes (compressible like images / token ids) or plain random bytes.
@@ -71,44 +51,17 @@ fn fill(rng: &mut SmallRng, n: usize, smooth: bool) -> Vec<u8> {
     v
 }
 
-fn dense(rng: &mut SmallRng, dtype: DType, item_shape: &[u64], n: usize) -> Owned {
-    let stride = item_shape.iter().product::<u64>() as usize * dtype.itemsize();
-    let smooth = rng.random_bool(0.5);
-    Owned::Dense {
-        dtype,
-        item_shape: item_shape.to_vec(),
-        data: fill(rng, n * stride, smooth),
-    }
-}
-
-/// Ragged records with shapes drawn by `shape`.
-fn ragged(
-    rng: &mut SmallRng,
-    dtype: DType,
-    ndim: usize,
-    n: usize,
-    shape: impl Fn(&mut SmallRng) -> Vec<u64>,
-) -> Owned {
+/// `n` Ragged records with shapes drawn by `shape`.
+fn ragged(rng: &mut SmallRng, dtype: DType, n: usize, shape: Shape) -> Ragged {
     let mut offsets = vec![0i64];
     let mut shapes = Vec::new();
     for _ in 0..n {
         let s = shape(rng);
-        assert_eq!(s.len(), ndim);
         offsets.push(offsets.last().unwrap() + s.iter().product::<u64>() as i64);
         shapes.extend(s);
     }
-    let values = fill(
-        rng,
-        *offsets.last().unwrap() as usize * dtype.itemsize(),
-        true,
-    );
-    Owned::Ragged {
-        dtype,
-        ndim,
-        values,
-        offsets,
-        shapes,
-    }
+    let bytes = *offsets.last().unwrap() as usize * dtype.itemsize();
+    (fill(rng, bytes, true), offsets, shapes)
 }
 
 fn index_sets(rng: &mut SmallRng, n: u64) -> Vec<Vec<u64>> {
@@ -126,9 +79,10 @@ fn index_sets(rng: &mut SmallRng, n: u64) -> Vec<Vec<u64>> {
     sets
 }
 
-/// Runs every backend that supports the source's geometry; returns the rows that really ran.
-fn check_all(label: &str, owned: &Owned, seed: u64) -> Vec<&'static str> {
-    let source = owned.source();
+/// Runs every backend that supports the source's geometry (index sets drawn from seed `seed`) and
+/// checks that every row ran but those allowed to skip (zrecord-zstdict on a tiny source,
+/// ArrayRecord without its venv).
+fn check_all(label: &str, source: &Source<'_>, seed: u64) {
     source.validate().unwrap();
     let mut rng = SmallRng::seed_from_u64(seed);
     let sets = index_sets(&mut rng, source.len());
@@ -142,7 +96,7 @@ fn check_all(label: &str, owned: &Owned, seed: u64) -> Vec<&'static str> {
             continue;
         }
         let dir = tmp.path().join(name);
-        if let Err(e) = b.prepare(&source) {
+        if let Err(e) = b.prepare(source) {
             // zstd's trainer needs a minimum amount of sample data; a few hundred bytes is not a
             // benchmark source, so tiny generated sources skip the dictionary row.
             if name == "zrecord-zstdict"
@@ -160,7 +114,7 @@ fn check_all(label: &str, owned: &Owned, seed: u64) -> Vec<&'static str> {
             }
             panic!("{label} {name}: prepare: {e}");
         }
-        let stored = match b.write(&source, &dir) {
+        let stored = match b.write(source, &dir) {
             Ok(s) => s,
             Err(e) if skip(name, &e) => continue,
             Err(e) => panic!("{label} {name}: write: {e}"),
@@ -191,54 +145,48 @@ fn check_all(label: &str, owned: &Owned, seed: u64) -> Vec<&'static str> {
         );
         ran.push(name);
     }
-    ran
-}
-
-/// Whether a failure is an allowed skip (printed): the zrecord rows while the zrecord writer API is
-/// not available in this checkout, or ArrayRecord when the venv is missing.
-fn skip(name: &str, e: &competitors::Error) -> bool {
-    let m = e.message();
-    if m.contains("array_record not installed")
-        && std::env::var_os("COMPETITORS_REQUIRE_ALL").is_none()
-    {
-        eprintln!("SKIP {name}: {m}");
-        return true;
-    }
-    if m.contains("zrecord adapter pending") {
-        eprintln!("SKIP {name}: {m}");
-        return true;
-    }
-    false
-}
-
-fn expect_rows(ran: &[&str], geometry: Geometry) {
     for row in Backend::ALL {
-        let name = row.name();
-        let supported = row.competitor().supports(geometry);
-        let optional = name.starts_with("zrecord") || name.starts_with("arrayrecord");
-        if supported && !optional {
-            assert!(ran.contains(&name), "{name} did not run");
+        let (name, optional) = (
+            row.name(),
+            ["zrecord-zstdict", "arrayrecord-raw", "arrayrecord-zstd"],
+        );
+        if row.competitor().supports(source.geometry()) && !optional.contains(&name) {
+            assert!(ran.contains(&name), "{label}: {name} did not run");
         }
     }
 }
 
-/// `n` dense records of `dtype[item_shape]` from generator seed `seed`, checked in every backend
-/// that runs them (draws from seed `draws`).
-fn dense_case(seed: u64, dtype: DType, item_shape: &[u64], n: usize, draws: u64) {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let owned = dense(&mut rng, dtype, item_shape, n);
+/// Whether a failure is an allowed skip (printed): ArrayRecord when the venv lacks it.
+fn skip(name: &str, e: &competitors::Error) -> bool {
+    let m = e.message();
+    let skip = m.contains("array_record not installed")
+        && std::env::var_os("COMPETITORS_REQUIRE_ALL").is_none();
+    if skip {
+        eprintln!("SKIP {name}: {m}");
+    }
+    skip
+}
+
+/// `n` dense records of `dtype[item_shape]` from `rng`, checked in every row (draws from seed
+/// `draws`).
+fn dense_case(rng: &mut SmallRng, dtype: DType, item_shape: &[u64], n: usize, draws: u64) {
+    let stride = item_shape.iter().product::<u64>() as usize * dtype.itemsize();
+    let smooth = rng.random_bool(0.5);
+    let data = fill(rng, n * stride, smooth);
     let label = format!("dense {dtype} {item_shape:?} n={n}");
-    expect_rows(&check_all(&label, &owned, draws), Geometry::Dense);
+    check_all(&label, &dense_source(dtype, item_shape, &data), draws);
 }
 
 #[test]
-fn dense_generated_vision_uint8() {
-    dense_case(1, DType::UInt8, &[3, 24, 20], 97, 11);
-}
-
-#[test]
-fn dense_generated_tokens_int32() {
-    dense_case(2, DType::Int32, &[512], 300, 12);
+fn dense_generated_vision_and_tokens() {
+    // The last case holds > PAR_MIN_BYTES per gather so the rayon copy paths run.
+    for (seed, dtype, shape, n, draws) in [
+        (1, DType::UInt8, &[3, 24, 20][..], 97, 11),
+        (2, DType::Int32, &[512], 300, 12),
+        (4, DType::UInt8, &[3, 64, 64], 160, 13),
+    ] {
+        dense_case(&mut SmallRng::seed_from_u64(seed), dtype, shape, n, draws);
+    }
 }
 
 #[test]
@@ -256,78 +204,44 @@ fn dense_generated_odd_dtypes_and_shapes() {
     .enumerate()
     {
         let n = rng.random_range(1..80);
-        let owned = dense(&mut rng, dtype, &shape, n);
-        let ran = check_all(
-            &format!("dense {dtype} {shape:?} n={n}"),
-            &owned,
-            100 + k as u64,
-        );
-        expect_rows(&ran, Geometry::Dense);
+        dense_case(&mut rng, dtype, &shape, n, 100 + k as u64);
     }
 }
 
 #[test]
-fn dense_large_batch_parallel_path() {
-    // > PAR_MIN_BYTES per gather so the rayon copy paths run.
-    dense_case(4, DType::UInt8, &[3, 64, 64], 160, 13);
-}
-
-#[test]
-fn ragged_generated_images_ndim3() {
-    let mut rng = SmallRng::seed_from_u64(5);
-    let owned = ragged(&mut rng, DType::UInt8, 3, 90, |r| {
-        vec![3, r.random_range(4..90), r.random_range(4..90)]
-    });
-    expect_rows(&check_all("ragged u8 3xHxW", &owned, 21), Geometry::Ragged);
-}
-
-#[test]
-fn ragged_generated_tokens_ndim1() {
-    let mut rng = SmallRng::seed_from_u64(6);
-    let owned = ragged(&mut rng, DType::Int32, 1, 400, |r| {
-        vec![r.random_range(16..=512)]
-    });
-    expect_rows(
-        &check_all("ragged i32 16..512", &owned, 22),
-        Geometry::Ragged,
-    );
-}
-
-#[test]
-fn ragged_generated_odd_dtypes() {
-    let mut rng = SmallRng::seed_from_u64(7);
-    let a = ragged(&mut rng, DType::Float16, 2, 33, |r| {
-        vec![r.random_range(1..9), r.random_range(1..9)]
-    });
-    expect_rows(&check_all("ragged f16 ndim2", &a, 23), Geometry::Ragged);
-    let b = ragged(&mut rng, DType::UInt64, 1, 1, |_| vec![1]);
-    expect_rows(
-        &check_all("ragged u64 single record", &b, 24),
-        Geometry::Ragged,
-    );
-    let c = ragged(&mut rng, DType::BFloat16, 3, 20, |r| {
-        vec![r.random_range(1..4), 2, r.random_range(1..5)]
-    });
-    expect_rows(&check_all("ragged bf16 ndim3", &c, 25), Geometry::Ragged);
+fn ragged_generated() {
+    let cases: [(DType, usize, usize, Shape); 5] = [
+        (DType::UInt8, 3, 90, |r| {
+            vec![3, r.random_range(4..90), r.random_range(4..90)]
+        }),
+        (DType::Int32, 1, 400, |r| vec![r.random_range(16..=512)]),
+        (DType::Float16, 2, 33, |r| {
+            vec![r.random_range(1..9), r.random_range(1..9)]
+        }),
+        (DType::UInt64, 1, 1, |_| vec![1]),
+        (DType::BFloat16, 3, 20, |r| {
+            vec![r.random_range(1..4), 2, r.random_range(1..5)]
+        }),
+    ];
+    for (k, (dtype, ndim, n, shape)) in cases.into_iter().enumerate() {
+        let parts = ragged(&mut SmallRng::seed_from_u64(5 + k as u64), dtype, n, shape);
+        let label = format!("ragged {dtype} ndim {ndim} n={n}");
+        check_all(&label, &ragged_source(dtype, ndim, &parts), 21 + k as u64);
+    }
 }
 
 fn corpora() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpora");
-    let p = if p.exists() {
-        p
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpora")
-    };
-    if p.exists() {
-        Some(p)
-    } else {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found = ["../../shared/corpora", "../shared/corpora"].map(|p| here.join(p));
+    let found = found.into_iter().find(|p| p.exists());
+    if found.is_none() {
         eprintln!("SKIP real-corpus parity: ../shared/corpora not found");
-        None
     }
+    found
 }
 
 /// Byte strings as a Ragged uint8 source of rank 1 (each record's one dim its length).
-fn byte_records(records: impl IntoIterator<Item = impl AsRef<[u8]>>) -> Owned {
+fn byte_records(records: impl IntoIterator<Item = impl AsRef<[u8]>>) -> Ragged {
     let (mut values, mut offsets, mut shapes) = (Vec::new(), vec![0i64], Vec::new());
     for r in records {
         let r = r.as_ref();
@@ -335,13 +249,7 @@ fn byte_records(records: impl IntoIterator<Item = impl AsRef<[u8]>>) -> Owned {
         offsets.push(values.len() as i64);
         shapes.push(r.len() as u64);
     }
-    Owned::Ragged {
-        dtype: DType::UInt8,
-        ndim: 1,
-        values,
-        offsets,
-        shapes,
-    }
+    (values, offsets, shapes)
 }
 
 /// Real WikiText-2 lines: Ragged uint8 (each line's UTF-8 bytes, ndim 1) and Dense int32[512]
@@ -350,24 +258,17 @@ fn byte_records(records: impl IntoIterator<Item = impl AsRef<[u8]>>) -> Owned {
 fn real_text_slice() {
     let Some(root) = corpora() else { return };
     let text = std::fs::read_to_string(root.join("text/wikitext2/wiki.test.raw.txt")).unwrap();
-    let lines: Vec<&str> = text.lines().filter(|l| l.len() >= 16).take(300).collect();
-    let owned = byte_records(&lines);
-    expect_rows(&check_all("real text lines", &owned, 31), Geometry::Ragged);
-
-    let ids: Vec<u8> = text
-        .bytes()
-        .take(512 * 200)
+    let lines = byte_records(text.lines().filter(|l| l.len() >= 16).take(300));
+    check_all(
+        "real text lines",
+        &ragged_source(DType::UInt8, 1, &lines),
+        31,
+    );
+    let ids: Vec<u8> = (text.bytes().take(512 * 200))
         .flat_map(|b| (b as i32).to_le_bytes())
         .collect();
-    let owned = Owned::Dense {
-        dtype: DType::Int32,
-        item_shape: vec![512],
-        data: ids,
-    };
-    expect_rows(
-        &check_all("real text int32[512]", &owned, 32),
-        Geometry::Dense,
-    );
+    let source = dense_source(DType::Int32, &[512], &ids);
+    check_all("real text int32[512]", &source, 32);
 }
 
 /// Real Oxford-IIIT Pet files: their encoded bytes as Ragged uint8 records (incompressible payload
@@ -381,26 +282,28 @@ fn real_oxford_pet_slice() {
         .filter(|p| p.extension().is_some_and(|e| e == "jpg"))
         .collect();
     names.sort();
-    let owned = byte_records(names.iter().take(40).map(|p| std::fs::read(p).unwrap()));
-    expect_rows(
-        &check_all("real oxford-pet bytes", &owned, 33),
-        Geometry::Ragged,
+    let files = byte_records(names.iter().take(40).map(|p| std::fs::read(p).unwrap()));
+    check_all(
+        "real oxford-pet bytes",
+        &ragged_source(DType::UInt8, 1, &files),
+        33,
     );
 }
 
+/// The rows' geometries and references (names parsing back: `backend`'s unit tests).
 #[test]
-fn every_row_name_resolves() {
-    for row in Backend::ALL {
-        assert_eq!(row.competitor().name(), row.name());
-        assert_eq!(row.name().parse::<Backend>(), Ok(row));
-    }
-    assert!("nope".parse::<Backend>().is_err());
-    assert!(!Backend::NpyMmapRaw.competitor().supports(Geometry::Ragged));
-    assert!(!Backend::NpyCrcLimit.competitor().supports(Geometry::Ragged));
-    let references: Vec<&str> = Backend::ALL
-        .iter()
-        .filter(|b| b.is_reference())
-        .map(|b| b.name())
-        .collect();
-    assert_eq!(references, ["npy-crc-limit", "memcpy-limit"]);
+fn dense_only_rows_and_reference_rows() {
+    let names = |keep: fn(&Backend) -> bool| -> Vec<&str> {
+        Backend::ALL
+            .iter()
+            .filter(|b| keep(b))
+            .map(|b| b.name())
+            .collect()
+    };
+    let dense_only = names(|b| !b.competitor().supports(Geometry::Ragged));
+    assert_eq!(dense_only, ["npy-mmap-raw", "npy-crc-limit"]);
+    assert_eq!(
+        names(|b| b.is_reference()),
+        ["npy-crc-limit", "memcpy-limit"]
+    );
 }

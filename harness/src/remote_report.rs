@@ -7,7 +7,6 @@ use serde_json::Value;
 const COLUMNS: &str =
     "row | MiB/s | sd | batches/s | × GET limit | × local warm | × best peer | verified";
 
-/// The remote tables as markdown.
 pub fn render(report: &Value) -> String {
     let mut s = format!(
         "Run at commit `{}` on {}.\n\n",

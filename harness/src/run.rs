@@ -2,8 +2,7 @@
 //! then the report. Owns the store tables' loop over (repeat, table, backend) cells.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use crate::cell_args::{Cell, StoreCellArgs};
 use crate::config::{self, RunArgs};
@@ -34,29 +33,6 @@ fn today() -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// Runs one store cell in a fresh process and reads its result (a `FAILED` one when the process
-/// wrote none).
-pub fn run_cell(args: &StoreCellArgs) -> CellResult {
-    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("harness"));
-    let status = Command::new(exe).args(args.argv()).status();
-    let parsed = std::fs::read(&args.out)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<CellResult>(&b).ok());
-    match (status, parsed) {
-        (_, Some(r)) => r,
-        (Ok(s), None) => CellResult {
-            note: Some(format!("cell process exited with {s} and wrote no result")),
-            verified: Some(false),
-            ..CellResult::new(args.table, &args.backend, Status::Failed)
-        },
-        (Err(e), None) => CellResult {
-            note: Some(format!("could not start the cell process: {e}")),
-            verified: Some(false),
-            ..CellResult::new(args.table, &args.backend, Status::Failed)
-        },
-    }
 }
 
 pub fn main(a: RunArgs) -> Result<ExitCode> {
@@ -130,9 +106,8 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                         .then_some(1.0),
                     };
                     let t = std::time::Instant::now();
-                    // The result is this cell's own: never one an earlier run left.
-                    let _ = std::fs::remove_file(&args.out);
-                    let r = run_cell(&args);
+                    let failed = CellResult::new(table, backend, Status::Failed);
+                    let r = store::spawn(args.argv(), &args.out, failed);
                     let secs = t.elapsed().as_secs_f64();
                     by_table.add(table.name(), secs);
                     by_cell.add(&format!("{table}/{backend}"), secs);
@@ -205,16 +180,24 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
     }
     let mut phases = Ledger::default();
     if a.selected(Table::Sampler) {
-        report.sampler = Some(phases.time("sampler", || sampler::run(&a, &work))?);
+        report
+            .free
+            .push(phases.time("sampler", || sampler::run(&a, &work))?);
     }
     if Table::LOADER.into_iter().any(|t| a.selected(t)) {
-        report.loader = Some(phases.time("loader tables", || loader::run(&a, &corpora, &work))?);
+        report
+            .free
+            .extend(phases.time("loader tables", || loader::run(&a, &corpora, &work))?);
     }
     if a.selected(Table::Packing) {
-        report.packing = Some(phases.time("packing", || packing::run(&a, &corpora, &work))?);
+        report
+            .free
+            .push(phases.time("packing", || packing::run(&a, &corpora, &work))?);
     }
     if a.selected(Table::Scale) {
-        report.scale = Some(phases.time("scale", || scale::run(&a, &work))?);
+        report
+            .free
+            .push(phases.time("scale", || scale::run(&a, &work))?);
     }
     eprintln!(
         "{}",

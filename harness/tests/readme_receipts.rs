@@ -35,7 +35,7 @@ fn llc_mib(machine: &Value) -> Option<u64> {
 
 #[test]
 fn readme_cites_publishable_runs_with_their_own_machine() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = root();
     let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     let mut checked = 0;
     for line in readme.lines().filter(|l| l.starts_with('|')) {

@@ -16,8 +16,9 @@ use crate::error::{HarnessError, Result};
 /// most 4 KiB).
 const ALIGN: u64 = 4096;
 
-/// Queue depths the limit is measured at.
 pub const DEPTHS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
 
 /// Writes back dirty pages, then drops the clean page cache (`echo 3 > /proc/sys/vm/drop_caches`).
 /// Pages a process still maps stay: call [`unmap_pages_under`] first for a reader's own mappings.
@@ -25,7 +26,7 @@ pub const DEPTHS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 pub fn drop_caches() -> Result<()> {
     // SAFETY: sync(2) has no memory-safety preconditions.
     unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", b"3").map_err(HarnessError::DropCaches)
+    std::fs::write(DROP_CACHES, b"3").map_err(HarnessError::io("write (needs root)", DROP_CACHES))
 }
 
 /// Drops this process's page-table entries for every read-only file mapping of a file under
@@ -80,9 +81,12 @@ pub fn unmap_pages_under(dir: &Path) -> Result<usize> {
 pub fn can_drop_caches() -> Result<()> {
     std::fs::OpenOptions::new()
         .write(true)
-        .open("/proc/sys/vm/drop_caches")
+        .open(DROP_CACHES)
         .map(|_| ())
-        .map_err(HarnessError::DropCaches)
+        .map_err(HarnessError::io(
+            "open for writing (needs root)",
+            DROP_CACHES,
+        ))
 }
 
 /// Read counters of the block device holding a path (`/sys/dev/block/MAJ:MIN/stat`).
@@ -207,10 +211,13 @@ pub fn limit(files: &[PathBuf], extents: &[Extent], depth: usize) -> Result<Limi
                         })?;
                         // The last extent of a file may end inside the final block.
                         if (got as u64) < e.offset + e.len - start {
-                            return Err(HarnessError::ShortRead {
+                            return Err(HarnessError::DirectRead {
+                                path: files[e.file].clone(),
                                 offset: start,
-                                got,
-                                want,
+                                source: std::io::Error::new(
+                                    std::io::ErrorKind::UnexpectedEof,
+                                    format!("short read: {got} of {want} bytes"),
+                                ),
                             });
                         }
                     }

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use competitors::Batch;
-use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
-use zrecord::{Allocator, ColdReads, DenseStore, OpenOptions, RaggedStore};
+use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler};
+use zrecord::{Allocator, ColdReads, OpenOptions};
 
 use super::limit::{self, DiskStat};
 use crate::corrupt;
 use crate::error::{HarnessError, Result};
+use crate::loader::store::open_view;
 use crate::store::BATCH;
 
 /// The loader rows: name, workers, prefetch.
@@ -48,18 +49,12 @@ pub fn run(
 ) -> Result<LoaderRun> {
     let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
     // The store stands for one larger than memory (see the table rows).
-    let opts = || OpenOptions {
+    let opts = OpenOptions {
         cold_reads: ColdReads::Always,
         ..Default::default()
     };
-    let dense = DenseStore::open_with(path, opts()).ok();
-    let (view, n) = match dense {
-        Some(s) => (StreamView::Dense(s.bind(alloc.clone())), s.len()),
-        None => {
-            let s = RaggedStore::open_with(path, opts()).map_err(HarnessError::store(path))?;
-            (StreamView::Ragged(s.bind(alloc.clone())), s.len())
-        }
-    };
+    let dense = matches!(source, competitors::Source::Dense(_));
+    let (view, n) = open_view(path, dense, opts, alloc)?;
     let sampler = || {
         IndexSampler::new(n, BATCH, Mode::Iid, 11)
             .map(|s| Box::new(s) as Box<dyn Sampler>)
@@ -99,13 +94,13 @@ pub fn run(
         let [shard] = shards.as_slice() else {
             return Err(HarnessError::Count {
                 what: "shards in a batch",
-                expected: 1,
+                expected: "1".into(),
                 found: shards.len() as u64,
             });
         };
-        let (_, b) = shard.iter().next().ok_or(HarnessError::Count {
+        let (_, b) = shard.iter().next().ok_or_else(|| HarnessError::Count {
             what: "streams in a shard",
-            expected: 1,
+            expected: "1".into(),
             found: 0,
         })?;
         let (values, cu, shapes): (&[u8], &[i32], &[u64]) = match b {

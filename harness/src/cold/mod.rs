@@ -14,7 +14,7 @@
 //! (untimed).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::Instant;
 
 use rand::rngs::SmallRng;
@@ -41,11 +41,6 @@ pub const LIMIT_ROW: &str = "cold-limit";
 pub const BATCHES: u64 = 20;
 pub const QUICK_BATCHES: u64 = 3;
 
-/// `cold-` and the warm table's name.
-pub fn cold_name(t: Table) -> String {
-    CellTable::cold(t).name()
-}
-
 /// The rows of a cold table: every disk backend of the warm tables (the in-memory
 /// `memcpy-limit` row has no cold form, and `npy-crc-limit` is the verified-copy reference of a
 /// warm gather), the cold loader rows, then the device limit.
@@ -61,35 +56,19 @@ pub fn rows() -> Vec<&'static str> {
 
 /// The `cold-cell` subcommand: one row of one cold table, its result written to `args.out`.
 pub fn cell_main(args: &ColdCellArgs) -> Result<ExitCode> {
-    let ColdCellArgs {
-        table,
-        backend,
-        corpus,
-        work,
-        out,
-        batches,
-        seed,
-    } = args;
-    let mut r = CellResult::cold(*table, backend);
-    let outcome = cell(*table, backend, corpus, work, *batches, *seed, &mut r);
-    crate::store::finish(r, outcome, out)
+    let mut r = CellResult::cold(args.table, &args.backend);
+    let outcome = cell(args, &mut r);
+    crate::store::finish(r, outcome, &args.out)
 }
 
-fn cell(
-    table: Table,
-    backend_name: &str,
-    corpus: &Path,
-    work: &Path,
-    batches: u64,
-    seed: u64,
-    r: &mut CellResult,
-) -> Result<()> {
+fn cell(args: &ColdCellArgs, r: &mut CellResult) -> Result<()> {
+    let (table, backend_name, batches) = (args.table, args.backend.as_str(), args.batches);
     if let Err(why) = limit::can_drop_caches() {
         r.status = Status::NotApplicable;
         r.note = Some(format!("skipped: {why}"));
         return Ok(());
     }
-    let loaded = Loaded::open_whole(table, corpus)?;
+    let loaded = Loaded::open_records(table, &args.corpus, true)?;
     let source = loaded.source();
     source.validate().map_err(HarnessError::InvalidSource)?;
     let limit_row = backend_name == LIMIT_ROW;
@@ -100,27 +79,19 @@ fn cell(
     } else {
         backend_name
     };
-    let mut backend = write_as.parse::<competitors::Backend>()?.competitor();
-    if !backend.supports(source.geometry()) {
-        r.status = Status::NotApplicable;
-        r.note = Some(format!(
-            "{backend_name} has no {} layout",
-            source.geometry().name()
-        ));
+    let Some(mut backend) = crate::store::competitor(write_as, backend_name, &source, r)? else {
         return Ok(());
-    }
+    };
     let n = source.len();
-    r.records = n;
-    r.logical_bytes = source.payload_bytes();
     backend
         .prepare(&source)
         .map_err(HarnessError::backend(write_as, "prepare"))?;
-    let dir = work.join(format!("cold-{table}-{backend_name}"));
+    let dir = args.work.join(format!("cold-{table}-{backend_name}"));
     let _ = std::fs::remove_dir_all(&dir);
     let stored = backend
         .write(&source, &dir)
         .map_err(HarnessError::backend(write_as, "write"))?;
-    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut rng = SmallRng::seed_from_u64(args.seed);
     let draws: Vec<Vec<u64>> = (0..batches)
         .map(|_| (0..BATCH).map(|_| rng.random_range(0..n)).collect())
         .collect();
@@ -183,11 +154,7 @@ fn timed_cell(
         wall += elapsed;
         times.push(dt);
         r.gather_bytes += got.payload_bytes() as u64;
-        let got = if counter.hit() {
-            corrupt::corrupted(got)
-        } else {
-            got
-        };
+        let got = counter.pass(got);
         source
             .check(idx, &got)
             .map_err(HarnessError::differs(format!("cold batch {k}")))?;
@@ -195,10 +162,26 @@ fn timed_cell(
     }
     let total: f64 = times.iter().sum();
     crate::store::timed(r, times, total);
-    r.iops = Some(dev.reads as f64 / wall);
-    r.queue_depth = Some(dev.read_ms as f64 / 1e3 / wall);
-    r.device_mib_s = Some(dev.sectors as f64 * 512.0 / f64::from(1 << 20) / wall);
+    device_figures(r, dev, wall);
     Ok(())
+}
+
+/// The device figures of `r` from the reads `dev` counted over `seconds`.
+fn device_figures(r: &mut CellResult, dev: DiskStat, seconds: f64) {
+    r.iops = Some(dev.reads as f64 / seconds);
+    r.queue_depth = Some(dev.read_ms as f64 / 1e3 / seconds);
+    r.device_mib_s = Some(dev.sectors as f64 * 512.0 / f64::from(1 << 20) / seconds);
+}
+
+/// The gather figures of `r`: `records` records, `bytes` bytes, in `batches` batches over
+/// `seconds`.
+fn gathered(r: &mut CellResult, batches: u64, records: u64, bytes: u64, seconds: f64) {
+    r.gather_batches = batches;
+    r.gather_records = records;
+    r.gather_s = seconds;
+    r.gather_bytes = bytes;
+    r.gather_mib_s = bytes as f64 / f64::from(1 << 20) / seconds;
+    r.krecords_s = records as f64 / seconds / 1e3;
 }
 
 /// A loader row: `batches` batches through a loaderx loader started on a dropped page cache
@@ -214,16 +197,10 @@ fn loader_cell(
     let path = zrecord_container(dir)?;
     let stat_file = DiskStat::file_for(dir)?;
     let run = loader::run(&path, source, workers, prefetch, batches, &stat_file)?;
-    r.gather_batches = run.batches;
-    r.gather_records = run.batches * BATCH as u64;
-    r.gather_s = run.seconds;
-    r.gather_bytes = run.bytes;
+    let records = run.batches * BATCH as u64;
+    gathered(r, run.batches, records, run.bytes, run.seconds);
+    device_figures(r, run.dev, run.seconds);
     r.verified_batches = run.batches;
-    r.gather_mib_s = run.bytes as f64 / f64::from(1 << 20) / run.seconds;
-    r.krecords_s = (run.batches * BATCH as u64) as f64 / run.seconds / 1e3;
-    r.iops = Some(run.dev.reads as f64 / run.seconds);
-    r.queue_depth = Some(run.dev.read_ms as f64 / 1e3 / run.seconds);
-    r.device_mib_s = Some(run.dev.sectors as f64 * 512.0 / f64::from(1 << 20) / run.seconds);
     r.note = Some(format!(
         "{workers} worker(s), prefetch {prefetch}; one drop, then {batches} batches (timer includes start and the consumer's CRC32C check of each batch)"
     ));
@@ -274,12 +251,8 @@ fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut CellResult) -> Result<()> 
         .iter()
         .max_by(|a, b| (a.records as f64 / a.seconds).total_cmp(&(b.records as f64 / b.seconds)))
         .ok_or_else(|| HarnessError::other("no queue depth measured"))?;
-    r.gather_batches = draws.len() as u64;
-    r.gather_records = best.records;
-    r.gather_s = best.seconds;
-    r.gather_bytes = best.bytes;
-    r.gather_mib_s = best.bytes as f64 / f64::from(1 << 20) / best.seconds;
-    r.krecords_s = best.records as f64 / best.seconds / 1e3;
+    let batches = draws.len() as u64;
+    gathered(r, batches, best.records, best.bytes, best.seconds);
     r.iops = Some(best.reads as f64 / best.seconds);
     r.queue_depth = Some(best.depth as f64);
     r.device_mib_s = Some(r.gather_mib_s);
@@ -322,16 +295,14 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path, out: &Path) -> Result<(S
         .collect();
     let rows = rows();
     let pb = progress((tables.len() * rows.len()) as u64, "cold cells");
-    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("harness"));
     let mut cells = Vec::new();
     for &table in &tables {
         let Some(prepared) = corpora.of(table) else {
             continue;
         };
         for backend in &rows {
-            pb.set_prefix(format!("{} / {backend}", cold_name(table)));
+            pb.set_prefix(format!("cold-{table} / {backend}"));
             let cell_out = work.join(format!("cold-cell-{table}-{backend}.json"));
-            let _ = std::fs::remove_file(&cell_out);
             let args = ColdCellArgs {
                 table,
                 backend: backend.to_string(),
@@ -342,17 +313,7 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path, out: &Path) -> Result<(S
                 // The same batches for every row of a table.
                 seed: 7,
             };
-            let status = Command::new(&exe).args(args.argv()).status();
-            let parsed = std::fs::read(&cell_out)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<CellResult>(&b).ok());
-            let c = parsed.unwrap_or_else(|| CellResult {
-                note: Some(format!(
-                    "cell process ended with {status:?} and wrote no result"
-                )),
-                verified: Some(false),
-                ..CellResult::cold(table, backend)
-            });
+            let c = crate::store::spawn(args.argv(), &cell_out, CellResult::cold(table, backend));
             if c.status == Status::Failed {
                 pb.println(format!(
                     "FAILED {} / {backend}: {}",
@@ -421,7 +382,7 @@ const COLUMNS: &str = "backend | logical gather MiB/s | krecords/s | p50 ms | p9
 pub fn render(tables: &[Table], cells: &[CellResult], batches: u64) -> String {
     let mut s = String::new();
     for &t in tables {
-        let name = cold_name(t);
+        let name = CellTable::cold(t).name();
         let mine: Vec<&CellResult> = cells
             .iter()
             .filter(|c| c.table == CellTable::cold(t))
@@ -489,7 +450,6 @@ mod tests {
         assert_eq!(r.last(), Some(&LIMIT_ROW));
         assert!(!r.contains(&"memcpy-limit") && !r.contains(&"npy-crc-limit"));
         assert!(r.contains(&"zrecord-raw") && r.contains(&"npy-mmap-raw"));
-        assert_eq!(cold_name(Table::DenseTokens), "cold-dense-tokens");
     }
 
     #[test]

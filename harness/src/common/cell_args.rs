@@ -8,8 +8,7 @@
 //! through the same derive, so what a cell parses is what its parent meant
 //! (`parse(argv(x)) == x`, tested below). A value is JSON where it reads as JSON (numbers,
 //! lists), else the word itself (names, paths). The user-facing command lines (`run`, `render`,
-//! `gate`) are serde-derived structs too, read by [`flags`] from `--flag value` words. A leaf
-//! module apart from [`Table`] and the error type.
+//! `gate`) are serde-derived structs too, read by [`flags`] from `--flag value` words.
 
 use std::path::PathBuf;
 

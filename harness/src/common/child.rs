@@ -3,10 +3,13 @@
 //! instead of stalling the whole run.
 
 use std::io::Read;
+use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
 
 use crate::error::{HarnessError, Result};
 
@@ -100,14 +103,15 @@ fn tree_pss(root: u32) -> u64 {
         k += 1;
     }
     tree.iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Pss:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .sum::<u64>()
-        * 1024
+        .filter_map(|p| proc_bytes(&format!("/proc/{p}/smaps_rollup"), "Pss:"))
+        .sum()
+}
+
+/// The `key` field (`Pss:`, `VmHWM:`) of the `/proc` file at `path`, in bytes (it is in kB).
+pub fn proc_bytes(path: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
 /// Runs a command for at most the peer limit ([`limit`]), sampling its tree PSS every
@@ -117,7 +121,7 @@ pub fn run_sampled(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(HarnessError::spawn(cmd.get_program().to_string_lossy()))?;
+        .map_err(HarnessError::io("start", cmd.get_program()))?;
     let pid = child.id();
     let peak = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -130,8 +134,8 @@ pub fn run_sampled(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
             }
         })
     };
-    let (out, killed) = output_within(child, limit())
-        .map_err(HarnessError::spawn(cmd.get_program().to_string_lossy()))?;
+    let (out, killed) =
+        output_within(child, limit()).map_err(HarnessError::io("start", cmd.get_program()))?;
     stop.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     if killed || !out.status.success() {
@@ -145,6 +149,21 @@ pub fn run_sampled(mut cmd: Command, sample: bool) -> Result<(String, u64)> {
         String::from_utf8_lossy(&out.stdout).to_string(),
         peak.load(Ordering::Relaxed),
     ))
+}
+
+/// Runs `cmd`, a script told to write its JSON result into `out`, and reads that back; a script
+/// that wrote none fails with the last line of its standard error.
+pub fn script_json<T: DeserializeOwned>(cmd: &mut Command, out: &Path) -> Result<T> {
+    let _ = std::fs::remove_file(out);
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let o = cmd.output().map_err(HarnessError::io("start", &program))?;
+    let parsed = std::fs::read(out).ok();
+    parsed
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| {
+            let err = String::from_utf8_lossy(&o.stderr);
+            HarnessError::Other(format!("{program} wrote no result: {}", last_line(&err)))
+        })
 }
 
 /// The last non-empty line of an error (a Python traceback ends with the exception).

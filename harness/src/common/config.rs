@@ -1,8 +1,5 @@
 //! Run options and paths: [`RunArgs`] (what `harness run` / `prepare` were asked to do),
 //! the workspace root, the corpus cache and the venv Python the Python rows run under.
-//!
-//! A leaf module apart from [`Table`] (the `--only` selection) and the error type: `cli` reads
-//! a [`RunArgs`] from the command line through `cell_args::flags`; everything below reads it here.
 
 use std::path::PathBuf;
 
@@ -49,7 +46,10 @@ fn only<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Table>>, D::Error>
                 .filter(|t| t.selector() == word || t.name() == word),
         );
         if only.len() == before {
-            let e = HarnessError::UnknownTable { name: word.into() };
+            let e = HarnessError::Unknown {
+                what: "table",
+                name: word.into(),
+            };
             return Err(serde::de::Error::custom(e));
         }
     }
@@ -80,7 +80,6 @@ impl Default for RunArgs {
 }
 
 impl RunArgs {
-    /// Whether this run includes table `t`.
     pub fn selected(&self, t: Table) -> bool {
         self.only.as_ref().is_none_or(|o| o.contains(&t))
     }

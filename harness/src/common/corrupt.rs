@@ -3,18 +3,10 @@
 //! (counted from 0 over all the batches it compares: probe, verification, warm-up, drained and
 //! timed ones) after delivery and before verification, so a test can watch the row turn
 //! `verified: false` and the gate red. A measured run never sets it.
-//!
-//! A leaf: it imports nothing of the harness.
 
 use competitors::{Batch, DenseOut, RaggedOut};
 
-/// The variable's name.
 pub const ENV: &str = "LOADERX_HARNESS_CORRUPT_BATCH";
-
-/// The batch [`ENV`] names, if it is set to an index.
-pub fn target() -> Option<u64> {
-    std::env::var(ENV).ok()?.parse().ok()
-}
 
 /// Counts the batches a cell receives and says which one [`ENV`] names.
 pub struct Counter {
@@ -23,10 +15,10 @@ pub struct Counter {
 }
 
 impl Counter {
-    /// A counter for this process's [`ENV`].
+    /// A counter for this process's [`ENV`] (the index of the batch to corrupt).
     pub fn from_env() -> Counter {
         Counter {
-            target: target(),
+            target: std::env::var(ENV).ok().and_then(|v| v.parse().ok()),
             seen: 0,
         }
     }
@@ -36,6 +28,11 @@ impl Counter {
         let k = self.seen;
         self.seen += 1;
         self.target == Some(k)
+    }
+
+    /// Counts one received batch: [`corrupted`] when it is the one to corrupt, else itself.
+    pub fn pass(&mut self, b: Batch) -> Batch {
+        if self.hit() { corrupted(b) } else { b }
     }
 }
 
@@ -53,25 +50,32 @@ pub fn flip(values: &mut [u8]) -> bool {
     }
 }
 
+/// An owned batch of `values` (with its `cu_seqlens` when Ragged) and `shape` (Dense) or
+/// `shapes` (Ragged), one value byte flipped; `None` when it has no value byte.
+pub fn flipped(values: &[u8], cu_seqlens: Option<&[i32]>, shape: &[u64]) -> Option<Batch> {
+    let mut values = values.to_vec();
+    if !flip(&mut values) {
+        return None;
+    }
+    let shape = shape.to_vec();
+    Some(match cu_seqlens {
+        None => Batch::Dense(Box::new(DenseOut {
+            bytes: values,
+            shape,
+        })),
+        Some(cu) => Batch::Ragged(Box::new(RaggedOut {
+            values,
+            cu_seqlens: cu.to_vec(),
+            shapes: shape,
+        })),
+    })
+}
+
 /// An owned copy of `b` with one value byte flipped (`b` itself when it has no value byte).
 pub fn corrupted(b: Batch) -> Batch {
-    let flipped = match &b {
-        Batch::Dense(d) => {
-            let mut bytes = d.bytes().to_vec();
-            let shape = d.shape().to_vec();
-            flip(&mut bytes).then(|| Batch::Dense(Box::new(DenseOut { bytes, shape })))
-        }
-        Batch::Ragged(r) => {
-            let (mut values, cu_seqlens) = (r.values().to_vec(), r.cu_seqlens().to_vec());
-            let shapes = r.shapes().to_vec();
-            flip(&mut values).then(|| {
-                Batch::Ragged(Box::new(RaggedOut {
-                    values,
-                    cu_seqlens,
-                    shapes,
-                }))
-            })
-        }
+    let copy = match &b {
+        Batch::Dense(d) => flipped(d.bytes(), None, d.shape()),
+        Batch::Ragged(r) => flipped(r.values(), Some(r.cu_seqlens()), r.shapes()),
     };
-    flipped.unwrap_or(b)
+    copy.unwrap_or(b)
 }

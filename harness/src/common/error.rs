@@ -1,9 +1,6 @@
 //! The harness's one error type, [`HarnessError`]: every fallible harness function returns it,
 //! `main` prints it and exits non-zero, and a cell that fails writes its text into its result's
-//! note.
-//!
-//! A leaf module: it imports nothing from the crate. Each variant names what failed with its
-//! context (the path, the argument, the backend, the batch, what was expected and what was
+//! note. Each variant names what failed with its context (the path, the argument, the backend, the batch, what was expected and what was
 //! found); [`HarnessError::Other`] is for the few failures that have nothing more to name.
 
 use std::io;
@@ -16,14 +13,12 @@ pub type Result<T, E = HarnessError> = std::result::Result<T, E>;
 /// Everything that can go wrong in a harness command, a cell or a probe.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    /// The command line was not understood (or help was asked for): `usage` says how to call it.
+    /// The command line was not understood; `problem: None` when help was asked for.
     #[error("{}", with_usage(.problem.as_deref(), .usage))]
     Usage {
-        /// What was wrong, if anything (`None`: help was asked for).
         problem: Option<String>,
         usage: &'static str,
     },
-    /// One argument of a subcommand or flag does not parse.
     #[error("{command}: {name} {value:?} is not {expected}")]
     Argument {
         command: &'static str,
@@ -35,40 +30,27 @@ pub enum HarnessError {
     /// `=`, a field given twice, missing or unknown, a value of the wrong type).
     #[error("{command}: {problem}")]
     CellArgs {
-        /// The subcommand (`cell`, `cold-cell`, ...).
         command: &'static str,
         problem: String,
     },
-    /// A table name no table has.
-    #[error("unknown table {name:?}")]
-    UnknownTable { name: String },
-    /// A backend name no competitor has.
+    /// A name the harness has no `what` of (a table, an arm, an npy dtype).
+    #[error("unknown {what} {name:?}")]
+    Unknown { what: &'static str, name: String },
     #[error("{0}")]
     UnknownBackend(#[from] competitors::UnknownBackend),
-    /// An arm name (sampler, loader or probe arm) the harness does not know.
-    #[error("unknown arm {name:?}")]
-    UnknownArm { name: String },
-    /// A file-system operation failed.
+    /// A file-system operation `op` (`read`, `write`, `create`, `start` a program, ...) failed.
     #[error("{op} {}: {source}", .path.display())]
     Io {
-        /// What was being done (`read`, `write`, `create`, `remove`, ...).
         op: &'static str,
         path: PathBuf,
         source: io::Error,
     },
-    /// A JSON file does not parse (or is not the document expected).
-    #[error("parse {}: {source}", .path.display())]
-    Parse {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
-    /// A value could not be written as JSON.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
-    /// A competitor backend failed at one stage of a cell (`prepare`, `write`, `open`, `gather`).
+    /// A competitor backend (or the arm that wraps it) failed at one stage of a cell
+    /// (`prepare`, `write`, `open`, `gather`).
     #[error("{backend}: {stage}: {source}")]
     Backend {
-        /// The backend (or the arm that wraps it).
         backend: String,
         stage: &'static str,
         source: competitors::Error,
@@ -79,38 +61,24 @@ pub enum HarnessError {
     /// A size that does not fit this machine's `usize`.
     #[error("{what} {value} does not fit in memory")]
     Size { what: &'static str, value: u64 },
-    /// A backend without a layout for the table's records.
     #[error("{backend} has no {layout} layout")]
-    NoLayout {
-        backend: String,
-        /// The records' layout (`dense`, `ragged`).
-        layout: String,
-    },
+    NoLayout { backend: String, layout: String },
     /// A competitors call outside a backend (a source's validation or reference gather).
     #[error("{0}")]
     Competitors(#[from] competitors::Error),
-    /// A batch differed from the source records.
+    /// Batch `batch` (`verification batch 3`, `timed batch 12`, ...) differed from the source.
     #[error("{batch} differs from the source: {source}")]
     Differs {
-        /// Which batch (`verification batch 3`, `timed batch 12`, ...).
         batch: String,
         source: competitors::Error,
     },
-    /// A count is not the one expected.
+    /// A count is not the one expected (`expected`: `1`, `at least 16`, ...).
     #[error("{what}: expected {expected}, found {found}")]
     Count {
         what: &'static str,
-        expected: u64,
+        expected: String,
         found: u64,
     },
-    /// Fewer of something than a step needs.
-    #[error("{what}: {found}, expected at least {minimum}")]
-    TooFew {
-        what: &'static str,
-        minimum: u64,
-        found: u64,
-    },
-    /// A zrecord store call failed.
     #[error("zrecord: {0}")]
     Zrecord(#[from] zrecord::Error),
     /// A zrecord store at a path failed to open.
@@ -119,19 +87,16 @@ pub enum HarnessError {
         path: PathBuf,
         source: zrecord::Error,
     },
-    /// A loaderx call (sampler, loader) failed.
     #[error("loaderx: {0}")]
     Loader(#[from] loaderx::Error),
-    /// A loader stopped handing out batches before the run's last one.
     #[error("the loader ended before the run's last batch{}", .delivered.map(|d| format!(" (after {d})")).unwrap_or_default())]
     LoaderEnded { delivered: Option<usize> },
-    /// A batch a loader delivered is not the one its draw names.
+    /// A delivered batch is not the one its draw names (its CRC32C or its byte count differed).
     #[error(
         "loader batch {batch} differs from the source records ({found_bytes} bytes, expected {expected_bytes})"
     )]
     LoaderBatch {
         batch: usize,
-        /// Bytes expected (the CRC32C of them differed, or their count).
         expected_bytes: usize,
         found_bytes: usize,
     },
@@ -141,13 +106,6 @@ pub enum HarnessError {
         what: &'static str,
         source: datasets::Error,
     },
-    /// A `.npy` source array of a dtype no table reads.
-    #[error("unsupported npy dtype {descr:?}")]
-    Dtype {
-        /// The array's `descr`.
-        descr: String,
-    },
-    /// A file has the wrong format.
     #[error("{}: expected {expected}, found {found}", .path.display())]
     Format {
         path: PathBuf,
@@ -160,10 +118,6 @@ pub enum HarnessError {
         what: String,
         place: Option<PathBuf>,
     },
-    /// A program could not be started.
-    #[error("could not start {program}: {source}")]
-    Spawn { program: String, source: io::Error },
-    /// A program ran and failed.
     #[error("{command} exited with {status}")]
     Exited { command: String, status: ExitStatus },
     /// A cell process failed: its exit code (`None`: killed by a signal) and the last line of
@@ -176,30 +130,17 @@ pub enum HarnessError {
     /// A cell or arm printed a result line that is not the JSON expected.
     #[error("bad output: {0}")]
     BadOutput(serde_json::Error),
-    /// A Python arm reported an error (its own message, or the last line of its traceback).
-    #[error("{0}")]
-    Python(String),
-    /// The page cache cannot be dropped: `/proc/sys/vm/drop_caches` is not writable.
-    #[error("/proc/sys/vm/drop_caches is not writable (needs root): {0}")]
-    DropCaches(io::Error),
-    /// An `O_DIRECT` read failed.
+    /// An `O_DIRECT` read failed, or returned fewer bytes than its extent needs.
     #[error("O_DIRECT read of {} at byte {offset}: {source}", .path.display())]
     DirectRead {
         path: PathBuf,
         offset: u64,
         source: io::Error,
     },
-    /// An `O_DIRECT` read returned fewer bytes than the extent needs.
-    #[error("short O_DIRECT read at {offset}: {got} of {want} bytes")]
-    ShortRead {
-        offset: u64,
-        got: usize,
-        want: usize,
-    },
-    /// A plot could not be drawn.
     #[error("plot {}: {message}", .path.display())]
     Plot { path: PathBuf, message: String },
-    /// A failure with nothing more to name than its sentence.
+    /// A failure with nothing more to name than its sentence (a Python arm's own message, or
+    /// the last line of its traceback, among them).
     #[error("{0}")]
     Other(String),
 }
@@ -212,19 +153,16 @@ fn with_usage(problem: Option<&str>, usage: &str) -> String {
 }
 
 impl HarnessError {
-    /// An [`HarnessError::Io`] of `op` on `path`.
     pub fn io(op: &'static str, path: impl AsRef<Path>) -> impl FnOnce(io::Error) -> HarnessError {
         let path = path.as_ref().to_path_buf();
         move |source| HarnessError::Io { op, path, source }
     }
 
-    /// A [`HarnessError::Differs`] of `batch` (`timed batch 12`, ...), from what differed.
     pub fn differs(batch: impl Into<String>) -> impl FnOnce(competitors::Error) -> HarnessError {
         let batch = batch.into();
         move |source| HarnessError::Differs { batch, source }
     }
 
-    /// A [`HarnessError::Backend`] of `backend` at `stage`.
     pub fn backend(
         backend: impl Into<String>,
         stage: &'static str,
@@ -237,24 +175,15 @@ impl HarnessError {
         }
     }
 
-    /// A [`HarnessError::Store`] of the store at `path`.
     pub fn store(path: impl AsRef<Path>) -> impl FnOnce(zrecord::Error) -> HarnessError {
         let path = path.as_ref().to_path_buf();
         move |source| HarnessError::Store { path, source }
     }
 
-    /// A [`HarnessError::Datasets`] of `what`.
     pub fn datasets(what: &'static str) -> impl Fn(datasets::Error) -> HarnessError + Copy {
         move |source| HarnessError::Datasets { what, source }
     }
 
-    /// A [`HarnessError::Spawn`] of `program`.
-    pub fn spawn(program: impl Into<String>) -> impl FnOnce(io::Error) -> HarnessError {
-        let program = program.into();
-        move |source| HarnessError::Spawn { program, source }
-    }
-
-    /// A [`HarnessError::Missing`] of `what` in `place`.
     pub fn missing_in(what: impl Into<String>, place: impl AsRef<Path>) -> HarnessError {
         HarnessError::Missing {
             what: what.into(),
@@ -262,7 +191,6 @@ impl HarnessError {
         }
     }
 
-    /// A [`HarnessError::Missing`] with no place.
     pub fn missing(what: impl Into<String>) -> HarnessError {
         HarnessError::Missing {
             what: what.into(),
@@ -270,7 +198,6 @@ impl HarnessError {
         }
     }
 
-    /// A [`HarnessError::Other`].
     pub fn other(msg: impl Into<String>) -> HarnessError {
         HarnessError::Other(msg.into())
     }

@@ -1,10 +1,8 @@
 //! The report model: what a cell reports, warm or cold ([`CellResult`], its [`CellTable`]), the
 //! rows and tables of a report ([`StoreRow`], [`StoreTable`], [`FreeTable`]), a cell's
 //! [`Status`], and the whole [`Report`] with its `results.json` form ([`Report::to_json`],
-//! [`Report::from_json`]).
-//!
-//! Types and their (de)serialization only: it imports nothing from the crate but [`Table`].
-//! Aggregation and rendering live in `report`, `plots`; the gate reads the same JSON.
+//! [`Report::from_json`]). Aggregation and rendering live in `report`; the gate reads the same
+//! JSON.
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
@@ -59,12 +57,10 @@ pub struct CellTable {
 }
 
 impl CellTable {
-    /// The warm table `table`.
     pub fn warm(table: Table) -> CellTable {
         CellTable { table, cold: false }
     }
 
-    /// The cold variant of `table`.
     pub fn cold(table: Table) -> CellTable {
         CellTable { table, cold: true }
     }
@@ -302,10 +298,8 @@ pub struct Report {
     pub source: Value,
     pub corpora: Vec<Value>,
     pub store_tables: Vec<StoreTable>,
-    pub sampler: Option<FreeTable>,
-    pub loader: Option<Vec<FreeTable>>,
-    pub packing: Option<FreeTable>,
-    pub scale: Option<FreeTable>,
+    /// The free-form tables (sampler, loaders, packing, scale), in output order.
+    pub free: Vec<FreeTable>,
     pub quick: bool,
     pub repeats: usize,
 }
@@ -318,28 +312,16 @@ impl Report {
             source: Value::Null,
             corpora,
             store_tables: Vec::new(),
-            sampler: None,
-            loader: None,
-            packing: None,
-            scale: None,
+            free: Vec::new(),
             quick,
             repeats,
         }
     }
 
-    /// The free-form tables (sampler, loaders, packing, scale), in output order.
-    pub fn free_tables(&self) -> impl Iterator<Item = &FreeTable> {
-        self.sampler
-            .iter()
-            .chain(self.loader.iter().flatten())
-            .chain(self.packing.iter())
-            .chain(self.scale.iter())
-    }
-
     /// The `results.json` document.
     pub fn to_json(&self) -> Value {
         let store = self.store_tables.iter().map(serde_json::to_value);
-        let free = self.free_tables().map(serde_json::to_value);
+        let free = self.free.iter().map(serde_json::to_value);
         let tables: Vec<Value> = store
             .chain(free)
             .map(|t| t.unwrap_or(Value::Null))
@@ -365,24 +347,17 @@ impl Report {
         );
         rep.machine = j["machine"].clone();
         rep.source = j["source"].clone();
-        let mut loaders = Vec::new();
         for t in j["tables"].as_array().into_iter().flatten() {
             let Some(table) = t["name"].as_str().and_then(Table::from_name) else {
                 continue;
             };
             match table.stage() {
-                Stage::Sampler => rep.sampler = serde_json::from_value(t.clone()).ok(),
-                Stage::Packing => rep.packing = serde_json::from_value(t.clone()).ok(),
-                Stage::Scale => rep.scale = serde_json::from_value(t.clone()).ok(),
-                Stage::Loader => {
-                    loaders.extend(serde_json::from_value::<FreeTable>(t.clone()).ok())
-                }
                 Stage::Store => rep
                     .store_tables
-                    .extend(serde_json::from_value::<StoreTable>(t.clone()).ok()),
+                    .extend(serde_json::from_value(t.clone()).ok()),
+                _ => rep.free.extend(serde_json::from_value(t.clone()).ok()),
             }
         }
-        rep.loader = (!loaders.is_empty()).then_some(loaders);
         rep
     }
 }
@@ -483,8 +458,8 @@ mod tests {
         }
         let rep = Report::from_json(&j);
         assert_eq!(rep.store_tables.len(), 4);
-        assert!(rep.sampler.is_some());
-        assert_eq!(rep.loader.as_ref().map(Vec::len), Some(2));
+        let stages: Vec<Stage> = rep.free.iter().map(|t| t.name.stage()).collect();
+        assert_eq!(stages[..3], [Stage::Sampler, Stage::Loader, Stage::Loader]);
         let statuses: Vec<Status> = rep
             .store_tables
             .iter()

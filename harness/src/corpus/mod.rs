@@ -26,20 +26,10 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// A corpus prepared from real inputs.
     fn real(dir: PathBuf, metadata: Value) -> Prepared {
         Prepared {
             dir,
             synthetic: false,
-            metadata,
-        }
-    }
-
-    /// A synthetic stand-in (no real inputs were found).
-    fn synthetic(dir: PathBuf, metadata: Value) -> Prepared {
-        Prepared {
-            dir,
-            synthetic: true,
             metadata,
         }
     }
@@ -162,7 +152,6 @@ fn records_of(meta: &Value) -> Option<u64> {
         .or_else(|| meta.pointer("/ragged/records").and_then(Value::as_u64))
 }
 
-/// Finds or builds the vision corpus.
 pub fn vision(a: &RunArgs) -> Result<Prepared> {
     let n = vision_records(a);
     let real_dir = a.cache.join(format!("vision-real-{n}"));
@@ -176,37 +165,24 @@ pub fn vision(a: &RunArgs) -> Result<Prepared> {
             .unwrap_or(src.clone())
             .display()
             .to_string();
-        if let Some(m) = read_meta(&real_dir) {
-            let same = m
-                .pointer("/source/path")
+        let same = |m: &Value| {
+            m.pointer("/source/path")
                 .and_then(Value::as_str)
                 .is_some_and(|p| p == src_str || Path::new(p) == src)
-                && m.get("records").and_then(Value::as_u64) == Some(n as u64);
-            if same {
-                return Ok(Prepared::real(real_dir, m));
-            }
-        }
-        let _ = std::fs::remove_dir_all(&real_dir);
-        eprintln!(
-            "harness: preparing {n} vision records from {}",
-            src.display()
-        );
-        let t = std::time::Instant::now();
-        datasets::vision::prepare(&src, &real_dir, n, true)
-            .map_err(HarnessError::datasets("vision preparation failed"))?;
-        eprintln!(
-            "harness: vision prepared in {:.1} s",
-            t.elapsed().as_secs_f64()
-        );
-        let m = read_meta(&real_dir).ok_or_else(|| {
-            HarnessError::missing_in("metadata.json after the vision preparation", &real_dir)
-        })?;
-        return Ok(Prepared::real(real_dir, m));
-    }
-    if let Some(m) = read_meta(&real_dir) {
-        return Ok(Prepared::real(real_dir, m));
+                && m.get("records").and_then(Value::as_u64) == Some(n as u64)
+        };
+        let what = format!("preparing {n} vision records from {}", src.display());
+        return prepared_real(real_dir, same, &what, |dir| {
+            let _ = std::fs::remove_dir_all(dir);
+            datasets::vision::prepare(&src, dir, n, true)
+                .map_err(HarnessError::datasets("vision preparation failed"))?;
+            read_meta(dir).ok_or_else(|| {
+                HarnessError::missing_in("metadata.json after the vision preparation", dir)
+            })
+        });
     }
     cached_or_synthesized(
+        real_dir,
         a.cache.join(format!("vision-synthetic-{n}")),
         |m| records_of(m) == Some(n as u64),
         &format!(
@@ -216,21 +192,51 @@ pub fn vision(a: &RunArgs) -> Result<Prepared> {
     )
 }
 
-/// The synthetic corpus in `dir`: the one built there before when `fits` accepts its metadata,
-/// else a new one from `build` (after saying `why` on stderr).
+/// The real corpus in `dir`: the one prepared there before when `same` accepts its metadata,
+/// else a fresh one from `prepare` (`what` it does, then its time, on stderr).
+fn prepared_real(
+    dir: PathBuf,
+    same: impl Fn(&Value) -> bool,
+    what: &str,
+    prepare: impl FnOnce(&Path) -> Result<Value>,
+) -> Result<Prepared> {
+    if let Some(m) = read_meta(&dir).filter(|m| same(m)) {
+        return Ok(Prepared::real(dir, m));
+    }
+    eprintln!("harness: {what}");
+    let t = std::time::Instant::now();
+    let m = prepare(&dir)?;
+    eprintln!("harness: prepared in {:.1} s", t.elapsed().as_secs_f64());
+    Ok(Prepared::real(dir, m))
+}
+
+/// With no real source: the real corpus an earlier run prepared in `real_dir`, if any; else the
+/// synthetic one in `dir`, the one built there before when `fits` accepts its metadata, or a
+/// new one from `build` (after saying `why` on stderr).
 fn cached_or_synthesized(
+    real_dir: PathBuf,
     dir: PathBuf,
     fits: impl Fn(&Value) -> bool,
     why: &str,
     build: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<Prepared> {
-    if let Some(m) = read_meta(&dir).filter(|m| fits(m)) {
-        return Ok(Prepared::synthetic(dir, m));
+    if let Some(m) = read_meta(&real_dir) {
+        return Ok(Prepared::real(real_dir, m));
     }
-    eprintln!("harness: {why}");
-    build(&dir)?;
-    let m = read_meta(&dir).ok_or_else(|| missing_meta(&dir))?;
-    Ok(Prepared::synthetic(dir, m))
+    let metadata = match read_meta(&dir).filter(|m| fits(m)) {
+        Some(m) => m,
+        None => {
+            eprintln!("harness: {why}");
+            build(&dir)?;
+            read_meta(&dir)
+                .ok_or_else(|| HarnessError::missing_in("synthetic metadata.json", &dir))?
+        }
+    };
+    Ok(Prepared {
+        dir,
+        synthetic: true,
+        metadata,
+    })
 }
 
 /// Finds or builds the token corpus (the real one is laid out by [`tokens`]).
@@ -265,28 +271,18 @@ pub fn tokens(a: &RunArgs) -> Result<Prepared> {
             ragged_records,
             ragged_min_bytes: token_floor_bytes(a),
         };
-        if let Some(m) = read_meta(&real_dir)
-            && m.get("request") == Some(&req.to_json())
-        {
-            return Ok(Prepared::real(real_dir, m));
-        }
+        let same = |m: &Value| m.get("request") == Some(&req.to_json());
         let plan = tokens::plan(&sources);
-        eprintln!(
-            "harness: tokenizing {n} dense blocks from {:?} and >= {ragged_records} ragged records from {:?}",
+        let what = format!(
+            "tokenizing {n} dense blocks from {:?} and >= {ragged_records} ragged records from {:?}",
             plan.dense, plan.ragged
         );
-        let t = std::time::Instant::now();
-        let m = tokens::prepare(&plan, &real_dir, &req)?;
-        eprintln!(
-            "harness: tokens prepared in {:.1} s",
-            t.elapsed().as_secs_f64()
-        );
-        return Ok(Prepared::real(real_dir, m));
-    }
-    if let Some(m) = read_meta(&real_dir) {
-        return Ok(Prepared::real(real_dir, m));
+        return prepared_real(real_dir, same, &what, |dir| {
+            tokens::prepare(&plan, dir, &req)
+        });
     }
     cached_or_synthesized(
+        real_dir,
         a.cache.join(format!("tokens-synthetic-{n}")),
         |m| m["schema"] == SYNTHETIC_TOKENS_SCHEMA,
         &format!("no text source (--text DIR); generating a synthetic token corpus of {n} records"),
@@ -318,11 +314,6 @@ fn npy_err(source: datasets::Error) -> HarnessError {
     HarnessError::datasets("synthetic corpus")(source)
 }
 
-/// A synthetic corpus whose `metadata.json` is missing right after it was written.
-fn missing_meta(dir: &Path) -> HarnessError {
-    HarnessError::missing_in("synthetic metadata.json", dir)
-}
-
 /// Photo-like CHW pixels: smooth gradients plus sensor noise, deterministic per image.
 fn synth_image(h: usize, w: usize, seed: u64, out: &mut Vec<u8>) {
     let mut r = SplitMix64::new(seed);
@@ -339,6 +330,12 @@ fn synth_image(h: usize, w: usize, seed: u64, out: &mut Vec<u8>) {
             }
         }
     }
+}
+
+fn write_meta(dir: &Path, meta: &Value) -> Result<()> {
+    let path = dir.join("metadata.json");
+    let text = serde_json::to_vec_pretty(meta).unwrap_or_default();
+    std::fs::write(&path, text).map_err(HarnessError::io("write", &path))
 }
 
 fn synth_vision(dir: &Path, n: usize) -> Result<()> {
@@ -386,11 +383,7 @@ fn synth_vision(dir: &Path, n: usize) -> Result<()> {
                    "logical_bytes": offsets[n], "height": {"min": hs[0], "median": hs[n / 2], "max": hs[n - 1]},
                    "width": {"min": ws[0], "median": ws[n / 2], "max": ws[n - 1]}},
     });
-    std::fs::write(
-        dir.join("metadata.json"),
-        serde_json::to_vec_pretty(&meta).unwrap_or_default(),
-    )
-    .map_err(HarnessError::io("write", dir.join("metadata.json")))
+    write_meta(dir, &meta)
 }
 
 fn synth_tokens(dir: &Path, n: usize) -> Result<()> {
@@ -435,16 +428,13 @@ fn synth_tokens(dir: &Path, n: usize) -> Result<()> {
                    "p10": lens[n / 10], "median": lens[n / 2], "p90": lens[n * 9 / 10]},
         "dense": {"records": n, "file": "dense.npy", "shape": [n, 512]},
     });
-    std::fs::write(
-        dir.join("metadata.json"),
-        serde_json::to_vec_pretty(&meta).unwrap_or_default(),
-    )
-    .map_err(HarnessError::io("write", dir.join("metadata.json")))
+    write_meta(dir, &meta)
 }
 
 fn dtype_of(descr: &str) -> Result<DType> {
-    datasets::npy::dtype_of(descr).ok_or_else(|| HarnessError::Dtype {
-        descr: descr.to_string(),
+    datasets::npy::dtype_of(descr).ok_or_else(|| HarnessError::Unknown {
+        what: "npy dtype",
+        name: descr.to_string(),
     })
 }
 
@@ -476,13 +466,6 @@ impl Loaded {
         Loaded::open_records(table, dir, false)
     }
 
-    /// [`Loaded::open`] with every record of the corpus: the cold tables draw from the whole
-    /// corpus, since a batch of 256 drawn from the warm ragged-vision prefix (~60 records) would
-    /// read most records several times, and a reader through the page cache would read each once.
-    pub fn open_whole(table: Table, dir: &Path) -> Result<Loaded> {
-        Loaded::open_records(table, dir, true)
-    }
-
     /// A ragged source: `values` cut at `offsets`, each record's `ndim` dims in `shapes`.
     fn ragged(values: NpyFile, offsets: Vec<i64>, shapes: Vec<u64>, ndim: usize) -> Result<Loaded> {
         Ok(Loaded {
@@ -496,7 +479,11 @@ impl Loaded {
         })
     }
 
-    fn open_records(table: Table, dir: &Path, whole: bool) -> Result<Loaded> {
+    /// [`Loaded::open`], with every record of the corpus when `whole`: the cold tables draw from
+    /// the whole corpus, since a batch of 256 drawn from the warm ragged-vision prefix (~60
+    /// records) would read most records several times, and a reader through the page cache would
+    /// read each once.
+    pub fn open_records(table: Table, dir: &Path, whole: bool) -> Result<Loaded> {
         let open = |name: &str| {
             NpyFile::open(dir.join(name)).map_err(HarnessError::datasets("open the source"))
         };

@@ -157,10 +157,6 @@ impl Request {
     }
 }
 
-fn meta_of(m: &tokens::TokenMetadata) -> Result<Value> {
-    Ok(serde_json::to_value(m)?)
-}
-
 fn tokens_err(source: datasets::Error) -> HarnessError {
     HarnessError::datasets("token preparation failed")(source)
 }
@@ -195,8 +191,8 @@ pub fn prepare(plan: &TextPlan, dir: &Path, req: &Request) -> Result<Value> {
     } else {
         held_out_sample(&plan.held_out, &dir.join(HELD_OUT))?
     };
-    let rm = meta_of(&ragged)?;
-    let dm = meta_of(&dense)?;
+    let rm = serde_json::to_value(&ragged)?;
+    let dm = serde_json::to_value(&dense)?;
     let meta = json!({
         "schema": "loaderx.harness.tokens/2",
         "tokenizer": rm["tokenizer"],
@@ -248,9 +244,9 @@ fn held_out_sample(files: &[PathBuf], out: &Path) -> Result<Value> {
                             "sha256": datasets::hex(&Sha256::digest(&bytes))}),
         );
     }
-    let records = splitter.finish().map_err(|found| HarnessError::TooFew {
+    let records = splitter.finish().map_err(|found| HarnessError::Count {
         what: "GPT-2 tokens in the held-out text",
-        minimum: 16,
+        expected: "at least 16".into(),
         found: found as u64,
     })?;
     let le =
@@ -263,11 +259,8 @@ fn held_out_sample(files: &[PathBuf], out: &Path) -> Result<Value> {
         &le(&stream),
     )
     .map_err(npy)?;
-    let mut offsets = vec![0u8; 0];
-    offsets.extend_from_slice(&0i64.to_le_bytes());
-    for r in &records {
-        offsets.extend_from_slice(&(r.end as i64).to_le_bytes());
-    }
+    let ends = std::iter::once(0).chain(records.iter().map(|r| r.end as i64));
+    let offsets: Vec<u8> = ends.flat_map(i64::to_le_bytes).collect();
     write_npy(
         out.join("offsets.npy"),
         "<i8",

@@ -6,9 +6,6 @@
 //! venv, or under the MosaicML Streaming venv for its rows), the shared index draws every arm reads
 //! ([`write_draws`]), and the private 64 MiB `/dev/shm` namespace the `/dev/shm` column runs the
 //! process-based arms in ([`in_small_shm`]).
-//!
-//! Below `loader` and `loader::cell`: it imports only leaves (`cell_args`, `config`, `error`,
-//! `table`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -333,7 +330,7 @@ pub fn write_digests(
     let py =
         config::python().ok_or_else(|| HarnessError::missing("venv python ($LOADERX_VENV)"))?;
     let tmp = work.join(format!("{stem}-{corpus}-digests-{steps}.tmp.npy"));
-    let out = Command::new(py)
+    let out = Command::new(&py)
         .arg(config::python_script("loader_bench.py"))
         .args(["--digests", kind])
         .arg(npy_dir)
@@ -341,15 +338,11 @@ pub fn write_digests(
         .arg(steps.to_string())
         .arg(&tmp)
         .output()
-        .map_err(HarnessError::spawn("the venv python (digests)"))?;
+        .map_err(HarnessError::io("start", &py))?;
     if !out.status.success() {
-        return Err(HarnessError::Python(format!(
-            "digests: {}",
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .last()
-                .unwrap_or("failed")
-        )));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = crate::child::last_line(&err);
+        return Err(HarnessError::Other(format!("digests: {last}")));
     }
     std::fs::rename(&tmp, &path).map_err(HarnessError::io("rename", &tmp))?;
     Ok(path)

@@ -9,9 +9,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler, StreamView};
+use loaderx::{IndexSampler, Loader, LoaderOptions, Mode, PooledAllocator, Sampler};
 use serde_json::json;
-use zrecord::{Allocator, DenseStore, RaggedStore};
+use zrecord::Allocator;
 
 use crate::cell_args::LoaderCellArgs;
 use crate::corpus::Loaded;
@@ -21,20 +21,8 @@ use crate::loader::arms::{self, BATCH, BUDGET_S, DRAIN, WARMUP};
 use crate::loader::limit::CopyLimit;
 use crate::loader::matching::{Delivered, Steps};
 use crate::loader::pair::BarePair;
+use crate::loader::store::open_view;
 use crate::table::{BARE_ROW, LIMIT_ROW, Layout};
-
-/// This process's peak resident set (`VmHWM`), a floor for runs too short for the PSS sampler.
-fn own_peak_rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024
-}
 
 /// `loader-cell KIND STORE CORPUS ARM BATCHES` → prints one JSON line. The draws are
 /// `IndexSampler(n, 256, Iid, seed 7)`'s, the ones `arms::write_draws` writes for the
@@ -47,29 +35,15 @@ fn own_peak_rss() -> u64 {
 /// prefetching loader refill its whole window meanwhile, and the timed block then times batches
 /// made before its timer started.
 pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
-    let LoaderCellArgs {
-        kind,
-        store,
-        corpus,
-        arm,
-        batches,
-    } = args;
-    let batches = *batches;
-    let layout = kind.layout().ok_or_else(|| HarnessError::UnknownTable {
+    let (kind, store, arm, batches) = (&args.kind, &args.store, &args.arm, args.batches);
+    let layout = kind.layout().ok_or_else(|| HarnessError::Unknown {
+        what: "table",
         name: kind.name().to_string(),
     })?;
-    let loaded = Loaded::open(*kind, corpus)?;
+    let loaded = Loaded::open(*kind, &args.corpus)?;
     let source = loaded.source();
     let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
-    let (view, n) = if layout == Layout::Dense {
-        let s = DenseStore::open(store).map_err(HarnessError::store(store))?;
-        let v = s.bind(alloc.clone());
-        (StreamView::Dense(v), s.len())
-    } else {
-        let s = RaggedStore::open(store).map_err(HarnessError::store(store))?;
-        let v = s.bind(alloc.clone());
-        (StreamView::Ragged(v), s.len())
-    };
+    let (view, n) = open_view(store, layout == Layout::Dense, Default::default(), alloc)?;
     if n != source.len() {
         return mismatch(format!(
             "{arm}: the store {} holds {n} records, the source {}",
@@ -118,7 +92,10 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
         let workers: usize = spec
             .strip_prefix("loaderx-w")
             .and_then(|w| w.parse().ok())
-            .ok_or_else(|| HarnessError::UnknownArm { name: arm.clone() })?;
+            .ok_or_else(|| HarnessError::Unknown {
+                what: "arm",
+                name: arm.clone(),
+            })?;
         let opts = LoaderOptions::new(workers, 4).ordered(ordered);
         let mut loader = Loader::new(vec![("data", vec![view.clone()])], sampler()?, opts)?;
         Box::new(move || {
@@ -223,11 +200,13 @@ pub fn cell_main(args: &LoaderCellArgs) -> Result<ExitCode> {
         blocks += 1;
     }
     drop(next);
+    // This process's peak resident set, a floor for runs too short for the PSS sampler.
+    let peak = crate::child::proc_bytes("/proc/self/status", "VmHWM:").unwrap_or(0);
     let mut line = json!({
         "per_batch_s": spent.as_secs_f64() / verified.max(1) as f64,
         "verified": verified > 0,
         "verified_batches": verified,
-        "peak_rss_bytes": own_peak_rss(),
+        "peak_rss_bytes": peak,
     });
     if let Some(p) = pair.as_ref().and_then(BarePair::per_batch_s) {
         line["bare_per_batch_s"] = json!(p);

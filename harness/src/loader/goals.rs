@@ -1,5 +1,5 @@
 //! The goals line under each loader table: the targets checked against the table's own
-//! rows (measured side by side in one run). Rendered by `report`; imports only the model.
+//! rows (measured side by side in one run). Rendered by `report`.
 
 use serde_json::Value;
 

@@ -10,9 +10,6 @@
 //! bytes are not the batch's records (the cell does not compare them) and its row says
 //! `verified: null`. The ragged contract's `cu_seqlens` and shapes are still built from the drawn
 //! records, as a loader must.
-//!
-//! Below `loader::cell` (the Rust cell that runs it): it imports only `loader::arms` (the block
-//! size) and `error`.
 
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::sync::{Arc, Mutex};

@@ -4,9 +4,6 @@
 //! source arrays give for the step's indices, and the [`Steps`] drawn but not yet received. A
 //! loader with several workers delivers in completion order (as documented), so a batch is
 //! matched to the earliest pending step whose probe records equal the source's records.
-//!
-//! Below `loader`: it imports `loader::arms` (the batch size), `loader::limit` (the copy) and
-//! `corrupt` (the test-only switch).
 
 use competitors::Source;
 
@@ -30,109 +27,69 @@ pub enum Delivered {
     Owned(competitors::Batch),
 }
 
+/// One batch's values, its `cu_seqlens` (Ragged; `None` for Dense) and its shape (Dense) or its
+/// records' shapes (Ragged).
+type Parts<'a> = (&'a [u8], Option<&'a [i32]>, &'a [u64]);
+
 impl Delivered {
-    /// Record `j`'s bytes, when this is one batch of at least `j + 1` records.
-    pub fn record(&self, j: usize) -> Option<&[u8]> {
+    /// The parts of this one batch; `None` for several batches and for the limit row's copy.
+    fn parts(&self) -> Option<Parts<'_>> {
+        use competitors::Batch as Owned;
         match self {
             Delivered::Loader(v) => match v.as_slice() {
-                [b] => record_bytes(b, j),
+                [loaderx::Batch::Dense(d)] => Some((d.bytes(), None, d.shape())),
+                [loaderx::Batch::Ragged(r)] => Some((r.values(), Some(r.cu_seqlens()), r.shapes())),
                 _ => None,
             },
-            // The limit row's copy is a span of the store, not the step's records.
             Delivered::Copy(_) => None,
-            Delivered::Owned(competitors::Batch::Dense(d)) => {
-                packed_record(d.bytes(), *d.shape().first()? as usize, None, j)
-            }
-            Delivered::Owned(competitors::Batch::Ragged(r)) => {
-                let cu = r.cu_seqlens();
-                packed_record(r.values(), cu.len().saturating_sub(1), Some(cu), j)
+            Delivered::Owned(Owned::Dense(d)) => Some((d.bytes(), None, d.shape())),
+            Delivered::Owned(Owned::Ragged(r)) => {
+                Some((r.values(), Some(r.cu_seqlens()), r.shapes()))
             }
         }
+    }
+
+    /// Record `j`'s bytes, when this is one batch of at least `j + 1` records: equal slices
+    /// (Dense) or the spans `cu_seqlens` gives in elements (Ragged).
+    pub fn record(&self, j: usize) -> Option<&[u8]> {
+        let (values, cu, shape) = self.parts()?;
+        let Some(cu) = cu else {
+            let n = *shape.first()? as usize;
+            let item = values.len().checked_div(n)?;
+            return (j < n).then(|| &values[j * item..(j + 1) * item]);
+        };
+        let isz = values.len().checked_div(*cu.last()? as usize).unwrap_or(1);
+        let (a, z) = (*cu.get(j)? as usize, *cu.get(j + 1)? as usize);
+        values.get(a * isz..z * isz)
     }
 
     /// Whether this is the batch the source arrays give for `indices`, in the batch contract
-    /// (Dense shape and bytes; Ragged values, `cu_seqlens` and shapes): `Source::check`, which
-    /// compares record by record in place, so verifying a 38.5 MB dense batch does not allocate
-    /// (and fault in) a fresh 38.5 MB reference each time.
+    /// (Dense shape and bytes; Ragged values, `cu_seqlens` and shapes): `Source::check_dense` and
+    /// `check_ragged`, which compare record by record in place, so verifying a 38.5 MB dense
+    /// batch does not allocate (and fault in) a fresh 38.5 MB reference each time. The limit
+    /// row's copy is a reference, never the step's records.
     pub fn same_as_source(&self, indices: &[u64], source: &Source<'_>) -> bool {
-        match self {
-            Delivered::Loader(got) => match got.as_slice() {
-                [loaderx::Batch::Dense(g)] => {
-                    source.check_dense(indices, g.bytes(), g.shape()).is_ok()
-                }
-                [loaderx::Batch::Ragged(g)] => source
-                    .check_ragged(indices, g.values(), g.cu_seqlens(), g.shapes())
-                    .is_ok(),
-                _ => false,
-            },
-            // A reference, never the step's records (the cell does not compare it).
-            Delivered::Copy(_) => false,
-            Delivered::Owned(got) => source.check(indices, got).is_ok(),
+        match self.parts() {
+            Some((v, None, shape)) => source.check_dense(indices, v, shape).is_ok(),
+            Some((v, Some(cu), shapes)) => source.check_ragged(indices, v, cu, shapes).is_ok(),
+            None => false,
         }
     }
 
-    /// An owned copy of this batch with one byte of its values flipped (the test-only
-    /// [`corrupt::ENV`]); `None` when it holds no value byte to flip, and for the limit row's
-    /// copy, a reference with nothing to compare.
+    /// An owned copy of this loader batch with one byte of its values flipped (the test-only
+    /// [`corrupt::ENV`]); `None` when it holds no value byte to flip, for an owned copy, and for
+    /// the limit row's copy, a reference with nothing to compare.
     pub fn corrupted(&self) -> Option<Delivered> {
-        let (mut values, cu, shapes, dense_shape) = match self {
-            Delivered::Loader(v) => match v.as_slice() {
-                [loaderx::Batch::Dense(d)] => {
-                    (d.bytes().to_vec(), None, vec![], d.shape().to_vec())
-                }
-                [loaderx::Batch::Ragged(r)] => (
-                    r.values().to_vec(),
-                    Some(r.cu_seqlens().to_vec()),
-                    r.shapes().to_vec(),
-                    vec![],
-                ),
-                _ => return None,
-            },
-            Delivered::Copy(_) | Delivered::Owned(_) => return None,
-        };
-        if !corrupt::flip(&mut values) {
+        let Delivered::Loader(_) = self else {
             return None;
-        }
-        Some(Delivered::Owned(match cu {
-            None => competitors::Batch::Dense(Box::new(competitors::DenseOut {
-                bytes: values,
-                shape: dense_shape,
-            })),
-            Some(cu_seqlens) => competitors::Batch::Ragged(Box::new(competitors::RaggedOut {
-                values,
-                cu_seqlens,
-                shapes,
-            })),
-        }))
+        };
+        let (values, cu, shape) = self.parts()?;
+        corrupt::flipped(values, cu, shape).map(Delivered::Owned)
     }
 }
 
 /// Positions of the records that tell which step a delivered batch belongs to.
 const PROBE: [usize; 4] = [0, 1, BATCH / 2, BATCH - 1];
-
-/// Record `j` of a batch, as bytes.
-fn record_bytes(b: &loaderx::Batch, j: usize) -> Option<&[u8]> {
-    match b {
-        loaderx::Batch::Dense(d) => packed_record(d.bytes(), *d.shape().first()? as usize, None, j),
-        loaderx::Batch::Ragged(r) => {
-            let cu = r.cu_seqlens();
-            packed_record(r.values(), cu.len().saturating_sub(1), Some(cu), j)
-        }
-    }
-}
-
-/// Record `j` of `n` packed back to back in `values`: equal slices (Dense, no `cu_seqlens`) or
-/// the spans `cu_seqlens` gives in elements (Ragged).
-fn packed_record<'a>(values: &'a [u8], n: usize, cu: Option<&[i32]>, j: usize) -> Option<&'a [u8]> {
-    let Some(cu) = cu else {
-        let item = values.len().checked_div(n)?;
-        return (j < n).then(|| &values[j * item..(j + 1) * item]);
-    };
-    let total = *cu.last()? as usize;
-    let isz = values.len().checked_div(total).unwrap_or(1);
-    let (a, z) = (*cu.get(j)? as usize, *cu.get(j + 1)? as usize);
-    values.get(a * isz..z * isz)
-}
 
 /// The steps drawn but not yet received, by their indices.
 #[derive(Default)]

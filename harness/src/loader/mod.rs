@@ -173,33 +173,30 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<Vec<FreeTable>
             .filter(|arm| arm.applies(dense) && arm.name != "webdataset")
             .filter(|arm| !a.quick || arms::QUICK_ARMS.contains(&arm.name))
             .collect();
-        let args = |b: usize| CellArgs {
-            exe: &exe,
-            kind: source,
-            store: &store,
-            npy_dir: &prepared.dir,
-            draws: &draws,
-            peer_dir: &peer_dir,
-            batches: b,
-        };
-        let command = |arm: &Arm, b: usize| {
-            arm.command(&args(b)).map(|mut c| {
-                c.env(arms::BLOCK_ENV, block.to_string());
-                c
-            })
+        let command = |arm: &Arm, batches: usize| -> Result<Command> {
+            let args = CellArgs {
+                exe: &exe,
+                kind: source,
+                store: &store,
+                npy_dir: &prepared.dir,
+                draws: &draws,
+                peer_dir: &peer_dir,
+                batches,
+            };
+            let mut c = arm.command(&args)?;
+            c.env(arms::BLOCK_ENV, block.to_string());
+            Ok(c)
         };
         // The Python rows' sampled peak-RAM runs check batches against digests (no source map).
-        let digests = if arms.iter().any(|x| x.runner != Runner::Rust) {
-            match arms::write_digests(kind, &prepared.dir, &draws, work, batches, block) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    eprintln!("harness: {kind}: {e}; the peak-RAM runs check against the source");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let python_rows = arms.iter().any(|x| x.runner != Runner::Rust);
+        let digests = python_rows.then(|| {
+            arms::write_digests(kind, &prepared.dir, &draws, work, batches, block)
+                .inspect_err(|e| {
+                    eprintln!("harness: {kind}: {e}; the peak-RAM runs check against the source")
+                })
+                .ok()
+        });
+        let digests = digests.flatten();
         let mut results: Vec<ArmResult> = arms.iter().map(|_| ArmResult::default()).collect();
         let mut ledger = crate::progress::Ledger::default();
         let memory_batches = if a.quick {

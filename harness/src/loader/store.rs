@@ -2,16 +2,14 @@
 //! corpus from the source arrays, and reused by a later run only after every record of it was
 //! compared with the source ([`store_matches`]), so a stale or damaged store is never a row's
 //! input.
-//!
-//! Below `loader`: it imports `corpus` (the source), `loader::matching` (the comparison of a
-//! batch with the source's) and `loader::arms` (the batch size).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loaderx::{PooledAllocator, StreamView};
+use loaderx::{DEFAULT_POOL_SIZE, PooledAllocator, StreamView};
 use zrecord::{
-    Allocator, Codec, DenseStore, DenseWriter, RaggedStore, RaggedWriter, WriterOptions,
+    Allocator, Codec, DenseStore, DenseWriter, OpenOptions, RaggedStore, RaggedWriter,
+    SystemAllocator, WriterOptions,
 };
 
 use crate::corpus::Loaded;
@@ -84,18 +82,10 @@ pub fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf>
 /// record in batches of [`BATCH`]: values, and for ragged records offsets and shapes); a store
 /// that does not open does not match.
 fn store_matches(path: &Path, source: &competitors::Source<'_>) -> Result<bool> {
-    let alloc: Arc<dyn Allocator> = Arc::new(PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
-    let view = match source {
-        competitors::Source::Dense(_) => DenseStore::open(path)
-            .ok()
-            .filter(|s| s.len() == source.len())
-            .map(|s| StreamView::Dense(s.bind(alloc))),
-        competitors::Source::Ragged(_) => RaggedStore::open(path)
-            .ok()
-            .filter(|s| s.len() == source.len())
-            .map(|s| StreamView::Ragged(s.bind(alloc))),
-    };
-    let Some(view) = view else {
+    let dense = matches!(source, competitors::Source::Dense(_));
+    let alloc = Arc::new(PooledAllocator::new(DEFAULT_POOL_SIZE));
+    let opened = open_view(path, dense, OpenOptions::default(), alloc);
+    let Some((view, _)) = opened.ok().filter(|(_, n)| *n == source.len()) else {
         return Ok(false);
     };
     let all: Vec<u64> = (0..source.len()).collect();
@@ -110,14 +100,27 @@ fn store_matches(path: &Path, source: &competitors::Source<'_>) -> Result<bool> 
     Ok(true)
 }
 
+/// The zrecord store at `path` (of dense or ragged records) opened with `opts` and bound to
+/// `alloc`, and its records.
+pub fn open_view(
+    path: &Path,
+    dense: bool,
+    opts: OpenOptions,
+    alloc: Arc<dyn Allocator>,
+) -> Result<(StreamView, u64)> {
+    Ok(if dense {
+        let s = DenseStore::open_with(path, opts).map_err(HarnessError::store(path))?;
+        (StreamView::Dense(s.bind(alloc)), s.len())
+    } else {
+        let s = RaggedStore::open_with(path, opts).map_err(HarnessError::store(path))?;
+        (StreamView::Ragged(s.bind(alloc)), s.len())
+    })
+}
+
 /// Records in the zrecord store the loader rows read.
 pub fn store_len(path: &Path, dense: bool) -> Result<u64> {
-    let n = if dense {
-        DenseStore::open(path).map(|s| s.len())
-    } else {
-        RaggedStore::open(path).map(|s| s.len())
-    };
-    n.map_err(HarnessError::store(path))
+    let alloc = Arc::new(SystemAllocator::new());
+    Ok(open_view(path, dense, OpenOptions::default(), alloc)?.1)
 }
 
 /// The bytes of a batch of the store at `path` (`records` records): its data shards' bytes per

@@ -41,27 +41,13 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<FreeTable> {
 
 /// One run of the script over every cell: its rows.
 fn one_pass(py: &str, corpus: &Path, secs: &str, out: &Path) -> Result<Vec<Value>> {
-    let _ = std::fs::remove_file(out);
-    let o = Command::new(py)
-        .arg(config::python_script("packing_bench.py"))
+    let mut cmd = Command::new(py);
+    cmd.arg(config::python_script("packing_bench.py"))
         .arg("--corpus")
         .arg(corpus)
         .args(["--seconds", secs, "--json"])
-        .arg(out)
-        .output()
-        .map_err(HarnessError::spawn(py))?;
-    std::fs::read(out)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| {
-            HarnessError::Python(
-                String::from_utf8_lossy(&o.stderr)
-                    .lines()
-                    .last()
-                    .unwrap_or("packing_bench.py wrote no rows")
-                    .to_string(),
-            )
-        })
+        .arg(out);
+    crate::child::script_json(&mut cmd, out)
 }
 
 /// The rows of every pass as one row per cell: the median of its tokens/s over the passes, every

@@ -65,7 +65,6 @@ const ARMS: [&str; 8] = [
     "lance-s3-take",
 ];
 
-/// The first peer row in [`ARMS`].
 const FIRST_PEER: usize = 5;
 
 /// Timed batches of a peer row (blocks of [`arms::BLOCK`], each after
@@ -77,10 +76,6 @@ fn peer_batches(quick: bool) -> usize {
 /// A peer row's timed seconds stop growing past this (the loader tables' budget, smaller: the
 /// drains fetch 4x what is timed).
 const PEER_BUDGET_S: &str = "8";
-
-fn err(what: impl Into<String>) -> HarnessError {
-    HarnessError::other(what)
-}
 
 /// An open store of either layout, bound once to the allocator its batches come from.
 enum Store {
@@ -270,6 +265,11 @@ fn time_peer(arm: &str, server: &Server, p: &PeerArgs<'_>) -> Timed {
     }
 }
 
+/// The source bytes of records `idx`.
+fn logical_bytes(source: &Source<'_>, idx: &[u64]) -> u64 {
+    idx.iter().map(|&i| source.record(i).len() as u64).sum()
+}
+
 /// Times `batches` gathers of `store` (after `warm` untimed ones), each compared with the source
 /// after its timer.
 fn time_store(
@@ -289,11 +289,8 @@ fn time_store(
         t.batches += 1;
         source
             .check(idx, &b)
-            .map_err(|e| err(format!("a batch equal to the source: {e}")))?;
-        t.logical_bytes += idx
-            .iter()
-            .map(|&i| source.record(i).len() as u64)
-            .sum::<u64>();
+            .map_err(HarnessError::differs("a timed remote batch"))?;
+        t.logical_bytes += logical_bytes(source, idx);
         t.verified += 1;
     }
     Ok(t)
@@ -326,7 +323,7 @@ fn paired(
                 spent[which] += clock.elapsed().as_secs_f64();
                 source
                     .check(idx, &b)
-                    .map_err(|e| err(format!("a paired batch equal to the source: {e}")))?;
+                    .map_err(HarnessError::differs("a paired batch"))?;
             }
             k += 1;
         }
@@ -367,7 +364,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         let _ = std::fs::remove_dir_all(&work);
         let stored = ZrecordStore::new(ZrecordCodec::Raw)
             .write(&source, &work)
-            .map_err(|e| err(format!("the zrecord-raw store of {name}: {e}")))?;
+            .map_err(|e| HarnessError::other(format!("the zrecord-raw store of {name}: {e}")))?;
         let local = stored.dir.join("store.zr");
         let url = format!("s3://{BUCKET}/{name}");
         eprintln!("harness remote: publishing {name} to SeaweedFS");
@@ -428,10 +425,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
                             if j >= warm {
                                 t.seconds += clock.elapsed().as_secs_f64();
                                 t.batches += 1;
-                                t.logical_bytes += idx
-                                    .iter()
-                                    .map(|&i| source.record(i).len() as u64)
-                                    .sum::<u64>();
+                                t.logical_bytes += logical_bytes(&source, idx);
                             }
                         }
                         t

@@ -50,7 +50,6 @@ fn bold_best(lines: &mut [Vec<String>], values: &[[f64; 8]], better: &str) {
     }
 }
 
-/// A store row's `verified` cell.
 fn verified_cell(r: &StoreRow) -> &'static str {
     match (r.status, r.verified) {
         (Status::Failed, _) => "**FAILED**",
@@ -158,7 +157,7 @@ pub fn render_markdown(rep: &Report) -> String {
         }
         s.push('\n');
     }
-    for t in rep.free_tables() {
+    for t in rep.free.iter() {
         let syn = synthetic(t.synthetic);
         s.push_str(&format!("### {}{syn}\n\n{}\n\n", t.name, t.title));
         let mut lines = Vec::new();

@@ -155,7 +155,7 @@ pub fn write(rep: &Report, out: &Path, plots: PlotSet) -> Result<usize> {
     std::fs::write(&md_path, render_markdown(rep)).map_err(HarnessError::io("write", &md_path))?;
     plots::render(rep, &out.join("plots"), plots)?;
     let store_rows = rep.store_tables.iter().flat_map(|t| &t.rows);
-    let free_rows = rep.free_tables().flat_map(|t| &t.rows);
+    let free_rows = rep.free.iter().flat_map(|t| &t.rows);
     let store = store_rows.filter(|r| r.status == Status::Failed || r.verified == Some(false));
     Ok(store.count() + free_rows.filter(|r| r["verified"] == false).count())
 }

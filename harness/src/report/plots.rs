@@ -28,7 +28,6 @@ pub const HEADLINE: [&str; 4] = [
     "ragged-tokens-gather",
 ];
 
-/// The most headline plots a run writes.
 pub const HEADLINE_MAX: usize = 3;
 
 /// Which plots to draw.
@@ -47,7 +46,7 @@ pub fn stems(rep: &Report) -> Vec<String> {
         out.push(format!("{}-gather", t.name));
         out.push(format!("{}-write-vs-gather", t.name));
     }
-    out.extend(rep.free_tables().map(|t| t.name.name().to_string()));
+    out.extend(rep.free.iter().map(|t| t.name.name().to_string()));
     out
 }
 
@@ -388,33 +387,22 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
             save(dir, &scatter, svg, Chart::Scatter(&title, &pts))?;
         }
     }
-    for t in rep.free_tables().filter(|t| want(t.name.name())) {
-        let (label_col, value_col, sd_col, desc) = match t.name.stage() {
-            Stage::Sampler => (
-                "row",
-                "ns/index",
-                "ns/index sd",
-                "ns per index (lower is better)",
-            ),
-            Stage::Packing => (
-                "row",
-                "M tokens/s",
-                "M tokens/s sd",
-                "M real tokens/s (higher is better)",
-            ),
+    for t in rep.free.iter().filter(|t| want(t.name.name())) {
+        let (value_col, desc) = match t.name.stage() {
+            Stage::Sampler => ("ns/index", "ns per index (lower is better)"),
+            Stage::Packing => ("M tokens/s", "M real tokens/s (higher is better)"),
             Stage::Scale => (
-                "row",
                 "gathers/s",
-                "gathers/s sd",
                 "random gathers of 256 records/s (higher is better)",
             ),
-            Stage::Store | Stage::Loader => (
-                "loader",
-                "samples/s",
-                "samples/s sd",
-                "samples/s (+/- SD over repeats)",
-            ),
+            Stage::Store | Stage::Loader => ("samples/s", "samples/s (+/- SD over repeats)"),
         };
+        let label_col = if value_col == "samples/s" {
+            "loader"
+        } else {
+            "row"
+        };
+        let sd_col = format!("{value_col} sd");
         let (mut labels, mut values, mut sds) = (Vec::new(), Vec::new(), Vec::new());
         let mut limit = None;
         for r in &t.rows {
@@ -436,7 +424,7 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
             }
             labels.push(l.to_string());
             values.push(v);
-            sds.push(r[sd_col].as_f64().unwrap_or(0.0));
+            sds.push(r[&sd_col].as_f64().unwrap_or(0.0));
         }
         let syn = if t.synthetic { " (synthetic)" } else { "" };
         save(
@@ -501,15 +489,13 @@ mod tests {
         render(&rep, dir.path(), PlotSet::All).expect("render");
         assert_eq!(std::fs::read_dir(dir.path()).expect("plots").count(), 8);
         for t in ["loader-ragged-tokens", "loader-dense-vision"] {
-            rep.loader
-                .get_or_insert_with(Vec::new)
-                .push(crate::model::FreeTable {
-                    name: crate::table::Table::from_name(t).expect("a loader table"),
-                    title: "t".into(),
-                    synthetic: false,
-                    columns: vec![],
-                    rows: vec![],
-                });
+            rep.free.push(crate::model::FreeTable {
+                name: crate::table::Table::from_name(t).expect("a loader table"),
+                title: "t".into(),
+                synthetic: false,
+                columns: vec![],
+                rows: vec![],
+            });
         }
         assert_eq!(
             selected(&rep, PlotSet::Headline),
@@ -526,7 +512,7 @@ mod tests {
     fn loader_table_plot_is_written() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut rep = Report::new(true, 1, vec![]);
-        rep.loader = Some(vec![crate::model::FreeTable {
+        rep.free = vec![crate::model::FreeTable {
             name: crate::table::Table::LoaderRaggedTokens,
             title: "t".into(),
             synthetic: false,
@@ -537,7 +523,7 @@ mod tests {
                 serde_json::json!({"loader": "torch DataLoader", "arm": "torch-dataloader-w4", "samples/s": 6.0e4, "samples/s sd": 2e3}),
                 serde_json::json!({"loader": "webdataset", "arm": "webdataset", "samples/s": null}),
             ],
-        }]);
+        }];
         render(&rep, dir.path(), PlotSet::All).expect("render");
         for ext in ["png", "svg"] {
             let p = dir.path().join(format!("loader-ragged-tokens.{ext}"));
@@ -561,9 +547,7 @@ mod tests {
             "values printed"
         );
         // With a memcpy-limit row, that row is the line and the view.gather loop is a bar.
-        if let Some(t) = rep.loader.as_mut() {
-            t[0].rows.insert(0, serde_json::json!({"loader": "memcpy limit", "arm": "memcpy-limit", "samples/s": 1.2e7, "samples/s sd": 0.0}));
-        }
+        rep.free[0].rows.insert(0, serde_json::json!({"loader": "memcpy limit", "arm": "memcpy-limit", "samples/s": 1.2e7, "samples/s sd": 0.0}));
         render(&rep, dir.path(), PlotSet::All).expect("render");
         let svg =
             std::fs::read_to_string(dir.path().join("loader-ragged-tokens.svg")).expect("svg");

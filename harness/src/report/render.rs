@@ -35,7 +35,6 @@ pub struct RenderArgs {
 }
 
 impl RenderArgs {
-    /// Parses the words after `render`.
     pub fn parse(args: &[String]) -> Result<RenderArgs> {
         const SYNTAX: Syntax = Syntax {
             positional: &["run"],
@@ -57,7 +56,11 @@ impl RenderArgs {
 /// The JSON document at `path`, read into `T`.
 pub fn read_json<T: DeserializeOwned>(path: PathBuf) -> Result<T> {
     let bytes = std::fs::read(&path).map_err(HarnessError::io("read", &path))?;
-    serde_json::from_slice(&bytes).map_err(|source| HarnessError::Parse { path, source })
+    serde_json::from_slice(&bytes).map_err(|e| HarnessError::Format {
+        path,
+        expected: "the JSON document of a run",
+        found: e.to_string(),
+    })
 }
 
 /// A run's table files (name, text) and its parsed `results.json`, if any.

@@ -1,8 +1,9 @@
 //! The `scale` table: stores of 10^6-10^8 tiny records (Dense int32 `[2]`, Ragged uint16 of 1-8
 //! values) as a dataset of parts and as one container (the eager-index baseline), locally and on
 //! SeaweedFS, with Lance, Parquet and MosaicML Streaming beside them, and a 1,000-part dataset
-//! written by 8 concurrent writers and committed once. `harness/python/scale_bench.py` measures every cell in a fresh
-//! process and verifies every batch; this module turns its JSON rows into the table and its goals.
+//! written by 8 concurrent writers and committed once. `harness/python/scale_bench.py` measures
+//! every cell in a fresh process and verifies every batch; this module turns its JSON rows into
+//! the table and its goals.
 
 use std::path::Path;
 use std::process::Command;
@@ -28,26 +29,13 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
         "1000000,10000000,100000000"
     };
     let out = work.join("scale.json");
-    let _ = std::fs::remove_file(&out);
-    let o = Command::new(&py)
-        .arg(config::python_script("scale_bench.py"))
+    let mut cmd = Command::new(&py);
+    cmd.arg(config::python_script("scale_bench.py"))
         .args(["--sizes", sizes, "--remote", "--peers", "--work"])
         .arg(work)
         .arg("--json")
-        .arg(&out)
-        .output()
-        .map_err(|source| HarnessError::Spawn {
-            program: py.clone(),
-            source,
-        })?;
-    let rows: Vec<Value> = std::fs::read(&out)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(|| {
-            let err = String::from_utf8_lossy(&o.stderr);
-            let last = err.lines().last().unwrap_or("scale_bench.py wrote no rows");
-            HarnessError::Python(last.to_string())
-        })?;
+        .arg(&out);
+    let rows: Vec<Value> = crate::child::script_json(&mut cmd, &out)?;
     Ok(table(&rows))
 }
 

@@ -46,6 +46,26 @@ pub fn finish(mut r: CellResult, outcome: Result<()>, out: &Path) -> Result<Exit
     Ok(ExitCode::from(u8::from(r.status == Status::Failed)))
 }
 
+/// Runs a store or cold cell in a fresh process and reads the result it wrote to `out`; when it
+/// wrote none, `failed` (unverified) with a note saying how the process ended.
+pub fn spawn(argv: Vec<String>, out: &Path, failed: CellResult) -> CellResult {
+    let _ = std::fs::remove_file(out);
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("harness"));
+    let status = Command::new(exe).args(argv).status();
+    let parsed = std::fs::read(out)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<CellResult>(&b).ok());
+    parsed.unwrap_or_else(|| CellResult {
+        note: Some(match status {
+            Ok(s) => format!("cell process exited with {s} and wrote no result"),
+            Err(e) => format!("could not start the cell process: {e}"),
+        }),
+        verified: Some(false),
+        status: Status::Failed,
+        ..failed
+    })
+}
+
 /// Writes per cell: the cell's write time is the median of up to this many.
 pub const WRITE_REPEATS: usize = 3;
 /// No further write starts once the cell's writes took this many seconds together.
@@ -163,7 +183,7 @@ pub(crate) fn flush(dir: &Path) -> Result<()> {
         .arg("-f")
         .arg(dir)
         .status()
-        .map_err(HarnessError::spawn("sync"))?;
+        .map_err(HarnessError::io("start", "sync"))?;
     if status.success() {
         Ok(())
     } else {
@@ -282,23 +302,33 @@ pub fn timed(r: &mut CellResult, mut times: Vec<f64>, total: f64) {
     r.status = Status::Ok;
 }
 
+/// The competitor `backend` for `source`, with `r`'s records and logical bytes set; `None`, and
+/// row `row` not applicable, when it has no layout for the source's records.
+pub fn competitor(
+    backend: &str,
+    row: &str,
+    source: &Source<'_>,
+    r: &mut CellResult,
+) -> Result<Option<Box<dyn competitors::Competitor>>> {
+    let c = backend.parse::<competitors::Backend>()?.competitor();
+    if !c.supports(source.geometry()) {
+        r.status = Status::NotApplicable;
+        r.note = Some(format!("{row} has no {} layout", source.geometry().name()));
+        return Ok(None);
+    }
+    r.records = source.len();
+    r.logical_bytes = source.payload_bytes();
+    Ok(Some(c))
+}
+
 fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
     let loaded = Loaded::open(args.table, &args.corpus)?;
     let source = loaded.source();
     source.validate().map_err(HarnessError::InvalidSource)?;
-    let mut backend = args.backend.parse::<competitors::Backend>()?.competitor();
-    if !backend.supports(source.geometry()) {
-        r.status = Status::NotApplicable;
-        r.note = Some(format!(
-            "{} has no {} layout",
-            args.backend,
-            source.geometry().name()
-        ));
+    let Some(mut backend) = competitor(&args.backend, &args.backend, &source, r)? else {
         return Ok(());
-    }
+    };
     let n = source.len();
-    r.records = n;
-    r.logical_bytes = source.payload_bytes();
     match Loaded::open_held_out(args.table, &args.corpus)? {
         Some(held) => backend.prepare_held_out(&source, &held.source()),
         None => backend.prepare(&source),
@@ -348,20 +378,13 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
     if reader.len() != n {
         return Err(HarnessError::Count {
             what: "records in the store",
-            expected: n,
+            expected: n.to_string(),
             found: reader.len(),
         });
     }
     let mut rng = SmallRng::seed_from_u64(args.seed);
     // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
     let mut counter = corrupt::Counter::from_env();
-    let mut received = |b: competitors::Batch| {
-        if counter.hit() {
-            corrupt::corrupted(b)
-        } else {
-            b
-        }
-    };
     let draw =
         |rng: &mut SmallRng| -> Vec<u64> { (0..BATCH).map(|_| rng.random_range(0..n)).collect() };
 
@@ -375,7 +398,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         let dt = reader
             .last_gather_seconds()
             .unwrap_or(t.elapsed().as_secs_f64());
-        let b = received(b);
+        let b = counter.pass(b);
         source
             .check(&idx, &b)
             .map_err(HarnessError::differs("the probe batch"))?;
@@ -398,7 +421,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         let got = reader
             .gather(&idx)
             .map_err(HarnessError::backend(&args.backend, "gather"))?;
-        let got = received(got);
+        let got = counter.pass(got);
         source
             .check(&idx, &got)
             .map_err(HarnessError::differs(format!("verification batch {k}")))?;
@@ -428,7 +451,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
         total += dt;
         times.push(dt);
         r.gather_bytes += got.payload_bytes() as u64;
-        let got = received(got);
+        let got = counter.pass(got);
         source
             .check(&idx, &got)
             .map_err(HarnessError::differs(format!(
@@ -464,7 +487,7 @@ mod tests {
     }
 
     #[test]
-    fn timed_writes_keep_only_the_last_directory() {
+    fn timed_writes_keep_only_the_last_directory_within_the_budget() {
         let work = tempfile::tempdir().expect("tempdir");
         let mut runs = 0;
         let (n, last, times) = timed_writes(work.path(), "t", 1 << 20, |d| {
@@ -488,11 +511,7 @@ mod tests {
             1,
             "earlier write directories and the warm-up scratch file are removed"
         );
-    }
-
-    #[test]
-    fn the_budget_stops_further_writes() {
-        let work = tempfile::tempdir().expect("tempdir");
+        // The budget stops further writes.
         let (_, _, times) = timed_writes(work.path(), "slow", 0, |d| {
             std::fs::create_dir_all(d).map_err(HarnessError::io("create", d))?;
             Ok(((), WRITE_BUDGET_S + 1.0))

@@ -109,39 +109,30 @@ fn rust_arm(imp: &str, batch: usize, min_seconds: f64) -> Result<(f64, bool)> {
             });
             Ok((per, buf.iter().all(|&i| i < IDS)))
         }
-        other => Err(HarnessError::UnknownArm {
+        other => Err(HarnessError::Unknown {
+            what: "arm",
             name: other.to_string(),
         }),
     }
 }
 
 pub fn cell_main(args: &SamplerCellArgs) -> Result<ExitCode> {
-    let SamplerCellArgs {
-        arm: imp,
-        batch,
-        seconds: secs,
-        out,
-    } = args;
-    let (per, ok) = rust_arm(imp, *batch, *secs)?;
-    std::fs::write(out, json!({"per_batch_s": per, "verified": ok}).to_string())
-        .map_err(HarnessError::io("write", out))?;
+    let (per, ok) = rust_arm(&args.arm, args.batch, args.seconds)?;
+    std::fs::write(
+        &args.out,
+        json!({"per_batch_s": per, "verified": ok}).to_string(),
+    )
+    .map_err(HarnessError::io("write", &args.out))?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// (seconds per batch, verified) or why the arm could not run.
-type ArmOutcome = Result<(f64, bool)>;
 /// Per arm: name, language, seconds per batch per repeat, verified, note.
 type ArmRow<'a> = (String, &'a str, Vec<f64>, bool, Option<String>);
 
 /// Adds one repeat of arm `name` to its row (a new row when it has none). A Rust cell that
 /// fails fails the row; a Python repeat that fails after others ran fails it too, while a Python
 /// arm that never ran (no venv) is a note, not a result.
-fn add_repeat(
-    arms: &mut Vec<ArmRow>,
-    name: &str,
-    lang: &'static str,
-    r: Result<(f64, bool), String>,
-) {
+fn add_repeat(arms: &mut Vec<ArmRow>, name: &str, lang: &'static str, r: Repeat) {
     let entry = match arms.iter().position(|x| x.0 == name) {
         Some(p) => p,
         None => {
@@ -164,46 +155,44 @@ fn add_repeat(
     }
 }
 
-fn python_arms(batch: usize, secs: f64) -> Vec<(String, ArmOutcome)> {
+/// One repeat of an arm: seconds per batch and whether it verified, or why it has none.
+type Repeat = Result<(f64, bool), String>;
+
+/// Seconds per batch and whether every index was in range, from an arm's JSON.
+fn figures(j: &Value) -> (f64, bool) {
+    let per = j["per_batch_s"].as_f64().unwrap_or(f64::NAN);
+    (per, j["verified"].as_bool().unwrap_or(false))
+}
+
+/// One repeat of each Python arm at `batch`: its figures, or why it has none.
+fn python_arms(batch: usize, secs: f64) -> Vec<(&'static str, Repeat)> {
     let Some(py) = config::python() else {
-        return vec![(
-            "python".into(),
-            Err(HarnessError::missing(
-                "venv python (run scripts/install-deps.sh)",
-            )),
-        )];
+        let missing = HarnessError::missing("venv python (run scripts/install-deps.sh)");
+        return vec![("python", Err(missing.to_string()))];
     };
     let script = config::python_script("sampler_bench.py");
-    let mut v = Vec::new();
-    for arm in ["loaderx-sampler-next", "numpy-default_rng-integers"] {
+    let arms = ["loaderx-sampler-next", "numpy-default_rng-integers"];
+    arms.map(|arm| {
         let out = Command::new(&py)
             .arg(&script)
             .args([arm, &batch.to_string(), &secs.to_string()])
             .output();
         let r = match out {
-            Ok(o) if o.status.success() => serde_json::from_slice::<Value>(&o.stdout)
-                .map_err(HarnessError::BadOutput)
-                .and_then(|j| {
-                    if let Some(err) = j["error"].as_str() {
-                        return Err(HarnessError::Python(err.to_string()));
-                    }
-                    Ok((
-                        j["per_batch_s"].as_f64().unwrap_or(f64::NAN),
-                        j["verified"].as_bool().unwrap_or(false),
-                    ))
-                }),
-            Ok(o) => Err(HarnessError::Python(
-                String::from_utf8_lossy(&o.stderr)
-                    .lines()
-                    .last()
-                    .unwrap_or("python failed")
-                    .to_string(),
-            )),
-            Err(source) => Err(HarnessError::spawn(py.as_str())(source)),
+            Ok(o) if o.status.success() => match serde_json::from_slice::<Value>(&o.stdout) {
+                Ok(j) => j["error"]
+                    .as_str()
+                    .map_or(Ok(figures(&j)), |e| Err(e.to_string())),
+                Err(e) => Err(HarnessError::BadOutput(e).to_string()),
+            },
+            Ok(o) => {
+                let err = String::from_utf8_lossy(&o.stderr);
+                Err(err.lines().last().unwrap_or("python failed").to_string())
+            }
+            Err(source) => Err(HarnessError::io("start", &py)(source).to_string()),
         };
-        v.push((arm.to_string(), r));
-    }
-    v
+        (arm, r)
+    })
+    .to_vec()
 }
 
 pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
@@ -233,16 +222,13 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
                     .ok()
                     .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
                 let r = res
-                    .map(|j| {
-                        let per = j["per_batch_s"].as_f64().unwrap_or(f64::NAN);
-                        (per, j["verified"].as_bool().unwrap_or(false))
-                    })
+                    .map(|j| figures(&j))
                     .ok_or_else(|| format!("cell failed: {st:?}"));
                 add_repeat(&mut arms, imp, "rust", r);
                 pb.inc(1);
             }
             for (arm, r) in python_arms(batch, secs) {
-                add_repeat(&mut arms, &arm, "python", r.map_err(|e| e.to_string()));
+                add_repeat(&mut arms, arm, "python", r);
                 pb.inc(1);
             }
         }

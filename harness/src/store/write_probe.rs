@@ -22,7 +22,6 @@ use crate::cell_args::WriteProbeArgs;
 use crate::corpus::Loaded;
 use crate::error::{HarnessError, Result};
 
-/// One write's figures.
 struct Write {
     mib_s: f64,
     faults: i64,
@@ -31,16 +30,9 @@ struct Write {
 }
 
 pub fn main(args: &WriteProbeArgs) -> Result<ExitCode> {
-    let WriteProbeArgs {
-        table,
-        corpus,
-        work,
-        rounds,
-        arms,
-    } = args;
-    let (table, rounds) = (*table, *rounds);
-    let arms: Vec<&str> = arms.iter().map(String::as_str).collect();
-    let work = work.clone();
+    let (table, rounds, corpus) = (args.table, args.rounds, &args.corpus);
+    let arms: Vec<&str> = args.arms.iter().map(String::as_str).collect();
+    let work = args.work.clone();
     std::fs::create_dir_all(&work).map_err(HarnessError::io("create", &work))?;
     let loaded = Loaded::open(table, Path::new(corpus))?;
     let source = loaded.source();
@@ -58,7 +50,10 @@ pub fn main(args: &WriteProbeArgs) -> Result<ExitCode> {
         }
         let mut b = arm
             .parse::<competitors::Backend>()
-            .map_err(|e| HarnessError::UnknownArm { name: e.name })?
+            .map_err(|e| HarnessError::Unknown {
+                what: "arm",
+                name: e.name,
+            })?
             .competitor();
         if !b.supports(source.geometry()) {
             return Err(HarnessError::NoLayout {

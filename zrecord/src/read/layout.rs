@@ -168,7 +168,7 @@ mod sealed {
 fn ragged_sizes(c: &Container, idx: &[u64]) -> Result<(Vec<i32>, Vec<u64>)> {
     c.check_open()?;
     c.check_indices(idx)?;
-    c.check_pages(idx)?;
+    let _index = c.check_pages(idx)?;
     let n = idx.len();
     let ndim = c.ndim() as usize;
     let index = c.index_bytes();

@@ -39,7 +39,8 @@ mod view;
 
 pub use batch::{Batch, DenseBatch, OUTPUT_ALIGN, RaggedBatch};
 pub use container::{
-    CacheStats, ColdReads, OpenOptions, RecordExtent, RemoteOptions, container_files,
+    CacheStats, ColdReads, INDEX_MEMORY_BYTES, OpenOptions, RecordExtent, RemoteOptions,
+    container_files, set_index_memory,
 };
 #[cfg(feature = "mutations")]
 pub use engine::with_blocking_direct_reads;

@@ -122,7 +122,7 @@ impl Opened {
         match self {
             Opened::One(c) => {
                 c.check_indices(&[i])?;
-                c.check_pages(&[i])?;
+                let _index = c.check_pages(&[i])?;
                 Ok(c.shape_words(i).collect())
             }
             Opened::Parts(p) => p.shape_of(i),

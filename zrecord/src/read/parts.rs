@@ -247,7 +247,7 @@ impl Parts {
         self.check_indices(&[i])?;
         let (p, local) = self.locate(i);
         let c = self.part(p)?;
-        c.check_pages(&[local])?;
+        let _index = c.check_pages(&[local])?;
         Ok(c.shape_words(local).collect())
     }
 
@@ -353,7 +353,7 @@ impl Parts {
         for &i in idx {
             let (p, l) = self.locate(i);
             let c = self.part(p)?;
-            c.check_pages(&[l])?;
+            let _index = c.check_pages(&[l])?;
             push_shape(&mut cu, &mut dims, c.shape_words(l), idx.len())?;
         }
         Ok((cu, dims))

@@ -16,7 +16,7 @@ use super::ranges::coalesce;
 /// to its first bad record), then every record's checksum and decoded size. A map that met a file
 /// shorter than itself meanwhile is the error reported, whatever the checks made of its zeros.
 pub(super) fn verify_all(c: &Container) -> Result<()> {
-    c.check_index()?;
+    let _index = c.check_index()?;
     let done = if c.mapped() {
         verify_mapped(c)
     } else {

@@ -62,7 +62,7 @@ pub(super) fn open_index(
 }
 
 /// Index page `page`'s checksum.
-fn check_page_crc(m: &Manifest, ib: &[u8], index_path: &Path, page: u64) -> Result<()> {
+pub(super) fn check_page_crc(m: &Manifest, ib: &[u8], index_path: &Path, page: u64) -> Result<()> {
     let entry = m.entry_size();
     let first = page * format::PAGE_ENTRIES;
     let k = (m.records - first).min(format::PAGE_ENTRIES) as usize;
@@ -252,24 +252,53 @@ fn check_entry(
     Ok(e)
 }
 
-/// The most bytes of index copies and checksum tables ([`super::fixed`]) a process holds, over
-/// every container it has open (256 MiB): a dataset of many parts, each copying its index (and, a
-/// raw Dense part, building its checksum table) when first read, stays within it; past it,
-/// indexes stay memory-mapped (page cache, which the kernel reclaims under pressure) and
-/// checksums are read from them.
-pub(super) const INDEX_COPIES_BYTES: usize = 256 << 20;
+/// The default bound on a process's index memory (512 MiB): half for index copies and checksum
+/// tables ([`Charge`]), half for the pages of paged indexes (`paged`).
+pub const INDEX_MEMORY_BYTES: usize = 512 << 20;
+
+/// The bound, 0 until set or first read.
+static LIMIT: AtomicUsize = AtomicUsize::new(0);
 
 /// The bytes of index copies and checksum tables alive in this process.
 static COPIED: AtomicUsize = AtomicUsize::new(0);
 
-/// Bytes taken from [`INDEX_COPIES_BYTES`], given back when dropped.
+/// Sets the bound on this process's index memory, over every container and dataset part it has
+/// open (default [`INDEX_MEMORY_BYTES`], or `ZRECORD_INDEX_MEMORY_MIB` from the environment):
+/// half of it for indexes copied whole at open and raw Dense stores' checksum tables, half for the
+/// pages of the other indexes, read in as reads need them. Copies made under an earlier bound stay
+/// until their container closes; paged indexes follow the new bound from the next read. A larger
+/// bound lets a random epoch over a large index read fewer pages twice.
+pub fn set_index_memory(bytes: usize) {
+    LIMIT.store(bytes.max(2), Ordering::Relaxed);
+}
+
+/// The bound in force.
+pub(super) fn index_memory() -> usize {
+    match LIMIT.load(Ordering::Relaxed) {
+        0 => {
+            let from_env = std::env::var("ZRECORD_INDEX_MEMORY_MIB")
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .map_or(INDEX_MEMORY_BYTES, |mib| mib.saturating_mul(1 << 20));
+            // Another thread may have set it meanwhile: keep theirs.
+            let _ =
+                LIMIT.compare_exchange(0, from_env.max(2), Ordering::Relaxed, Ordering::Relaxed);
+            LIMIT.load(Ordering::Relaxed)
+        }
+        l => l,
+    }
+}
+
+/// Bytes taken from the copies' half of the process's index memory ([`set_index_memory`]), given
+/// back when dropped: a dataset of many parts, each copying its index (and, a raw Dense part,
+/// building its checksum table) when first opened, stays within it; past it, indexes are paged.
 pub(super) struct Charge(usize);
 
 impl Charge {
-    /// Takes `bytes` from the process's budget; `None` when they do not fit.
+    /// Takes `bytes` from the copies' budget; `None` when they do not fit.
     pub(super) fn take(bytes: usize) -> Option<Charge> {
         let taken = COPIED.fetch_add(bytes, Ordering::AcqRel);
-        if taken.saturating_add(bytes) > INDEX_COPIES_BYTES {
+        if taken.saturating_add(bytes) > index_memory() / 2 {
             COPIED.fetch_sub(bytes, Ordering::AcqRel);
             return None;
         }
@@ -383,20 +412,18 @@ pub(super) fn validate_entries(
 
 #[cfg(test)]
 mod tests {
-    use super::{Charge, INDEX_COPIES_BYTES};
+    use super::{Charge, index_memory};
 
     #[test]
     fn charges_stay_within_the_budget_and_are_given_back() {
-        assert!(Charge::take(INDEX_COPIES_BYTES + 1).is_none());
-        let half = Charge::take(INDEX_COPIES_BYTES / 2).expect("half the budget is free");
+        let budget = index_memory() / 2;
+        assert!(Charge::take(budget + 1).is_none());
+        let half = Charge::take(budget / 2).expect("half the budget is free");
         assert!(
-            Charge::take(INDEX_COPIES_BYTES / 4 * 3).is_none(),
+            Charge::take(budget / 4 * 3).is_none(),
             "past the budget while half is held"
         );
         drop(half);
-        assert!(
-            Charge::take(INDEX_COPIES_BYTES / 4 * 3).is_some(),
-            "given back on drop"
-        );
+        assert!(Charge::take(budget / 4 * 3).is_some(), "given back on drop");
     }
 }

@@ -16,6 +16,7 @@ mod files;
 mod fixed;
 mod index;
 mod options;
+mod paged;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -33,9 +34,11 @@ use crate::source::{Opener, ReadFile};
 
 use super::hint::{PREFETCH_BYTES, prefetch};
 use fixed::Fixed;
+pub(in crate::read) use paged::IndexGuard;
 
 pub use crate::format::container_files;
 pub use crate::source::{CacheStats, RemoteOptions};
+pub use index::{INDEX_MEMORY_BYTES, set_index_memory};
 pub use options::{ColdReads, OpenOptions};
 
 /// Where one record's stored bytes lie on disk.
@@ -97,8 +100,12 @@ pub(in crate::read) struct Container {
     /// The index pages checked so far, for a container larger than [`index::EAGER_RECORDS`]
     /// (`None`: every page was checked at open).
     pages: Option<index::Pages>,
-    /// Whether the index is held in process memory (copied at open, or an unmapped store's).
+    /// Whether the index is held in process memory (copied at open, paged, or an unmapped
+    /// store's).
     index_in_memory: bool,
+    /// The index read by page within the process's bound (a local index not copied at open):
+    /// `index` is its region.
+    paged: Option<Arc<paged::Paged>>,
     closed: AtomicBool,
 }
 
@@ -131,11 +138,18 @@ impl Container {
         // Each shard's length was checked against its file above.
         let outgrows_memory = files::outgrows_memory(m.shards.iter().map(|s| s.len).sum());
         let m_records = m.records;
-        let index = if mapped {
+        let (index, copied) = if mapped {
             index::in_memory(index)
         } else {
             (index, true)
         };
+        // A local index not copied is read by page, within the process's bound, instead of
+        // through its map (dropped here, with whatever the open read of it).
+        let paged = match mapped && !copied {
+            true => paged::Paged::for_index(opener, &index_path, &m)?,
+            false => None,
+        };
+        let index = paged.clone().map_or(index, |p| p as Arc<dyn ReadFile>);
         Ok(Container {
             path: path.to_path_buf(),
             uuid_crc: format::uuid_crc(&m.uuid),
@@ -144,8 +158,9 @@ impl Container {
             shard_paths,
             shards,
             // An unmapped store's index is already a copy in memory.
-            index_in_memory: !mapped || index.1,
-            index: index.0,
+            index_in_memory: !mapped || copied || paged.is_some(),
+            index,
+            paged,
             mapped,
             index_path,
             entry,
@@ -165,27 +180,27 @@ impl Container {
     }
 
     /// Checks the index pages that hold records `idx` (all in range) that no read has checked
-    /// yet: what a read must do before it looks at their entries. Free once every page has been
-    /// checked, and for a container checked whole at open.
+    /// yet: what a read must do before it looks at their entries (a paged index reads them in
+    /// first). The caller keeps the guard while it reads the entries.
     #[inline]
-    pub(in crate::read) fn check_pages(&self, idx: &[u64]) -> Result<()> {
-        let Some(pages) = &self.pages else {
-            return Ok(());
-        };
-        if pages.all() {
-            return Ok(());
-        }
-        for &i in idx {
-            let p = i / format::PAGE_ENTRIES;
-            if !pages.has(p) {
-                self.check_page(pages, p)?;
+    pub(in crate::read) fn check_pages(&self, idx: &[u64]) -> Result<IndexGuard<'_>> {
+        let guard = IndexGuard::hold(self.paged.as_deref(), idx, self.entry)?;
+        if let Some(pages) = self.pages.as_ref().filter(|p| !p.all()) {
+            for &i in idx {
+                let p = i / format::PAGE_ENTRIES;
+                if !pages.has(p) {
+                    self.check_page(pages, p)?;
+                }
             }
         }
-        Ok(())
+        Ok(guard)
     }
 
     #[cold]
     fn check_page(&self, pages: &index::Pages, p: u64) -> Result<()> {
+        if let Some(paged) = &self.paged {
+            paged.read_whole(p)?;
+        }
         let fixed = |i: u64| {
             (self.m.codec == Codec::Raw && self.m.kind == Kind::Dense).then(|| {
                 let (_, local) = self.shard_map.place(i);
@@ -206,10 +221,11 @@ impl Container {
     }
 
     /// Checks the whole index as an eager open does (every page checksum, and records tiling
-    /// every shard exactly): `verify()` starts with it.
-    pub(in crate::read) fn check_index(&self) -> Result<()> {
+    /// every shard exactly): `verify()` starts with it, and keeps the guard while it reads.
+    pub(in crate::read) fn check_index(&self) -> Result<IndexGuard<'_>> {
+        let guard = IndexGuard::hold_all(self.paged.as_deref())?;
         let Some(pages) = &self.pages else {
-            return Ok(());
+            return Ok(guard);
         };
         for p in 0..self.m.records.div_ceil(format::PAGE_ENTRIES) {
             if !pages.has(p) {
@@ -222,7 +238,8 @@ impl Container {
             &self.index_path,
             self.stride,
             &self.shard_paths,
-        )
+        )?;
+        Ok(guard)
     }
 
     /// The manifest file's CRC32C.
@@ -649,7 +666,7 @@ impl Container {
     /// Where records `idx` lie: shard file, offset and stored length of each.
     pub(in crate::read) fn record_extents(&self, idx: &[u64]) -> Result<Vec<RecordExtent>> {
         self.check_indices(idx)?;
-        self.check_pages(idx)?;
+        let _index = self.check_pages(idx)?;
         // From the index, which every store (mapped or not) holds whole: for a raw Dense store
         // with a checksum table the open checked that it matches the computed layout.
         let index = self.index_bytes();

@@ -68,7 +68,7 @@ pub(super) fn gather_into<F: Fn(usize) -> usize + Sync>(
         return Ok(());
     }
     // A large container's index pages are checked when first needed, before any entry is used.
-    c.check_pages(idx)?;
+    let _index = c.check_pages(idx)?;
     let total = out.len();
     let plan = Plan {
         idx,

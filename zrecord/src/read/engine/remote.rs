@@ -446,7 +446,7 @@ pub(in crate::read) fn requests(
     idx: &[u64],
 ) -> Result<Vec<(String, std::ops::Range<u64>)>> {
     c.check_indices(idx)?;
-    c.check_pages(idx)?;
+    let _index = c.check_pages(idx)?;
     let Some(remote) = c.remote() else {
         return Ok(Vec::new());
     };

@@ -1,0 +1,381 @@
+//! An index read by page into process memory, within a process-wide bound: the index of a local
+//! container that is not copied whole at open (one over 64 MiB, or past the process's copy
+//! budget) lives in an anonymous region as long as the index file, reserved but not backed, whose
+//! pages are read from the file (`pread`) the first time a read needs their entries after open or
+//! after a release. The first read of an index page (4,096 entries) reads all of it and checks its
+//! checksum; later reads of a released part of it read only the memory pages the entries need.
+//!
+//! The bound (`index::set_index_memory`, default 512 MiB) is shared with the index
+//! copies and checksum tables (`index::Charge`): half of it for those, half for the pages read
+//! here, over every container the process has open. Once the pages read here pass their half,
+//! every paged index that no read holds at that moment drops them (`MADV_DONTNEED`: the region's
+//! memory is freed and reads as zeros until read again). A read holds its indexes' pages from
+//! [`Paged::hold`] until its guard drops, so no read ever sees a dropped page; an index held by a
+//! read during a release keeps its pages until the next one, so the bound holds within the pages
+//! that reads held at that moment.
+//!
+//! Why not the file map the rest of the container uses: the kernel maps a file's page cache into
+//! the process in folios of up to 2 MiB on a read fault (a file written sequentially is cached
+//! that way), so a random epoch over a mapped index holds most of it in RSS whatever is dropped.
+
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
+
+use crate::error::{Error, Result};
+use crate::format::{self, HEADER_LEN, Manifest};
+use crate::source::{Opener, ReadFile};
+
+use super::super::hint::page_size;
+use super::files::missing_or_io;
+use super::index::{check_page_crc, index_memory};
+
+/// Bytes of paged indexes' memory pages read in, over every [`Paged`].
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Every live [`Paged`], for a release.
+static ALL: Mutex<Vec<Weak<Paged>>> = Mutex::new(Vec::new());
+
+/// One bit per item, set and tested without a lock.
+struct Bits(Box<[AtomicU64]>);
+
+impl Bits {
+    fn new(n: usize) -> Bits {
+        Bits((0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    #[inline]
+    fn has(&self, k: usize) -> bool {
+        self.0[k / 64].load(Ordering::Acquire) & (1 << (k % 64)) != 0
+    }
+
+    fn set(&self, k: usize) {
+        self.0[k / 64].fetch_or(1 << (k % 64), Ordering::Release);
+    }
+}
+
+/// A paged index. See the module docs.
+pub(super) struct Paged {
+    /// The index file, read with positional reads.
+    file: Arc<dyn ReadFile>,
+    path: PathBuf,
+    m: Manifest,
+    /// The anonymous region, `len` bytes (the index file's length).
+    region: NonNull<u8>,
+    len: usize,
+    /// Index pages whose checksum a read into the region has checked.
+    checked: Bits,
+    /// Memory pages of the region read in since open or the last release.
+    filled: Bits,
+    /// How many `filled` bits are set.
+    filled_pages: AtomicUsize,
+    /// Serializes reads into the region (two readers of one page would write it twice).
+    fill: Mutex<()>,
+    /// Held (shared) by every read from [`Paged::hold`] until its guard drops; a release takes it
+    /// exclusively, without waiting.
+    readers: RwLock<()>,
+}
+
+// SAFETY: the region is owned by this value alone; it is written only under `fill` in pages no
+// read holds (unfilled), and released only under `readers` held exclusively (no read holds it).
+unsafe impl Send for Paged {}
+// SAFETY: as above: shared access reads filled pages only.
+unsafe impl Sync for Paged {}
+
+impl ReadFile for Paged {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the region is `len` readable bytes mapped for as long as `self` lives. Its
+        // bytes change only where no read looks (see the `Sync` note), as a file map's do when
+        // another process writes a part of the file it does not read.
+        unsafe { std::slice::from_raw_parts(self.region.as_ptr(), self.len) }
+    }
+}
+
+/// A read's hold on a paged index's pages: none of them is released while it lives.
+type Hold<'a> = RwLockReadGuard<'a, ()>;
+
+/// A read's hold on a container's index entries (`Container::check_pages`): a paged index keeps
+/// the pages read in for the read until it drops; any other index needs no hold.
+#[must_use = "the entries may be read only while the guard lives"]
+pub(in crate::read) struct IndexGuard<'a> {
+    _hold: Option<Hold<'a>>,
+}
+
+impl IndexGuard<'_> {
+    /// Reads in the pages of records `idx` of `paged` (entries of `entry` bytes) and holds them.
+    pub(super) fn hold<'a>(
+        paged: Option<&'a Paged>,
+        idx: &[u64],
+        entry: usize,
+    ) -> Result<IndexGuard<'a>> {
+        Ok(IndexGuard {
+            _hold: paged.map(|p| p.hold(idx, entry)).transpose()?,
+        })
+    }
+
+    /// Reads in every page of `paged` and holds them.
+    pub(super) fn hold_all(paged: Option<&Paged>) -> Result<IndexGuard<'_>> {
+        Ok(IndexGuard {
+            _hold: paged.map(Paged::hold_all).transpose()?,
+        })
+    }
+}
+
+impl Paged {
+    /// The paged index of the local container with manifest `m` at `path` (its index file, which
+    /// the open checked), or `None` where the file system maps files even when asked not to.
+    pub(super) fn for_index(
+        opener: &dyn Opener,
+        path: &Path,
+        m: &Manifest,
+    ) -> Result<Option<Arc<Paged>>> {
+        let f = opener
+            .open_read_unmapped(path)
+            .map_err(|e| missing_or_io(path, None, e))?;
+        if f.mapped() {
+            return Ok(None);
+        }
+        Paged::new(f, path.to_path_buf(), m).map(Some)
+    }
+
+    /// A paged index of the container with manifest `m` whose index file (`path`, opened for
+    /// positional reads as `file`) the open checked: its length and header, and every page when
+    /// the container is checked whole at open. No page is read in yet.
+    fn new(file: Arc<dyn ReadFile>, path: PathBuf, m: &Manifest) -> Result<Arc<Paged>> {
+        let len = m.index_len as usize;
+        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(1),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::io(
+                "reserve memory for the index of",
+                &path,
+                std::io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: the region just mapped. Small pages keep a page read in to its own size (the
+        // count below); a failed advice only costs that precision.
+        unsafe { libc::madvise(p, len.max(1), libc::MADV_NOHUGEPAGE) };
+        name_region(p, len.max(1));
+        let pages = m.records.div_ceil(format::PAGE_ENTRIES) as usize;
+        let paged = Arc::new(Paged {
+            file,
+            path,
+            m: m.clone(),
+            // SAFETY: mmap returned a non-null address (MAP_FAILED was ruled out).
+            region: unsafe { NonNull::new_unchecked(p.cast::<u8>()) },
+            len,
+            checked: Bits::new(pages),
+            filled: Bits::new(len.div_ceil(page_size())),
+            filled_pages: AtomicUsize::new(0),
+            fill: Mutex::new(()),
+            readers: RwLock::new(()),
+        });
+        let mut all = ALL.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|w| w.strong_count() > 0);
+        all.push(Arc::downgrade(&paged));
+        Ok(paged)
+    }
+
+    /// Reads in the pages holding the entries of records `idx` (each `entry` bytes) and holds
+    /// them until the returned guard drops. Past the bound, every paged index no read holds is
+    /// released first. A page that fails its checksum is an error naming the index page.
+    fn hold(&self, idx: &[u64], entry: usize) -> Result<Hold<'_>> {
+        if HELD.load(Ordering::Relaxed) > index_memory() / 2 {
+            release_all();
+        }
+        let hold = self.readers.read().unwrap_or_else(|e| e.into_inner());
+        let ps = page_size();
+        // An entry is read once its index page was read whole and checked and its own memory
+        // pages are read in (a neighbour's read may have read in the page an entry starts on).
+        let missing = |i: u64| {
+            let off = format::entry_offset(i, entry);
+            !self.checked.has((i / format::PAGE_ENTRIES) as usize)
+                || !self.filled.has(off / ps)
+                || !self.filled.has((off + entry - 1) / ps)
+        };
+        if idx.iter().any(|&i| missing(i)) {
+            let _fill = self.fill.lock().unwrap_or_else(|e| e.into_inner());
+            for &i in idx {
+                if missing(i) {
+                    self.read_in(i, entry)?;
+                }
+            }
+        }
+        Ok(hold)
+    }
+
+    /// Reads every page in (for `verify()`, which reads every entry) and holds them.
+    fn hold_all(&self) -> Result<Hold<'_>> {
+        let hold = self.readers.read().unwrap_or_else(|e| e.into_inner());
+        let _fill = self.fill.lock().unwrap_or_else(|e| e.into_inner());
+        for page in 0..self.m.records.div_ceil(format::PAGE_ENTRIES) {
+            self.read_index_page(page)?;
+        }
+        Ok(hold)
+    }
+
+    /// Reads in index page `page` whole, for a check of all its entries; the caller holds the
+    /// index ([`Paged::hold`]).
+    pub(super) fn read_whole(&self, page: u64) -> Result<()> {
+        let _fill = self.fill.lock().unwrap_or_else(|e| e.into_inner());
+        self.read_index_page(page)
+    }
+
+    /// Reads in what record `i`'s entry needs: its whole index page, checked, the first time;
+    /// after that the memory pages its entry spans. Called under `fill` and a hold.
+    #[cold]
+    fn read_in(&self, i: u64, entry: usize) -> Result<()> {
+        let page = i / format::PAGE_ENTRIES;
+        if !self.checked.has(page as usize) {
+            return self.read_index_page(page);
+        }
+        let off = format::entry_offset(i, entry);
+        let pages = self.read_pages(off, off + entry)?;
+        self.mark(pages);
+        Ok(())
+    }
+
+    /// Reads in index page `page` whole (what of it is not read in yet) and checks its checksum
+    /// once. Called under `fill` and a hold.
+    fn read_index_page(&self, page: u64) -> Result<()> {
+        let first = page * format::PAGE_ENTRIES;
+        let k = (self.m.records - first).min(format::PAGE_ENTRIES) as usize;
+        let pos = HEADER_LEN + (first as usize) * self.m.entry_size() + 4 * page as usize;
+        let pages = self.read_pages(pos, pos + k * self.m.entry_size() + 4)?;
+        // The bytes read are trusted only once the index page's checksum matched: until then
+        // their pages stay not read in, so a failed check fails again on the next read.
+        if !self.checked.has(page as usize) {
+            check_page_crc(&self.m, self.bytes(), &self.path, page)?;
+            self.checked.set(page as usize);
+        }
+        self.mark(pages);
+        Ok(())
+    }
+
+    /// Reads from the file the memory pages spanning bytes `start..end` of the index that are not
+    /// read in (runs of them, one read each; the header's bytes, which no read needs, stay
+    /// zeros), and returns the span's pages for [`Paged::mark`]. Pages already read in hold the
+    /// file's bytes and may be read by another thread right now: they are not written.
+    fn read_pages(&self, start: usize, end: usize) -> Result<std::ops::Range<usize>> {
+        let ps = page_size();
+        let b = end.div_ceil(ps).saturating_mul(ps).min(self.len);
+        let mut p = start / ps;
+        while p * ps < b {
+            if self.filled.has(p) {
+                p += 1;
+                continue;
+            }
+            let mut q = p;
+            while q * ps < b && !self.filled.has(q) {
+                q += 1;
+            }
+            let (x, y) = ((p * ps).max(HEADER_LEN), (q * ps).min(b));
+            if x < y {
+                // SAFETY: `x..y` lies inside the region, in pages not read in: no read looks at
+                // them (a read looks only at pages its hold read in), and `fill` keeps other
+                // writers out.
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut(self.region.as_ptr().add(x), y - x) };
+                self.file
+                    .read_exact_at(dst, x as u64)
+                    .map_err(|e| Error::io("read the index", &self.path, e))?;
+            }
+            p = q;
+        }
+        Ok(start / ps..b.div_ceil(ps))
+    }
+
+    /// Marks memory pages `pages` read in, counting those that were not.
+    fn mark(&self, pages: std::ops::Range<usize>) {
+        for p in pages {
+            if !self.filled.has(p) {
+                self.filled.set(p);
+                self.filled_pages.fetch_add(1, Ordering::Relaxed);
+                HELD.fetch_add(page_size(), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Drops every page read in, unless a read holds them.
+    fn release(&self) {
+        let Ok(_excl) = self.readers.try_write() else {
+            return;
+        };
+        let _fill = self.fill.lock().unwrap_or_else(|e| e.into_inner());
+        for w in self.filled.0.iter() {
+            w.store(0, Ordering::Release);
+        }
+        let n = self.filled_pages.swap(0, Ordering::Relaxed);
+        HELD.fetch_sub(n * page_size(), Ordering::Relaxed);
+        // SAFETY: the whole region, mapped by `new`; no read holds it (exclusive `readers`), and
+        // its pages read as zeros until read in again, which every read does first.
+        unsafe {
+            libc::madvise(
+                self.region.as_ptr().cast(),
+                self.len.max(1),
+                libc::MADV_DONTNEED,
+            )
+        };
+    }
+}
+
+impl Drop for Paged {
+    fn drop(&mut self) {
+        HELD.fetch_sub(
+            self.filled_pages.load(Ordering::Relaxed) * page_size(),
+            Ordering::Relaxed,
+        );
+        // SAFETY: the region mapped by `new`, `len.max(1)` bytes; nothing refers to it any more.
+        unsafe { libc::munmap(self.region.as_ptr().cast(), self.len.max(1)) };
+    }
+}
+
+/// Releases every paged index that no read holds.
+#[cold]
+fn release_all() {
+    let mut all = match ALL.try_lock() {
+        Ok(all) => all,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        // Another thread is releasing.
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    all.retain(|w| w.strong_count() > 0);
+    let live: Vec<Arc<Paged>> = all.iter().filter_map(Weak::upgrade).collect();
+    drop(all);
+    for p in live {
+        p.release();
+    }
+}
+
+/// Names the region in `/proc/<pid>/smaps` (`[anon:zrecord index]`) where the kernel allows it.
+fn name_region(p: *mut libc::c_void, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const PR_SET_VMA: libc::c_int = 0x53564d41;
+        const PR_SET_VMA_ANON_NAME: libc::c_ulong = 0;
+        static NAME: &[u8] = b"zrecord index\0";
+        // SAFETY: names this process's own anonymous mapping `p..p + len` with a static string;
+        // an older kernel refuses it (EINVAL), which changes nothing.
+        unsafe {
+            libc::prctl(
+                PR_SET_VMA,
+                PR_SET_VMA_ANON_NAME,
+                p as libc::c_ulong,
+                len as libc::c_ulong,
+                NAME.as_ptr() as libc::c_ulong,
+            )
+        };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (p, len);
+}

@@ -24,7 +24,7 @@ use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt};
 use support::fixtures::{alloc, dense_fixture, ragged_fixture};
 use support::s3::{client, get, names, opts, put, random_idx, remote, rt};
-use support::seaweed::{Fault, Proxy, Seaweed, deadline};
+use support::seaweed::{Fault, Outage, Proxy, Seaweed, deadline};
 use support::seeded::bytes;
 use zrecord::{
     Codec, DType, DenseStore, DenseWriter, Error, OpenOptions, RaggedStore, RemoteOptions,
@@ -375,17 +375,81 @@ fn transient_faults_are_retried_and_lasting_ones_are_typed_errors() {
                 p.accepted.load(std::sync::atomic::Ordering::SeqCst) >= 3,
                 "{fault:?}"
             );
-            // Faults on every connection, one retry: a typed error naming the URL and the
-            // attempts, within the deadline.
+            // Faults on every connection, one retry: a typed error naming the URL, the deadline
+            // and the retries made, within the test's deadline.
             let p = Proxy::start(w.s3, fault, usize::MAX);
             let e = DenseStore::open_with("s3://flt/d", through(&w, &p, 1)).unwrap_err();
             let msg = e.to_string();
             assert!(matches!(e, Error::Io { .. }), "{fault:?}: {msg}");
             assert!(
-                msg.contains("s3://flt/d") && msg.contains("attempts"),
+                msg.contains("s3://flt/d")
+                    && msg.contains("retry deadline")
+                    && msg.contains("retries"),
                 "{fault:?}: {msg}"
             );
         }
+    });
+}
+
+#[test]
+fn opens_take_two_round_trips_and_an_outage_within_the_deadline_costs_latency_not_errors() {
+    deadline(240, || {
+        let w = Seaweed::start();
+        w.bucket("out");
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("d");
+        let recs = dense_fixture(&local, Codec::Raw, 2, 64, &[512]);
+        zrecord::remote::publish_dir(&local, "s3://out/d", &remote(&w)).unwrap();
+        let ids = [7u64, 63, 0, 31];
+        let want: Vec<u8> = ids.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+        let mut p = Outage::start(w.s3);
+        // The default retry policy (no count cap; a 30 s deadline) and a 2 s request timeout.
+        let mut o = OpenOptions {
+            remote: RemoteOptions {
+                storage_options: w.options(),
+                ..RemoteOptions::default()
+            },
+            ..OpenOptions::default()
+        };
+        for (k, v) in &mut o.remote.storage_options {
+            if k == "endpoint" {
+                *v = p.endpoint();
+            }
+        }
+        o.remote
+            .storage_options
+            .push(("timeout".into(), "2s".into()));
+        let s = DenseStore::open_with("s3://out/d", o).unwrap();
+        // The open's requests: the manifest, then the index and both shards' headers at once
+        // (two round trips, no HEAD).
+        let opened = s.request_stats().unwrap();
+        assert_eq!(opened.requests, 4, "{opened:?}");
+        let r = s.bind(alloc());
+        assert_eq!(r.gather(&ids).unwrap().bytes(), &want[..]);
+        let read = s.request_stats().unwrap();
+        assert!(read.requests > opened.requests, "{read:?}");
+        assert!(read.bytes - opened.bytes >= want.len() as u64, "{read:?}");
+        assert!(DenseStore::open(&local).unwrap().request_stats().is_none());
+        // The store goes away: connections are cut and refused. A gather started now retries
+        // until the store is back, then returns the right bytes.
+        p.down();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            tx.send(()).unwrap();
+            r.gather(&ids).map(|b| b.bytes().to_vec())
+        });
+        rx.recv().unwrap();
+        // The outage: several seconds, far more than the 5 retries of ~0.7 s a count alone allowed.
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        p.up();
+        let got = reader.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, want);
+        assert!(p.accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+        // A missing object is not retried and says so, claiming no retries.
+        let e = DenseStore::open_with("s3://out/none", opts(&w)).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("not found"), "{msg}");
+        assert!(!msg.contains("retry deadline"), "{msg}");
     });
 }
 

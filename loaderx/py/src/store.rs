@@ -79,6 +79,18 @@ macro_rules! store_class {
                 stats_dict(py, self.store.cache_stats())
             }
 
+            /// The requests this store on object storage made in this process (its open
+            /// included) and the bytes they received (`requests`, `bytes`), or None for a local
+            /// store.
+            #[getter]
+            fn request_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+                let Some(r) = self.store.request_stats() else { return Ok(None) };
+                let d = PyDict::new(py);
+                d.set_item("requests", r.requests)?;
+                d.set_item("bytes", r.bytes)?;
+                Ok(Some(d))
+            }
+
             /// Pickles as its path, `mmap` and `storage_options` (credentials included: they
             /// travel to the receiving process, which reopens and checks the container).
             fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Reduce<'py, StoreArgs<'py>>> {

@@ -33,9 +33,14 @@ def test_write_then_read_a_store_at_a_url(s3):
         w.append(data[150:])
     with DenseStore(url, storage_options=s3.options()) as s, Allocator() as a:
         assert len(s) == 200 and not s.mapped
+        # The open: the manifest, then the index and the 3 shards' headers at once.
+        opened = s.request_stats
+        assert opened["requests"] == 5, opened
         v = s.bind(a)
         idx = np.random.default_rng(3).integers(0, 200, size=300)
         np.testing.assert_array_equal(dtypes.from_dlpack(v[idx]), data[idx])
+        read = s.request_stats
+        assert read["requests"] > opened["requests"] and read["bytes"] > opened["bytes"], read
         s.verify()
         # A pickled view reopens the remote store (options included) where it lands.
         v2 = pickle.loads(pickle.dumps(v))

@@ -40,7 +40,7 @@ mod view;
 pub use batch::{Batch, DenseBatch, OUTPUT_ALIGN, RaggedBatch};
 pub use container::{
     CacheStats, ColdReads, INDEX_MEMORY_BYTES, OpenOptions, RecordExtent, RemoteOptions,
-    container_files, set_index_memory,
+    RequestStats, container_files, set_index_memory,
 };
 #[cfg(feature = "mutations")]
 pub use engine::with_blocking_direct_reads;

@@ -71,6 +71,26 @@ impl<L: Layout> Store<L> {
         }
     }
 
+    /// The requests this store on object storage has made in this process (its open included)
+    /// and the bytes they received; a dataset: summed over the parts opened so far. `None` for a
+    /// local store.
+    pub fn request_stats(&self) -> Option<crate::RequestStats> {
+        match &self.c {
+            Opened::One(c) => c.request_stats(),
+            Opened::Parts(p) => p.opened_parts().map(|c| c.request_stats()).fold(
+                None,
+                |sum: Option<crate::RequestStats>, r| match (sum, r) {
+                    (s, None) => s,
+                    (None, Some(r)) => Some(r),
+                    (Some(s), Some(r)) => Some(crate::RequestStats {
+                        requests: s.requests + r.requests,
+                        bytes: s.bytes + r.bytes,
+                    }),
+                },
+            ),
+        }
+    }
+
     /// The object names and byte ranges a gather of `idx` requests from this remote store
     /// without a cache (the benchmarks' GET limit fetches exactly these); empty for a local one.
     #[cfg(all(feature = "remote", feature = "internals"))]

@@ -40,6 +40,40 @@ pub(super) fn io_kind(e: &object_store::Error) -> std::io::ErrorKind {
     }
 }
 
+/// How a failed request ended, for its error: a missing object is just that (it is not retried);
+/// anything else ran out of the retry deadline or could not be retried, and `object_store`'s own
+/// message says how many retries it made.
+pub(super) fn ended(e: &object_store::Error, opts: &RemoteOptions) -> String {
+    match e {
+        object_store::Error::NotFound { .. } => format!("not found: {e}"),
+        _ => format!(
+            "failed (retry deadline {:?}, per-request timeout {}): {e}",
+            opts.retry_timeout,
+            request_timeout(opts)
+        ),
+    }
+}
+
+/// The per-request timeout the client applies: the `timeout` storage option, or `object_store`'s
+/// default of 30 s.
+fn request_timeout(opts: &RemoteOptions) -> String {
+    opts.storage_options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("timeout"))
+        .map_or_else(|| "30s".to_string(), |(_, v)| v.clone())
+}
+
+/// The backoff between retries: decorrelated jitter (`object_store`'s) from 100 ms, at most 2 s
+/// apart, so a store back from an outage is found within about 2 s and every reader of a fleet
+/// does not retry in step.
+fn backoff() -> object_store::BackoffConfig {
+    object_store::BackoffConfig {
+        init_backoff: std::time::Duration::from_millis(100),
+        max_backoff: std::time::Duration::from_secs(2),
+        base: 2.0,
+    }
+}
+
 /// The attributes of every object a publish writes: its [`CONTENT_TYPE`].
 pub(super) fn typed() -> object_store::Attributes {
     object_store::Attributes::from_iter([(object_store::Attribute::ContentType, CONTENT_TYPE)])
@@ -104,7 +138,7 @@ fn make(
     let retry = RetryConfig {
         max_retries: opts.max_retries,
         retry_timeout: opts.retry_timeout,
-        ..RetryConfig::default()
+        backoff: backoff(),
     };
     let unknown = |k: &str| {
         Error::invalid(format!(

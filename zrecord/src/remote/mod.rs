@@ -20,34 +20,39 @@
 //! This module sees only the read-side traits and leaves it implements (`crate::source`,
 //! `crate::format`); the module that hands a URL's client to the read path is `crate::backend`.
 //!
-//! Requests are retried by `object_store` (exponential backoff on 5xx, timeouts and resets),
-//! bounded in count ([`crate::RemoteOptions::max_retries`]) and time
-//! ([`crate::RemoteOptions::retry_timeout`]); then the error names the URL, the byte range and
-//! the attempts.
+//! Requests are retried by `object_store` (5xx including `503 SlowDown`, `429`, `408`, refused
+//! and reset connections, timeouts of reads) with jittered backoff of 100 ms to 2 s until the
+//! retry deadline ([`crate::RemoteOptions::retry_timeout`]; the count cap
+//! [`crate::RemoteOptions::max_retries`] is unbounded by default), so an outage shorter than the
+//! deadline costs latency only; then the error names the URL, the byte range, the deadline and
+//! the retries made. A missing object is not retried and says "not found".
 
 mod client;
 mod objects;
 mod runtime;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use object_store::path::Path as Key;
 use object_store::{
-    ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload,
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions,
+    PutPayload,
 };
 
 use crate::error::{Error, Result};
 use crate::source::cache::{BlockCache, now_secs};
-use crate::source::{Opener, RangeFetch, ReadFile, RemoteOptions};
+use crate::source::{Opener, Prefetch, RangeFetch, ReadFile, RemoteOptions, RequestStats};
 
 pub use client::CONTENT_TYPE;
-use client::{build, io_kind, key_under, typed};
+use client::{build, ended, io_kind, key_under, typed};
 pub(crate) use objects::RemoteObjects;
 use runtime::block_on;
 
@@ -64,7 +69,23 @@ pub struct Remote {
     upload: bool,
     /// The node-local cache, when `cache_dir` is set.
     cache: Option<BlockCache>,
+    /// What an open fetched ahead ([`Opener::prefetch`]) and has not opened yet, by object name:
+    /// taken by the open of each (at most one open's files).
+    held: Mutex<HashMap<String, Head>>,
+    /// Requests made and bytes received through this connection.
+    requests: AtomicU64,
+    bytes: AtomicU64,
 }
+
+/// The first bytes of an object (all of it, for a small one) and its length, as one GET learns
+/// them.
+struct Head {
+    bytes: Bytes,
+    size: u64,
+}
+
+/// The bytes an open's first GET of an object asks for (a manifest whole, in most stores).
+const HEAD_BYTES: u64 = 64 << 10;
 
 impl fmt::Debug for Remote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -102,6 +123,9 @@ impl Remote {
             client: Mutex::new(Some((std::process::id(), client))),
             upload,
             cache,
+            held: Mutex::default(),
+            requests: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
         };
         Ok(Arc::new(r))
     }
@@ -157,19 +181,46 @@ impl Remote {
         Error::io(
             what,
             self.url_of(name),
-            io::Error::new(
-                kind,
-                format!(
-                    "{what}{range}: failed after up to {} attempts within {:?}: {e}",
-                    self.opts.max_retries + 1,
-                    self.opts.retry_timeout
-                ),
-            ),
+            io::Error::new(kind, format!("{what}{range}: {}", ended(&e, &self.opts))),
         )
+    }
+
+    /// Counts a request that received `bytes`.
+    fn count(&self, bytes: usize) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Requests made and bytes received through this connection so far.
+    pub fn request_stats(&self) -> RequestStats {
+        RequestStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The first `n` bytes of file `name` (all of it `n == None`) and its length, with one GET.
+    async fn get_head(
+        &self,
+        c: Arc<dyn ObjectStore>,
+        name: &str,
+        n: Option<u64>,
+    ) -> std::result::Result<Head, object_store::Error> {
+        let key = self.key(name);
+        let opts = GetOptions {
+            range: n.map(|n| GetRange::Bounded(0..n.max(1))),
+            ..GetOptions::default()
+        };
+        let r = c.get_opts(&key, opts).await?;
+        let size = r.meta.size;
+        let bytes = r.bytes().await?;
+        self.count(bytes.len());
+        Ok(Head { bytes, size })
     }
 
     /// The length of file `name`.
     fn head(&self, name: &str) -> io::Result<u64> {
+        self.count(0);
         let c = self.client().map_err(io::Error::other)?;
         let key = self.key(name);
         block_on(async move { c.head(&key).await })?
@@ -185,6 +236,7 @@ impl Remote {
         let r = range.clone();
         let got = block_on(async move { c.get_range(&key, r).await })?
             .map_err(|e| to_io(self.error("GET", name, Some(range.clone()), e)))?;
+        self.count(got.len());
         if (got.len() as u64) < want {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -211,6 +263,10 @@ impl RangeFetch for Remote {
         self.cache.as_ref()
     }
 
+    fn request_stats(&self) -> RequestStats {
+        Remote::request_stats(self)
+    }
+
     /// Memory: at most [`RemoteOptions::concurrency`] ranges' bytes in flight.
     fn fetch(
         &self,
@@ -223,7 +279,11 @@ impl RangeFetch for Remote {
             async move {
                 let want = range.end - range.start;
                 let key = self.key(&name);
-                match c.get_range(&key, range.clone()).await {
+                let got = c.get_range(&key, range.clone()).await;
+                if let Ok(b) = &got {
+                    self.count(b.len());
+                }
+                match got {
                     Ok(b) if b.len() as u64 == want => Ok((tag, b)),
                     Ok(b) => Err(Error::io(
                         "GET",
@@ -296,6 +356,7 @@ impl Opener for RemoteFiles {
             let c = self.0.client().map_err(io::Error::other)?;
             let prefix = self.0.prefix.clone();
             let first = block_on(async move { c.list(Some(&prefix)).next().await })?;
+            self.0.count(0);
             return Ok(matches!(first, Some(Ok(_))));
         }
         match self.0.head(&name) {
@@ -315,16 +376,66 @@ impl Opener for RemoteFiles {
             }
         })?
         .map_err(|e| to_io(self.0.error("GET", &name, None, e)))?;
+        self.0.count(got.len());
         Ok(Arc::new(Whole(got)))
     }
+    /// An object for ranged GETs, its length and first bytes learnt with one GET (or taken from
+    /// what [`Opener::prefetch`] fetched): no `HEAD`, and the open's first read of it (a
+    /// manifest whole, a shard's header) costs no second request.
     fn open_read_unmapped(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
         let name = self.name(path)?;
-        let len = self.0.head(&name)?;
+        let held = self
+            .0
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&name);
+        let head = match held {
+            Some(h) => h,
+            None => {
+                let c = self.0.client().map_err(io::Error::other)?;
+                block_on(self.0.get_head(c, &name, Some(HEAD_BYTES)))?
+                    .map_err(|e| to_io(self.0.error("GET", &name, None, e)))?
+            }
+        };
         Ok(Arc::new(Object {
             remote: self.0.clone(),
             name,
-            len,
+            len: head.size,
+            head: Mutex::new(Some(head.bytes)),
         }))
+    }
+    /// Fetches `files` at once (at most [`RemoteOptions::concurrency`] requests in flight), so
+    /// an open's index and shard headers cost one round trip. A failed fetch is dropped here:
+    /// the open asks again and reports it.
+    fn prefetch(&self, files: &[(&Path, Prefetch)]) {
+        let Ok(c) = self.0.client() else { return };
+        let r = &self.0;
+        let fetches = files.iter().filter_map(|(p, what)| {
+            let name = self.name(p).ok()?;
+            let n = match what {
+                Prefetch::Whole => None,
+                Prefetch::Head(n) => Some(*n),
+            };
+            let c = c.clone();
+            Some(async move { (r.get_head(c, &name, n).await, name) })
+        });
+        let concurrency = r.opts.concurrency.max(1);
+        let got = block_on(async move {
+            stream::iter(fetches)
+                .buffer_unordered(concurrency)
+                .collect::<Vec<_>>()
+                .await
+        });
+        if let Ok(got) = got {
+            let mut held = r.held.lock().unwrap_or_else(|p| p.into_inner());
+            held.clear();
+            for (h, name) in got {
+                if let Ok(h) = h {
+                    held.insert(name, h);
+                }
+            }
+        }
     }
     fn shared_fs(&self, _: &Path) -> bool {
         true
@@ -341,11 +452,22 @@ impl ReadFile for Whole {
 }
 
 /// A shard object, read by ranged GETs.
-#[derive(Debug)]
 pub struct Object {
     remote: Arc<Remote>,
     name: String,
     len: u64,
+    /// The object's first bytes, fetched when it was opened: they serve its first read (an
+    /// open's), which then drops them.
+    head: Mutex<Option<Bytes>>,
+}
+
+impl fmt::Debug for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Object")
+            .field("name", &self.name)
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 impl Object {
@@ -367,6 +489,14 @@ impl ReadFile for Object {
     }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         if buf.is_empty() {
+            return Ok(());
+        }
+        let head = self.head.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = head
+            && let Ok(at) = usize::try_from(offset)
+            && let Some(b) = h.get(at..).and_then(|b| b.get(..buf.len()))
+        {
+            buf.copy_from_slice(b);
             return Ok(());
         }
         let got = self

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::objects::{Listed, Objects};
 use crate::source::RemoteOptions;
 
-use super::client::{build, io_kind, key_under, typed};
+use super::client::{build, ended, io_kind, key_under, typed};
 use super::runtime::block_on;
 
 /// A dataset root at a URL.
@@ -65,12 +65,7 @@ impl RemoteObjects {
     fn error(&self, what: &str, key: &str, e: object_store::Error) -> io::Error {
         io::Error::new(
             io_kind(&e),
-            format!(
-                "{what} {}/{key}: failed after up to {} attempts within {:?}: {e}",
-                self.url,
-                self.opts.max_retries + 1,
-                self.opts.retry_timeout
-            ),
+            format!("{what} {}/{key}: {}", self.url, ended(&e, &self.opts)),
         )
     }
 }

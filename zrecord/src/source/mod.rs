@@ -27,8 +27,8 @@ mod options;
 
 pub use file::{DIRECT_ALIGN, ReadFile, URL_SCHEMES, url_of};
 pub(crate) use local::{open_mapped, open_unmapped};
-pub(crate) use open::Opener;
 pub use open::ReadFs;
+pub(crate) use open::{Opener, Prefetch};
 #[cfg(feature = "remote")]
 pub(crate) use open::{RangeFetch, fetch_tagged};
-pub use options::{CacheStats, RemoteOptions};
+pub use options::{CacheStats, RemoteOptions, RequestStats};

@@ -49,6 +49,18 @@ pub(crate) trait Opener {
     /// Whether `path` lies where another host may shrink a file under a map (a shared or network
     /// file system, object storage): a store there is read unmapped unless asked otherwise.
     fn shared_fs(&self, path: &Path) -> bool;
+    /// Fetches `files` ahead, all at once, for the opens of them that follow (a store on object
+    /// storage: its index and its shards' headers in one round trip). The default does nothing.
+    fn prefetch(&self, _files: &[(&Path, Prefetch)]) {}
+}
+
+/// What [`Opener::prefetch`] fetches of a file.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Prefetch {
+    /// The whole file.
+    Whole,
+    /// Its first bytes.
+    Head(u64),
 }
 
 /// A remote store's client as the remote read engine uses it.
@@ -58,6 +70,8 @@ pub(crate) trait RangeFetch: Send + Sync {
     fn options(&self) -> &RemoteOptions;
     /// The node-local cache, when the store was opened with one.
     fn cache(&self) -> Option<&cache::BlockCache>;
+    /// Requests made and bytes received through the store's connection so far.
+    fn request_stats(&self) -> super::options::RequestStats;
     /// Fetches `ranges` (object name under the store, byte range) with at most
     /// [`RemoteOptions::concurrency`] requests in flight and hands each to `each` with its place
     /// in `ranges` as it lands, on the calling thread; the first failure (a request's, or

@@ -20,9 +20,14 @@ pub struct RemoteOptions {
     pub gap: u64,
     /// The longest request that merges several records (default 8 MiB).
     pub max_span: u64,
-    /// Retries of a failed request (5xx, timeout, reset) with exponential backoff (default 5).
+    /// A cap on the retries of one failed request (default unbounded: the deadline ends them).
     pub max_retries: usize,
-    /// No retry starts later than this after the first attempt (default 30 s).
+    /// The retry deadline: a failed request (5xx and `503 SlowDown`, `429`, `408`, a refused or
+    /// reset connection, a timed-out read) is retried with jittered backoff of 100 ms to 2 s, and
+    /// no retry starts later than this after the first attempt (default 30 s). Each attempt is
+    /// also bounded by the `timeout` storage option (`object_store`'s default: 30 s; connecting:
+    /// `connect_timeout`, 5 s), so a stalled store fails a read within about `retry_timeout` +
+    /// `timeout` + 2 s.
     pub retry_timeout: std::time::Duration,
     /// A node-local cache of the store's shard blocks on this directory (default none), shared
     /// by every process and thread of the node that opens stores with it (`remote::cache`).
@@ -42,7 +47,7 @@ impl Default for RemoteOptions {
             concurrency: 32,
             gap: 256 << 10,
             max_span: 8 << 20,
-            max_retries: 5,
+            max_retries: usize::MAX,
             retry_timeout: std::time::Duration::from_secs(30),
             cache_dir: None,
             cache_bytes: 10 << 30,
@@ -71,6 +76,16 @@ impl fmt::Debug for RemoteOptions {
             .field("cache_block", &self.cache_block)
             .finish()
     }
+}
+
+/// The requests a store on object storage made through its connection in this process, and the
+/// bytes they received: every GET (ranged or whole), `HEAD` and listing, retries not counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestStats {
+    /// Requests made.
+    pub requests: u64,
+    /// Bytes received.
+    pub bytes: u64,
 }
 
 /// What a remote store's node-local cache (`RemoteOptions::cache_dir`) has done for one opening

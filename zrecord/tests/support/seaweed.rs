@@ -120,22 +120,118 @@ impl Proxy {
                             Fault::Slow(d) => std::thread::sleep(d),
                         }
                     }
-                    let Ok(up) = TcpStream::connect(("127.0.0.1", upstream)) else {
-                        return;
-                    };
-                    let (mut c2, mut u2) = (client.try_clone().unwrap(), up.try_clone().unwrap());
-                    let (mut c1, mut u1) = (client, up);
-                    let a = std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut c1, &mut u1);
-                        let _ = u1.shutdown(std::net::Shutdown::Write);
-                    });
-                    let _ = std::io::copy(&mut u2, &mut c2);
-                    let _ = c2.shutdown(std::net::Shutdown::Both);
-                    let _ = a.join();
+                    forward(client, upstream);
                 });
             }
         });
         Proxy { port, accepted }
+    }
+
+    /// The endpoint to give the client.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Copies bytes both ways between `client` and a new connection to `upstream` until either closes.
+fn forward(client: TcpStream, upstream: u16) {
+    let Ok(up) = TcpStream::connect(("127.0.0.1", upstream)) else {
+        return;
+    };
+    let (mut c2, mut u2) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+    let (mut c1, mut u1) = (client, up);
+    let a = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut c1, &mut u1);
+        let _ = u1.shutdown(std::net::Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut u2, &mut c2);
+    let _ = c2.shutdown(std::net::Shutdown::Both);
+    let _ = a.join();
+}
+
+/// A loopback proxy in front of the S3 gateway that can go down (its port refuses connections and
+/// every connection it forwarded is cut, as when a server restarts) and come back on the same port.
+pub struct Outage {
+    pub port: u16,
+    upstream: u16,
+    /// Connections accepted since the proxy (re)started.
+    pub accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<TcpStream>>>,
+    serving: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Outage {
+    pub fn start(upstream: u16) -> Outage {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut o = Outage {
+            port: l.local_addr().unwrap().port(),
+            upstream,
+            accepted: Default::default(),
+            stop: Default::default(),
+            open: Default::default(),
+            serving: None,
+        };
+        o.serve(l);
+        o
+    }
+
+    fn serve(&mut self, l: TcpListener) {
+        use std::sync::atomic::Ordering;
+        l.set_nonblocking(true).unwrap();
+        self.stop.store(false, Ordering::SeqCst);
+        self.accepted.store(0, Ordering::SeqCst);
+        let (stop, seen, open, up) = (
+            self.stop.clone(),
+            self.accepted.clone(),
+            self.open.clone(),
+            self.upstream,
+        );
+        self.serving = Some(std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match l.accept() {
+                    Ok((c, _)) => {
+                        c.set_nonblocking(false).unwrap();
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        open.lock().unwrap().push(c.try_clone().unwrap());
+                        std::thread::spawn(move || forward(c, up));
+                    }
+                    // The listener polls so that `down` can close it.
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+
+    /// Takes the proxy down: its listener closed, every forwarded connection cut.
+    pub fn down(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(h) = self.serving.take() {
+            h.join().unwrap();
+        }
+        for c in self.open.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Brings the proxy back on its port.
+    pub fn up(&mut self) {
+        let mut tries = 0;
+        let l = loop {
+            match TcpListener::bind(("127.0.0.1", self.port)) {
+                Ok(l) => break l,
+                Err(e) if tries < 100 => {
+                    tries += 1;
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("port {} could not be bound again: {e}", self.port),
+            }
+        };
+        self.serve(l);
     }
 
     /// The endpoint to give the client.

@@ -30,14 +30,14 @@ use crate::format::{
 };
 #[cfg(feature = "remote")]
 use crate::source::RangeFetch;
-use crate::source::{Opener, ReadFile};
+use crate::source::{Opener, Prefetch, ReadFile};
 
 use super::hint::{PREFETCH_BYTES, prefetch};
 use fixed::Fixed;
 pub(in crate::read) use paged::IndexGuard;
 
 pub use crate::format::container_files;
-pub use crate::source::{CacheStats, RemoteOptions};
+pub use crate::source::{CacheStats, RemoteOptions, RequestStats};
 pub use index::{INDEX_MEMORY_BYTES, set_index_memory};
 pub use options::{ColdReads, OpenOptions};
 
@@ -118,6 +118,20 @@ impl Container {
         let mapped = !backend.remote() && opts.mmap.unwrap_or_else(|| !opener.shared_fs(path));
         let (m, mp, manifest_crc) = files::open_manifest(opener, path, kind, mapped)?;
         let index_path = path.join(INDEX_FILE);
+        if !mapped {
+            // The index and every shard's header, fetched at once by a store on object storage
+            // (the open's second and last round trip; a local store reads them as below).
+            let shard_paths: Vec<PathBuf> = (0..m.shard_count())
+                .map(|s| path.join(format::shard_file_name(s)))
+                .collect();
+            let mut ahead = vec![(index_path.as_path(), Prefetch::Whole)];
+            ahead.extend(
+                shard_paths
+                    .iter()
+                    .map(|p| (p.as_path(), Prefetch::Head(format::HEADER_LEN as u64))),
+            );
+            opener.prefetch(&ahead);
+        }
         // A large index is checked page by page as reads first need each page (`pages`).
         let lazy = m.records > index::EAGER_RECORDS;
         let index = index::open_index(opener, &m, &index_path, mapped, lazy)?;
@@ -370,6 +384,14 @@ impl Container {
     pub(in crate::read) fn cache_stats(&self) -> Option<super::CacheStats> {
         #[cfg(feature = "remote")]
         return self.remote.as_ref()?.cache().map(|c| c.stats());
+        #[cfg(not(feature = "remote"))]
+        None
+    }
+
+    /// The requests and bytes a remote store has fetched in this process; `None` for a local one.
+    pub(in crate::read) fn request_stats(&self) -> Option<RequestStats> {
+        #[cfg(feature = "remote")]
+        return self.remote.as_ref().map(|r| r.request_stats());
         #[cfg(not(feature = "remote"))]
         None
     }

@@ -29,7 +29,11 @@
 //!   over a minute old: the order is kept to the minute) until the
 //!   blocks hold at most 90 % of it, recounting from the directory so that counts lost by killed
 //!   processes do not accumulate. Between evictions the files may exceed the bound by the blocks
-//!   filled concurrently (at most the gathers in flight on the node).
+//!   filled concurrently (at most the gathers in flight on the node). Each eviction adds one to
+//!   a count beside the size (its second word); an open store reads it at most every 100 ms
+//!   ([`RECHECK`]) at a gather's start and drops its maps of deleted blocks, so a block evicted
+//!   while mapped keeps its disk space only until then (and while gathers that took the older
+//!   snapshot run).
 //!
 //! Nothing here is needed for correctness: a cache that cannot be created, read or written is a
 //! miss (the first such error of a process is kept in [`CacheStats::last_error`]), and the
@@ -74,6 +78,15 @@ pub(crate) struct BlockCache {
     /// The block files this store keeps mapped for hits (at most [`MAPPED`]), as the snapshot
     /// gathers take ([`BlockCache::held`]); replaced whole, never changed in place.
     mapped: Mutex<Arc<Maps<Arc<Mapped>>>>,
+    /// `cache_dir/.size`, whose second word counts the evictions of every process: read (at most
+    /// every [`RECHECK`]) to drop the maps of evicted blocks, which would keep their disk space.
+    size: File,
+    /// The eviction count last seen.
+    seen_evictions: AtomicU64,
+    /// When the eviction count is next read, in milliseconds after `born`.
+    next_check: AtomicU64,
+    born: std::time::Instant,
+    recheck: Duration,
 }
 
 mod held;
@@ -91,6 +104,11 @@ use key::{Key, Maps};
 /// store's snapshot; a map dropped so stays mapped until the gathers that took an earlier
 /// snapshot end (at most one snapshot per gather in flight).
 const MAPPED: usize = 4096;
+
+/// How often, at most, an open store reads the node's eviction count, and when it has moved
+/// drops its maps of blocks evicted meanwhile (by any process): a deleted file that a process
+/// still maps keeps its disk space. One positional read of 8 bytes a gather at most this often.
+const RECHECK: Duration = Duration::from_millis(100);
 
 /// What looking a block file up for a hit found.
 enum Found {
@@ -231,9 +249,10 @@ impl BlockCache {
             .create(true)
             .append(true)
             .open(dir.join(".lock"))?;
-        OpenOptions::new()
+        let size = OpenOptions::new()
             .create(true)
             .append(true)
+            .read(true)
             .open(dir.join(".size"))?;
         Ok(BlockCache {
             dir: dir.to_path_buf(),
@@ -246,7 +265,61 @@ impl BlockCache {
             evicted: AtomicU64::new(0),
             error: Mutex::new(None),
             mapped: Mutex::new(Arc::new(Maps::default())),
+            size,
+            seen_evictions: AtomicU64::new(0),
+            next_check: AtomicU64::new(0),
+            born: std::time::Instant::now(),
+            recheck: RECHECK,
         })
+    }
+
+    /// [`BlockCache::open`], reading the eviction count at every gather (tests).
+    #[cfg(test)]
+    pub(crate) fn open_rechecking(dir: &Path, bound: u64, block: u64) -> io::Result<BlockCache> {
+        let mut c = Self::open(dir, bound, block)?;
+        c.recheck = Duration::ZERO;
+        Ok(c)
+    }
+
+    /// Drops this store's maps of blocks that were evicted (their files deleted) since it last
+    /// looked, when the node's eviction count has moved; looks at most every [`RECHECK`].
+    /// Gathers that took an earlier snapshot keep its maps until they end.
+    fn drop_evicted(&self) {
+        let now = self.born.elapsed().as_millis() as u64;
+        let next = self.next_check.load(Ordering::Relaxed);
+        let later = now + self.recheck.as_millis() as u64;
+        if now < next
+            || self
+                .next_check
+                .compare_exchange(next, later, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let mut word = [0u8; 8];
+        if self.size.read_exact_at(&mut word, 8).is_err() {
+            return;
+        }
+        let count = u64::from_le_bytes(word);
+        if self.seen_evictions.swap(count, Ordering::Relaxed) == count {
+            return;
+        }
+        use std::os::unix::fs::MetadataExt;
+        let current = self.maps().clone();
+        let gone: Vec<Key> = current
+            .iter()
+            .filter(|(_, m)| m.file.metadata().is_ok_and(|md| md.nlink() == 0))
+            .map(|(k, _)| *k)
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let mut held = self.maps();
+        let mut maps = Maps::clone(&held);
+        for k in &gone {
+            maps.remove(k);
+        }
+        *held = Arc::new(maps);
     }
 
     /// The block size in bytes.
@@ -338,6 +411,7 @@ impl BlockCache {
     /// what passed with [`BlockCache::hits`] (what failed, or was not held, goes through
     /// [`BlockCache::read`], which counts it). Blocks it lacks: [`BlockCache::map_blocks`].
     pub(crate) fn held(&self) -> Snapshot {
+        self.drop_evicted();
         Snapshot(self.maps().clone())
     }
 
@@ -606,7 +680,17 @@ impl BlockCache {
         };
         let mut total = held.saturating_add(n);
         if total > self.bound {
+            let before = self.evicted.load(Ordering::Relaxed);
             total = self.evict()?;
+            if self.evicted.load(Ordering::Relaxed) != before {
+                // The node's eviction count, which open stores read to drop their maps of
+                // evicted blocks (`drop_evicted`).
+                let count = match size.read_exact_at(&mut word, 8) {
+                    Ok(()) => u64::from_le_bytes(word),
+                    Err(_) => 0,
+                };
+                size.write_all_at(&count.wrapping_add(1).to_le_bytes(), 8)?;
+            }
         }
         size.write_all_at(&total.to_le_bytes(), 0)?;
         // The lock goes with `lock`.

@@ -286,3 +286,56 @@ fn a_block_the_cache_cannot_write_is_a_miss_with_its_error_kept_and_nothing_left
     assert_eq!(read_all(&c, 0, 0, data.len(), 0..data.len()), Some(data));
     assert_eq!(c.stats().fills, 1);
 }
+
+/// Maps in this process of deleted block files under `dir` (`/proc/self/maps`): what keeps an
+/// evicted block's disk space.
+fn deleted_maps(dir: &Path) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let dir = dir.to_string_lossy();
+    maps.lines()
+        .filter(|l| l.contains(dir.as_ref()) && l.contains(".blk") && l.ends_with("(deleted)"))
+        .count()
+}
+
+/// Blocks one store maps and another evicts (as another process would, sharing the directory)
+/// stop holding disk space at the first store's next gather: its snapshot drops their maps.
+#[test]
+fn a_store_drops_its_maps_of_blocks_another_evicts() {
+    let d = tempfile::tempdir().unwrap();
+    let block = 4096u64;
+    let data = bytes(block as usize, 9);
+    let one = (header_len(data.len()) + data.len()) as u64;
+    // Room for 8 blocks; eviction leaves at most 90 % of it.
+    let a = BlockCache::open_rechecking(d.path(), 8 * one, block).unwrap();
+    let b = BlockCache::open(d.path(), 8 * one, block).unwrap();
+    let want: Vec<(u32, u64, usize)> = (0..6).map(|k| (0, k, data.len())).collect();
+    let old = SystemTime::now() - Duration::from_secs(600);
+    for &(_, k, _) in &want {
+        a.fill(&UUID, 0, k, &data);
+        // Least recently used, whatever the file system's clock granularity.
+        File::options()
+            .write(true)
+            .open(a.path(&UUID, 0, k))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    drop(a.map_blocks(&UUID, &want));
+    assert_eq!(a.held().0.len(), 6);
+    assert_eq!(deleted_maps(d.path()), 0);
+    // The other store fills 6 blocks of its own: the least recently used (the first store's)
+    // are evicted while mapped.
+    for k in 0..6 {
+        b.fill(&UUID, 1, k, &data);
+    }
+    assert!(b.stats().evicted > 0);
+    let evicted: Vec<u64> = (0..6).filter(|&k| !a.path(&UUID, 0, k).exists()).collect();
+    assert!(!evicted.is_empty());
+    // The first store's next gather takes a snapshot without them, and their maps are gone.
+    let snap = a.held();
+    for &k in &evicted {
+        assert!(snap.get(&UUID, 0, k).is_none(), "block {k}");
+    }
+    assert_eq!(snap.0.len(), 6 - evicted.len());
+    assert_eq!(deleted_maps(d.path()), 0);
+}

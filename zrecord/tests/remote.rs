@@ -453,6 +453,42 @@ fn opens_take_two_round_trips_and_an_outage_within_the_deadline_costs_latency_no
     });
 }
 
+#[test]
+fn scattered_small_records_are_not_merged_across_large_gaps() {
+    deadline(240, || {
+        let w = Seaweed::start();
+        w.bucket("gaps");
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("d");
+        // 200,000 records of 64 bytes (12.8 MB) in one shard; 256 of them at random.
+        let recs = dense_fixture(&local, Codec::Raw, 1, 200_000, &[32]);
+        zrecord::remote::publish_dir(&local, "s3://gaps/d", &remote(&w)).unwrap();
+        let idx = random_idx(200_000, 256, 41);
+        let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+        let batch = |concurrency: usize| {
+            let mut o = opts(&w);
+            o.remote.concurrency = concurrency;
+            let s = DenseStore::open_with("s3://gaps/d", o).unwrap();
+            let before = s.request_stats().unwrap();
+            assert_eq!(s.bind(alloc()).gather(&idx).unwrap().bytes(), &want[..]);
+            let after = s.request_stats().unwrap();
+            (after.requests - before.requests, after.bytes - before.bytes)
+        };
+        // 32 requests in flight (the default): about a request each (a gap is read only where
+        // it saves a wave of requests), little more than the records' bytes. One in flight:
+        // every gap under a request's cost (256 KiB) is worth reading, as a fixed gap rule
+        // reads them.
+        let (requests, bytes) = batch(32);
+        let (one_requests, one_bytes) = batch(1);
+        eprintln!(
+            "256 random 64-byte records of 12.8 MB: {requests} requests and {bytes} bytes at 32 in \
+             flight; {one_requests} requests and {one_bytes} bytes at 1"
+        );
+        assert!(requests <= idx.len() as u64 && requests > idx.len() as u64 / 2);
+        assert!(one_requests < requests && one_bytes > 10 * bytes);
+    });
+}
+
 /// Every `.blk` file under the cache directory `d`, with its length.
 fn cached_blocks(d: &std::path::Path) -> Vec<(std::path::PathBuf, u64)> {
     let mut v = Vec::new();

@@ -15,8 +15,11 @@ pub struct RemoteOptions {
     pub storage_options: Vec<(String, String)>,
     /// Range requests in flight per gather (default 32).
     pub concurrency: usize,
-    /// Records of one shard whose stored bytes lie at most this far apart are fetched by one
-    /// request (default 256 KiB: a request costs more than that many bytes on the wire).
+    /// What one request costs, in bytes a connection would move in its latency (default 256
+    /// KiB). A gather merges neighbouring records of a shard into one request where that costs
+    /// least: requests go out in waves of `concurrency`, each wave costs one request, and every
+    /// byte read (gaps included) its own; so scattered records that fit in few waves get a
+    /// request each, and close ones share one.
     pub gap: u64,
     /// The longest request that merges several records (default 8 MiB).
     pub max_span: u64,

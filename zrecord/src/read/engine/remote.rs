@@ -1,7 +1,8 @@
 //! The remote engine (feature `remote`): every gather of a store opened from a URL. The gather's
-//! records are merged into ranges of their shard objects (`read::ranges`: neighbours up to
-//! `RemoteOptions::gap` apart share a request, a request spans at most `RemoteOptions::max_span`
-//! unless one record is longer), the ranges are fetched with at most
+//! records are merged into ranges of their shard objects where a cost model finds the gap worth a
+//! request (`read::ranges::cost_gap`: a request costs `RemoteOptions::gap` bytes, requests go in
+//! waves of `RemoteOptions::concurrency`), a request spanning at most `RemoteOptions::max_span`
+//! unless one record is longer; the ranges are fetched with at most
 //! `RemoteOptions::concurrency` requests in flight (the store's client through
 //! `crate::source::RangeFetch`), and each range's records are checked (CRC32C, frame and size)
 //! and decoded into their places in the output on the calling thread as the range lands. Bound: `concurrency` ranges' bytes in flight.
@@ -33,10 +34,24 @@ use crate::read::decode::{
 use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
 use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
 use crate::read::plan::{Offsets, Plan, ReadEngine};
-use crate::read::ranges::{Member, Range, coalesce, decode_range, locate, merge};
+use crate::read::ranges::{Member, Range, cost_gap, decode_range, locate, merge};
 use crate::source::cache::{BlockCache, Held, Snapshot, now_secs};
 use crate::source::{RangeFetch, fetch_tagged};
 use crate::threads::{cores, process_pool};
+
+/// The records `idx` (record k into `out[offsets(k)..offsets(k + 1)]`) as the ranges a gather
+/// requests: merged across the gaps that [`cost_gap`] finds worth a request.
+fn cost_ranges<'o, F: Fn(usize) -> usize>(
+    c: &Container,
+    idx: &[u64],
+    out: &'o mut [u8],
+    offsets: &F,
+    o: &crate::source::RemoteOptions,
+) -> Vec<Range<'o>> {
+    let located = locate(c, idx, out, offsets);
+    let gap = cost_gap(&located, o.gap, o.concurrency);
+    merge(located, gap, o.max_span)
+}
 
 /// Reads a gather's records from the store's object store.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +71,7 @@ impl ReadEngine for RemoteEngine {
             // ones share a request, so the network side merges anyway).
             return through_cache(c, remote, cache, plan, out);
         }
-        let ranges = coalesce(c, plan.idx, out, plan.offsets, o.gap, o.max_span);
+        let ranges = cost_ranges(c, plan.idx, out, plan.offsets, o);
         let requests = ranges
             .into_iter()
             .map(|r| (c.shard_name(r.shard), r.start..r.end, r))
@@ -452,7 +467,7 @@ pub(in crate::read) fn requests(
     };
     let o = remote.options();
     let mut out: [u8; 0] = [];
-    Ok(coalesce(c, idx, &mut out, &|_| 0, o.gap, o.max_span)
+    Ok(cost_ranges(c, idx, &mut out, &|_| 0, o)
         .into_iter()
         .map(|r| (c.shard_name(r.shard), r.start..r.end))
         .collect())

@@ -3,6 +3,7 @@ with `DenseWriter("s3://...", storage_options=...)`, read with `DenseStore(url, 
 pickled into forked and spawned torch DataLoader workers (each makes its own client and runtime),
 a second publisher of a prefix refused, wrong credentials a `StorageIOError`."""
 
+import os
 import pickle
 
 import numpy as np
@@ -214,3 +215,78 @@ def test_convert_a_dataset_to_a_url_then_gc(s3, tmp_path):
         np.testing.assert_array_equal(dtypes.from_dlpack(s.bind(a)[np.arange(12)]), _data(12))
     with pytest.raises(loaderx.errors.AlreadyExistsError):
         publish(local, f"{url}-hand", storage_options=s3.options())
+
+
+def _cache_reader(url, options, cache, seed, steps, data_shape, done):
+    """A reader process of the cache-bound test: random batches through the shared cache, each
+    checked against the values the store was written with."""
+    rng = np.random.default_rng(seed)
+    n = data_shape[0]
+    want = np.arange(n * data_shape[1], dtype=np.int32).reshape(data_shape)
+    with DenseStore(url, storage_options=options, cache_dir=cache, cache_bytes=1 << 20,
+                    cache_block=16384) as s, Allocator() as a:
+        v = s.bind(a)
+        for _ in range(steps):
+            idx = rng.integers(0, n, size=64)
+            np.testing.assert_array_equal(dtypes.from_dlpack(v[idx]), want[idx])
+        assert s.cache_stats["last_error"] is None, s.cache_stats
+    done.set()
+
+
+def _cache_disk_use(cache, pids):
+    """Bytes of block files under `cache`, plus those of deleted block files that the processes
+    `pids` still map (what an evicted block keeps of the disk while it is mapped)."""
+    total = 0
+    for root, _, files in os.walk(cache):
+        for f in files:
+            if f.endswith(".blk"):
+                try:
+                    total += os.stat(os.path.join(root, f)).st_size
+                except FileNotFoundError:
+                    pass
+    seen = set()
+    for pid in pids:
+        try:
+            lines = open(f"/proc/{pid}/maps").read().splitlines()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        for line in lines:
+            parts = line.split()
+            if len(parts) >= 7 and str(cache) in line and ".blk" in line and line.endswith("(deleted)"):
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if parts[4] not in seen:
+                    seen.add(parts[4])
+                    total += hi - lo
+    return total
+
+
+def test_the_cache_holds_its_disk_bound_under_six_reader_processes(s3, tmp_path):
+    """Six processes read one store through one 1 MiB cache of 16 KiB blocks (the store is 8 MiB,
+    so blocks are evicted all the time, many while another process maps them): the blocks on disk
+    plus the deleted ones still mapped stay within the bound plus a stated slack (the blocks being
+    filled and those evicted within a store's 100 ms recheck)."""
+    import multiprocessing as mp
+
+    n, width = 4096, 512
+    data = np.arange(n * width, dtype=np.int32).reshape(n, width)
+    url = "s3://zr/cache-bound"
+    with DenseWriter(url, np.int32, (width,), "raw", data_shards=2, storage_options=s3.options()) as w:
+        w.append(data)
+    cache = tmp_path / "cache"
+    ctx = mp.get_context("spawn")
+    done = [ctx.Event() for _ in range(6)]
+    procs = [ctx.Process(target=_cache_reader, args=(url, s3.options(), str(cache), k, 100, data.shape, done[k]))
+             for k in range(6)]
+    for p in procs:
+        p.start()
+    peak = 0
+    while any(p.is_alive() for p in procs):
+        peak = max(peak, _cache_disk_use(cache, [p.pid for p in procs]))
+        procs[0].join(0.01)
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    assert all(d.is_set() for d in done)
+    bound, slack = 1 << 20, 6 * 4 * 16384 * 2
+    print(f"cache disk use peak {peak} bytes, bound {bound}")
+    assert peak <= bound + slack, (peak, bound + slack)

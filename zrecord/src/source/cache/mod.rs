@@ -7,7 +7,7 @@
 //!   changes and a republished prefix has a new uuid, so a block is never stale.
 //! * **File**: a header (magic `ZRCB`, version, the block's byte length, the page size, one
 //!   CRC32C per 4 KiB page, each seeded with the block's identity), then the bytes.
-//! * **Hits**: an open store keeps the block files it hits mapped (at most [`MAPPED`], under the
+//! * **Hits**: an open store keeps the block files it hits mapped (at most [`MAPPED`], or 1/64 of the bound, under the
 //!   process's `SIGBUS` guard), so a hit makes no system call; a block that cannot be mapped is
 //!   read with `pread`. The maps are published as an immutable [`Snapshot`] that a gather takes
 //!   once (one lock, one reference count) and then looks each record's block up in with neither
@@ -87,6 +87,9 @@ pub(crate) struct BlockCache {
     next_check: AtomicU64,
     born: std::time::Instant,
     recheck: Duration,
+    /// Blocks this store maps at most: [`MAPPED`], or fewer for a small cache
+    /// ([`MAPPED_SHARE`]).
+    max_maps: usize,
 }
 
 mod held;
@@ -104,6 +107,12 @@ use key::{Key, Maps};
 /// store's snapshot; a map dropped so stays mapped until the gathers that took an earlier
 /// snapshot end (at most one snapshot per gather in flight).
 const MAPPED: usize = 4096;
+
+/// A store maps at most this fraction of the cache's bound (and at most [`MAPPED`] blocks, at
+/// least one): a map of a block that another process evicts keeps the block's disk space until
+/// the store drops it, so `P` processes reading one cache may hold up to `P / 64` of the bound
+/// beyond it (a small cache's blocks are read with `pread` instead).
+const MAPPED_SHARE: u64 = 64;
 
 /// How often, at most, an open store reads the node's eviction count, and when it has moved
 /// drops its maps of blocks evicted meanwhile (by any process): a deleted file that a process
@@ -270,14 +279,17 @@ impl BlockCache {
             next_check: AtomicU64::new(0),
             born: std::time::Instant::now(),
             recheck: RECHECK,
+            max_maps: (bound / MAPPED_SHARE / block).clamp(1, MAPPED as u64) as usize,
         })
     }
 
-    /// [`BlockCache::open`], reading the eviction count at every gather (tests).
+    /// [`BlockCache::open`], reading the eviction count at every gather and mapping up to
+    /// [`MAPPED`] blocks whatever the bound (tests).
     #[cfg(test)]
     pub(crate) fn open_rechecking(dir: &Path, bound: u64, block: u64) -> io::Result<BlockCache> {
         let mut c = Self::open(dir, bound, block)?;
         c.recheck = Duration::ZERO;
+        c.max_maps = MAPPED;
         Ok(c)
     }
 
@@ -428,7 +440,7 @@ impl BlockCache {
         want.dedup();
         let mut new = Vec::new();
         for (shard, b, len) in want {
-            if new.len() == MAPPED {
+            if new.len() == self.max_maps {
                 break;
             }
             let key = (*uuid, shard, b);
@@ -532,10 +544,10 @@ impl BlockCache {
     /// Publishes a snapshot with the maps `new` (at most [`MAPPED`]) added and returns it: at most
     /// [`MAPPED`] maps, half of the others dropped as often as it takes to make room.
     fn publish(&self, new: Vec<(Key, Arc<Mapped>)>) -> Arc<Maps<Arc<Mapped>>> {
-        debug_assert!(new.len() <= MAPPED, "{} new maps", new.len());
+        debug_assert!(new.len() <= self.max_maps, "{} new maps", new.len());
         let mut held = self.maps();
         let mut maps = Maps::clone(&held);
-        while !maps.is_empty() && maps.len() + new.len() > MAPPED {
+        while !maps.is_empty() && maps.len() + new.len() > self.max_maps {
             let mut k = 0;
             maps.retain(|_, _| {
                 k += 1;

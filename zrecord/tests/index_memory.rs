@@ -5,14 +5,33 @@
 
 mod support;
 
-use support::fixtures::alloc;
-use zrecord::{Codec, DType, DenseStore, DenseWriter, RaggedStore, RaggedWriter, WriterOptions};
+use support::fixtures::{alloc, tiny_dense, tiny_ragged, tiny_record, tiny_value as value};
+use zrecord::{DenseStore, DenseView, RaggedStore, RaggedView};
 
 /// Records a container: a 4.7 MiB index (16 bytes a record), past the bound set below.
 const N: u64 = 300_000;
 
-fn value(i: u64) -> u8 {
-    (i.wrapping_mul(2_654_435_761) >> 13) as u8
+/// `k` record ids below [`N`] drawn from the generator state `x`.
+fn draw(x: &mut u64, k: usize) -> Vec<u64> {
+    (0..k)
+        .map(|_| {
+            *x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (*x >> 33) % N
+        })
+        .collect()
+}
+
+/// Gathers `idx` from both stores and checks every record.
+fn check_batch(dv: &DenseView, rv: &RaggedView, idx: &[u64]) {
+    let got = dv.gather(idx).unwrap();
+    let want: Vec<u8> = idx.iter().map(|&i| value(i)).collect();
+    assert_eq!(got.bytes(), &want[..]);
+    let b = rv.gather(idx).unwrap();
+    for (k, &i) in idx.iter().enumerate() {
+        assert_eq!(b.record(k), &tiny_record(i)[..], "record {i}");
+    }
 }
 
 /// Resident KiB of this process's maps of files named `name`, and how many there are.
@@ -58,36 +77,9 @@ fn random_reads_keep_index_pages_within_the_bound() {
     zrecord::set_index_memory(BOUND);
     let dir = tempfile::tempdir().unwrap();
     let dense = dir.path().join("d");
-    let data: Vec<u8> = (0..N).map(value).collect();
-    let mut w = DenseWriter::create(
-        &dense,
-        DType::UInt8,
-        &[],
-        Codec::Raw,
-        WriterOptions::default(),
-    )
-    .unwrap();
-    w.append(&data).unwrap();
-    w.close().unwrap();
+    tiny_dense(&dense, N);
     let ragged = dir.path().join("r");
-    let mut w = RaggedWriter::create(
-        &ragged,
-        DType::UInt8,
-        1,
-        Codec::Raw,
-        WriterOptions::default(),
-    )
-    .unwrap();
-    let values: Vec<u8> = (0..N)
-        .flat_map(|i| (0..1 + i % 3).map(move |k| value(i + k)))
-        .collect();
-    let lens: Vec<u64> = (0..N).map(|i| 1 + i % 3).collect();
-    let mut cu = vec![0i32];
-    for l in &lens {
-        cu.push(cu.last().unwrap() + *l as i32);
-    }
-    w.append(&values, &cu, &lens).unwrap();
-    w.close().unwrap();
+    tiny_ragged(&ragged, N);
 
     // Both indexes (4.7 and 7 MiB) outgrow the copies' half of the bound (1 MiB): they are
     // read by page, and the open keeps no map of them.
@@ -108,22 +100,8 @@ fn random_reads_keep_index_pages_within_the_bound() {
     let mut most = 0;
     let mut x = 1u64;
     for _ in 0..400 {
-        let idx: Vec<u64> = (0..64)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                (x >> 33) % N
-            })
-            .collect();
-        let got = dv.gather(&idx).unwrap();
-        let want: Vec<u8> = idx.iter().map(|&i| value(i)).collect();
-        assert_eq!(got.bytes(), &want[..]);
-        let b = rv.gather(&idx).unwrap();
-        for (k, &i) in idx.iter().enumerate() {
-            let want: Vec<u8> = (0..1 + i % 3).map(|j| value(i + j)).collect();
-            assert_eq!(b.record(k), &want[..], "record {i}");
-        }
+        let idx = draw(&mut x, 64);
+        check_batch(&dv, &rv, &idx);
         assert_eq!(r.shape_of(idx[0]).unwrap(), vec![1 + idx[0] % 3]);
         most = most.max(regions_kib(&sizes).0);
     }
@@ -148,22 +126,7 @@ fn random_reads_keep_index_pages_within_the_bound() {
             scope.spawn(move || {
                 let mut x = 77 + t;
                 for _ in 0..150 {
-                    let idx: Vec<u64> = (0..48)
-                        .map(|_| {
-                            x = x
-                                .wrapping_mul(6_364_136_223_846_793_005)
-                                .wrapping_add(1_442_695_040_888_963_407);
-                            (x >> 33) % N
-                        })
-                        .collect();
-                    let got = dv.gather(&idx).unwrap();
-                    let want: Vec<u8> = idx.iter().map(|&i| value(i)).collect();
-                    assert_eq!(got.bytes(), &want[..]);
-                    let b = rv.gather(&idx).unwrap();
-                    for (k, &i) in idx.iter().enumerate() {
-                        let want: Vec<u8> = (0..1 + i % 3).map(|j| value(i + j)).collect();
-                        assert_eq!(b.record(k), &want[..], "record {i}");
-                    }
+                    check_batch(dv, rv, &draw(&mut x, 48));
                 }
             });
         }

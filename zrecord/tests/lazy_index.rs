@@ -5,31 +5,17 @@
 
 mod support;
 
-use support::fixtures::alloc;
-use zrecord::{Codec, DType, DenseStore, DenseWriter, RaggedStore, RaggedWriter, WriterOptions};
+use support::fixtures::{alloc, tiny_dense, tiny_ragged, tiny_record, tiny_value as value};
+use zrecord::{DenseStore, RaggedStore};
 
 /// One more page than the eager bound holds.
 const N: u64 = (4 << 20) + 4096 + 17;
-
-fn value(i: u64) -> u8 {
-    (i.wrapping_mul(2_654_435_761) >> 13) as u8
-}
 
 #[test]
 fn a_large_dense_index_is_checked_page_by_page() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d");
-    let data: Vec<u8> = (0..N).map(value).collect();
-    let mut w = DenseWriter::create(
-        &path,
-        DType::UInt8,
-        &[],
-        Codec::Raw,
-        WriterOptions::default(),
-    )
-    .unwrap();
-    w.append(&data).unwrap();
-    w.close().unwrap();
+    tiny_dense(&path, N);
 
     // Damage index page 700's body: the open does not notice (it reads no page).
     let ipath = path.join("index.zri");
@@ -62,25 +48,13 @@ fn a_large_dense_index_is_checked_page_by_page() {
 fn a_large_ragged_index_reads_shapes_after_checking_their_page() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r");
-    let mut w =
-        RaggedWriter::create(&path, DType::UInt8, 1, Codec::Raw, WriterOptions::default()).unwrap();
-    let lens: Vec<u64> = (0..N).map(|i| 1 + i % 3).collect();
-    let values: Vec<u8> = (0..N)
-        .flat_map(|i| (0..1 + i % 3).map(move |k| value(i + k)))
-        .collect();
-    let mut cu = vec![0i32];
-    for l in &lens {
-        cu.push(cu.last().unwrap() + *l as i32);
-    }
-    w.append(&values, &cu, &lens).unwrap();
-    w.close().unwrap();
+    tiny_ragged(&path, N);
     let s = RaggedStore::open(&path).unwrap();
     assert_eq!(s.shape_of(N - 2).unwrap(), vec![1 + (N - 2) % 3]);
     let idx = [N - 1, 3, 4 << 20, 12_345];
     let b = s.bind(alloc()).gather(&idx).unwrap();
     for (k, &i) in idx.iter().enumerate() {
-        let want: Vec<u8> = (0..1 + i % 3).map(|j| value(i + j)).collect();
-        assert_eq!(b.record(k), &want[..], "record {i}");
+        assert_eq!(b.record(k), &tiny_record(i)[..], "record {i}");
     }
     s.verify().unwrap();
 }

@@ -78,6 +78,7 @@ pub(super) fn locate<'o, F: Fn(usize) -> usize>(
 /// (the most merges among equal costs: fewer requests for the same time). Scattered small
 /// records thus go one request each while they fit in few waves, instead of pulling in the
 /// hundreds of KiB between them; close ones still share requests.
+#[cfg(feature = "remote")]
 pub(super) fn cost_gap(located: &[(u32, Member<'_>)], request: u64, concurrency: usize) -> u64 {
     let mut spans: Vec<(u32, u64, u64)> = located
         .iter()
@@ -175,7 +176,7 @@ pub(super) fn decode_range(
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "remote"))]
 mod tests {
     use super::*;
 

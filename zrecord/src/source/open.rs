@@ -56,6 +56,7 @@ pub(crate) trait Opener {
 
 /// What [`Opener::prefetch`] fetches of a file.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 pub(crate) enum Prefetch {
     /// The whole file.
     Whole,

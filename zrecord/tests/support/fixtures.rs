@@ -235,3 +235,43 @@ pub fn temp_entries(names: &[String]) -> Vec<String> {
         .cloned()
         .collect()
 }
+
+/// Record `i`'s byte in the tiny-record stores of [`tiny_dense`] and [`tiny_ragged`].
+pub fn tiny_value(i: u64) -> u8 {
+    (i.wrapping_mul(2_654_435_761) >> 13) as u8
+}
+
+/// Record `i` of a [`tiny_ragged`] store: `1 + i % 3` bytes, from [`tiny_value`].
+pub fn tiny_record(i: u64) -> Vec<u8> {
+    (0..1 + i % 3).map(|j| tiny_value(i + j)).collect()
+}
+
+/// A raw Dense store at `path` of `n` records of one `uint8` each, record `i` [`tiny_value`]`(i)`:
+/// 16 bytes of index a record, so a large index from little data.
+pub fn tiny_dense(path: &Path, n: u64) {
+    let data: Vec<u8> = (0..n).map(tiny_value).collect();
+    let mut w = DenseWriter::create(
+        path,
+        DType::UInt8,
+        &[],
+        Codec::Raw,
+        WriterOptions::default(),
+    )
+    .unwrap();
+    w.append(&data).unwrap();
+    w.close().unwrap();
+}
+
+/// A raw Ragged store at `path` of `n` records of `uint8`, record `i` [`tiny_record`]`(i)`.
+pub fn tiny_ragged(path: &Path, n: u64) {
+    let mut w =
+        RaggedWriter::create(path, DType::UInt8, 1, Codec::Raw, WriterOptions::default()).unwrap();
+    let values: Vec<u8> = (0..n).flat_map(tiny_record).collect();
+    let lens: Vec<u64> = (0..n).map(|i| 1 + i % 3).collect();
+    let mut cu = vec![0i32];
+    for l in &lens {
+        cu.push(cu.last().unwrap() + *l as i32);
+    }
+    w.append(&values, &cu, &lens).unwrap();
+    w.close().unwrap();
+}

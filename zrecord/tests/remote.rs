@@ -331,6 +331,23 @@ fn unknown_options_and_other_schemes_fail_clearly() {
     });
 }
 
+/// A server with bucket `bucket`, holding at `s3://bucket/d` a raw Dense store of `shards`
+/// shards and `n` records of shape `item` (published from `dir/d`), and its records.
+fn published(
+    bucket: &str,
+    shards: u32,
+    n: usize,
+    item: &[u64],
+) -> (Seaweed, tempfile::TempDir, Vec<Vec<u8>>) {
+    let w = Seaweed::start();
+    w.bucket(bucket);
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("d");
+    let recs = dense_fixture(&local, Codec::Raw, shards, n, item);
+    zrecord::remote::publish_dir(&local, &format!("s3://{bucket}/d"), &remote(&w)).unwrap();
+    (w, dir, recs)
+}
+
 /// Options that reach the server through `proxy`, with `retries` retries and a 2 s timeout.
 fn through(w: &Seaweed, proxy: &Proxy, retries: usize) -> OpenOptions {
     let mut o = opts(w);
@@ -350,12 +367,7 @@ fn through(w: &Seaweed, proxy: &Proxy, retries: usize) -> OpenOptions {
 #[test]
 fn transient_faults_are_retried_and_lasting_ones_are_typed_errors() {
     deadline(300, || {
-        let w = Seaweed::start();
-        w.bucket("flt");
-        let dir = tempfile::tempdir().unwrap();
-        let local = dir.path().join("d");
-        let recs = dense_fixture(&local, Codec::Raw, 2, 64, &[512]);
-        zrecord::remote::publish_dir(&local, "s3://flt/d", &remote(&w)).unwrap();
+        let (w, _dir, recs) = published("flt", 2, 64, &[512]);
         let want: Vec<u8> = [5usize, 60, 1]
             .iter()
             .flat_map(|&i| recs[i].clone())
@@ -394,12 +406,7 @@ fn transient_faults_are_retried_and_lasting_ones_are_typed_errors() {
 #[test]
 fn opens_take_two_round_trips_and_an_outage_within_the_deadline_costs_latency_not_errors() {
     deadline(240, || {
-        let w = Seaweed::start();
-        w.bucket("out");
-        let dir = tempfile::tempdir().unwrap();
-        let local = dir.path().join("d");
-        let recs = dense_fixture(&local, Codec::Raw, 2, 64, &[512]);
-        zrecord::remote::publish_dir(&local, "s3://out/d", &remote(&w)).unwrap();
+        let (w, dir, recs) = published("out", 2, 64, &[512]);
         let ids = [7u64, 63, 0, 31];
         let want: Vec<u8> = ids.iter().flat_map(|&i| recs[i as usize].clone()).collect();
         let mut p = Outage::start(w.s3);
@@ -429,7 +436,12 @@ fn opens_take_two_round_trips_and_an_outage_within_the_deadline_costs_latency_no
         let read = s.request_stats().unwrap();
         assert!(read.requests > opened.requests, "{read:?}");
         assert!(read.bytes - opened.bytes >= want.len() as u64, "{read:?}");
-        assert!(DenseStore::open(&local).unwrap().request_stats().is_none());
+        assert!(
+            DenseStore::open(dir.path().join("d"))
+                .unwrap()
+                .request_stats()
+                .is_none()
+        );
         // The store goes away: connections are cut and refused. A gather started now retries
         // until the store is back, then returns the right bytes.
         p.down();
@@ -456,13 +468,8 @@ fn opens_take_two_round_trips_and_an_outage_within_the_deadline_costs_latency_no
 #[test]
 fn scattered_small_records_are_not_merged_across_large_gaps() {
     deadline(240, || {
-        let w = Seaweed::start();
-        w.bucket("gaps");
-        let dir = tempfile::tempdir().unwrap();
-        let local = dir.path().join("d");
         // 200,000 records of 64 bytes (12.8 MB) in one shard; 256 of them at random.
-        let recs = dense_fixture(&local, Codec::Raw, 1, 200_000, &[32]);
-        zrecord::remote::publish_dir(&local, "s3://gaps/d", &remote(&w)).unwrap();
+        let (w, _dir, recs) = published("gaps", 1, 200_000, &[32]);
         let idx = random_idx(200_000, 256, 41);
         let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
         let batch = |concurrency: usize| {

@@ -239,13 +239,18 @@ class Mode:
     SEQUENTIAL: Mode
     IID: Mode
     CYCLIC: Mode
+    BLOCK: Mode
 
 _Mode = Mode
 
 @final
 class Sampler:
     Mode: type[_Mode]
-    def __new__(cls, n: int, batch: int, mode: _Mode, seed: int = 0) -> Sampler: ...
+    def __new__(
+        cls, n: int, batch: int, mode: _Mode | Literal["sequential", "iid", "cyclic", "block"],
+        seed: int = 0, *, block: int | None = None, window: int | None = None,
+        record_bytes: int | None = None,
+    ) -> Sampler: ...
     def next(self) -> np.ndarray: ...
     def seek(self, step: int) -> None: ...
     def __iter__(self) -> Sampler: ...

@@ -581,6 +581,20 @@ impl Plan {
             }
         }
     }
+
+    /// The blocks of window `w` of `epoch`, as id ranges in the order the window lists them.
+    fn window_blocks(&self, b: &Blocks, epoch: u64, w: u64, out: &mut Vec<std::ops::Range<u64>>) {
+        let slots = b.full + u64::from(self.len > b.full * b.block);
+        let (lo, hi) = (w * b.window, (w + 1).saturating_mul(b.window).min(slots));
+        let mut ids: Vec<u64> = (lo..hi.min(b.full)).collect();
+        if b.full > 0 {
+            Domain::new(b.full).permute(&self.block_keys(epoch), None, &mut ids);
+        }
+        out.extend(ids.iter().map(|&id| id * b.block..(id + 1) * b.block));
+        if hi > b.full {
+            out.push(b.full * b.block..self.len);
+        }
+    }
 }
 
 /// A block shuffle's shape over `[0, len)`, checked.
@@ -722,6 +736,87 @@ impl IndexSampler {
         }
         self.plan.fill(step, range.start, out);
         Ok(())
+    }
+
+    /// The reads a block shuffle's batch slice needs: the blocks holding the indices of
+    /// [`IndexSampler::batch_range_at`]`(step, range)`, each once, as id ranges in ascending order
+    /// (`b * block .. min((b + 1) * block, len)`). A reader that fetches each range as one read (a
+    /// gather of its ids coalesces into one sequential read or one range request) and serves the
+    /// slice's records from them reads every block the slice touches once. Costs O(`range.len()`
+    /// log `range.len()`). Appends to `out`.
+    ///
+    /// Errors: a mode other than [`Mode::Block`], or `range` not within the batch.
+    pub fn block_runs_at(
+        &self,
+        step: u64,
+        range: Range<usize>,
+        out: &mut Vec<Range<u64>>,
+    ) -> Result<()> {
+        let b = self.blocks()?;
+        let mut ids = vec![0; range.len()];
+        self.batch_range_at(step, range, &mut ids)?;
+        for id in &mut ids {
+            *id /= b.block;
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        out.extend(
+            ids.iter()
+                .map(|&k| k * b.block..((k + 1) * b.block).min(self.plan.len)),
+        );
+        Ok(())
+    }
+
+    /// The reads a window buffer needs for a block shuffle's batch slice: every block of each
+    /// window the slice's positions lie in, window by window in drawing order, each window's
+    /// blocks in the order the epoch permuted them (the partial last block, if in the window,
+    /// last). A reader that keeps the current window's blocks (`window x block` records) fetches
+    /// each block once per epoch and serves every batch of the window from memory; a resumed run
+    /// simply fetches the window it resumes in again. A window ending inside the slice is listed
+    /// before the next one. Costs O(blocks listed): `window` per window. Appends to `out`.
+    ///
+    /// Errors: a mode other than [`Mode::Block`], or `range` not within the batch.
+    pub fn window_runs_at(
+        &self,
+        step: u64,
+        range: Range<usize>,
+        out: &mut Vec<Range<u64>>,
+    ) -> Result<()> {
+        let b = self.blocks()?;
+        check_range(&range, self.plan.batch)?;
+        if range.is_empty() {
+            return Ok(());
+        }
+        let len = u128::from(self.plan.len);
+        let first = u128::from(step) * self.plan.batch as u128 + range.start as u128;
+        let last = first + (range.len() - 1) as u128;
+        // Window starts, as flat positions: (epoch, window) pairs from first's to last's.
+        let window_of = |p: u128| ((p / len) as u64, ((p % len) as u64) / b.span);
+        let (mut epoch, mut w) = window_of(first);
+        let end = window_of(last);
+        let windows_per_epoch = self.plan.len.div_ceil(b.span);
+        loop {
+            self.plan.window_blocks(&b, epoch, w, out);
+            if (epoch, w) == end {
+                return Ok(());
+            }
+            w += 1;
+            if w == windows_per_epoch {
+                w = 0;
+                epoch = epoch.wrapping_add(1);
+            }
+        }
+    }
+
+    /// The block shape, or an error for the other modes.
+    fn blocks(&self) -> Result<Blocks> {
+        match self.plan.order {
+            Order::Block(b) => Ok(b),
+            _ => Err(Error::invalid(format!(
+                "block and window runs are a block shuffle's (Mode::Block); this sampler is {:?}",
+                self.plan.mode
+            ))),
+        }
     }
 }
 

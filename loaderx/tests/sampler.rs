@@ -734,3 +734,82 @@ proptest! {
         check_block_epoch(len, b, w, &epoch(&s, e), &format!("len {len} block {b} window {w}"));
     }
 }
+
+#[test]
+fn block_runs_name_each_block_a_batch_slice_touches_once() {
+    for (len, batch, b, w) in [
+        (1003u64, 32usize, 10u64, 4u64),
+        (1000, 50, 7, 3),
+        (9, 4, 10, 2),
+    ] {
+        let s = IndexSampler::new(len, batch, block(b, w), 4).unwrap();
+        for step in 0..80u64 {
+            for range in [0..batch, 1..batch / 2 + 1] {
+                let mut ids = vec![0; range.len()];
+                s.batch_range_at(step, range.clone(), &mut ids).unwrap();
+                let mut runs = Vec::new();
+                s.block_runs_at(step, range.clone(), &mut runs).unwrap();
+                // Ascending, disjoint, whole blocks, each touched by the slice; every id in one.
+                for pair in runs.windows(2) {
+                    assert!(pair[0].end <= pair[1].start, "{runs:?}");
+                }
+                for r in &runs {
+                    assert_eq!(r.start % b, 0);
+                    assert_eq!(r.end, (r.start + b).min(len));
+                    assert!(
+                        ids.iter().any(|i| r.contains(i)),
+                        "{r:?} is read for nothing"
+                    );
+                }
+                assert!(ids.iter().all(|i| runs.iter().any(|r| r.contains(i))));
+                // The window runs hold the block runs.
+                let mut windows = Vec::new();
+                s.window_runs_at(step, range, &mut windows).unwrap();
+                assert!(runs.iter().all(|r| windows.contains(r)));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_window_buffer_reads_every_block_once_per_epoch() {
+    // Batches that end where epochs end (len % batch == 0), windows that end inside batches.
+    for (len, batch, b, w) in [
+        (1000u64, 25usize, 10u64, 4u64),
+        (1005, 15, 10, 4),
+        (64, 16, 4, 3),
+    ] {
+        let s = IndexSampler::new(len, batch, block(b, w), 8).unwrap();
+        let steps = len / batch as u64;
+        for epoch in 0..3u64 {
+            // A reader that keeps the windows of the last batch and fetches the others' blocks.
+            let mut fetched: Vec<std::ops::Range<u64>> = Vec::new();
+            let mut held: Vec<std::ops::Range<u64>> = Vec::new();
+            for step in epoch * steps..(epoch + 1) * steps {
+                let mut need = Vec::new();
+                s.window_runs_at(step, 0..batch, &mut need).unwrap();
+                let mut ids = vec![0; batch];
+                s.batch_at(step, &mut ids).unwrap();
+                assert!(ids.iter().all(|i| need.iter().any(|r| r.contains(i))));
+                fetched.extend(need.iter().filter(|r| !held.contains(r)).cloned());
+                held = need;
+            }
+            // Every block once: the batches of a window never fetch it again.
+            let mut starts: Vec<u64> = fetched.iter().map(|r| r.start).collect();
+            starts.sort_unstable();
+            let want: Vec<u64> = (0..len.div_ceil(b)).map(|k| k * b).collect();
+            assert_eq!(starts, want, "len {len} block {b} window {w} epoch {epoch}");
+        }
+    }
+}
+
+#[test]
+fn runs_are_refused_for_the_other_modes() {
+    let s = IndexSampler::new(100, 4, Mode::Cyclic, 0).unwrap();
+    let e = s.block_runs_at(0, 0..4, &mut Vec::new()).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("Mode::Block"));
+    assert!(s.window_runs_at(0, 0..4, &mut Vec::new()).is_err());
+    let s = IndexSampler::new(100, 4, block(4, 2), 0).unwrap();
+    assert!(s.block_runs_at(0, 0..5, &mut Vec::new()).is_err());
+    assert!(s.window_runs_at(0, 2..5, &mut Vec::new()).is_err());
+}

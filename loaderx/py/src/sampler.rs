@@ -228,6 +228,29 @@ impl PySampler {
         Ok(self.buf.clone_ref(py))
     }
 
+    /// A block shuffle's reads for the batch at `step`: each block the batch touches once, as a
+    /// `(k, 2)` uint64 array of `[start, end)` id ranges in ascending order.
+    fn block_runs(&self, py: Python<'_>, step: u64) -> PyResult<Py<PyAny>> {
+        let mut runs = Vec::new();
+        let batch = self.sampler.batch_size();
+        self.sampler
+            .block_runs_at(step, 0..batch, &mut runs)
+            .py_err(py)?;
+        runs_array(py, &runs)
+    }
+
+    /// A block shuffle's window reads for the batch at `step`: every block of each window the
+    /// batch draws from, in the order the epoch permuted them, as a `(k, 2)` uint64 array of
+    /// `[start, end)` id ranges.
+    fn window_runs(&self, py: Python<'_>, step: u64) -> PyResult<Py<PyAny>> {
+        let mut runs = Vec::new();
+        let batch = self.sampler.batch_size();
+        self.sampler
+            .window_runs_at(step, 0..batch, &mut runs)
+            .py_err(py)?;
+        runs_array(py, &runs)
+    }
+
     /// Moves to `step`: the next draw is the batch at `step`.
     fn seek(&self, step: u64) {
         self.step.store(step, Ordering::Relaxed);
@@ -251,6 +274,14 @@ impl PySampler {
             self.step.load(Ordering::Relaxed)
         )
     }
+}
+
+/// Id ranges as a `(k, 2)` uint64 NumPy array of `[start, end)` rows.
+fn runs_array(py: Python<'_>, runs: &[std::ops::Range<u64>]) -> PyResult<Py<PyAny>> {
+    let flat: Vec<u64> = runs.iter().flat_map(|r| [r.start, r.end]).collect();
+    let np = py.import("numpy")?;
+    let arr = np.getattr("array")?.call1((flat, "uint64"))?;
+    Ok(arr.call_method1("reshape", (-1i64, 2i64))?.unbind())
 }
 
 /// The loader's view of a `loaderx.sampler.Sampler`: same plan, shared step counter.

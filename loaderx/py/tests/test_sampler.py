@@ -125,3 +125,20 @@ def test_a_loader_on_a_block_sampler_resumes_exactly(streams, workers):
     with Loader(streams, Sampler(N, B, "block", seed=1, block=8, window=6), workers=workers, ordered=True) as loader:
         with pytest.raises(loaderx.InvalidInputError, match="mode"):
             loader.load_state_dict(state)
+
+
+def test_block_runs_name_the_blocks_a_batch_reads():
+    s = Sampler(1003, 32, "block", seed=2, block=10, window=4)
+    for step in range(40):
+        ids = Sampler(1003, 32, "block", seed=2, block=10, window=4)
+        ids.seek(step)
+        batch = ids.next().copy()
+        runs = s.block_runs(step)
+        assert runs.dtype == np.uint64 and runs.ndim == 2 and runs.shape[1] == 2
+        starts = runs[:, 0]
+        assert np.all(np.diff(starts.astype(np.int64)) > 0)
+        assert set((batch // 10).tolist()) == set((starts // 10).tolist())
+        windows = {tuple(r) for r in s.window_runs(step).tolist()}
+        assert {tuple(r) for r in runs.tolist()} <= windows
+    with pytest.raises(loaderx.InvalidInputError, match="Mode::Block"):
+        Sampler(100, 4, "iid").block_runs(0)

@@ -560,8 +560,14 @@ impl Plan {
             // Bit j: chunk[j] lies in the tail (the epoch's last, partial block).
             let mut tail = 0u64;
             for (j, v) in chunk.iter_mut().enumerate() {
-                let slot = first_slot + *v / b.block;
-                offsets[j] = *v % b.block;
+                // A power-of-two block (the defaults') splits by shift and mask, not division.
+                let (q, r) = if b.block.is_power_of_two() {
+                    (*v >> b.block.trailing_zeros(), *v & (b.block - 1))
+                } else {
+                    (*v / b.block, *v % b.block)
+                };
+                let slot = first_slot + q;
+                offsets[j] = r;
                 if slot < b.full {
                     *v = slot;
                 } else {

@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 mod feistel;
 
 /// A lockstep kernel's input: the positions `p .. p + LANES` when `first` is `Some(p)`, else the
-/// values already in `x` (see [`Plan::cyclic_fill`]).
+/// values already in `x` (see [`Domain::permute_with`]).
 #[inline(always)]
 fn positions(first: Option<u64>, x: &mut [u64; LANES]) {
     if let Some(p) = first {

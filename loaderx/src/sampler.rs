@@ -603,6 +603,9 @@ impl Plan {
     }
 }
 
+/// The most blocks of one window [`IndexSampler::window_runs_at`] lists.
+const MAX_LISTED_BLOCKS: u64 = 1 << 24;
+
 /// A block shuffle's shape over `[0, len)`, checked.
 fn blocks(len: u64, block: u64, window: u64) -> Result<Blocks> {
     if block == 0 {
@@ -768,7 +771,7 @@ impl IndexSampler {
         ids.dedup();
         out.extend(
             ids.iter()
-                .map(|&k| k * b.block..((k + 1) * b.block).min(self.plan.len)),
+                .map(|&k| k * b.block..(k + 1).saturating_mul(b.block).min(self.plan.len)),
         );
         Ok(())
     }
@@ -781,7 +784,8 @@ impl IndexSampler {
     /// simply fetches the window it resumes in again. A window ending inside the slice is listed
     /// before the next one. Costs O(blocks listed): `window` per window. Appends to `out`.
     ///
-    /// Errors: a mode other than [`Mode::Block`], or `range` not within the batch.
+    /// Errors: a mode other than [`Mode::Block`], `range` not within the batch, or windows of more
+    /// than 2^24 blocks.
     pub fn window_runs_at(
         &self,
         step: u64,
@@ -792,6 +796,13 @@ impl IndexSampler {
         check_range(&range, self.plan.batch)?;
         if range.is_empty() {
             return Ok(());
+        }
+        let slots = self.plan.len.div_ceil(b.block);
+        if b.window.min(slots) > MAX_LISTED_BLOCKS {
+            return Err(Error::invalid(format!(
+                "a window of {} blocks is too many to list (at most {MAX_LISTED_BLOCKS})",
+                b.window.min(slots)
+            )));
         }
         let len = u128::from(self.plan.len);
         let first = u128::from(step) * self.plan.batch as u128 + range.start as u128;

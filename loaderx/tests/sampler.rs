@@ -812,4 +812,28 @@ fn runs_are_refused_for_the_other_modes() {
     let s = IndexSampler::new(100, 4, block(4, 2), 0).unwrap();
     assert!(s.block_runs_at(0, 0..5, &mut Vec::new()).is_err());
     assert!(s.window_runs_at(0, 2..5, &mut Vec::new()).is_err());
+    // A window too large to list is refused, not allocated.
+    let s = IndexSampler::new(1 << 40, 4, block(1, 1 << 30), 0).unwrap();
+    let e = s.window_runs_at(0, 0..4, &mut Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("too many to list"), "{e}");
+    let mut runs = Vec::new();
+    s.block_runs_at(0, 0..4, &mut runs).unwrap();
+    assert_eq!(runs.len(), 4);
+}
+
+#[test]
+fn runs_near_the_top_of_the_index_space_do_not_overflow() {
+    // One full block of 2^63 records and a partial one of 2^63 - 1.
+    let s = IndexSampler::new(u64::MAX, 4, block(1 << 63, 1), 0).unwrap();
+    for step in [0u64, 1, u64::MAX / 4] {
+        let mut runs = Vec::new();
+        s.block_runs_at(step, 0..4, &mut runs).unwrap();
+        for r in &runs {
+            assert_eq!(r.start % (1 << 63), 0);
+            assert_eq!(r.end, r.start.saturating_add(1 << 63));
+        }
+        let mut windows = Vec::new();
+        s.window_runs_at(step, 0..4, &mut windows).unwrap();
+        assert!(runs.iter().all(|r| windows.contains(r)));
+    }
 }

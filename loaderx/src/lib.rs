@@ -40,7 +40,10 @@ pub use pool::{
     DEFAULT_POOL_SIZE, HostSource, LARGE_CLASS_BYTES, LARGE_FALLBACK, PooledAllocator,
     RegionSource, size_class,
 };
-pub use sampler::{IndexSampler, IndexSpec, Mode, Sampler};
+pub use sampler::{
+    BLOCK_TARGET_BYTES, DEFAULT_BLOCK, DEFAULT_WINDOW, IndexSampler, IndexSpec, MAX_DEFAULT_WINDOW,
+    Mode, Sampler, WINDOW_TARGET_BYTES,
+};
 pub use state::{LoaderState, SamplerSpec, StreamPrint, ViewPrint};
 
 #[cfg(test)]

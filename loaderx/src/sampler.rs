@@ -17,6 +17,16 @@
 //!   the CPU has it, SSE2 otherwise on x86-64, portable code elsewhere; all give the same result),
 //!   and the few positions that need another cycle-walking step are gathered and walked together.
 //!
+//! * [`Mode::Block`] reads the dataset in runs of `block` consecutive records. The flat stream of
+//!   positions (`step * batch + i`) is cut into epochs of `len` positions, so batches run across
+//!   epoch ends as Sequential's do and every record is drawn exactly once per epoch. An epoch
+//!   permutes its `len / block` full blocks (a keyed permutation of the block ids, fresh per
+//!   epoch) and puts the partial block of the last `len % block` records, if any, last; the
+//!   permuted blocks are grouped in windows of `window`, and the records of each window are
+//!   permuted among themselves (a permutation keyed by the epoch and the window). Position `q` of
+//!   an epoch lies in window `q / (block * window)`; both permutations are the Feistel bijection
+//!   Cyclic uses, so a position costs O(1), whatever the step.
+//!
 //! An index is a function of its position alone, so a slice of a batch ([`Sampler::next_range`],
 //! [`IndexSampler::batch_range_at`]: one process's part, `docs/distributed.md`) costs O(slice).
 
@@ -30,7 +40,7 @@ use crate::error::{Error, Result};
 mod feistel;
 
 /// A lockstep kernel's input: the positions `p .. p + LANES` when `first` is `Some(p)`, else the
-/// values already in `x` (see [`Plan::cyclic_fill`]).
+/// values already in `x` (see [`Domain::permute_with`]).
 #[inline(always)]
 fn positions(first: Option<u64>, x: &mut [u64; LANES]) {
     if let Some(p) = first {
@@ -129,7 +139,8 @@ pub struct IndexSpec {
     pub seed: u64,
 }
 
-/// How [`IndexSampler`] orders indices. Serialized as `"SEQUENTIAL"`, `"IID"`, `"CYCLIC"`.
+/// How [`IndexSampler`] orders indices. Serialized as `"SEQUENTIAL"`, `"IID"`, `"CYCLIC"` and
+/// `{"BLOCK": {"block": b, "window": w}}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Mode {
@@ -139,6 +150,49 @@ pub enum Mode {
     Iid,
     /// A fresh permutation per cycle, without replacement, full batches only.
     Cyclic,
+    /// A block shuffle: each epoch of `len` flat positions permutes the blocks of `block`
+    /// consecutive records, then permutes the records within each window of `window` consecutive
+    /// permuted blocks; every record once per epoch (see the module docs).
+    Block {
+        /// Consecutive records per block (>= 1).
+        block: u64,
+        /// Blocks per window (>= 1).
+        window: u64,
+    },
+}
+
+/// The block of [`Mode::block_default`]: the records of a block read at once.
+pub const DEFAULT_BLOCK: u64 = 256;
+/// The window of [`Mode::block_default`], in blocks.
+pub const DEFAULT_WINDOW: u64 = 64;
+/// The block bytes [`Mode::block_for_record_bytes`] aims for (at most [`DEFAULT_BLOCK`] records).
+pub const BLOCK_TARGET_BYTES: u64 = 1 << 20;
+/// The window bytes (`window x block x record size`) [`Mode::block_for_record_bytes`] stays within.
+pub const WINDOW_TARGET_BYTES: u64 = 64 << 20;
+/// The most blocks per window [`Mode::block_for_record_bytes`] chooses.
+pub const MAX_DEFAULT_WINDOW: u64 = 1024;
+
+impl Mode {
+    /// `Block { block: 256, window: 64 }`: a window of 16,384 records (64 MiB of 4 KiB records),
+    /// what [`Mode::block_for_record_bytes`] chooses for 4 KiB records, for a sampler that does not
+    /// know the record size.
+    pub const fn block_default() -> Mode {
+        Mode::Block {
+            block: DEFAULT_BLOCK,
+            window: DEFAULT_WINDOW,
+        }
+    }
+
+    /// A block shuffle sized for records of about `record_bytes` bytes: blocks of
+    /// `clamp(1 MiB / record_bytes, 1, 256)` records (one read of about 1 MiB, or 256 records when
+    /// they are smaller than 4 KiB), and windows of `clamp(64 MiB / block bytes, 1, 1024)` blocks,
+    /// so the window buffer (`window x block x record_bytes`) stays within 64 MiB.
+    pub fn block_for_record_bytes(record_bytes: u64) -> Mode {
+        let bytes = record_bytes.max(1);
+        let block = (BLOCK_TARGET_BYTES / bytes).clamp(1, DEFAULT_BLOCK);
+        let window = (WINDOW_TARGET_BYTES / (block * bytes)).clamp(1, MAX_DEFAULT_WINDOW);
+        Mode::Block { block, window }
+    }
 }
 
 const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -185,114 +239,37 @@ fn reduce(h: u64, len: u64) -> u64 {
 /// Positions per cycle-walking block: one bit each in a `u64` pending mask.
 const BLOCK: usize = 64;
 
-/// The pure batch function behind [`IndexSampler`]: everything except the step and the buffer.
+/// A keyed bijection of `[0, len)`: the [`Feistel`] network on the smallest power-of-two domain
+/// holding `len`, restricted to `[0, len)` by cycle-walking. Cyclic permutes the whole index space
+/// with one; Block permutes the blocks with one and each window's records with another.
 #[derive(Clone, Copy, Debug)]
-struct Plan {
+struct Domain {
     len: u64,
-    batch: usize,
-    mode: Mode,
-    seed: u64,
-    key: u64,
-    steps_per_cycle: u64,
     feistel: Feistel,
 }
 
-impl Plan {
-    fn cycle_keys(&self, cycle: u64) -> RoundKeys {
-        let ck = mix64(self.key ^ mix64(cycle.wrapping_add(CYCLE_SALT)));
-        let mut keys = RoundKeys {
-            pre: [0; 4],
-            mid: [0; 4],
-        };
-        for i in 0..4 {
-            let k = mix64(ck.wrapping_add(GAMMA.wrapping_mul(i as u64 + 1)));
-            keys.pre[i] = k & 0xffff_ffff;
-            keys.mid[i] = k >> 32;
-        }
-        keys
-    }
-
-    /// Writes positions `first .. first + out.len()` of the batch at `step` into `out`
-    /// (`first + out.len() <= batch`); each position costs the same whatever the others are.
-    fn fill(&self, step: u64, first: usize, out: &mut [u64]) {
-        debug_assert!(first + out.len() <= self.batch);
-        match self.mode {
-            Mode::Sequential => {
-                let start =
-                    ((step as u128 * self.batch as u128 + first as u128) % self.len as u128) as u64;
-                self.sequential(start, out);
-            }
-            Mode::Iid => self.iid(
-                step.wrapping_mul(self.batch as u64)
-                    .wrapping_add(first as u64),
-                out,
-            ),
-            Mode::Cyclic => {
-                let cycle = step / self.steps_per_cycle;
-                let within = step % self.steps_per_cycle;
-                let keys = self.cycle_keys(cycle);
-                self.cyclic(within * self.batch as u64 + first as u64, &keys, out);
-            }
+impl Domain {
+    /// The domain `[0, len)` (`len >= 1`).
+    fn new(len: u64) -> Self {
+        Domain {
+            len,
+            feistel: Feistel::for_len(len),
         }
     }
 
-    /// Writes the indices at flat positions `first .. first + out.len()` of the endless stream
-    /// (flat position `step * batch + j` is index `j` of the batch at `step`) into `out`, whatever
-    /// batch boundaries the range crosses; a Cyclic range is cut only where a cycle ends.
-    fn fill_flat(&self, first: u64, out: &mut [u64]) {
-        match self.mode {
-            Mode::Sequential => self.sequential(first % self.len, out),
-            Mode::Iid => self.iid(first, out),
-            Mode::Cyclic => {
-                let per_cycle = self.steps_per_cycle * self.batch as u64;
-                let (mut p, mut done) = (first, 0);
-                while done < out.len() {
-                    let (cycle, p0) = (p / per_cycle, p % per_cycle);
-                    let n = (out.len() - done)
-                        .min(usize::try_from(per_cycle - p0).unwrap_or(usize::MAX));
-                    let keys = self.cycle_keys(cycle);
-                    self.cyclic(p0, &keys, &mut out[done..done + n]);
-                    p += n as u64;
-                    done += n;
-                }
-            }
-        }
-    }
-
-    /// Sequential indices from `start` (< `len`), wrapping at `len`.
-    fn sequential(&self, start: u64, out: &mut [u64]) {
-        let mut v = start;
-        for o in out.iter_mut() {
-            *o = v;
-            v += 1;
-            if v == self.len {
-                v = 0;
-            }
-        }
-    }
-
-    /// IID indices at the global positions `base ..`.
-    fn iid(&self, base: u64, out: &mut [u64]) {
-        let len = self.len;
-        let mut ctr = self.key.wrapping_add(base.wrapping_mul(WY_GAMMA));
-        for o in out.iter_mut() {
-            ctr = ctr.wrapping_add(WY_GAMMA);
-            *o = reduce(wymix(ctr), len);
-        }
-    }
-
-    /// The cycle's permutation of the positions `p0 ..` (all within one cycle).
-    fn cyclic(&self, p0: u64, keys: &RoundKeys, out: &mut [u64]) {
+    /// With `start = Some(p0)`, writes `π(p0 + j)` into `out[j]` (all positions `< len`); with
+    /// `None`, replaces every `out[j]` (each `< len`) by `π(out[j])`.
+    fn permute(&self, keys: &RoundKeys, start: Option<u64>, out: &mut [u64]) {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked just above.
-            unsafe { self.cyclic_fill_avx2(p0, keys, out) };
+            unsafe { self.permute_avx2(keys, start, out) };
         } else {
             // SAFETY: SSE2 is part of the x86-64 baseline, so every x86-64 CPU has it.
-            unsafe { self.cyclic_fill_sse2(p0, keys, out) };
+            unsafe { self.permute_sse2(keys, start, out) };
         }
         #[cfg(not(target_arch = "x86_64"))]
-        self.cyclic_fill(p0, out, |first, x| {
+        self.permute_with(start, out, |first, x| {
             positions(first, x);
             self.feistel.permute_lanes(x, keys);
             self.outside_mask(x)
@@ -301,8 +278,8 @@ impl Plan {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "sse2")]
-    fn cyclic_fill_sse2(&self, p0: u64, keys: &RoundKeys, out: &mut [u64]) {
-        self.cyclic_fill(p0, out, |first, x| {
+    fn permute_sse2(&self, keys: &RoundKeys, start: Option<u64>, out: &mut [u64]) {
+        self.permute_with(start, out, |first, x| {
             positions(first, x);
             self.feistel.permute_lanes_sse2(x, keys);
             self.outside_mask(x)
@@ -311,37 +288,38 @@ impl Plan {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn cyclic_fill_avx2(&self, p0: u64, keys: &RoundKeys, out: &mut [u64]) {
-        self.cyclic_fill(p0, out, |first, x| {
+    fn permute_avx2(&self, keys: &RoundKeys, start: Option<u64>, out: &mut [u64]) {
+        self.permute_with(start, out, |first, x| {
             self.feistel.permute_lanes_avx2(first, x, keys, self.len)
         });
     }
 
-    /// Writes `π_c(p0 + j)` into `out[j]`, block by block. `kernel(first, x)` is the lockstep
-    /// domain permutation of the cycle: it permutes the positions `first .. first + LANES` (when
-    /// `Some`) or the values in `x` (when `None`), writes the results to `x` and returns the mask of
-    /// the lanes whose result is `>= len`.
+    /// [`Domain::permute`] block by block. `kernel(first, x)` is the lockstep domain permutation:
+    /// it permutes the positions `first .. first + LANES` (when `Some`) or the values in `x` (when
+    /// `None`), writes the results to `x` and returns the mask of the lanes whose result is
+    /// `>= len`.
     #[inline(always)]
-    fn cyclic_fill(
+    fn permute_with(
         &self,
-        p0: u64,
+        start: Option<u64>,
         out: &mut [u64],
         kernel: impl Fn(Option<u64>, &mut [u64; LANES]) -> u64,
     ) {
         for (b, block) in out.chunks_mut(BLOCK).enumerate() {
-            self.cyclic_block(p0 + (b * BLOCK) as u64, block, &kernel);
+            let first = start.map(|p0| p0 + (b * BLOCK) as u64);
+            self.permute_block(first, block, &kernel);
         }
     }
 
-    /// Writes `π_c(p0 + j)` into `out[j]` for a block of at most [`BLOCK`] positions.
+    /// [`Domain::permute`] of a block of at most [`BLOCK`] slots.
     ///
-    /// All positions go through the domain permutation in lockstep groups of [`LANES`]; the results
+    /// All inputs go through the domain permutation in lockstep groups of [`LANES`]; the results
     /// that land outside `[0, len)` are marked, branch-free, in a bit mask and walked again, also in
     /// lockstep groups, until every slot holds a value `< len`.
     #[inline(always)]
-    fn cyclic_block(
+    fn permute_block(
         &self,
-        p0: u64,
+        start: Option<u64>,
         out: &mut [u64],
         kernel: &impl Fn(Option<u64>, &mut [u64; LANES]) -> u64,
     ) {
@@ -349,12 +327,16 @@ impl Plan {
         // Bit j: out[j] is still >= len.
         let mut pending = 0u64;
         for (g, chunk) in out.chunks_mut(LANES).enumerate() {
-            let first = Some(p0.wrapping_add((g * LANES) as u64));
+            let first = start.map(|p0| p0.wrapping_add((g * LANES) as u64));
             let outside = match <&mut [u64; LANES]>::try_from(&mut *chunk) {
                 Ok(x) => kernel(first, x),
                 Err(_) => {
-                    // A short last chunk: lanes past its end are computed and dropped.
+                    // A short last chunk: lanes past its end are computed and dropped (given
+                    // value 0, which is in range, when permuting values).
                     let mut x = [0u64; LANES];
+                    if first.is_none() {
+                        x[..chunk.len()].copy_from_slice(chunk);
+                    }
                     let outside = kernel(first, &mut x);
                     chunk.copy_from_slice(&x[..chunk.len()]);
                     outside & (u64::MAX >> (64 - chunk.len()))
@@ -398,7 +380,259 @@ impl Plan {
     }
 }
 
-/// The built-in stateless sampler: [`Mode::Sequential`], [`Mode::Iid`] or [`Mode::Cyclic`] over
+/// A block shuffle's shape (see [`Mode::Block`]): `full` blocks of `block` records, then a tail of
+/// `len - full x block` (< `block`) records that is the last block of every epoch; windows of
+/// `window` permuted blocks, `span = window x block` records each but the last.
+#[derive(Clone, Copy, Debug)]
+struct Blocks {
+    block: u64,
+    window: u64,
+    span: u64,
+    full: u64,
+}
+
+const BLOCK_SALT: u64 = 0x2545_f491_4f6c_dd1d;
+const WINDOW_SALT: u64 = 0xd6e8_feb8_6659_fd93;
+
+/// How a [`Plan`] maps positions to indices: the mode, with what Block needs precomputed.
+#[derive(Clone, Copy, Debug)]
+enum Order {
+    Sequential,
+    Iid,
+    Cyclic,
+    Block(Blocks),
+}
+
+/// The pure batch function behind [`IndexSampler`]: everything except the step and the buffer.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    len: u64,
+    batch: usize,
+    mode: Mode,
+    seed: u64,
+    key: u64,
+    steps_per_cycle: u64,
+    domain: Domain,
+    order: Order,
+}
+
+/// The four round keys of one permutation, from one 64-bit key.
+fn round_keys(ck: u64) -> RoundKeys {
+    let mut keys = RoundKeys {
+        pre: [0; 4],
+        mid: [0; 4],
+    };
+    for i in 0..4 {
+        let k = mix64(ck.wrapping_add(GAMMA.wrapping_mul(i as u64 + 1)));
+        keys.pre[i] = k & 0xffff_ffff;
+        keys.mid[i] = k >> 32;
+    }
+    keys
+}
+
+impl Plan {
+    fn cycle_keys(&self, cycle: u64) -> RoundKeys {
+        round_keys(mix64(self.key ^ mix64(cycle.wrapping_add(CYCLE_SALT))))
+    }
+
+    /// The keys of the block permutation of `epoch`.
+    fn block_keys(&self, epoch: u64) -> RoundKeys {
+        round_keys(mix64(self.key ^ mix64(epoch.wrapping_add(BLOCK_SALT))))
+    }
+
+    /// The keys of the record permutation of window `w` of `epoch`.
+    fn window_keys(&self, epoch: u64, w: u64) -> RoundKeys {
+        let e = mix64(self.key ^ mix64(epoch.wrapping_add(WINDOW_SALT)));
+        round_keys(mix64(e ^ mix64(w.wrapping_add(GAMMA))))
+    }
+
+    /// Writes positions `first .. first + out.len()` of the batch at `step` into `out`
+    /// (`first + out.len() <= batch`); each position costs the same whatever the others are.
+    fn fill(&self, step: u64, first: usize, out: &mut [u64]) {
+        debug_assert!(first + out.len() <= self.batch);
+        match self.order {
+            Order::Sequential => {
+                let start =
+                    ((step as u128 * self.batch as u128 + first as u128) % self.len as u128) as u64;
+                self.sequential(start, out);
+            }
+            Order::Iid => self.iid(
+                step.wrapping_mul(self.batch as u64)
+                    .wrapping_add(first as u64),
+                out,
+            ),
+            Order::Cyclic => {
+                let cycle = step / self.steps_per_cycle;
+                let within = step % self.steps_per_cycle;
+                let keys = self.cycle_keys(cycle);
+                self.cyclic(within * self.batch as u64 + first as u64, &keys, out);
+            }
+            Order::Block(b) => {
+                // Flat position step * batch + first, in 128 bits: epoch and position within it.
+                let p = step as u128 * self.batch as u128 + first as u128;
+                let epoch = (p / self.len as u128) as u64;
+                let q = (p % self.len as u128) as u64;
+                self.block(&b, epoch, q, out);
+            }
+        }
+    }
+
+    /// Writes the indices at flat positions `first .. first + out.len()` of the endless stream
+    /// (flat position `step * batch + j` is index `j` of the batch at `step`) into `out`, whatever
+    /// batch boundaries the range crosses; a Cyclic range is cut only where a cycle ends.
+    fn fill_flat(&self, first: u64, out: &mut [u64]) {
+        match self.order {
+            Order::Sequential => self.sequential(first % self.len, out),
+            Order::Iid => self.iid(first, out),
+            Order::Cyclic => {
+                let per_cycle = self.steps_per_cycle * self.batch as u64;
+                let (mut p, mut done) = (first, 0);
+                while done < out.len() {
+                    let (cycle, p0) = (p / per_cycle, p % per_cycle);
+                    let n = (out.len() - done)
+                        .min(usize::try_from(per_cycle - p0).unwrap_or(usize::MAX));
+                    let keys = self.cycle_keys(cycle);
+                    self.cyclic(p0, &keys, &mut out[done..done + n]);
+                    p += n as u64;
+                    done += n;
+                }
+            }
+            Order::Block(b) => self.block(&b, first / self.len, first % self.len, out),
+        }
+    }
+
+    /// Sequential indices from `start` (< `len`), wrapping at `len`.
+    fn sequential(&self, start: u64, out: &mut [u64]) {
+        let mut v = start;
+        for o in out.iter_mut() {
+            *o = v;
+            v += 1;
+            if v == self.len {
+                v = 0;
+            }
+        }
+    }
+
+    /// IID indices at the global positions `base ..`.
+    fn iid(&self, base: u64, out: &mut [u64]) {
+        let len = self.len;
+        let mut ctr = self.key.wrapping_add(base.wrapping_mul(WY_GAMMA));
+        for o in out.iter_mut() {
+            ctr = ctr.wrapping_add(WY_GAMMA);
+            *o = reduce(wymix(ctr), len);
+        }
+    }
+
+    /// The cycle's permutation of the positions `p0 ..` (all within one cycle).
+    fn cyclic(&self, p0: u64, keys: &RoundKeys, out: &mut [u64]) {
+        self.domain.permute(keys, Some(p0), out);
+    }
+
+    /// The block shuffle's indices from position `q` (< `len`) of `epoch` on, across windows and
+    /// epochs: one window's run at a time.
+    fn block(&self, b: &Blocks, mut epoch: u64, mut q: u64, out: &mut [u64]) {
+        let mut done = 0;
+        while done < out.len() {
+            let (w, r0) = (q / b.span, q % b.span);
+            let size = b.span.min(self.len - w * b.span);
+            let n = (out.len() - done).min(usize::try_from(size - r0).unwrap_or(usize::MAX));
+            self.block_run(b, epoch, w, r0, size, &mut out[done..done + n]);
+            done += n;
+            q += n as u64;
+            if q == self.len {
+                q = 0;
+                epoch = epoch.wrapping_add(1);
+            }
+        }
+    }
+
+    /// Positions `r0 ..` of window `w` (of `size` records) of `epoch`: each position permuted
+    /// within the window, the result's block slot mapped through the epoch's block permutation.
+    fn block_run(&self, b: &Blocks, epoch: u64, w: u64, r0: u64, size: u64, out: &mut [u64]) {
+        // Domains are a few words, made where they are needed: the sampler stays small.
+        Domain::new(size).permute(&self.window_keys(epoch, w), Some(r0), out);
+        let blocks = (b.full > 0).then(|| Domain::new(b.full));
+        let keys = self.block_keys(epoch);
+        let first_slot = w * b.window;
+        let tail_start = b.full * b.block;
+        for chunk in out.chunks_mut(BLOCK) {
+            let mut offsets = [0u64; BLOCK];
+            // Bit j: chunk[j] lies in the tail (the epoch's last, partial block).
+            let mut tail = 0u64;
+            for (j, v) in chunk.iter_mut().enumerate() {
+                // A power-of-two block (the defaults') splits by shift and mask, not division.
+                let (q, r) = if b.block.is_power_of_two() {
+                    (*v >> b.block.trailing_zeros(), *v & (b.block - 1))
+                } else {
+                    (*v / b.block, *v % b.block)
+                };
+                let slot = first_slot + q;
+                offsets[j] = r;
+                if slot < b.full {
+                    *v = slot;
+                } else {
+                    tail |= 1 << j;
+                    *v = 0;
+                }
+            }
+            if let Some(blocks) = &blocks {
+                blocks.permute(&keys, None, chunk);
+            }
+            for (j, v) in chunk.iter_mut().enumerate() {
+                *v = if (tail >> j) & 1 == 1 {
+                    tail_start + offsets[j]
+                } else {
+                    *v * b.block + offsets[j]
+                };
+            }
+        }
+    }
+
+    /// The blocks of window `w` of `epoch`, as id ranges in the order the window lists them.
+    fn window_blocks(&self, b: &Blocks, epoch: u64, w: u64, out: &mut Vec<std::ops::Range<u64>>) {
+        let slots = b.full + u64::from(self.len > b.full * b.block);
+        let (lo, hi) = (w * b.window, (w + 1).saturating_mul(b.window).min(slots));
+        let mut ids: Vec<u64> = (lo..hi.min(b.full)).collect();
+        if b.full > 0 {
+            Domain::new(b.full).permute(&self.block_keys(epoch), None, &mut ids);
+        }
+        out.extend(ids.iter().map(|&id| id * b.block..(id + 1) * b.block));
+        if hi > b.full {
+            out.push(b.full * b.block..self.len);
+        }
+    }
+}
+
+/// The most blocks of one window [`IndexSampler::window_runs_at`] lists.
+const MAX_LISTED_BLOCKS: u64 = 1 << 24;
+
+/// A block shuffle's shape over `[0, len)`, checked.
+fn blocks(len: u64, block: u64, window: u64) -> Result<Blocks> {
+    if block == 0 {
+        return Err(Error::invalid(
+            "block sampler needs block >= 1 (records per block)",
+        ));
+    }
+    if window == 0 {
+        return Err(Error::invalid(
+            "block sampler needs window >= 1 (blocks per window)",
+        ));
+    }
+    let span = block.checked_mul(window).ok_or_else(|| {
+        Error::invalid(format!(
+            "block sampler window of {window} blocks of {block} records overflows 64 bits"
+        ))
+    })?;
+    Ok(Blocks {
+        block,
+        window,
+        span,
+        full: len / block,
+    })
+}
+
+/// The built-in stateless sampler: [`Mode::Sequential`], [`Mode::Iid`], [`Mode::Cyclic`] or
+/// [`Mode::Block`] over
 /// `[0, len)`, `batch` indices per draw, keyed by `seed`.
 #[derive(Clone, Debug)]
 pub struct IndexSampler {
@@ -410,8 +644,8 @@ pub struct IndexSampler {
 impl IndexSampler {
     /// A sampler at step 0.
     ///
-    /// Errors: `len == 0`, `batch == 0`, or `Cyclic` with `len < batch` (a cycle must hold one full
-    /// batch).
+    /// Errors: `len == 0`, `batch == 0`, `Cyclic` with `len < batch` (a cycle must hold one full
+    /// batch), or `Block` with `block == 0`, `window == 0` or `block x window >= 2^64`.
     pub fn new(len: u64, batch: usize, mode: Mode, seed: u64) -> Result<Self> {
         if len == 0 {
             return Err(Error::invalid("sampler length must be positive"));
@@ -424,6 +658,12 @@ impl IndexSampler {
                 "cyclic sampler needs len >= batch (one full batch per cycle); got len {len} < batch {batch}"
             )));
         }
+        let order = match mode {
+            Mode::Sequential => Order::Sequential,
+            Mode::Iid => Order::Iid,
+            Mode::Cyclic => Order::Cyclic,
+            Mode::Block { block, window } => Order::Block(blocks(len, block, window)?),
+        };
         let steps_per_cycle = (len / batch as u64).max(1);
         let plan = Plan {
             len,
@@ -432,7 +672,8 @@ impl IndexSampler {
             seed,
             key: mix64(seed ^ 0x5851_f42d_4c95_7f2d),
             steps_per_cycle,
-            feistel: Feistel::for_len(len),
+            domain: Domain::new(len),
+            order,
         };
         Ok(IndexSampler {
             plan,
@@ -504,6 +745,95 @@ impl IndexSampler {
         }
         self.plan.fill(step, range.start, out);
         Ok(())
+    }
+
+    /// The reads a block shuffle's batch slice needs: the blocks holding the indices of
+    /// [`IndexSampler::batch_range_at`]`(step, range)`, each once, as id ranges in ascending order
+    /// (`b * block .. min((b + 1) * block, len)`). A reader that fetches each range as one read (a
+    /// gather of its ids coalesces into one sequential read or one range request) and serves the
+    /// slice's records from them reads every block the slice touches once. Costs O(`range.len()`
+    /// log `range.len()`). Appends to `out`.
+    ///
+    /// Errors: a mode other than [`Mode::Block`], or `range` not within the batch.
+    pub fn block_runs_at(
+        &self,
+        step: u64,
+        range: Range<usize>,
+        out: &mut Vec<Range<u64>>,
+    ) -> Result<()> {
+        let b = self.blocks()?;
+        let mut ids = vec![0; range.len()];
+        self.batch_range_at(step, range, &mut ids)?;
+        for id in &mut ids {
+            *id /= b.block;
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        out.extend(
+            ids.iter()
+                .map(|&k| k * b.block..(k + 1).saturating_mul(b.block).min(self.plan.len)),
+        );
+        Ok(())
+    }
+
+    /// The reads a window buffer needs for a block shuffle's batch slice: every block of each
+    /// window the slice's positions lie in, window by window in drawing order, each window's
+    /// blocks in the order the epoch permuted them (the partial last block, if in the window,
+    /// last). A reader that keeps the current window's blocks (`window x block` records) fetches
+    /// each block once per epoch and serves every batch of the window from memory; a resumed run
+    /// simply fetches the window it resumes in again. A window ending inside the slice is listed
+    /// before the next one. Costs O(blocks listed): `window` per window. Appends to `out`.
+    ///
+    /// Errors: a mode other than [`Mode::Block`], `range` not within the batch, or windows of more
+    /// than 2^24 blocks.
+    pub fn window_runs_at(
+        &self,
+        step: u64,
+        range: Range<usize>,
+        out: &mut Vec<Range<u64>>,
+    ) -> Result<()> {
+        let b = self.blocks()?;
+        check_range(&range, self.plan.batch)?;
+        if range.is_empty() {
+            return Ok(());
+        }
+        let slots = self.plan.len.div_ceil(b.block);
+        if b.window.min(slots) > MAX_LISTED_BLOCKS {
+            return Err(Error::invalid(format!(
+                "a window of {} blocks is too many to list (at most {MAX_LISTED_BLOCKS})",
+                b.window.min(slots)
+            )));
+        }
+        let len = u128::from(self.plan.len);
+        let first = u128::from(step) * self.plan.batch as u128 + range.start as u128;
+        let last = first + (range.len() - 1) as u128;
+        // Window starts, as flat positions: (epoch, window) pairs from first's to last's.
+        let window_of = |p: u128| ((p / len) as u64, ((p % len) as u64) / b.span);
+        let (mut epoch, mut w) = window_of(first);
+        let end = window_of(last);
+        let windows_per_epoch = self.plan.len.div_ceil(b.span);
+        loop {
+            self.plan.window_blocks(&b, epoch, w, out);
+            if (epoch, w) == end {
+                return Ok(());
+            }
+            w += 1;
+            if w == windows_per_epoch {
+                w = 0;
+                epoch = epoch.wrapping_add(1);
+            }
+        }
+    }
+
+    /// The block shape, or an error for the other modes.
+    fn blocks(&self) -> Result<Blocks> {
+        match self.plan.order {
+            Order::Block(b) => Ok(b),
+            _ => Err(Error::invalid(format!(
+                "block and window runs are a block shuffle's (Mode::Block); this sampler is {:?}",
+                self.plan.mode
+            ))),
+        }
     }
 }
 

@@ -163,6 +163,34 @@ fn the_layout_follows_each_sources_index_stream_and_process_slices_tile_the_batc
 }
 
 #[test]
+fn a_block_source_draws_its_block_shuffle_epoch_by_epoch() {
+    let block = Mode::Block {
+        block: 16,
+        window: 4,
+    };
+    let sources = [spec(1003, block, 5), spec(500, Mode::Cyclic, 6)];
+    let batch = 32;
+    let plan = MixturePlan::new(&sources, vec![3.0, 1.0], batch).unwrap();
+    let mut got = Vec::new();
+    let (mut s, mut i) = (Vec::new(), Vec::new());
+    for step in 0..200 {
+        plan.draw_range(step, 0..batch, &mut s, &mut i).unwrap();
+        got.extend(s.iter().zip(&i).filter(|(k, _)| **k == 0).map(|(_, &x)| x));
+    }
+    // The source's records are its own index stream (batch 1), so each epoch is a permutation.
+    let stream = IndexSampler::new(1003, 1, block, 5).unwrap();
+    let mut want = vec![0; got.len()];
+    stream.positions_at(0, &mut want);
+    assert_eq!(got, want);
+    assert!(got.len() >= 3 * 1003);
+    for epoch in got.chunks_exact(1003) {
+        let mut e = epoch.to_vec();
+        e.sort_unstable();
+        assert!(e.iter().copied().eq(0..1003));
+    }
+}
+
+#[test]
 fn weights_change_at_a_step_boundary_and_the_spec_reproduces_the_plan() {
     let sources = [spec(500, Mode::Cyclic, 1), spec(500, Mode::Cyclic, 2)];
     let mut plan = MixturePlan::new(&sources, vec![3.0, 1.0], 16).unwrap();

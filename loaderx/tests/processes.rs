@@ -46,7 +46,11 @@ fn the_processes_slices_concatenate_to_the_global_batch() {
     let views = 2;
     let streams = streams(dir.path(), views);
     let batch = 48;
-    for mode in [Mode::Sequential, Mode::Iid, Mode::Cyclic] {
+    let block = Mode::Block {
+        block: 8,
+        window: 3,
+    };
+    for mode in [Mode::Sequential, Mode::Iid, Mode::Cyclic, block] {
         let reference = IndexSampler::new(N, batch, mode, 7).unwrap();
         for procs in [1usize, 2, 3, 4] {
             for workers in [0, 1] {

@@ -30,7 +30,11 @@ fn resume_from_step_reproduces_the_uninterrupted_run() {
         v.extend(t.shapes());
         Ok(v)
     };
-    for mode in [Mode::Cyclic, Mode::Iid] {
+    let block = Mode::Block {
+        block: 5,
+        window: 3,
+    };
+    for mode in [Mode::Cyclic, Mode::Iid, block] {
         let full: Vec<Vec<u64>> = Loader::with_transform(
             streams(),
             sampler(mode, 48),
@@ -392,6 +396,16 @@ fn loading_a_mismatched_state_names_the_first_field_that_differs() {
         (
             "its sampler.mode is Iid",
             Box::new(|s| s.sampler = index(N, Mode::Iid, 42)),
+        ),
+        (
+            "its sampler.mode is Block { block: 4, window: 2 }",
+            Box::new(|s| {
+                let mode = Mode::Block {
+                    block: 4,
+                    window: 2,
+                };
+                s.sampler = index(N, mode, 42)
+            }),
         ),
         (
             "its sampler.seed is 7",

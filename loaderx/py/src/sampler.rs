@@ -8,12 +8,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 use zrecord::{Allocation, Allocator, DType, OUTPUT_ALIGN, SystemAllocator};
 
-use crate::errors::{InternalError, IntoPyResult};
+use crate::errors::{InternalError, IntoPyResult, InvalidInputError, InvalidTypeError};
 use crate::index::index_vec;
 use crate::tensor::PyDLTensor;
 
-/// Sampling mode: `SEQUENTIAL`, `IID` (uniform with replacement) or `CYCLIC` (a fresh permutation
-/// per cycle, full batches only).
+/// Sampling mode: `SEQUENTIAL`, `IID` (uniform with replacement), `CYCLIC` (a fresh permutation
+/// per cycle, full batches only) or `BLOCK` (a block shuffle: blocks of consecutive records in a
+/// permuted order, records permuted within windows of blocks; every record once per epoch).
 #[pyclass(name = "Mode", module = "loaderx.sampler", eq, eq_int, frozen, hash)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum PyMode {
@@ -23,26 +24,93 @@ pub(crate) enum PyMode {
     Iid,
     #[pyo3(name = "CYCLIC")]
     Cyclic,
+    #[pyo3(name = "BLOCK")]
+    Block,
 }
 
 impl PyMode {
-    /// The core mode.
+    /// The core mode (`BLOCK`: the default block and window, [`Mode::block_default`]).
     pub(crate) fn core(self) -> Mode {
         match self {
             PyMode::Sequential => Mode::Sequential,
             PyMode::Iid => Mode::Iid,
             PyMode::Cyclic => Mode::Cyclic,
+            PyMode::Block => Mode::block_default(),
         }
     }
 
-    /// The Python name (`SEQUENTIAL`, `IID`, `CYCLIC`).
+    /// The Python name (`SEQUENTIAL`, `IID`, `CYCLIC`, `BLOCK`).
     pub(crate) fn name(self) -> &'static str {
         match self {
             PyMode::Sequential => "SEQUENTIAL",
             PyMode::Iid => "IID",
             PyMode::Cyclic => "CYCLIC",
+            PyMode::Block => "BLOCK",
         }
     }
+
+    /// The mode named `name` (any case: `"sequential"`, `"iid"`, `"cyclic"`, `"block"`).
+    fn from_name(name: &str) -> Option<PyMode> {
+        match name.to_ascii_lowercase().as_str() {
+            "sequential" => Some(PyMode::Sequential),
+            "iid" => Some(PyMode::Iid),
+            "cyclic" => Some(PyMode::Cyclic),
+            "block" => Some(PyMode::Block),
+            _ => None,
+        }
+    }
+}
+
+/// The core mode of a `Sampler(mode=..., block=..., window=..., record_bytes=...)`: `mode` a
+/// `Sampler.Mode` or its name. A block shuffle takes the block and window given, the rest from
+/// `record_bytes` when given ([`Mode::block_for_record_bytes`]), else from the fixed default
+/// ([`Mode::block_default`]); the other modes refuse the three.
+fn core_mode(
+    mode: &Bound<'_, PyAny>,
+    block: Option<u64>,
+    window: Option<u64>,
+    record_bytes: Option<u64>,
+) -> PyResult<Mode> {
+    let m = if let Ok(m) = mode.cast::<PyMode>() {
+        *m.get()
+    } else if let Ok(name) = mode.extract::<String>() {
+        PyMode::from_name(&name).ok_or_else(|| {
+            InvalidInputError::new_err(format!(
+                "mode {name:?} is not one of \"sequential\", \"iid\", \"cyclic\", \"block\""
+            ))
+        })?
+    } else {
+        return Err(InvalidTypeError::new_err(format!(
+            "mode must be a Sampler.Mode or its name, got {}",
+            mode.get_type().name()?
+        )));
+    };
+    if m != PyMode::Block {
+        if block.is_some() || window.is_some() || record_bytes.is_some() {
+            return Err(InvalidInputError::new_err(format!(
+                "block=, window= and record_bytes= apply to mode \"block\" only, not {:?}",
+                m.name().to_ascii_lowercase()
+            )));
+        }
+        return Ok(m.core());
+    }
+    let base = match record_bytes {
+        Some(bytes) => Mode::block_for_record_bytes(bytes),
+        None => Mode::block_default(),
+    };
+    let Mode::Block {
+        block: b,
+        window: w,
+    } = base
+    else {
+        return Err(InternalError::new_err(
+            "a block default that is not a block mode",
+        ));
+    };
+    Ok(Mode::Block {
+        block: block.unwrap_or(b),
+        window: window.unwrap_or(w),
+    })
 }
 
 /// A stateless batch sampler. `next()` returns a read-only uint64 NumPy view of one reused buffer,
@@ -72,12 +140,14 @@ impl PySampler {
         }
     }
 
-    /// `(len, batch, mode name, seed)`: what a data-parallel fingerprint compares.
-    pub(crate) fn plan(&self) -> (u64, usize, &'static str, u64) {
+    /// `(len, batch, mode name, seed)`: what a data-parallel fingerprint compares (a block
+    /// shuffle's name carries its block and window).
+    pub(crate) fn plan(&self) -> (u64, usize, String, u64) {
         let mode = match self.sampler.mode() {
-            Mode::Sequential => "SEQUENTIAL",
-            Mode::Iid => "IID",
-            Mode::Cyclic => "CYCLIC",
+            Mode::Sequential => "SEQUENTIAL".to_string(),
+            Mode::Iid => "IID".to_string(),
+            Mode::Cyclic => "CYCLIC".to_string(),
+            Mode::Block { block, window } => format!("BLOCK(block={block}, window={window})"),
         };
         (
             self.sampler.len(),
@@ -91,19 +161,19 @@ impl PySampler {
 #[pymethods]
 impl PySampler {
     #[new]
-    #[pyo3(signature = (n, batch, mode, seed=0))]
+    #[pyo3(signature = (n, batch, mode, seed=0, *, block=None, window=None, record_bytes=None))]
+    #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
         n: u64,
         batch: usize,
-        mode: &Bound<'_, PyMode>,
+        mode: &Bound<'_, PyAny>,
         seed: u64,
+        block: Option<u64>,
+        window: Option<u64>,
+        record_bytes: Option<u64>,
     ) -> PyResult<Self> {
-        let m = match *mode.get() {
-            PyMode::Sequential => Mode::Sequential,
-            PyMode::Iid => Mode::Iid,
-            PyMode::Cyclic => Mode::Cyclic,
-        };
+        let m = core_mode(mode, block, window, record_bytes)?;
         let sampler = IndexSampler::new(n, batch, m, seed).py_err(py)?;
         let n = sampler.batch_size();
         let region = SystemAllocator::new()
@@ -158,6 +228,29 @@ impl PySampler {
         Ok(self.buf.clone_ref(py))
     }
 
+    /// A block shuffle's reads for the batch at `step`: each block the batch touches once, as a
+    /// `(k, 2)` uint64 array of `[start, end)` id ranges in ascending order.
+    fn block_runs(&self, py: Python<'_>, step: u64) -> PyResult<Py<PyAny>> {
+        let mut runs = Vec::new();
+        let batch = self.sampler.batch_size();
+        self.sampler
+            .block_runs_at(step, 0..batch, &mut runs)
+            .py_err(py)?;
+        runs_array(py, &runs)
+    }
+
+    /// A block shuffle's window reads for the batch at `step`: every block of each window the
+    /// batch draws from, in the order the epoch permuted them, as a `(k, 2)` uint64 array of
+    /// `[start, end)` id ranges.
+    fn window_runs(&self, py: Python<'_>, step: u64) -> PyResult<Py<PyAny>> {
+        let mut runs = Vec::new();
+        let batch = self.sampler.batch_size();
+        self.sampler
+            .window_runs_at(step, 0..batch, &mut runs)
+            .py_err(py)?;
+        runs_array(py, &runs)
+    }
+
     /// Moves to `step`: the next draw is the batch at `step`.
     fn seek(&self, step: u64) {
         self.step.store(step, Ordering::Relaxed);
@@ -181,6 +274,14 @@ impl PySampler {
             self.step.load(Ordering::Relaxed)
         )
     }
+}
+
+/// Id ranges as a `(k, 2)` uint64 NumPy array of `[start, end)` rows.
+fn runs_array(py: Python<'_>, runs: &[std::ops::Range<u64>]) -> PyResult<Py<PyAny>> {
+    let flat: Vec<u64> = runs.iter().flat_map(|r| [r.start, r.end]).collect();
+    let np = py.import("numpy")?;
+    let arr = np.getattr("array")?.call1((flat, "uint64"))?;
+    Ok(arr.call_method1("reshape", (-1i64, 2i64))?.unbind())
 }
 
 /// The loader's view of a `loaderx.sampler.Sampler`: same plan, shared step counter.

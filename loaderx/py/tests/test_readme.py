@@ -392,4 +392,4 @@ def test_sampler_example():
     sampler.seek(0)
     np.testing.assert_array_equal(sampler.next(), saved)
     public = {n for n in dir(sampler) if not n.startswith("_")}
-    assert public == {"next", "seek", "Mode"}
+    assert public == {"next", "seek", "Mode", "block_runs", "window_runs"}

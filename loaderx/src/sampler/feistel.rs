@@ -1,5 +1,6 @@
-//! The keyed Feistel bijection behind [`Mode::Cyclic`](super::Mode::Cyclic): a portable lockstep
-//! kernel and its SSE2 / AVX2 versions, which compute the same function bit for bit.
+//! The keyed Feistel bijection behind [`Mode::Cyclic`](super::Mode::Cyclic) and both permutations
+//! of [`Mode::Block`](super::Mode::Block): a portable lockstep kernel and its SSE2 / AVX2 versions,
+//! which compute the same function bit for bit.
 
 /// 32-bit multipliers of the Feistel round (those of Wellons' `lowbias32` integer hash).
 pub(super) const FEISTEL_C0: u64 = 0x7feb_352d;

@@ -46,12 +46,11 @@ fn simd_kernels_match_the_portable_permutation() {
             for (p0, n) in [(0u64, 16usize), (0, 64), (len / 3, 100), (len - 16, 16)] {
                 let n = n.min((len - p0) as usize);
                 let mut want = vec![0; n];
-                plan.cyclic_fill(p0, &mut want, |first, x| {
-                    if let Some(p) = first {
-                        *x = std::array::from_fn(|j| p.wrapping_add(j as u64));
-                    }
-                    plan.feistel.permute_lanes(x, &keys);
-                    plan.outside_mask(x)
+                let d = plan.domain;
+                d.permute_with(Some(p0), &mut want, |first, x| {
+                    positions(first, x);
+                    d.feistel.permute_lanes(x, &keys);
+                    d.outside_mask(x)
                 });
                 assert!(want.iter().all(|&i| i < len), "len {len}");
                 let distinct: std::collections::HashSet<_> = want.iter().collect();
@@ -60,11 +59,11 @@ fn simd_kernels_match_the_portable_permutation() {
                 {
                     let mut got = vec![0; n];
                     // SAFETY: SSE2 is part of the x86-64 baseline.
-                    unsafe { plan.cyclic_fill_sse2(p0, &keys, &mut got) };
+                    unsafe { d.permute_sse2(&keys, Some(p0), &mut got) };
                     assert_eq!(got, want, "sse2, len {len} p0 {p0}");
                     if std::is_x86_feature_detected!("avx2") {
                         // SAFETY: AVX2 support was just checked.
-                        unsafe { plan.cyclic_fill_avx2(p0, &keys, &mut got) };
+                        unsafe { d.permute_avx2(&keys, Some(p0), &mut got) };
                         assert_eq!(got, want, "avx2, len {len} p0 {p0}");
                     }
                 }
@@ -79,5 +78,29 @@ fn reduce_stays_in_range() {
         for h in [0u64, 1, u64::MAX, 0x8000_0000_0000_0000, 12345] {
             assert!(reduce(h, len) < len);
         }
+    }
+}
+
+#[test]
+fn permuting_values_is_permuting_their_positions() {
+    // `permute(keys, None, v)` (Block's block ids) is π of each value, whatever kernel runs.
+    for len in [1u64, 3, 17, 1000, (1 << 20) + 1] {
+        let d = Domain::new(len);
+        let keys = round_keys(0x1234_5678);
+        let values: Vec<u64> = (0..70u64).map(|i| (i * 7919 + 3) % len).collect();
+        let mut got = values.clone();
+        d.permute(&keys, None, &mut got);
+        for (&v, &g) in values.iter().zip(&got) {
+            let mut one = [0u64];
+            d.permute(&keys, Some(v), &mut one);
+            assert_eq!(g, one[0], "len {len} value {v}");
+        }
+        let mut portable = values.clone();
+        d.permute_with(None, &mut portable, |first, x| {
+            positions(first, x);
+            d.feistel.permute_lanes(x, &keys);
+            d.outside_mask(x)
+        });
+        assert_eq!(portable, got, "len {len}");
     }
 }

@@ -1,8 +1,15 @@
 """Stateless index samplers, and the sources of a weighted mixture.
 
-``Sampler(n, batch, Sampler.Mode.SEQUENTIAL | IID | CYCLIC, seed=0)``: ``next()`` returns a
-read-only ``uint64`` NumPy view of one reused buffer (valid until this sampler's next draw),
-``seek(step)`` resumes in O(1). Any object whose ``next()`` returns a 1-D integer index array can
+``Sampler(n, batch, Sampler.Mode.SEQUENTIAL | IID | CYCLIC | BLOCK, seed=0)`` (or the mode's name,
+``"sequential"`` ... ``"block"``): ``next()`` returns a read-only ``uint64`` NumPy view of one
+reused buffer (valid until this sampler's next draw), ``seek(step)`` resumes in O(1).
+
+A block shuffle (``mode="block"``, keywords ``block=``, ``window=``, ``record_bytes=``) reads the
+records in runs of ``block`` consecutive records: each epoch permutes the blocks, then the records
+within each window of ``window`` permuted blocks; every record is drawn once per epoch. Without
+``block``/``window`` it takes ``block=256, window=64``, or, given ``record_bytes``, blocks of about
+1 MiB (at most 256 records) in windows of at most 64 MiB (at most 1,024 blocks); see
+``docs/loaderx.md``, "Block shuffle". A ``MixtureSource`` with ``Mode.BLOCK`` uses 256 and 64. Any object whose ``next()`` returns a 1-D integer index array can
 replace it in a :class:`~loaderx.Loader`.
 
 ``MixtureSource(streams, weight, mode, seed)``: one source of ``Loader.mixture``: its streams (as

@@ -476,9 +476,17 @@ fn scattered_small_records_are_not_merged_across_large_gaps() {
             let mut o = opts(&w);
             o.remote.concurrency = concurrency;
             let s = DenseStore::open_with("s3://gaps/d", o).unwrap();
+            // The open read no index entry (a 3.2 MB index is read by page): the first gather
+            // reads the pages its records need, every one of them here.
+            let opened = s.request_stats().unwrap();
+            assert!(opened.bytes < 64 << 10, "{opened:?}");
+            let v = s.bind(alloc());
+            let all: Vec<u64> = (0..200_000).step_by(4096).collect();
+            v.gather(&all).unwrap();
             let before = s.request_stats().unwrap();
-            assert_eq!(s.bind(alloc()).gather(&idx).unwrap().bytes(), &want[..]);
+            assert_eq!(v.gather(&idx).unwrap().bytes(), &want[..]);
             let after = s.request_stats().unwrap();
+            s.verify().unwrap();
             (after.requests - before.requests, after.bytes - before.bytes)
         };
         // 32 requests in flight (the default): about a request each (a gap is read only where
@@ -493,6 +501,39 @@ fn scattered_small_records_are_not_merged_across_large_gaps() {
         );
         assert!(requests <= idx.len() as u64 && requests > idx.len() as u64 / 2);
         assert!(one_requests < requests && one_bytes > 10 * bytes);
+    });
+}
+
+#[test]
+fn a_large_remote_index_is_read_by_page_and_a_damaged_page_is_refused_when_needed() {
+    deadline(240, || {
+        // 100,000 records: a 1.6 MB index, read by page (each 4,096 entries, checked once).
+        let (w, _dir, recs) = published("pidx", 2, 100_000, &[4]);
+        let c = client(&w, "pidx");
+        let mut index = get(&c, "d/index.zri");
+        let page_len = 4096 * 16 + 4;
+        index[64 + 10 * page_len + 100] ^= 0x40;
+        put(&c, "d/index.zri", index);
+        let s = DenseStore::open_with("s3://pidx/d", opts(&w)).unwrap();
+        let opened = s.request_stats().unwrap();
+        assert!(opened.bytes < 64 << 10, "{opened:?}");
+        let v = s.bind(alloc());
+        let idx = [0u64, 99_999, 5 * 4096 + 7, 70_000];
+        let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+        assert_eq!(v.gather(&idx).unwrap().bytes(), &want[..]);
+        for _ in 0..2 {
+            let e = v.gather(&[10 * 4096 + 3]).unwrap_err();
+            assert!(
+                e.is_corruption() && e.to_string().contains("index page 10"),
+                "{e}"
+            );
+        }
+        assert!(
+            s.verify()
+                .unwrap_err()
+                .to_string()
+                .contains("index page 10")
+        );
     });
 }
 

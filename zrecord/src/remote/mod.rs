@@ -505,6 +505,19 @@ impl ReadFile for Object {
         buf.copy_from_slice(&got[..buf.len()]);
         Ok(())
     }
+    /// The reads as ranged GETs, at most [`RemoteOptions::concurrency`] in flight.
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
+        let ranges = reads
+            .iter()
+            .map(|(o, b)| (self.name.clone(), *o..*o + b.len() as u64))
+            .collect();
+        self.remote
+            .fetch(ranges, &mut |k, bytes| {
+                reads[k].1.copy_from_slice(bytes);
+                Ok(())
+            })
+            .map_err(to_io)
+    }
 }
 
 /// The object that claims a prefix while a publish is under way.

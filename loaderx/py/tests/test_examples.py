@@ -126,3 +126,25 @@ def test_pretrain_packed_resumes_mid_epoch_to_the_same_loss_curve():
     assert res["equal"] is True and res["resumed_from"] == 9 and res["killed_after"] == 11
     assert res["last_loss"] < res["first_loss"]
     assert r.stdout.strip().endswith("the resumed loss curve equals the uninterrupted one")
+
+
+def test_ray_convert_pets_and_wikitext_into_datasets_of_parts(tmp_path):
+    """examples/ray_convert.py: Oxford-Pet images decoded to uint8 [3,32,32] and WikiText lines
+    tokenized to Ragged int32 by Ray into two loaderx datasets, every record checked against the
+    same work done in the driver, then read by the Loader (images) and the packer (tokens)."""
+    need("ray")
+    need_corpus("oxford-pet")
+    need_corpus("text", "wikitext2", "wiki.test.raw.txt")
+    r = run("ray_convert.py", "--pets", 40, "--lines", 300, "--size", 32, "--steps", 4, "--out", tmp_path / "conv", "--check")
+    s = last_json(r.stdout)
+    assert s["check"] == "equal"
+    every = sorted(p.name for p in need_corpus("oxford-pet").glob("*.jpg"))
+    breeds = {f.rsplit("_", 1)[0] for f in every[:: len(every) // 40][:40]}
+    assert (s["pets"]["records"], s["pets"]["version"], s["pets"]["breeds"]) == (40, 1, len(breeds))
+    assert (s["text"]["records"], s["text"]["version"]) == (300, 1)
+    assert s["train"]["steps"] == 4 and s["train"]["packed_tokens"] == 4 * 8 * 128
+    from loaderx import dataset
+
+    cols = {c["name"]: c for c in dataset.info(tmp_path / "conv" / "pets")["columns"]}
+    assert cols["image"]["item_shape"] == [3, 32, 32] and cols["label"]["dtype"] == "int32"
+    assert dataset.info(tmp_path / "conv" / "wikitext")["columns"][0]["kind"] == "ragged"

@@ -34,19 +34,15 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use self::feistel::{Feistel, LANES, RoundKeys};
+use self::feistel::RoundKeys;
 use crate::error::{Error, Result};
 
+mod block;
+mod domain;
 mod feistel;
 
-/// A lockstep kernel's input: the positions `p .. p + LANES` when `first` is `Some(p)`, else the
-/// values already in `x` (see [`Domain::permute_with`]).
-#[inline(always)]
-fn positions(first: Option<u64>, x: &mut [u64; LANES]) {
-    if let Some(p) = first {
-        *x = std::array::from_fn(|j| p.wrapping_add(j as u64));
-    }
-}
+use self::block::{BLOCK_SALT, Blocks, Keys, MAX_LISTED_BLOCKS, WINDOW_SALT, blocks};
+use self::domain::Domain;
 
 /// The contract the loader draws global index batches from.
 ///
@@ -236,164 +232,6 @@ fn reduce(h: u64, len: u64) -> u64 {
     (m >> 64) as u64
 }
 
-/// Positions per cycle-walking block: one bit each in a `u64` pending mask.
-const BLOCK: usize = 64;
-
-/// A keyed bijection of `[0, len)`: the [`Feistel`] network on the smallest power-of-two domain
-/// holding `len`, restricted to `[0, len)` by cycle-walking. Cyclic permutes the whole index space
-/// with one; Block permutes the blocks with one and each window's records with another.
-#[derive(Clone, Copy, Debug)]
-struct Domain {
-    len: u64,
-    feistel: Feistel,
-}
-
-impl Domain {
-    /// The domain `[0, len)` (`len >= 1`).
-    fn new(len: u64) -> Self {
-        Domain {
-            len,
-            feistel: Feistel::for_len(len),
-        }
-    }
-
-    /// With `start = Some(p0)`, writes `π(p0 + j)` into `out[j]` (all positions `< len`); with
-    /// `None`, replaces every `out[j]` (each `< len`) by `π(out[j])`.
-    fn permute(&self, keys: &RoundKeys, start: Option<u64>, out: &mut [u64]) {
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            unsafe { self.permute_avx2(keys, start, out) };
-        } else {
-            // SAFETY: SSE2 is part of the x86-64 baseline, so every x86-64 CPU has it.
-            unsafe { self.permute_sse2(keys, start, out) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        self.permute_with(start, out, |first, x| {
-            positions(first, x);
-            self.feistel.permute_lanes(x, keys);
-            self.outside_mask(x)
-        });
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "sse2")]
-    fn permute_sse2(&self, keys: &RoundKeys, start: Option<u64>, out: &mut [u64]) {
-        self.permute_with(start, out, |first, x| {
-            positions(first, x);
-            self.feistel.permute_lanes_sse2(x, keys);
-            self.outside_mask(x)
-        });
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn permute_avx2(&self, keys: &RoundKeys, start: Option<u64>, out: &mut [u64]) {
-        self.permute_with(start, out, |first, x| {
-            self.feistel.permute_lanes_avx2(first, x, keys, self.len)
-        });
-    }
-
-    /// [`Domain::permute`] block by block. `kernel(first, x)` is the lockstep domain permutation:
-    /// it permutes the positions `first .. first + LANES` (when `Some`) or the values in `x` (when
-    /// `None`), writes the results to `x` and returns the mask of the lanes whose result is
-    /// `>= len`.
-    #[inline(always)]
-    fn permute_with(
-        &self,
-        start: Option<u64>,
-        out: &mut [u64],
-        kernel: impl Fn(Option<u64>, &mut [u64; LANES]) -> u64,
-    ) {
-        for (b, block) in out.chunks_mut(BLOCK).enumerate() {
-            let first = start.map(|p0| p0 + (b * BLOCK) as u64);
-            self.permute_block(first, block, &kernel);
-        }
-    }
-
-    /// [`Domain::permute`] of a block of at most [`BLOCK`] slots.
-    ///
-    /// All inputs go through the domain permutation in lockstep groups of [`LANES`]; the results
-    /// that land outside `[0, len)` are marked, branch-free, in a bit mask and walked again, also in
-    /// lockstep groups, until every slot holds a value `< len`.
-    #[inline(always)]
-    fn permute_block(
-        &self,
-        start: Option<u64>,
-        out: &mut [u64],
-        kernel: &impl Fn(Option<u64>, &mut [u64; LANES]) -> u64,
-    ) {
-        debug_assert!(out.len() <= BLOCK);
-        // Bit j: out[j] is still >= len.
-        let mut pending = 0u64;
-        for (g, chunk) in out.chunks_mut(LANES).enumerate() {
-            let first = start.map(|p0| p0.wrapping_add((g * LANES) as u64));
-            let outside = match <&mut [u64; LANES]>::try_from(&mut *chunk) {
-                Ok(x) => kernel(first, x),
-                Err(_) => {
-                    // A short last chunk: lanes past its end are computed and dropped (given
-                    // value 0, which is in range, when permuting values).
-                    let mut x = [0u64; LANES];
-                    if first.is_none() {
-                        x[..chunk.len()].copy_from_slice(chunk);
-                    }
-                    let outside = kernel(first, &mut x);
-                    chunk.copy_from_slice(&x[..chunk.len()]);
-                    outside & (u64::MAX >> (64 - chunk.len()))
-                }
-            };
-            pending |= outside << (g * LANES);
-        }
-        // Cycle-walking: the orbit of p under a bijection of the larger domain returns to p, so it
-        // reaches a value < len; restricted this way the map stays a bijection on [0, len). The
-        // pending slots of the block are walked together, LANES at a time.
-        while pending != 0 {
-            let mut rest = pending;
-            pending = 0;
-            while rest != 0 {
-                let mut slots = [0usize; LANES];
-                let mut x = [0u64; LANES];
-                let mut k = 0;
-                while rest != 0 && k < LANES {
-                    slots[k] = rest.trailing_zeros() as usize;
-                    rest &= rest - 1;
-                    x[k] = out[slots[k]];
-                    k += 1;
-                }
-                let outside = kernel(None, &mut x);
-                for (j, (&s, &v)) in slots[..k].iter().zip(&x).enumerate() {
-                    out[s] = v;
-                    pending |= ((outside >> j) & 1) << s;
-                }
-            }
-        }
-    }
-
-    /// The out-of-range mask of a kernel's results, for kernels that do not make it themselves.
-    #[inline(always)]
-    fn outside_mask(&self, x: &[u64; LANES]) -> u64 {
-        let mut outside = 0u64;
-        for (j, &v) in x.iter().enumerate() {
-            outside |= u64::from(v >= self.len) << j;
-        }
-        outside
-    }
-}
-
-/// A block shuffle's shape (see [`Mode::Block`]): `full` blocks of `block` records, then a tail of
-/// `len - full x block` (< `block`) records that is the last block of every epoch; windows of
-/// `window` permuted blocks, `span = window x block` records each but the last.
-#[derive(Clone, Copy, Debug)]
-struct Blocks {
-    block: u64,
-    window: u64,
-    span: u64,
-    full: u64,
-}
-
-const BLOCK_SALT: u64 = 0x2545_f491_4f6c_dd1d;
-const WINDOW_SALT: u64 = 0xd6e8_feb8_6659_fd93;
-
 /// How a [`Plan`] maps positions to indices: the mode, with what Block needs precomputed.
 #[derive(Clone, Copy, Debug)]
 enum Order {
@@ -444,6 +282,24 @@ impl Plan {
     fn window_keys(&self, epoch: u64, w: u64) -> RoundKeys {
         let e = mix64(self.key ^ mix64(epoch.wrapping_add(WINDOW_SALT)));
         round_keys(mix64(e ^ mix64(w.wrapping_add(GAMMA))))
+    }
+
+    /// The block shuffle's indices from position `q` (< `len`) of `epoch` on ([`Blocks::fill`]).
+    fn block(&self, b: &Blocks, epoch: u64, q: u64, out: &mut [u64]) {
+        let keys = Keys {
+            blocks: &|e| self.block_keys(e),
+            window: &|e, w| self.window_keys(e, w),
+        };
+        b.fill(self.len, &keys, epoch, q, out);
+    }
+
+    /// The blocks of window `w` of `epoch` ([`Blocks::window_blocks`]).
+    fn window_blocks(&self, b: &Blocks, epoch: u64, w: u64, out: &mut Vec<Range<u64>>) {
+        let keys = Keys {
+            blocks: &|e| self.block_keys(e),
+            window: &|e, w| self.window_keys(e, w),
+        };
+        b.window_blocks(self.len, &keys, epoch, w, out);
     }
 
     /// Writes positions `first .. first + out.len()` of the batch at `step` into `out`
@@ -527,108 +383,6 @@ impl Plan {
     fn cyclic(&self, p0: u64, keys: &RoundKeys, out: &mut [u64]) {
         self.domain.permute(keys, Some(p0), out);
     }
-
-    /// The block shuffle's indices from position `q` (< `len`) of `epoch` on, across windows and
-    /// epochs: one window's run at a time.
-    fn block(&self, b: &Blocks, mut epoch: u64, mut q: u64, out: &mut [u64]) {
-        let mut done = 0;
-        while done < out.len() {
-            let (w, r0) = (q / b.span, q % b.span);
-            let size = b.span.min(self.len - w * b.span);
-            let n = (out.len() - done).min(usize::try_from(size - r0).unwrap_or(usize::MAX));
-            self.block_run(b, epoch, w, r0, size, &mut out[done..done + n]);
-            done += n;
-            q += n as u64;
-            if q == self.len {
-                q = 0;
-                epoch = epoch.wrapping_add(1);
-            }
-        }
-    }
-
-    /// Positions `r0 ..` of window `w` (of `size` records) of `epoch`: each position permuted
-    /// within the window, the result's block slot mapped through the epoch's block permutation.
-    fn block_run(&self, b: &Blocks, epoch: u64, w: u64, r0: u64, size: u64, out: &mut [u64]) {
-        // Domains are a few words, made where they are needed: the sampler stays small.
-        Domain::new(size).permute(&self.window_keys(epoch, w), Some(r0), out);
-        let blocks = (b.full > 0).then(|| Domain::new(b.full));
-        let keys = self.block_keys(epoch);
-        let first_slot = w * b.window;
-        let tail_start = b.full * b.block;
-        for chunk in out.chunks_mut(BLOCK) {
-            let mut offsets = [0u64; BLOCK];
-            // Bit j: chunk[j] lies in the tail (the epoch's last, partial block).
-            let mut tail = 0u64;
-            for (j, v) in chunk.iter_mut().enumerate() {
-                // A power-of-two block (the defaults') splits by shift and mask, not division.
-                let (q, r) = if b.block.is_power_of_two() {
-                    (*v >> b.block.trailing_zeros(), *v & (b.block - 1))
-                } else {
-                    (*v / b.block, *v % b.block)
-                };
-                let slot = first_slot + q;
-                offsets[j] = r;
-                if slot < b.full {
-                    *v = slot;
-                } else {
-                    tail |= 1 << j;
-                    *v = 0;
-                }
-            }
-            if let Some(blocks) = &blocks {
-                blocks.permute(&keys, None, chunk);
-            }
-            for (j, v) in chunk.iter_mut().enumerate() {
-                *v = if (tail >> j) & 1 == 1 {
-                    tail_start + offsets[j]
-                } else {
-                    *v * b.block + offsets[j]
-                };
-            }
-        }
-    }
-
-    /// The blocks of window `w` of `epoch`, as id ranges in the order the window lists them.
-    fn window_blocks(&self, b: &Blocks, epoch: u64, w: u64, out: &mut Vec<std::ops::Range<u64>>) {
-        let slots = b.full + u64::from(self.len > b.full * b.block);
-        let (lo, hi) = (w * b.window, (w + 1).saturating_mul(b.window).min(slots));
-        let mut ids: Vec<u64> = (lo..hi.min(b.full)).collect();
-        if b.full > 0 {
-            Domain::new(b.full).permute(&self.block_keys(epoch), None, &mut ids);
-        }
-        out.extend(ids.iter().map(|&id| id * b.block..(id + 1) * b.block));
-        if hi > b.full {
-            out.push(b.full * b.block..self.len);
-        }
-    }
-}
-
-/// The most blocks of one window [`IndexSampler::window_runs_at`] lists.
-const MAX_LISTED_BLOCKS: u64 = 1 << 24;
-
-/// A block shuffle's shape over `[0, len)`, checked.
-fn blocks(len: u64, block: u64, window: u64) -> Result<Blocks> {
-    if block == 0 {
-        return Err(Error::invalid(
-            "block sampler needs block >= 1 (records per block)",
-        ));
-    }
-    if window == 0 {
-        return Err(Error::invalid(
-            "block sampler needs window >= 1 (blocks per window)",
-        ));
-    }
-    let span = block.checked_mul(window).ok_or_else(|| {
-        Error::invalid(format!(
-            "block sampler window of {window} blocks of {block} records overflows 64 bits"
-        ))
-    })?;
-    Ok(Blocks {
-        block,
-        window,
-        span,
-        full: len / block,
-    })
 }
 
 /// The built-in stateless sampler: [`Mode::Sequential`], [`Mode::Iid`], [`Mode::Cyclic`] or

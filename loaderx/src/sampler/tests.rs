@@ -1,6 +1,8 @@
 //! Unit tests of the sampler's private kernels: the Feistel bijection, the SIMD kernels against the
 //! portable permutation, and the range reduction.
 
+use super::domain::{Domain, positions};
+use super::feistel::Feistel;
 use super::*;
 
 #[test]

@@ -9,12 +9,14 @@
 //! ([`Container::loc`]), and for the per-store state of the cold-read policy. Its fields are
 //! private: nothing else reads the manifest or the index bytes directly.
 //!
-//! Children: [`options`] ([`OpenOptions`], [`ColdReads`]), [`files`] (manifest, shards,
-//! dictionary), [`index`] and [`fixed`]. They never import this module.
+//! Children: [`opening`] (the files opened and checked), [`options`] ([`OpenOptions`],
+//! [`ColdReads`]), [`files`] (manifest, shards, dictionary), [`index`], [`paged`] and [`fixed`].
+//! They never import this module.
 
 mod files;
 mod fixed;
 mod index;
+mod opening;
 mod options;
 mod paged;
 
@@ -25,12 +27,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::dtype::DType;
 use crate::error::{Error, Location, Result};
-use crate::format::{
-    self, Codec, Entry, FLAG_STORED_RAW, INDEX_FILE, Kind, MANIFEST_FILE, Manifest,
-};
+use crate::format::{self, Codec, Entry, FLAG_STORED_RAW, Kind, MANIFEST_FILE, Manifest};
 #[cfg(feature = "remote")]
 use crate::source::RangeFetch;
-use crate::source::{Opener, Prefetch, ReadFile};
+use crate::source::{Opener, ReadFile};
 
 use super::hint::{PREFETCH_BYTES, prefetch};
 use fixed::Fixed;
@@ -116,100 +116,34 @@ impl Container {
         let backend = crate::backend::for_path(path, &opts.vfs, &opts.remote)?;
         let opener: &dyn Opener = &*backend.files;
         let mapped = !backend.remote() && opts.mmap.unwrap_or_else(|| !opener.shared_fs(path));
-        let (m, mp, manifest_crc) = files::open_manifest(opener, path, kind, mapped)?;
-        let index_path = path.join(INDEX_FILE);
-        // An unmapped store's (one on object storage, or on a shared file system) index larger
-        // than a few requests' worth is read by page as reads need it, within the index bound,
-        // and checked page by page; a smaller one is read whole at open.
-        let unmapped_paged = !mapped && m.index_len > paged::UNMAPPED_WHOLE_INDEX;
-        if !mapped {
-            // The index and every shard's header, fetched at once by a store on object storage
-            // (the open's second and last round trip; a local store reads them as below).
-            let shard_paths: Vec<PathBuf> = (0..m.shard_count())
-                .map(|s| path.join(format::shard_file_name(s)))
-                .collect();
-            let mut ahead = vec![(
-                index_path.as_path(),
-                match unmapped_paged {
-                    true => Prefetch::Head(format::HEADER_LEN as u64),
-                    false => Prefetch::Whole,
-                },
-            )];
-            ahead.extend(
-                shard_paths
-                    .iter()
-                    .map(|p| (p.as_path(), Prefetch::Head(format::HEADER_LEN as u64))),
-            );
-            opener.prefetch(&ahead);
-        }
-        // A large index is checked page by page as reads first need each page (`pages`).
-        let lazy = m.records > index::EAGER_RECORDS || unmapped_paged;
-        let unmapped_paged = match unmapped_paged {
-            true => paged::Paged::open_checked(opener, &index_path, &m)?,
-            false => None,
-        };
-        let index = match &unmapped_paged {
-            Some(p) => p.clone() as Arc<dyn ReadFile>,
-            None => index::open_index(opener, &m, &index_path, mapped, lazy)?,
-        };
-        let (shards, shard_paths) = files::open_shards(opener, path, &m, mapped)?;
-        // A file system may map a file even when asked not to (`ReadFs::open_read_unmapped`'s
-        // default): the store is unmapped only when no shard is.
-        let mapped = shards.iter().any(|f| f.mapped());
-        let stride = match m.kind {
-            Kind::Dense => m.dense_stride().unwrap_or(0),
-            Kind::Ragged => 0,
-        };
-        let ddict = files::load_dict(&m, &mp)?;
-        if !lazy {
-            index::validate_entries(&m, index.bytes(), &index_path, stride, &shard_paths)?;
-        }
-        let entry = m.entry_size();
-        // A paged index holds no entry yet: no checksum table from it.
-        let fixed = match unmapped_paged {
-            Some(_) => None,
-            None => Fixed::build(&m, stride, |i| index::entry_at(index.bytes(), entry, i).crc)?,
-        };
-        // Each shard's length was checked against its file above.
-        let outgrows_memory = files::outgrows_memory(m.shards.iter().map(|s| s.len).sum());
-        let m_records = m.records;
-        let (index, copied) = if mapped {
-            index::in_memory(index)
-        } else {
-            (index, true)
-        };
-        // A local index not copied is read by page, within the process's bound, instead of
-        // through its map (dropped here, with whatever the open read of it).
-        let paged = match mapped && !copied {
-            true => paged::Paged::for_index(opener, &index_path, &m)?,
-            false => unmapped_paged,
-        };
-        let index = paged.clone().map_or(index, |p| p as Arc<dyn ReadFile>);
+        let o = opening::open_files(opener, path, kind, mapped)?;
+        let m = o.m;
+        let pages = o.lazy.then(|| index::Pages::new(m.records));
         Ok(Container {
             path: path.to_path_buf(),
             uuid_crc: format::uuid_crc(&m.uuid),
             shard_map: format::ShardMap::new(m.block_records, m.shard_count()),
             m,
-            shard_paths,
-            shards,
+            shard_paths: o.shard_paths,
+            shards: o.shards,
             // An unmapped store's index is already a copy in memory.
-            index_in_memory: !mapped || copied || paged.is_some(),
-            index,
-            paged,
-            mapped,
-            index_path,
-            entry,
-            stride,
-            ddict,
+            index_in_memory: !o.mapped || o.copied || o.paged.is_some(),
+            index: o.index,
+            paged: o.paged,
+            mapped: o.mapped,
+            index_path: o.index_path,
+            entry: o.entry,
+            stride: o.stride,
+            ddict: o.ddict,
             verify: opts.verify,
             cold: opts.cold_reads,
-            outgrows_memory,
+            outgrows_memory: o.outgrows_memory,
             warm_gathers: AtomicU32::new(0),
-            fixed,
+            fixed: o.fixed,
             #[cfg(feature = "remote")]
             remote: backend.fetch,
-            manifest_crc,
-            pages: lazy.then(|| index::Pages::new(m_records)),
+            manifest_crc: o.manifest_crc,
+            pages,
             closed: AtomicBool::new(false),
         })
     }

@@ -60,8 +60,6 @@ const FIXED: usize = 16;
 /// A hit refreshes its block's modification time (its place in the eviction order) only when
 /// that time is older than this.
 const TOUCH_AFTER: Duration = Duration::from_secs(60);
-/// Temporary files older than this are a killed filler's and are removed by an eviction scan.
-const STALE_TMP: Duration = Duration::from_secs(3600);
 
 /// One node-local cache directory.
 #[derive(Debug)]
@@ -92,6 +90,8 @@ pub(crate) struct BlockCache {
     max_maps: usize,
 }
 
+mod bound;
+use bound::RECHECK;
 mod held;
 mod key;
 use held::Mapped;
@@ -113,11 +113,6 @@ const MAPPED: usize = 4096;
 /// the store drops it, so `P` processes reading one cache may hold up to `P / 64` of the bound
 /// beyond it (a small cache's blocks are read with `pread` instead).
 const MAPPED_SHARE: u64 = 64;
-
-/// How often, at most, an open store reads the node's eviction count, and when it has moved
-/// drops its maps of blocks evicted meanwhile (by any process): a deleted file that a process
-/// still maps keeps its disk space. One positional read of 8 bytes a gather at most this often.
-const RECHECK: Duration = Duration::from_millis(100);
 
 /// What looking a block file up for a hit found.
 enum Found {
@@ -308,21 +303,13 @@ impl BlockCache {
         {
             return;
         }
-        let mut word = [0u8; 8];
-        if self.size.read_exact_at(&mut word, 8).is_err() {
+        let Some(count) = bound::evictions(&self.size) else {
             return;
-        }
-        let count = u64::from_le_bytes(word);
+        };
         if self.seen_evictions.swap(count, Ordering::Relaxed) == count {
             return;
         }
-        use std::os::unix::fs::MetadataExt;
-        let current = self.maps().clone();
-        let gone: Vec<Key> = current
-            .iter()
-            .filter(|(_, m)| m.file.metadata().is_ok_and(|md| md.nlink() == 0))
-            .map(|(k, _)| *k)
-            .collect();
+        let gone = bound::deleted(&self.maps().clone());
         if gone.is_empty() {
             return;
         }
@@ -630,7 +617,7 @@ impl BlockCache {
         match self.write_block(&path, uuid, shard, b, bytes) {
             Ok(n) => {
                 self.fills.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = self.account(n) {
+                if let Err(e) = bound::account(&self.dir, self.bound, n, &self.evicted) {
                     self.note("account", &self.dir.join(".size"), &e);
                 }
             }
@@ -674,91 +661,6 @@ impl BlockCache {
             let _ = fs::remove_file(&tmp);
         }
         written.map(|()| (head.len() + bytes.len()) as u64)
-    }
-
-    /// Adds `n` bytes to the shared count, evicting when it passes the bound.
-    fn account(&self, n: u64) -> io::Result<()> {
-        let lock = File::open(self.dir.join(".lock"))?;
-        lock.lock()?;
-        let size = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(self.dir.join(".size"))?;
-        let mut word = [0u8; 8];
-        let held = match size.read_exact_at(&mut word, 0) {
-            Ok(()) => u64::from_le_bytes(word),
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
-            Err(e) => return Err(e),
-        };
-        let mut total = held.saturating_add(n);
-        if total > self.bound {
-            let before = self.evicted.load(Ordering::Relaxed);
-            total = self.evict()?;
-            if self.evicted.load(Ordering::Relaxed) != before {
-                // The node's eviction count, which open stores read to drop their maps of
-                // evicted blocks (`drop_evicted`).
-                let count = match size.read_exact_at(&mut word, 8) {
-                    Ok(()) => u64::from_le_bytes(word),
-                    Err(_) => 0,
-                };
-                size.write_all_at(&count.wrapping_add(1).to_le_bytes(), 8)?;
-            }
-        }
-        size.write_all_at(&total.to_le_bytes(), 0)?;
-        // The lock goes with `lock`.
-        Ok(())
-    }
-
-    /// Removes the least recently used blocks until the blocks hold at most 90 % of the bound
-    /// (stale temporary files go too); the bytes left, counted from the directory. Called under
-    /// the lock.
-    fn evict(&self) -> io::Result<u64> {
-        let mut blocks: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
-        let now = SystemTime::now();
-        for c in fs::read_dir(&self.dir)? {
-            let c = c?;
-            if !c.file_type()?.is_dir() {
-                continue;
-            }
-            for s in fs::read_dir(c.path())? {
-                let s = s?;
-                if !s.file_type()?.is_dir() {
-                    continue;
-                }
-                for f in fs::read_dir(s.path())? {
-                    let Ok(f) = f else { continue };
-                    // A file another process removed meanwhile is simply gone.
-                    let Ok(m) = f.metadata() else { continue };
-                    let t = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                    let name = f.file_name();
-                    let name = name.to_string_lossy();
-                    if name.ends_with(".tmp") {
-                        if now.duration_since(t).is_ok_and(|age| age > STALE_TMP) {
-                            let _ = fs::remove_file(f.path());
-                        }
-                    } else if name.ends_with(".blk") {
-                        blocks.push((t, m.len(), f.path()));
-                    }
-                }
-            }
-        }
-        let mut total: u64 = blocks.iter().map(|b| b.1).sum();
-        let keep = self.bound / 10 * 9;
-        blocks.sort_unstable_by_key(|b| b.0);
-        for (_, len, path) in blocks {
-            if total <= keep {
-                break;
-            }
-            match fs::remove_file(&path) {
-                Ok(()) => {
-                    total -= len;
-                    self.evicted.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => total -= len,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(total)
     }
 }
 

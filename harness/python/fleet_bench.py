@@ -33,6 +33,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import socket
 import sys
 import tempfile
 import time
@@ -306,7 +307,8 @@ def run_cell(c, target=reader):
            "bytes_per_batch": sum(o["bytes"] for o in outs) / batches,
            "delivered_per_batch": sum(o["delivered"] for o in outs) / batches,
            "mib_s": sum(o["delivered"] for o in outs) / wall / 2**20,
-           "p50_ms": float(np.percentile(lat, 50) * 1e3), "p99_ms": float(np.percentile(lat, 99) * 1e3)}
+           "p50_ms": float(np.percentile(lat, 50) * 1e3), "p99_ms": float(np.percentile(lat, 99) * 1e3),
+           "first_ms": max(o["latencies"][0] for o in outs if o["latencies"]) * 1e3}
     if target is reader:
         out["verified"] = all(o["verified"] for o in outs)
         out["mixing"] = sum(o["mixing"] for o in outs) / batches
@@ -351,14 +353,20 @@ def main():
     ap.add_argument("--text", type=Path)
     ap.add_argument("--work", type=Path)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--peers", action="store_true")
     a = ap.parse_args()
     a.procs = [int(p) for p in a.procs.split(",")]
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loaderx/py/tests"))
     from _remote_helpers import Seaweed
 
     rows = []
+    # SeaweedFS's Prometheus port: the peers' requests are counted there (fleet_peers.py).
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    metrics_port = probe.getsockname()[1]
+    probe.close()
     try:
-        s3 = Seaweed()
+        s3 = Seaweed(extra_args=(f"-metricsPort={metrics_port}",))
     except RuntimeError as e:
         rows.append({"row": "loaderx", "store": "dense", "note": f"not measured: {e}"})
     else:
@@ -371,6 +379,11 @@ def main():
                 print(f"fleet: stores written in {time.perf_counter() - t:.1f} s", file=sys.stderr)
                 for spec in specs:
                     rows += rows_for(a, spec, so, Path(tmp))
+                if a.peers:
+                    import fleet_peers
+
+                    for spec in specs:
+                        rows += fleet_peers.rows(a, spec, so, Path(tmp), f"http://127.0.0.1:{metrics_port}/metrics")
         finally:
             s3.stop()
     for r in rows:

@@ -31,7 +31,7 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
         .arg(work)
         .arg("--json")
         .arg(&out);
-    // Quick: 10^5 records, 1 s a cell (the full run: 10^6, 3 s; ~10 min on 2 cores).
+    // Quick: 10^5 records, 1 s a cell (the full run: 10^6, 3 s; 23 min on 2 cores, peers included).
     if a.quick {
         cmd.args(["--records", "100000", "--seconds", "1"]);
     }
@@ -142,11 +142,15 @@ fn table(rows: &[Value]) -> FreeTable {
              steps of one stream, batch 256 (1,024 for the request goal); requests and wire \
              bytes per batch from store.request_stats summed over the processes; MiB/s of \
              delivered records; GET limit: the same requests and bytes as plain concurrent \
-             ranged GETs; mixing: per-batch class entropy (bits; Pet sorted by breed) or mean \
+             ranged GETs, issued from Python (obstore, asyncio, at most 32 in flight): with \
+             hundreds of small requests a batch it is slower than the Rust engine and bounds \
+             nothing (x GET limit > 1); mixing: per-batch class entropy (bits; Pet sorted by breed) or mean \
              |id difference| of consecutive samples; every batch verified. MosaicML Streaming \
              (py1e) and LitData (shuffle=True) in their documented S3 configurations on the same \
              records, P worker processes: requests counted by SeaweedFS, wire bytes = what their \
-             local caches hold, MiB/s after the first batch. Goals at the default \
+             local caches hold, MiB/s after the first batch (which downloads whole 64 MB \
+             shards or chunks; they then read their local copy, where the loaderx rows have no \
+             cache). Goals at the default \
              block shuffle: {}; {}; {}",
             goal(
                 &format!("<= {REQUESTS_PER_1024} requests per 1,024-record batch"),

@@ -30,6 +30,7 @@ mod cli;
 mod cold;
 mod common;
 mod corpus;
+mod fleet;
 mod gate;
 mod loader;
 mod machine;

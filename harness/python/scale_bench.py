@@ -434,6 +434,16 @@ CELLS = {"loaderx": cell_loaderx, "lance": cell_lance, "parquet": cell_parquet,
          "streaming": cell_streaming}
 
 
+def finish(rows, json_path) -> int:
+    """Prints `rows` (one JSON line each), writes them to `json_path` when given, and returns the
+    exit code: 1 when any row failed its check."""
+    for r in rows:
+        print(json.dumps(r))
+    if json_path:
+        json_path.write_text(json.dumps(rows, indent=1))
+    return 0 if all(r.get("verified") is not False for r in rows) else 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cell")
@@ -489,11 +499,7 @@ def main():
                                             "seaweedfs", s3.options()))
                 finally:
                     s3.stop()
-    for r in rows:
-        print(json.dumps(r))
-    if a.json:
-        a.json.write_text(json.dumps(rows, indent=1))
-    return 0 if all(r.get("verified") is not False for r in rows) else 1
+    return finish(rows, a.json)
 
 
 if __name__ == "__main__":

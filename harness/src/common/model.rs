@@ -286,6 +286,14 @@ pub struct FreeTable {
     pub rows: Vec<Value>,
 }
 
+/// `v / base` as `0.50x` in a free table's cell, or null where either is missing.
+pub fn ratio(v: Option<f64>, base: Option<f64>) -> serde_json::Value {
+    match (v, base) {
+        (Some(v), Some(b)) if b > 0.0 => serde_json::json!(format!("{:.2}x", v / b)),
+        _ => serde_json::Value::Null,
+    }
+}
+
 /// A free table's `columns` from one line of names joined by ` | `, as its header reads.
 pub fn columns(header: &str) -> Vec<String> {
     header.split(" | ").map(String::from).collect()

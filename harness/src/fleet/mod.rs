@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::config::{self, RunArgs};
 use crate::error::{HarnessError, Result};
-use crate::model::{FreeTable, columns};
+use crate::model::{FreeTable, columns, ratio};
 use crate::table::Table;
 
 /// The goals: requests per 1,024-record batch of small records at the default block
@@ -43,14 +43,6 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
     }
     let rows: Vec<Value> = crate::child::script_json(&mut cmd, &out)?;
     Ok(table(&rows))
-}
-
-/// `v / base` as `0.50x`, or null where either is missing.
-fn ratio(v: Option<f64>, base: Option<f64>) -> Value {
-    match (v, base) {
-        (Some(v), Some(b)) if b > 0.0 => json!(format!("{:.2}x", v / b)),
-        _ => Value::Null,
-    }
 }
 
 /// Whether two rows are the same cell (store, order, processes, batch).

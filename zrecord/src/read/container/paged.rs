@@ -134,11 +134,25 @@ impl Paged {
         path: &Path,
         m: &Manifest,
     ) -> Result<Option<Arc<Paged>>> {
+        Paged::open(opener, path, m, false)
+    }
+
+    /// The index file at `path` opened for positional reads, its length and header checked when
+    /// `check`, as a paged index; `None` where the file system maps it anyway.
+    fn open(
+        opener: &dyn Opener,
+        path: &Path,
+        m: &Manifest,
+        check: bool,
+    ) -> Result<Option<Arc<Paged>>> {
         let f = opener
             .open_read_unmapped(path)
             .map_err(|e| missing_or_io(path, None, e))?;
         if f.mapped() {
             return Ok(None);
+        }
+        if check {
+            check_file(&*f, path, m)?;
         }
         Paged::new(f, path.to_path_buf(), m).map(Some)
     }
@@ -151,31 +165,7 @@ impl Paged {
         path: &Path,
         m: &Manifest,
     ) -> Result<Option<Arc<Paged>>> {
-        let f = opener
-            .open_read_unmapped(path)
-            .map_err(|e| missing_or_io(path, None, e))?;
-        if f.mapped() {
-            return Ok(None);
-        }
-        if f.file_len() != m.index_len {
-            return Err(Error::corrupt(
-                file_at(path, None),
-                "index file length",
-                m.index_len,
-                f.file_len(),
-            ));
-        }
-        let mut head = [0u8; HEADER_LEN];
-        f.read_exact_at(&mut head, 0)
-            .map_err(|e| Error::io("read the header of", path, e))?;
-        format::check_header(
-            &head,
-            &format::encode_index_header(&m.uuid, m.records, m.entry_size()),
-            path,
-            None,
-            "index header",
-        )?;
-        Paged::new(f, path.to_path_buf(), m).map(Some)
+        Paged::open(opener, path, m, true)
     }
 
     /// A paged index of the container with manifest `m` whose index file (`path`, opened for
@@ -403,6 +393,28 @@ impl Drop for Paged {
         // SAFETY: the region mapped by `new`, `len.max(1)` bytes; nothing refers to it any more.
         unsafe { libc::munmap(self.region.as_ptr().cast(), self.len.max(1)) };
     }
+}
+
+/// Checks the index file `f` at `path` against manifest `m`: its length and its header.
+fn check_file(f: &dyn ReadFile, path: &Path, m: &Manifest) -> Result<()> {
+    if f.file_len() != m.index_len {
+        return Err(Error::corrupt(
+            file_at(path, None),
+            "index file length",
+            m.index_len,
+            f.file_len(),
+        ));
+    }
+    let mut head = [0u8; HEADER_LEN];
+    f.read_exact_at(&mut head, 0)
+        .map_err(|e| Error::io("read the header of", path, e))?;
+    format::check_header(
+        &head,
+        &format::encode_index_header(&m.uuid, m.records, m.entry_size()),
+        path,
+        None,
+        "index header",
+    )
 }
 
 /// Releases every paged index that no read holds.

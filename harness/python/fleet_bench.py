@@ -183,20 +183,11 @@ class Checker:
 
 
 def open_store(c):
-    from loaderx import Allocator, dtypes
     from loaderx.zrecord import DenseStore, RaggedStore
 
     kind = DenseStore if c["layout"] == "dense" else RaggedStore
     store = kind(c["path"], storage_options=c["storage_options"])
-    view = store.bind(Allocator())
-    if c["layout"] == "dense":
-        def gather(ids):
-            return dtypes.from_dlpack(view[ids])
-    else:
-        def gather(ids):
-            b = view[ids]
-            return np.from_dlpack(b.values), np.from_dlpack(b.cu_seqlens)
-    return store, gather
+    return store, scale_bench.gatherer(store, c["layout"])
 
 
 def nbytes(got):

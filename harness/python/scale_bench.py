@@ -117,8 +117,23 @@ def verify(layout, ids, got):
     return np.array_equal(np.diff(got[1]), lens) and np.array_equal(got[0], vals)
 
 
-def cell_loaderx(c):
+def gatherer(store, layout):
+    """A function of record ids that gathers them from `store` (bound to a CPU allocator) as
+    NumPy arrays: one array for a Dense store, (values, cu_seqlens) for a Ragged one."""
     from loaderx import Allocator, dtypes
+
+    view = store.bind(Allocator())
+    if layout == "dense":
+        def gather(ids):
+            return dtypes.from_dlpack(view[ids])
+    else:
+        def gather(ids):
+            b = view[ids]
+            return np.from_dlpack(b.values), np.from_dlpack(b.cu_seqlens)
+    return gather
+
+
+def cell_loaderx(c):
     from loaderx.zrecord import DenseStore, RaggedStore
 
     kind = DenseStore if c["layout"] == "dense" else RaggedStore
@@ -129,14 +144,7 @@ def cell_loaderx(c):
     open_s = time.perf_counter() - t
     open_rss = rss_mib() - base
     assert len(store) == c["records"], (len(store), c["records"])
-    view = store.bind(Allocator())
-    if c["layout"] == "dense":
-        def gather(ids):
-            return dtypes.from_dlpack(view[ids])
-    else:
-        def gather(ids):
-            b = view[ids]
-            return np.from_dlpack(b.values), np.from_dlpack(b.cu_seqlens)
+    gather = gatherer(store, c["layout"])
     return run_batches(c, gather, open_s, open_rss, base, c.get("budget"))
 
 

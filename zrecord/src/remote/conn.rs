@@ -181,6 +181,12 @@ impl Remote {
         Ok(Head { bytes, size })
     }
 
+    /// [`Remote::get_head`] of file `name` on this process's client, its error naming the URL.
+    pub(super) fn fetch_head(&self, name: &str, n: Option<u64>) -> io::Result<Head> {
+        let c = self.client().map_err(io::Error::other)?;
+        block_on(self.get_head(c, name, n))?.map_err(|e| to_io(self.error("GET", name, None, e)))
+    }
+
     /// The length of file `name`.
     pub(super) fn head(&self, name: &str) -> io::Result<u64> {
         self.count(0);

@@ -160,17 +160,7 @@ impl Opener for RemoteFiles {
     }
     fn open_read(&self, path: &Path) -> io::Result<Arc<dyn ReadFile>> {
         let name = self.name(path)?;
-        let c = self.0.client().map_err(io::Error::other)?;
-        let key = self.0.key(&name);
-        let got = block_on(async move {
-            match c.get(&key).await {
-                Ok(r) => r.bytes().await,
-                Err(e) => Err(e),
-            }
-        })?
-        .map_err(|e| to_io(self.0.error("GET", &name, None, e)))?;
-        self.0.count(got.len());
-        Ok(Arc::new(Whole(got)))
+        Ok(Arc::new(Whole(self.0.fetch_head(&name, None)?.bytes)))
     }
     /// An object for ranged GETs, its length and first bytes learnt with one GET (or taken from
     /// what [`Opener::prefetch`] fetched): no `HEAD`, and the open's first read of it (a
@@ -185,11 +175,7 @@ impl Opener for RemoteFiles {
             .remove(&name);
         let head = match held {
             Some(h) => h,
-            None => {
-                let c = self.0.client().map_err(io::Error::other)?;
-                block_on(self.0.get_head(c, &name, Some(HEAD_BYTES)))?
-                    .map_err(|e| to_io(self.0.error("GET", &name, None, e)))?
-            }
+            None => self.0.fetch_head(&name, Some(HEAD_BYTES))?,
         };
         Ok(Arc::new(Object {
             remote: self.0.clone(),

@@ -37,28 +37,38 @@ pub(super) fn open_index(
     let index =
         open_whole(opener, index_path, mapped).map_err(|e| missing_or_io(index_path, None, e))?;
     let ib = index.bytes();
-    if ib.len() as u64 != m.index_len {
-        return Err(Error::corrupt(
-            file_at(index_path, None),
-            "index file length",
-            m.index_len,
-            ib.len(),
-        ));
-    }
-    let entry = m.entry_size();
-    format::check_header(
-        ib,
-        &format::encode_index_header(&m.uuid, m.records, entry),
-        index_path,
-        None,
-        "index header",
-    )?;
+    check_length_and_header(m, index_path, ib.len() as u64, ib)?;
     if !lazy {
         for page in 0..m.records.div_ceil(format::PAGE_ENTRIES) {
             check_page_crc(m, ib, index_path, page)?;
         }
     }
     Ok(index)
+}
+
+/// Checks the index file at `index_path` against manifest `m`: its length `len`, and its header
+/// in `head` (the file's first bytes, at least the header's).
+pub(super) fn check_length_and_header(
+    m: &Manifest,
+    index_path: &Path,
+    len: u64,
+    head: &[u8],
+) -> Result<()> {
+    if len != m.index_len {
+        return Err(Error::corrupt(
+            file_at(index_path, None),
+            "index file length",
+            m.index_len,
+            len,
+        ));
+    }
+    format::check_header(
+        head,
+        &format::encode_index_header(&m.uuid, m.records, m.entry_size()),
+        index_path,
+        None,
+        "index header",
+    )
 }
 
 /// Index page `page`'s checksum.

@@ -28,8 +28,8 @@ use crate::format::{self, HEADER_LEN, Manifest};
 use crate::source::{Opener, ReadFile};
 
 use super::super::hint::page_size;
-use super::files::{file_at, missing_or_io};
-use super::index::{check_page_crc, index_memory};
+use super::files::missing_or_io;
+use super::index::{check_length_and_header, check_page_crc, index_memory};
 
 /// An unmapped store's (object storage, a shared file system) index larger than this (1 MiB:
 /// 64 Ki records of 16-byte entries) is paged rather than read whole at open.
@@ -305,38 +305,28 @@ impl Paged {
             .collect();
         mem.sort_unstable();
         mem.dedup();
+        // Pages already read in hold the file's bytes and may be read by another thread right
+        // now: only the others are written, one read per run of consecutive ones. (Under `fill`
+        // and a hold no page becomes read in or released meanwhile.)
+        let todo: Vec<usize> = mem
+            .iter()
+            .copied()
+            .filter(|&p| !self.filled.has(p))
+            .collect();
         let mut reads: Vec<(u64, &mut [u8])> = Vec::new();
-        let mut k = 0;
-        while k < mem.len() {
-            let mut q = k + 1;
-            while q < mem.len() && mem[q] == mem[q - 1] + 1 {
-                q += 1;
+        for run in todo.chunk_by(|a, b| *b == a + 1) {
+            let (x, y) = (
+                (run[0] * ps).max(HEADER_LEN),
+                ((run[run.len() - 1] + 1) * ps).min(self.len),
+            );
+            if x < y {
+                // SAFETY: `x..y` lies inside the region, in pages not read in: no read looks at
+                // them (a read looks only at pages its hold read in), `fill` keeps other writers
+                // out, and the runs do not overlap (sorted, distinct pages).
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut(self.region.as_ptr().add(x), y - x) };
+                reads.push((x as u64, dst));
             }
-            // Pages already read in hold the file's bytes and may be read by another thread
-            // right now: only the others are written.
-            let mut p = mem[k];
-            while p <= mem[q - 1] {
-                if self.filled.has(p) {
-                    p += 1;
-                    continue;
-                }
-                let mut r = p;
-                while r <= mem[q - 1] && !self.filled.has(r) {
-                    r += 1;
-                }
-                let (x, y) = ((p * ps).max(HEADER_LEN), (r * ps).min(self.len));
-                if x < y {
-                    // SAFETY: `x..y` lies inside the region, in pages not read in: no read looks
-                    // at them (a read looks only at pages its hold read in), `fill` keeps other
-                    // writers out, and the runs do not overlap (sorted, distinct pages).
-                    let dst = unsafe {
-                        std::slice::from_raw_parts_mut(self.region.as_ptr().add(x), y - x)
-                    };
-                    reads.push((x as u64, dst));
-                }
-                p = r;
-            }
-            k = q;
         }
         if !reads.is_empty() {
             self.file
@@ -397,24 +387,12 @@ impl Drop for Paged {
 
 /// Checks the index file `f` at `path` against manifest `m`: its length and its header.
 fn check_file(f: &dyn ReadFile, path: &Path, m: &Manifest) -> Result<()> {
-    if f.file_len() != m.index_len {
-        return Err(Error::corrupt(
-            file_at(path, None),
-            "index file length",
-            m.index_len,
-            f.file_len(),
-        ));
-    }
     let mut head = [0u8; HEADER_LEN];
-    f.read_exact_at(&mut head, 0)
-        .map_err(|e| Error::io("read the header of", path, e))?;
-    format::check_header(
-        &head,
-        &format::encode_index_header(&m.uuid, m.records, m.entry_size()),
-        path,
-        None,
-        "index header",
-    )
+    if f.file_len() >= HEADER_LEN as u64 {
+        f.read_exact_at(&mut head, 0)
+            .map_err(|e| Error::io("read the header of", path, e))?;
+    }
+    check_length_and_header(m, path, f.file_len(), &head)
 }
 
 /// Releases every paged index that no read holds.

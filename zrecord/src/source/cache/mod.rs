@@ -310,15 +310,20 @@ impl BlockCache {
             return;
         }
         let gone = bound::deleted(&self.maps().clone());
-        if gone.is_empty() {
-            return;
-        }
+        self.unmap(&gone);
+    }
+
+    /// Publishes a snapshot without the maps of blocks `keys` (those it holds); gathers that took
+    /// an earlier snapshot keep them until they end.
+    fn unmap(&self, keys: &[Key]) {
         let mut held = self.maps();
-        let mut maps = Maps::clone(&held);
-        for k in &gone {
-            maps.remove(k);
+        if keys.iter().any(|k| held.contains_key(k)) {
+            let mut maps = Maps::clone(&held);
+            for k in keys {
+                maps.remove(k);
+            }
+            *held = Arc::new(maps);
         }
-        *held = Arc::new(maps);
     }
 
     /// The block size in bytes.
@@ -561,14 +566,7 @@ impl BlockCache {
 
     /// [`BlockCache::damaged`] but for the miss, which the caller counts.
     fn drop_damaged(&self, key: &Key) {
-        {
-            let mut held = self.maps();
-            if held.contains_key(key) {
-                let mut maps = Maps::clone(&held);
-                maps.remove(key);
-                *held = Arc::new(maps);
-            }
-        }
+        self.unmap(std::slice::from_ref(key));
         self.corrupt.fetch_add(1, Ordering::Relaxed);
         let _ = fs::remove_file(self.path(&key.0, key.1, key.2));
     }

@@ -104,6 +104,19 @@ def _plan(name: str, t) -> _Plan:
     )
 
 
+def _check_shape_counts(name: str, shapes: np.ndarray, lengths: np.ndarray, row0: int) -> None:
+    """Raises :class:`InvalidInputError` naming the first row (counted from ``row0``) whose shape
+    (a row of ``shapes``) does not hold exactly its ``lengths`` values."""
+    counts = np.prod(shapes, axis=1, dtype=np.uint64)
+    bad = np.flatnonzero(counts != lengths.astype(np.uint64))
+    if bad.size:
+        r = int(bad[0])
+        raise InvalidInputError(
+            f"column {name!r} row {row0 + r}: shape {tuple(int(d) for d in shapes[r])} holds {int(counts[r])} "
+            f"values but the row holds {int(lengths[r])}"
+        )
+
+
 def _no_nulls(name: str, arr) -> None:
     if arr.null_count:
         raise InvalidInputError(f"column {name!r} holds {arr.null_count} null value(s); nulls cannot be stored")
@@ -154,14 +167,7 @@ def _append(plan: _Plan, w, chunk, row0: int) -> None:
         shape_arr = fields["shape"]
         _no_nulls(plan.name, shape_arr)
         shapes = np.ascontiguousarray(shape_arr.flatten().to_numpy(zero_copy_only=False).astype(np.uint64).reshape(n, plan.ndim))
-        counts = np.prod(shapes, axis=1, dtype=np.uint64)
-        bad = np.flatnonzero(counts != lengths.astype(np.uint64))
-        if bad.size:
-            r = int(bad[0])
-            raise InvalidInputError(
-                f"column {plan.name!r} row {row0 + r}: shape {tuple(int(d) for d in shapes[r])} holds {int(counts[r])} "
-                f"elements but the values list holds {int(lengths[r])}"
-            )
+        _check_shape_counts(plan.name, shapes, lengths, row0)
         w.append(RaggedBatch(values, cu, shapes))
 
 

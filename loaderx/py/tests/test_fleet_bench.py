@@ -29,6 +29,7 @@ def test_fleet_cells_verify_count_requests_and_block_shuffles_cut_them(tmp_path)
     )
     assert r.returncode == 0, r.stderr[-3000:]
     rows = json.loads(out.read_text())
+    assert not [x for x in rows if "error" in x], [x for x in rows if "error" in x]
     ours = [x for x in rows if x["row"] == "loaderx"]
     limits = [x for x in rows if x["row"] == "get-limit"]
     assert len(ours) == 10 and len(limits) == 10, [(x["row"], x.get("order"), x.get("error")) for x in rows]

@@ -28,6 +28,11 @@ pub(crate) trait Objects: Send + Sync {
     fn list_tree(&self, dir: &str) -> io::Result<Vec<(String, u64)>>;
     /// The whole object `key` (an error of kind `NotFound` when absent).
     fn read(&self, key: &str) -> io::Result<Vec<u8>>;
+    /// Each object of `keys`, whole, in order, as [`Objects::read`] gives it; an object store
+    /// fetches them concurrently (its options' `concurrency` at a time).
+    fn read_all(&self, keys: &[String]) -> Vec<io::Result<Vec<u8>>> {
+        keys.iter().map(|k| self.read(k)).collect()
+    }
     /// Creates `key` holding `bytes` only if no object has that key: `Ok(false)`, and nothing
     /// written, when one does. Durable when it returns.
     fn create_new(&self, key: &str, bytes: &[u8]) -> io::Result<bool>;

@@ -244,6 +244,26 @@ fn ragged_and_multi_column_datasets_keep_their_columns_aligned() {
         e.to_string().contains("bad") && e.to_string().contains("record counts"),
         "{e}"
     );
+    // A part that lacks one of the dataset's columns, or is one container where the dataset's
+    // parts are folders of columns (and the reverse), is refused naming it.
+    ragged_part(&part_path(&root, "half", Some("tokens")), 8, 3);
+    dense_part(&part_path(&root, "flat", None), 9, 3, Codec::Zstd);
+    for (part, what) in [("half", "column \"label\""), ("flat", "column \"label\"")] {
+        let e = append(&root, &[part.to_string()], &local()).unwrap_err();
+        assert!(
+            matches!(e, Error::Format { .. })
+                && e.to_string().contains(part)
+                && e.to_string().contains(what),
+            "{e}"
+        );
+    }
+    let e = commit(&root, &["flat".to_string(), "w0".to_string()], &local()).unwrap_err();
+    assert!(
+        matches!(e, Error::Format { .. })
+            && e.to_string().contains("w0")
+            && e.to_string().contains("one container"),
+        "{e}"
+    );
 }
 
 #[test]

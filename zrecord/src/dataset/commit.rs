@@ -13,8 +13,9 @@ use crate::format::{ColumnSchema, PartColumn, PartEntry, VersionManifest};
 
 use super::versions::{PARTS_DIR, VERSIONS_DIR, listed_versions, objects, read_version_in};
 
-/// Parts described at once (their manifests are fetched concurrently: one request each).
-const DESCRIBE_THREADS: usize = 16;
+/// Parts described at once: their manifests (one request each) are fetched together, so a commit
+/// holds at most this many in memory.
+const DESCRIBE_CHUNK: usize = 1024;
 
 /// Publishes a new version of the dataset at `root` listing exactly `parts`, in that order (the
 /// first version of a new dataset, or a replacement of the newest one's list). Every part must be
@@ -77,8 +78,9 @@ fn publish(
     }
 }
 
-/// Describes `parts` (concurrently), each against `schema` when given, else against the first
-/// part's: the dataset's columns and one entry per part, in order.
+/// Describes `parts`, each against `schema` when given, else against the first part's: the
+/// dataset's columns and one entry per part, in order. The manifests are fetched
+/// [`DESCRIBE_CHUNK`] parts at a time, concurrently on an object store.
 fn describe_all(
     o: &dyn Objects,
     parts: &[String],
@@ -94,47 +96,45 @@ fn describe_all(
     if let Some(p) = parts.iter().find(|p| !seen.insert(p.as_str())) {
         return Err(Error::invalid(format!("part {p} is listed twice")));
     }
-    let names: Option<Vec<String>> = schema.map(|s| s.iter().map(|c| c.name.clone()).collect());
-    let threads = DESCRIBE_THREADS.min(parts.len());
-    let chunk = parts.len().div_ceil(threads);
-    let described: Vec<Result<(Vec<ColumnSchema>, PartEntry)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = parts
-            .chunks(chunk)
-            .map(|ps| {
-                let names = names.as_deref();
-                s.spawn(move || ps.iter().map(|p| describe(o, p, names)).collect::<Vec<_>>())
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    vec![Err(Error::invalid("a part description thread panicked"))]
-                })
-            })
-            .collect()
-    });
+    if let Some(p) = parts.iter().find(|p| !valid_name(p)) {
+        return Err(Error::invalid(format!(
+            "{}: a part name is 1-128 bytes of [A-Za-z0-9._-], not starting with '.'",
+            o.root().join(PARTS_DIR).join(p).display()
+        )));
+    }
+    // Every part has the dataset's column folders (`""`: a part is one container).
+    let names: Vec<String> = match schema {
+        Some(s) => s.iter().map(|c| c.name.clone()).collect(),
+        None => column_names(o, &parts[0])?,
+    };
     let mut columns: Option<Vec<ColumnSchema>> = schema.map(<[ColumnSchema]>::to_vec);
     let mut entries = Vec::with_capacity(parts.len());
-    for d in described {
-        let (cols, entry) = d?;
-        match &columns {
-            None => columns = Some(cols),
-            Some(want) => {
-                if let Some((w, g)) = want.iter().zip(&cols).find(|(w, g)| w != g) {
-                    return Err(Error::format(
-                        o.root().join(PARTS_DIR).join(&entry.name),
-                        format!(
-                            "schema of column {:?} differs from the dataset's: expected {}, found {}",
-                            w.name,
-                            schema_text(w),
-                            schema_text(g)
-                        ),
-                    ));
+    for chunk in parts.chunks(DESCRIBE_CHUNK) {
+        let keys: Vec<String> = chunk
+            .iter()
+            .flat_map(|p| names.iter().map(move |n| manifest_key(p, n)))
+            .collect();
+        let mut fetched = o.read_all(&keys).into_iter();
+        for part in chunk {
+            let (cols, entry) = describe(o, part, &names, &mut fetched)?;
+            match &columns {
+                None => columns = Some(cols),
+                Some(want) => {
+                    if let Some((w, g)) = want.iter().zip(&cols).find(|(w, g)| w != g) {
+                        return Err(Error::format(
+                            o.root().join(PARTS_DIR).join(&entry.name),
+                            format!(
+                                "schema of column {:?} differs from the dataset's: expected {}, found {}",
+                                w.name,
+                                schema_text(w),
+                                schema_text(g)
+                            ),
+                        ));
+                    }
                 }
             }
+            entries.push(entry);
         }
-        entries.push(entry);
     }
     Ok((columns.unwrap_or_default(), entries))
 }
@@ -157,52 +157,64 @@ fn schema_text(c: &ColumnSchema) -> String {
     }
 }
 
-/// Reads part `part`'s container manifest of each column (`columns`; `None`: discover them: the
-/// part is one container, or one folder per column).
+/// The column folders of part `part`: `[""]` when the part is one container, else its folders.
+fn column_names(o: &dyn Objects, part: &str) -> Result<Vec<String>> {
+    let dir = format!("{PARTS_DIR}/{part}");
+    let at = o.root().join(&dir);
+    match o.read(&manifest_key(part, "")) {
+        Ok(_) => Ok(vec![String::new()]),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let listed = o.list(&dir).map_err(|e| Error::io("list", &at, e))?;
+            let cols: Vec<String> = listed
+                .into_iter()
+                .filter(|l| l.dir && valid_name(&l.name))
+                .map(|l| l.name)
+                .collect();
+            if cols.is_empty() {
+                return Err(Error::format(
+                    &at,
+                    "no published part here (no manifest.zrm, no column folders)",
+                ));
+            }
+            Ok(cols)
+        }
+        Err(e) => Err(Error::io("read", o.root().join(manifest_key(part, "")), e)),
+    }
+}
+
+/// Part `part`'s schema and entry from its container manifests, one per column of `names`, taken
+/// in order from `fetched`.
 fn describe(
     o: &dyn Objects,
     part: &str,
-    columns: Option<&[String]>,
+    names: &[String],
+    fetched: &mut impl Iterator<Item = std::io::Result<Vec<u8>>>,
 ) -> Result<(Vec<ColumnSchema>, PartEntry)> {
-    let dir = format!("{PARTS_DIR}/{part}");
-    let at = o.root().join(&dir);
-    if !valid_name(part) {
-        return Err(Error::invalid(format!(
-            "{}: a part name is 1-128 bytes of [A-Za-z0-9._-], not starting with '.'",
-            at.display()
-        )));
-    }
-    // A part that is one container has its manifest here.
-    let one = manifest_key(&dir, "");
-    let names: Vec<String> = match columns {
-        Some(c) => c.to_vec(),
-        None => match o.read(&one) {
-            Ok(bytes) => return one_column(o, &one, part, "", bytes).map(|(c, e)| (vec![c], e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let listed = o.list(&dir).map_err(|e| Error::io("list", &at, e))?;
-                let cols: Vec<String> = listed
-                    .into_iter()
-                    .filter(|l| l.dir && valid_name(&l.name))
-                    .map(|l| l.name)
-                    .collect();
-                if cols.is_empty() {
-                    return Err(Error::format(
-                        &at,
-                        "no published part here (no manifest.zrm, no column folders)",
-                    ));
-                }
-                cols
-            }
-            Err(e) => return Err(Error::io("read", o.root().join(&one), e)),
-        },
-    };
+    let at = o.root().join(PARTS_DIR).join(part);
     let mut schema = Vec::with_capacity(names.len());
     let mut entry: Option<PartEntry> = None;
-    for name in &names {
-        let key = manifest_key(&dir, name);
-        let bytes = o
-            .read(&key)
-            .map_err(|e| Error::io("read", o.root().join(&key), e))?;
+    for name in names {
+        let key = manifest_key(part, name);
+        let bytes = match fetched.next() {
+            Some(Ok(bytes)) => bytes,
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::format(
+                    &at,
+                    if name.is_empty() {
+                        "no published part here (no manifest.zrm; the dataset's parts are one container each)".to_string()
+                    } else {
+                        format!("no published column {name:?} here (the dataset's parts have it)")
+                    },
+                ));
+            }
+            Some(Err(e)) => return Err(Error::io("read", o.root().join(&key), e)),
+            None => {
+                return Err(Error::invalid(format!(
+                    "{}: manifest not fetched",
+                    at.display()
+                )));
+            }
+        };
         let (c, e) = one_column(o, &key, part, name, bytes)?;
         match &mut entry {
             None => entry = Some(e),
@@ -225,9 +237,10 @@ fn describe(
     Ok((schema, entry))
 }
 
-/// The key of the container manifest of `column` (`""`: the part is the container) of the part
-/// folder `dir`.
-fn manifest_key(dir: &str, column: &str) -> String {
+/// The key of the container manifest of `column` (`""`: the part is the container) of part
+/// `part`.
+fn manifest_key(part: &str, column: &str) -> String {
+    let dir = format!("{PARTS_DIR}/{part}");
     if column.is_empty() {
         format!("{dir}/{MANIFEST_FILE}")
     } else {

@@ -7,7 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt, stream};
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
@@ -136,6 +136,32 @@ impl Objects for RemoteObjects {
         })?
         .map_err(|e| self.error("GET", key, e))?;
         Ok(got.to_vec())
+    }
+
+    fn read_all(&self, keys: &[String]) -> Vec<io::Result<Vec<u8>>> {
+        let failed = |e: io::Error| {
+            keys.iter()
+                .map(|_| Err(io::Error::new(e.kind(), e.to_string())))
+                .collect()
+        };
+        let c = match self.client() {
+            Ok(c) => c,
+            Err(e) => return failed(e),
+        };
+        let gets = keys.iter().map(|key| {
+            let (c, k) = (c.clone(), self.key(key));
+            async move {
+                let got = match c.get(&k).await {
+                    Ok(r) => r.bytes().await,
+                    Err(e) => Err(e),
+                };
+                got.map(|b| b.to_vec())
+                    .map_err(|e| self.error("GET", key, e))
+            }
+        });
+        let concurrency = self.opts.concurrency.max(1);
+        block_on(stream::iter(gets).buffered(concurrency).collect::<Vec<_>>())
+            .unwrap_or_else(failed)
     }
 
     fn create_new(&self, key: &str, bytes: &[u8]) -> io::Result<bool> {

@@ -71,10 +71,10 @@ pub use format::{Codec, Kind};
 
 pub use publish::gc;
 pub use read::{
-    Batch, CacheStats, ColdReads, Dense, DenseBatch, DenseStore, DenseView, INDEX_MEMORY_BYTES,
-    Layout, OUTPUT_ALIGN, OpenOptions, Ragged, RaggedBatch, RaggedStore, RaggedView, RecordExtent,
-    RemoteOptions, RequestStats, Store, View, ViewGather, container_files, gather_fan_outs,
-    sequential_gathers, set_index_memory,
+    Batch, BlockBufferStats, CacheStats, ColdReads, Dense, DenseBatch, DenseStore, DenseView,
+    INDEX_MEMORY_BYTES, Layout, OUTPUT_ALIGN, OpenOptions, Ragged, RaggedBatch, RaggedStore,
+    RaggedView, RecordExtent, RemoteOptions, RequestStats, Store, View, ViewGather,
+    container_files, gather_fan_outs, sequential_gathers, set_index_memory,
 };
 pub use write::{
     DEFAULT_DATA_SHARDS, DEFAULT_ZSTD_LEVEL, DenseWriter, RaggedWriter, WRITE_BUFFER, Writer,

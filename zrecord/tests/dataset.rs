@@ -446,3 +446,102 @@ proptest! {
         prop_assert_eq!(got.bytes(), &want[..]);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// A store read through a block buffer (`buffer_blocks`), a dataset of parts or one container,
+    /// Dense or Ragged, gathers exactly what it gathers without one, batch after batch, and holds
+    /// at most its bound of blocks.
+    #[test]
+    fn block_buffered_gathers_match_plain_ones(
+        sizes in prop::collection::vec(1u32..30, 1..5),
+        block in 1u64..20,
+        blocks in 1usize..4,
+        batches in prop::collection::vec(prop::collection::vec(any::<u64>(), 0..30), 1..6),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let (dense, ragged) = (dir.path().join("d"), dir.path().join("r"));
+        let (names, _) = write_dense(&dense, &sizes, 0);
+        commit(&dense, &names, &local()).unwrap();
+        for (p, &n) in sizes.iter().enumerate() {
+            ragged_part(&part_path(&ragged, &names[p], None), p as u32, n);
+        }
+        commit(&ragged, &names, &local()).unwrap();
+        for root in [dense.clone(), part_path(&dense, &names[0], None)] {
+            let (plain, buffered) = (DenseStore::open(&root).unwrap(), DenseStore::open(&root).unwrap());
+            buffered.buffer_blocks(block, blocks).unwrap();
+            let view = buffered.bind(alloc());
+            for picks in &batches {
+                let idx: Vec<u64> = picks.iter().map(|p| p % plain.len()).collect();
+                let want = plain.bind(alloc()).gather(&idx).unwrap();
+                let got = view.gather(&idx).unwrap();
+                prop_assert_eq!(got.bytes(), want.bytes());
+                prop_assert!(view.block_buffer_stats().unwrap().held <= blocks);
+            }
+        }
+        for root in [ragged.clone(), part_path(&ragged, &names[0], None)] {
+            let (plain, buffered) = (RaggedStore::open(&root).unwrap(), RaggedStore::open(&root).unwrap());
+            buffered.buffer_blocks(block, blocks).unwrap();
+            for picks in &batches {
+                let idx: Vec<u64> = picks.iter().map(|p| p % plain.len()).collect();
+                let (want, got) = (plain.bind(alloc()).gather(&idx).unwrap(), buffered.bind(alloc()).gather(&idx).unwrap());
+                prop_assert_eq!(got.values(), want.values());
+                prop_assert_eq!(got.shapes(), want.shapes());
+                prop_assert_eq!(got.cu_seqlens(), want.cu_seqlens());
+            }
+            let s = buffered.block_buffer_stats().unwrap();
+            prop_assert!(s.held <= blocks && s.records == block);
+        }
+    }
+}
+
+/// A block buffer fetches a block once, reads it checked (a damaged record is a `Corrupt` error,
+/// never wrong bytes), and keeps its shape: asking again with another is an error.
+#[test]
+fn a_block_buffer_fetches_each_block_once_and_checks_what_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("c");
+    dense_part(&root, 1, 100, Codec::Raw);
+    let s = DenseStore::open(&root).unwrap();
+    s.buffer_blocks(10, 4).unwrap();
+    s.buffer_blocks(10, 4).unwrap();
+    assert!(matches!(
+        s.buffer_blocks(10, 5),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        DenseStore::open(&root).unwrap().buffer_blocks(0, 4),
+        Err(Error::InvalidInput(_))
+    ));
+    let v = s.bind(alloc());
+    let idx: Vec<u64> = (20..40).rev().chain([21, 39]).collect();
+    let got = v.gather(&idx).unwrap();
+    let want: Vec<u8> = idx
+        .iter()
+        .flat_map(|&i| dense_record(1, i as u32))
+        .collect();
+    assert_eq!(got.bytes(), &want[..]);
+    let st = s.block_buffer_stats().unwrap();
+    assert_eq!(
+        (st.held, st.fetched, st.hits, st.held_bytes),
+        (2, 2, 0, 240)
+    );
+    v.gather(&[25, 35]).unwrap();
+    assert_eq!(s.block_buffer_stats().unwrap().hits, 2);
+    // A flipped byte in record 57's stored bytes: the block that holds it is never served.
+    let at = s.record_extents(&[57]).unwrap()[0].clone();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&at.path)
+        .unwrap();
+    let mut byte = [0u8];
+    std::os::unix::fs::FileExt::read_exact_at(&f, &mut byte, at.offset).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[byte[0] ^ 0x40], at.offset).unwrap();
+    let fresh = DenseStore::open(&root).unwrap();
+    fresh.buffer_blocks(10, 4).unwrap();
+    let e = fresh.bind(alloc()).gather(&[55]).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert_eq!(fresh.block_buffer_stats().unwrap().held, 0);
+}

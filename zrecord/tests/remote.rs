@@ -505,6 +505,58 @@ fn scattered_small_records_are_not_merged_across_large_gaps() {
 }
 
 #[test]
+fn a_block_buffer_reads_a_block_shuffled_batch_with_a_request_a_block() {
+    deadline(240, || {
+        // 60,000 records of 64 bytes in one shard (its index, under 1 MiB, is read whole at open);
+        // a batch of 1,024 records drawn across four blocks of 256 (a block shuffle's window),
+        // then the same records in another order.
+        let (w, _dir, recs) = published("blocks", 1, 60_000, &[32]);
+        let blocks = [3u64, 50, 120, 200];
+        let mut idx: Vec<u64> = blocks.iter().flat_map(|b| b * 256..(b + 1) * 256).collect();
+        let order = random_idx(idx.len() as u64, idx.len(), 5);
+        idx = order.iter().map(|&k| idx[k as usize]).collect();
+        let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+        let cost = |buffered: bool| {
+            let s = DenseStore::open_with("s3://blocks/d", opts(&w)).unwrap();
+            if buffered {
+                s.buffer_blocks(256, 8).unwrap();
+            }
+            let v = s.bind(alloc());
+            let before = s.request_stats().unwrap();
+            assert_eq!(v.gather(&idx).unwrap().bytes(), &want[..]);
+            let first = s.request_stats().unwrap();
+            let mut again = idx.clone();
+            again.reverse();
+            let want_again: Vec<u8> = again
+                .iter()
+                .flat_map(|&i| recs[i as usize].clone())
+                .collect();
+            assert_eq!(v.gather(&again).unwrap().bytes(), &want_again[..]);
+            let second = s.request_stats().unwrap();
+            (
+                first.requests - before.requests,
+                second.requests - first.requests,
+                first.bytes - before.bytes,
+            )
+        };
+        let (plain, plain_again, _) = cost(false);
+        let (first, again, bytes) = cost(true);
+        eprintln!(
+            "1,024 records in 4 blocks: {plain} + {plain_again} requests unbuffered, {first} + \
+             {again} through the block buffer ({bytes} bytes)"
+        );
+        // One request per block, nothing the second time.
+        assert_eq!(first, blocks.len() as u64);
+        assert_eq!(bytes, 4 * 256 * 64);
+        assert_eq!(again, 0);
+        assert!(
+            plain + plain_again > 4 * first,
+            "{plain} + {plain_again} vs {first}"
+        );
+    });
+}
+
+#[test]
 fn a_large_remote_index_is_read_by_page_and_a_damaged_page_is_refused_when_needed() {
     deadline(240, || {
         // 100,000 records: a 1.6 MB index, read by page (each 4,096 entries, checked once).

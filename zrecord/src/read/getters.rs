@@ -36,6 +36,24 @@ macro_rules! container_getters {
             self.c.version()
         }
 
+        /// Reads in blocks of `records` consecutive records from now on (block `b`: records
+        /// `b * records .. (b + 1) * records`), keeping at most `blocks` of them decoded in
+        /// memory, for this store and every view and clone of it: a gather copies its records
+        /// from the blocks it touches and fetches the blocks it lacks together, each once (on
+        /// object storage one range GET per block and shard run). For a block shuffle
+        /// (`loaderx`'s `Mode::Block`): `records` its block, `blocks` at least its window plus
+        /// the blocks one batch spans. Memory: `blocks` blocks decoded, plus those the gathers in
+        /// flight fetched beyond them. Asking again with the same shape is a no-op; another shape
+        /// is an error (open the store again).
+        pub fn buffer_blocks(&self, records: u64, blocks: usize) -> crate::error::Result<()> {
+            self.c.buffer_blocks(records, blocks)
+        }
+
+        /// What the block buffer holds and has fetched (`None` without one).
+        pub fn block_buffer_stats(&self) -> Option<crate::BlockBufferStats> {
+            self.c.window().map(|w| w.stats())
+        }
+
         /// Whether the store was closed ([`crate::Store::close`]).
         pub fn is_closed(&self) -> bool {
             self.c.is_closed()

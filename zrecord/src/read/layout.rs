@@ -95,27 +95,30 @@ mod sealed {
             idx: &[u64],
         ) -> Result<(Allocation, Vec<u64>)> {
             let stride = o.record_bytes() as usize;
-            let c = match o {
-                Opened::One(c) => c,
-                Opened::Parts(p) => {
-                    p.check_open()?;
-                    p.check_indices(idx)?;
-                    let mut a = dense_output(alloc, idx.len(), stride)?;
-                    p.fill_dense(idx, a.host_slice_mut_or_err()?)?;
-                    let mut shape = vec![idx.len() as u64];
-                    shape.extend_from_slice(o.item_shape());
-                    return Ok((a, shape));
-                }
-            };
-            c.check_open()?;
-            c.check_indices(idx)?;
-            let mut alloc = dense_output(alloc, idx.len(), stride)?;
-            let out = alloc.host_slice_mut_or_err()?;
-            gather_into(c, idx, out, &|k| k * stride)?;
-            let mut shape = Vec::with_capacity(1 + c.item_shape().len());
+            o.check_gather(idx)?;
+            let mut a = dense_output(alloc, idx.len(), stride)?;
+            let out = a.host_slice_mut_or_err()?;
+            match o.window() {
+                None => fill_dense(o, idx, out, stride)?,
+                Some(w) => w.fill(
+                    o.records(),
+                    idx,
+                    out,
+                    |k| k * stride..(k + 1) * stride,
+                    |ids| {
+                        let n = ids.len().checked_mul(stride).ok_or_else(|| {
+                            Error::LimitExceeded(format!("a block of {} records", ids.len()))
+                        })?;
+                        let mut bytes = vec![0u8; n];
+                        fill_dense(o, ids, &mut bytes, stride)?;
+                        Ok((bytes, (0..=ids.len()).map(|r| r * stride).collect()))
+                    },
+                )?,
+            }
+            let mut shape = Vec::with_capacity(1 + o.item_shape().len());
             shape.push(idx.len() as u64);
-            shape.extend_from_slice(c.item_shape());
-            Ok((alloc, shape))
+            shape.extend_from_slice(o.item_shape());
+            Ok((a, shape))
         }
 
         fn single(shape: &mut Vec<u64>) {
@@ -139,20 +142,22 @@ mod sealed {
         ) -> Result<(Allocation, RaggedFields)> {
             let isz = o.dtype().itemsize();
             let ndim = o.ndim() as usize;
-            match o {
-                Opened::One(c) => {
-                    let (cu, dims) = ragged_sizes(c, idx)?;
-                    ragged_output(alloc, ndim, isz, &cu, &dims, |values| {
-                        gather_into(c, idx, values, &|k| cu[k] as usize * isz)
-                    })
-                }
-                Opened::Parts(p) => {
-                    let (cu, dims) = p.ragged_sizes(idx)?;
-                    ragged_output(alloc, ndim, isz, &cu, &dims, |values| {
-                        p.fill_ragged(idx, &cu, values)
-                    })
-                }
-            }
+            let (cu, dims) = sizes(o, idx)?;
+            ragged_output(alloc, ndim, isz, &cu, &dims, |values| match o.window() {
+                None => fill_ragged(o, idx, &cu, values),
+                Some(w) => w.fill(
+                    o.records(),
+                    idx,
+                    values,
+                    |k| cu[k] as usize * isz..cu[k + 1] as usize * isz,
+                    |ids| {
+                        let (cu, _) = sizes(o, ids)?;
+                        let mut bytes = vec![0u8; cu[ids.len()] as usize * isz];
+                        fill_ragged(o, ids, &cu, &mut bytes)?;
+                        Ok((bytes, cu.iter().map(|&c| c as usize * isz).collect()))
+                    },
+                ),
+            })
         }
 
         fn single(_: &mut RaggedFields) {}
@@ -160,6 +165,34 @@ mod sealed {
         fn debug_form(form: &RaggedFields, d: &mut fmt::DebugStruct<'_, '_>) {
             d.field("records", &form.n).field("ndim", &form.ndim);
         }
+    }
+}
+
+/// Fills `out` with the Dense records `idx` of `o` (`stride` bytes each), read from the store.
+fn fill_dense(o: &Opened, idx: &[u64], out: &mut [u8], stride: usize) -> Result<()> {
+    match o {
+        Opened::One(c) => gather_into(c, idx, out, &|k| k * stride),
+        Opened::Parts(p) => p.fill_dense(idx, out),
+    }
+}
+
+/// A Ragged gather's element counts and shapes, from the index of a container or the parts'.
+fn sizes(o: &Opened, idx: &[u64]) -> Result<(Vec<i32>, Vec<u64>)> {
+    match o {
+        Opened::One(c) => ragged_sizes(c, idx),
+        Opened::Parts(p) => p.ragged_sizes(idx),
+    }
+}
+
+/// Fills `values` with the Ragged records `idx` of `o` (element counts `cu`), read from the
+/// store.
+fn fill_ragged(o: &Opened, idx: &[u64], cu: &[i32], values: &mut [u8]) -> Result<()> {
+    match o {
+        Opened::One(c) => {
+            let isz = c.dtype().itemsize();
+            gather_into(c, idx, values, &|k| cu[k] as usize * isz)
+        }
+        Opened::Parts(p) => p.fill_ragged(idx, cu, values),
     }
 }
 

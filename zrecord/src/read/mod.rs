@@ -36,6 +36,7 @@ mod readers;
 mod store;
 mod verify;
 mod view;
+mod window;
 
 pub use batch::{Batch, DenseBatch, OUTPUT_ALIGN, RaggedBatch};
 pub use container::{
@@ -52,3 +53,4 @@ pub use plan::split_output;
 pub(crate) use plan::stores_for;
 pub use store::{DenseStore, RaggedStore, Store};
 pub use view::{DenseView, RaggedView, View, ViewGather};
+pub use window::BlockBufferStats;

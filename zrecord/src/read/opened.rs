@@ -10,6 +10,7 @@ use crate::format::{Codec, Kind};
 
 use super::container::{Container, OpenOptions};
 use super::parts::Parts;
+use super::window::Window;
 
 /// An opened container or dataset.
 #[derive(Clone)]
@@ -127,5 +128,49 @@ impl Opened {
             }
             Opened::Parts(p) => p.shape_of(i),
         }
+    }
+
+    /// Checks a gather of `idx`: the store is open and every index in range.
+    pub(in crate::read) fn check_gather(&self, idx: &[u64]) -> Result<()> {
+        match self {
+            Opened::One(c) => {
+                c.check_open()?;
+                c.check_indices(idx)
+            }
+            Opened::Parts(p) => {
+                p.check_open()?;
+                p.check_indices(idx)
+            }
+        }
+    }
+
+    /// The block buffer, when a reader asked for one.
+    pub(in crate::read) fn window(&self) -> Option<&Window> {
+        match self {
+            Opened::One(c) => c.window.get(),
+            Opened::Parts(p) => p.window.get(),
+        }
+    }
+
+    /// Buffers blocks of `records` records, `blocks` of them at most (`read::window`), for
+    /// every store and view of this one; again with the same shape is a no-op, another shape an
+    /// error.
+    pub(in crate::read) fn buffer_blocks(&self, records: u64, blocks: usize) -> Result<()> {
+        let slot = match self {
+            Opened::One(c) => &c.window,
+            Opened::Parts(p) => &p.window,
+        };
+        let w = Window::new(records, blocks)?;
+        if slot.set(w).is_err() {
+            let (r, b) = slot.get().map_or((0, 0), Window::shape);
+            if (r, b) != (records, blocks) {
+                return Err(Error::invalid(format!(
+                    "{}: its block buffer holds {b} blocks of {r} records already; another \
+                     shape ({blocks} of {records}) needs the store opened again",
+                    self.path().display()
+                )));
+            }
+        }
+        Ok(())
     }
 }

@@ -20,6 +20,7 @@ use crate::format::{Kind, dense_stride};
 use super::container::{Container, OpenOptions};
 use super::engine::gather_into;
 use super::plan::push_shape;
+use super::window::Window;
 
 /// An opened version of a dataset, read through one of its columns.
 pub(in crate::read) struct Parts {
@@ -33,6 +34,8 @@ pub(in crate::read) struct Parts {
     opts: OpenOptions,
     /// Bytes per record of a Dense column.
     stride: u64,
+    /// The block buffer, once a reader asks for one (`read::window`).
+    pub(in crate::read) window: OnceLock<Window>,
     closed: AtomicBool,
 }
 
@@ -113,6 +116,7 @@ impl Parts {
             starts,
             opts: opts.clone(),
             stride,
+            window: OnceLock::new(),
             closed: AtomicBool::new(false),
         }))
     }

@@ -22,8 +22,8 @@ mod paged;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::dtype::DType;
 use crate::error::{Error, Location, Result};
@@ -33,6 +33,7 @@ use crate::source::RangeFetch;
 use crate::source::{Opener, ReadFile};
 
 use super::hint::{PREFETCH_BYTES, prefetch};
+use super::window::Window;
 use fixed::Fixed;
 pub(in crate::read) use paged::IndexGuard;
 
@@ -106,6 +107,8 @@ pub(in crate::read) struct Container {
     /// The index read by page within the process's bound (a local index not copied at open):
     /// `index` is its region.
     paged: Option<Arc<paged::Paged>>,
+    /// The block buffer, once a reader asks for one (`read::window`).
+    pub(in crate::read) window: OnceLock<Window>,
     closed: AtomicBool,
 }
 
@@ -144,6 +147,7 @@ impl Container {
             remote: backend.fetch,
             manifest_crc: o.manifest_crc,
             pages,
+            window: OnceLock::new(),
             closed: AtomicBool::new(false),
         })
     }

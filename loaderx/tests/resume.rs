@@ -14,6 +14,7 @@ use common::loader::{Fixture, N, dense_view, fixture, ids, ragged_view, sampler,
 use loaderx::{
     Error, IndexSampler, Loader, LoaderOptions, LoaderState, Mode, Sampler, SamplerSpec, Shard,
 };
+use zrecord::RaggedStore;
 
 #[test]
 fn resume_from_step_reproduces_the_uninterrupted_run() {
@@ -81,6 +82,54 @@ fn resume_from_step_reproduces_the_uninterrupted_run() {
                 );
             }
         }
+    }
+}
+
+/// A block-shuffle loader reads its views through block buffers (the window plus the blocks a
+/// batch spans, plus one): each block of an epoch is fetched once, and every batch holds the
+/// records its sampler drew, Dense and Ragged.
+#[test]
+fn a_block_shuffle_loader_fetches_each_block_once_an_epoch() {
+    let fx = fixture();
+    let (x, t) = (dense_view(&fx.dense, sys()), ragged_view(&fx.ragged, sys()));
+    let mode = Mode::Block {
+        block: 10,
+        window: 4,
+    };
+    let mut drawn = IndexSampler::new(N, 20, mode, 42).unwrap();
+    let loader = Loader::new(
+        vec![("x", vec![x.clone()]), ("t", vec![t.clone()])],
+        sampler(mode, 20),
+        LoaderOptions::new(2, 2).ordered(true),
+    )
+    .unwrap();
+    let steps = (N / 20) as usize;
+    for shards in loader.take(steps) {
+        let shards = shards.unwrap();
+        let want = drawn.next().unwrap().to_vec();
+        assert_eq!(ids(&shards), want);
+        let ragged = shards[0].get("t").unwrap().as_ragged().unwrap();
+        let plain = RaggedStore::open(&fx.ragged)
+            .unwrap()
+            .bind(sys())
+            .gather(&want)
+            .unwrap();
+        assert_eq!(ragged.values(), plain.values());
+    }
+    for v in [x, t] {
+        let stats = match &v {
+            loaderx::StreamView::Dense(v) => v.block_buffer_stats(),
+            loaderx::StreamView::Ragged(v) => v.block_buffer_stats(),
+        }
+        .expect("a block shuffle buffers its views");
+        assert_eq!((stats.records, stats.blocks), (10, 4 + 2 + 1));
+        // One epoch: each of the N / 10 blocks fetched once (workers racing for a block may
+        // both fetch it: a few more at most).
+        assert!(
+            stats.fetched >= N / 10 && stats.fetched <= N / 10 + 8,
+            "{stats:?}"
+        );
+        assert!(stats.held <= 7);
     }
 }
 

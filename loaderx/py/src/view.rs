@@ -74,6 +74,36 @@ macro_rules! record_methods {
             fn closed(&self) -> bool {
                 self.$field.is_closed()
             }
+
+            /// Reads in blocks of `records` consecutive records from now on, keeping at most
+            /// `blocks` of them decoded in memory, for this store, its views and their clones in
+            /// this process (a pickled one opens without: call it again there). A gather copies
+            /// its records from the blocks it touches and fetches the ones it lacks together, each
+            /// once (on object storage, one range GET per block). For a block shuffle: `records`
+            /// its block, `blocks` its window plus the blocks one batch spans. Again with the
+            /// same shape: nothing; another shape: `ValueError` (open the store again).
+            fn buffer_blocks(&self, py: Python<'_>, records: u64, blocks: usize) -> PyResult<()> {
+                use $crate::errors::IntoPyResult;
+                self.$field.buffer_blocks(records, blocks).py_err(py)
+            }
+
+            /// The block buffer's shape and work (`records`, `blocks`, `held`, `held_bytes`,
+            /// `fetched` blocks, `hits` records), or None without one.
+            #[getter]
+            fn block_buffer_stats<'py>(
+                &self,
+                py: Python<'py>,
+            ) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+                let Some(s) = self.$field.block_buffer_stats() else { return Ok(None) };
+                let d = pyo3::types::PyDict::new(py);
+                d.set_item("records", s.records)?;
+                d.set_item("blocks", s.blocks)?;
+                d.set_item("held", s.held)?;
+                d.set_item("held_bytes", s.held_bytes)?;
+                d.set_item("fetched", s.fetched)?;
+                d.set_item("hits", s.hits)?;
+                Ok(Some(d))
+            }
         }
     };
 }

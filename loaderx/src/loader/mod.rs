@@ -87,7 +87,7 @@ pub use self::stream::{Batch, Shard, StreamView, Transform};
 use self::worker::{Workers, start_workers, stop_workers};
 use crate::error::{Error, Result};
 use crate::mixture::MixtureSpec;
-use crate::sampler::{IndexSpec, Sampler};
+use crate::sampler::{IndexSpec, Mode, Sampler};
 use crate::state::StreamPrint;
 
 enum Exec<T> {
@@ -200,6 +200,16 @@ impl<T: Send + 'static> Loader<T> {
         let names: Arc<[Arc<str>]> = names.into();
         let start = sampler.step();
         let spec = sampler.spec();
+        // A block shuffle reads each block once into a bounded buffer (stream.rs).
+        if let Some(IndexSpec {
+            mode: Mode::Block { block, window },
+            ..
+        }) = spec
+        {
+            for v in views.iter().flatten() {
+                v.buffer_for_blocks(block, window, batch)?;
+            }
+        }
         let source = Source::new(
             vec![views],
             names.clone(),

@@ -24,6 +24,10 @@ pub enum StreamView {
     Ragged(RaggedView),
 }
 
+/// The most a loader lets a stream's block buffer hold ([`StreamView::buffer_for_blocks`]):
+/// a block shuffle whose window needs more is read without one.
+pub const BLOCK_BUFFER_BYTES: u64 = 256 << 20;
+
 impl StreamView {
     /// Number of records.
     pub fn len(&self) -> u64 {
@@ -36,6 +40,43 @@ impl StreamView {
     /// True when the view holds no records.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Reads through a block buffer ([`zrecord::Store::buffer_blocks`]) sized for a block
+    /// shuffle of `block`-record blocks in windows of `window` blocks, `batch` records a step:
+    /// the window and the blocks one batch spans, plus one. Only when they hold at most
+    /// [`BLOCK_BUFFER_BYTES`] (records sized as a Dense view's record bytes, a Ragged view's
+    /// stored bytes per record); returns whether it buffers. A view whose store buffers blocks
+    /// already keeps its buffer.
+    pub fn buffer_for_blocks(
+        &self,
+        block: u64,
+        window: u64,
+        batch: usize,
+    ) -> zrecord::Result<bool> {
+        let held_now = match self {
+            StreamView::Dense(v) => v.block_buffer_stats(),
+            StreamView::Ragged(v) => v.block_buffer_stats(),
+        };
+        if held_now.is_some() {
+            return Ok(true);
+        }
+        let held = window
+            .saturating_add((batch as u64).div_ceil(block.max(1)))
+            .saturating_add(1);
+        let per_record = match self {
+            StreamView::Dense(v) => v.record_bytes(),
+            StreamView::Ragged(v) => v.disk_bytes() / v.len().max(1),
+        };
+        let bytes = held.saturating_mul(block).saturating_mul(per_record.max(1));
+        if bytes > BLOCK_BUFFER_BYTES || held > usize::MAX as u64 {
+            return Ok(false);
+        }
+        match self {
+            StreamView::Dense(v) => v.buffer_blocks(block, held as usize)?,
+            StreamView::Ragged(v) => v.buffer_blocks(block, held as usize)?,
+        }
+        Ok(true)
     }
 
     /// Gathers `idx` into one batch from the view's allocator.

@@ -36,6 +36,12 @@ macro_rules! container_getters {
             self.c.version()
         }
 
+        /// Allocated bytes on disk (all files; a dataset: the bytes its version lists for this
+        /// column's parts).
+        pub fn disk_bytes(&self) -> u64 {
+            self.c.disk_bytes()
+        }
+
         /// Reads in blocks of `records` consecutive records from now on (block `b`: records
         /// `b * records .. (b + 1) * records`), keeping at most `blocks` of them decoded in
         /// memory, for this store and every view and clone of it: a gather copies its records

@@ -144,6 +144,15 @@ impl Opened {
         }
     }
 
+    /// Allocated bytes on disk (all files; a dataset: the bytes its version lists for this
+    /// column's parts).
+    pub(in crate::read) fn disk_bytes(&self) -> u64 {
+        match self {
+            Opened::One(c) => c.disk_bytes(),
+            Opened::Parts(p) => p.bytes(),
+        }
+    }
+
     /// The block buffer, when a reader asked for one.
     pub(in crate::read) fn window(&self) -> Option<&Window> {
         match self {

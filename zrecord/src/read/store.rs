@@ -132,15 +132,6 @@ impl<L: Layout> Store<L> {
         }
     }
 
-    /// Allocated bytes on disk (all files; a dataset: the bytes its version lists for this
-    /// column's parts).
-    pub fn disk_bytes(&self) -> u64 {
-        match &self.c {
-            Opened::One(c) => c.disk_bytes(),
-            Opened::Parts(p) => p.bytes(),
-        }
-    }
-
     /// Number of parts: a dataset's (in its version's order), 1 for a single container.
     pub fn parts(&self) -> usize {
         match &self.c {

@@ -210,8 +210,24 @@ def reader(c, p, barrier, queue):
         queue.put({"error": f"reader {p}: {type(e).__name__}: {e}"})
 
 
+# What a loaderx Loader lets a view's block buffer hold (loaderx::BLOCK_BUFFER_BYTES).
+BLOCK_BUFFER_BYTES = 256 << 20
+
+
+def buffer_blocks(store, c):
+    """Buffers a block order's blocks as a loaderx Loader does (StreamView::buffer_for_blocks):
+    the window plus the blocks one batch spans, plus one, when they hold at most 256 MiB."""
+    if c["order"] is None:
+        return
+    block, window = block_shape(c["order"])
+    held = window + -(-c["batch"] // block) + 1
+    if held * block * c["record_bytes"] <= BLOCK_BUFFER_BYTES:
+        store.buffer_blocks(block, held)
+
+
 def read(c, p, barrier):
     store, gather = open_store(c)
+    buffer_blocks(store, c)
     s, check = sampler(c), Checker(c)
     before = store.request_stats
     barrier.wait()

@@ -127,6 +127,30 @@ def test_a_loader_on_a_block_sampler_resumes_exactly(streams, workers):
             loader.load_state_dict(state)
 
 
+def test_a_block_loader_reads_through_a_bounded_block_buffer(tmp_path):
+    with DenseWriter(tmp_path / "id", dtypes.int64, (), "raw") as w:
+        w.append(np.arange(N, dtype=np.int64))
+    store = DenseStore(tmp_path / "id")
+    assert store.block_buffer_stats is None
+    view = store.bind(Allocator("cpu"))
+    epoch = -(-N // B)
+    with Loader({"id": [view]}, Sampler(N, B, "block", seed=4, block=8, window=5), workers=2, ordered=True) as loader:
+        got = np.concatenate([ids_of(next(loader)).copy() for _ in range(epoch)])[:N]
+    check_epoch(got, N, 8, 5)
+    # The loader buffered the store (its views share it): the window, the blocks a batch spans,
+    # plus one; each block fetched about once in the epoch (two workers may race for one).
+    st = store.block_buffer_stats
+    assert (st["records"], st["blocks"]) == (8, 5 + -(-B // 8) + 1), st
+    assert st["held"] <= st["blocks"] and st["held_bytes"] <= st["blocks"] * 8 * 8, st
+    assert -(-N // 8) <= st["fetched"] <= -(-N // 8) + 16, st
+    assert view.block_buffer_stats == st
+    store.buffer_blocks(8, st["blocks"])  # the same shape again: nothing
+    with pytest.raises(loaderx.InvalidInputError, match="block buffer"):
+        store.buffer_blocks(16, 4)
+    with pytest.raises(loaderx.InvalidInputError):
+        DenseStore(tmp_path / "id").buffer_blocks(0, 4)
+
+
 def test_block_runs_name_the_blocks_a_batch_reads():
     s = Sampler(1003, 32, "block", seed=2, block=10, window=4)
     for step in range(40):

@@ -11,7 +11,10 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use support::fixtures::alloc;
-use zrecord::dataset::{self, append, commit, gc, new_part_name, part_path};
+use zrecord::dataset::{
+    self, PartReceipt, append, append_described, commit, commit_described, describe_part, gc,
+    new_part_name, part_path,
+};
 use zrecord::{
     Codec, DType, DenseStore, DenseWriter, Error, OpenOptions, RaggedStore, RaggedWriter,
     RemoteOptions, WriterOptions,
@@ -264,6 +267,64 @@ fn ragged_and_multi_column_datasets_keep_their_columns_aligned() {
             && e.to_string().contains("one container"),
         "{e}"
     );
+}
+
+#[test]
+fn receipts_commit_what_reading_the_parts_would_and_readers_check_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = dir.path().join("b");
+    let (names, recs) = write_dense(&b, &[5, 3, 7], 0);
+    // Each writer describes its part; the bytes travel to the committer and decode checked.
+    let receipts: Vec<PartReceipt> = names
+        .iter()
+        .map(|n| {
+            let bytes = describe_part(&b, n, &local()).unwrap().encode();
+            PartReceipt::decode(&bytes).unwrap()
+        })
+        .collect();
+    // The same version as a commit that reads the parts (then, as the next version).
+    let by_name = commit(&b, &names[..2], &local()).unwrap();
+    let by_receipt = commit_described(&b, &receipts[..2], &local()).unwrap();
+    assert_eq!(by_receipt.version, 2);
+    assert_eq!(
+        (&by_name.columns, &by_name.parts),
+        (&by_receipt.columns, &by_receipt.parts)
+    );
+    let appended = append_described(&b, &receipts[2..], &local()).unwrap();
+    assert_eq!(appended.parts.len(), 3);
+    assert_eq!(appended.parts[2], receipts[2].entry);
+    let s = DenseStore::open(&b).unwrap();
+    let idx: Vec<u64> = (0..recs.len() as u64).rev().collect();
+    let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+    assert_eq!(s.bind(alloc()).gather(&idx).unwrap().bytes(), &want[..]);
+    // A damaged receipt does not decode; listing a part twice, or again, is refused.
+    let mut bytes = receipts[0].encode();
+    bytes[20] ^= 1;
+    assert!(PartReceipt::decode(&bytes).is_err());
+    assert!(matches!(
+        append_described(&b, &receipts[..1], &local()),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        commit_described(&b, &[receipts[0].clone(), receipts[0].clone()], &local()),
+        Err(Error::InvalidInput(_))
+    ));
+    // A receipt of another schema is refused at commit, naming the part.
+    let mut other = receipts[1].clone();
+    other.columns[0].item_shape = vec![4];
+    let e = commit_described(&b, &[receipts[0].clone(), other], &local()).unwrap_err();
+    assert!(
+        matches!(e, Error::Format { .. }) && e.to_string().contains(&names[1]),
+        "{e}"
+    );
+    // A receipt that does not match its part commits, but the part is refused when first read.
+    let mut wrong = receipts[1].clone();
+    wrong.entry.columns[0].manifest_crc ^= 1;
+    commit_described(&b, &[receipts[0].clone(), wrong], &local()).unwrap();
+    let s = DenseStore::open(&b).unwrap();
+    assert_eq!(s.bind(alloc()).gather(&[0]).unwrap().bytes(), &recs[0][..]);
+    let e = s.bind(alloc()).gather(&[6]).unwrap_err();
+    assert!(e.to_string().contains(&names[1]), "{e}");
 }
 
 #[test]

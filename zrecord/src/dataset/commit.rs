@@ -1,6 +1,7 @@
 //! Committing a version: each listed part's container manifests are read and checked (published,
-//! one schema, equal record counts across columns), then version `newest + 1` is created only if
-//! absent.
+//! one schema, equal record counts across columns), or the parts come as their writers' receipts
+//! (`PartReceipt`: what that read would find, checked by readers when they first open the part);
+//! then version `newest + 1` is created only if absent.
 
 use std::path::Path;
 
@@ -17,6 +18,62 @@ use super::versions::{PARTS_DIR, VERSIONS_DIR, listed_versions, objects, read_ve
 /// holds at most this many in memory.
 const DESCRIBE_CHUNK: usize = 1024;
 
+/// A part as its writer describes it to a committer ([`describe_part`]): its columns' schemas and
+/// its entry in a version. [`commit_described`] and [`append_described`] publish receipts without
+/// reading the parts (no request per part); a reader checks each part against its entry (records,
+/// manifest CRC32C, schema) the first time it opens it, so a receipt that does not match its part
+/// is an error naming the part, never wrong data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartReceipt {
+    /// The part's columns, in order (one, named `""`, for a part that is one container).
+    pub columns: Vec<ColumnSchema>,
+    /// The part's entry as a version lists it.
+    pub entry: PartEntry,
+}
+
+impl PartReceipt {
+    /// The receipt as bytes (a version manifest of this one part, numbered 0), for sending to a
+    /// committer; [`PartReceipt::decode`] checks its CRC32C.
+    pub fn encode(&self) -> Vec<u8> {
+        VersionManifest {
+            version: 0,
+            columns: self.columns.clone(),
+            parts: vec![self.entry.clone()],
+        }
+        .encode()
+    }
+
+    /// A receipt from [`PartReceipt::encode`]'s bytes.
+    pub fn decode(bytes: &[u8]) -> Result<PartReceipt> {
+        let m = VersionManifest::decode(bytes, Path::new("<part receipt>"))?;
+        match (m.version, <[PartEntry; 1]>::try_from(m.parts)) {
+            (0, Ok([entry])) => Ok(PartReceipt {
+                columns: m.columns,
+                entry,
+            }),
+            _ => Err(Error::invalid(
+                "a part receipt is a version manifest numbered 0 listing one part",
+            )),
+        }
+    }
+}
+
+/// What a commit lists: parts by name (their manifests are read), or writers' receipts.
+#[derive(Clone, Copy)]
+enum Listing<'a> {
+    Names(&'a [String]),
+    Receipts(&'a [PartReceipt]),
+}
+
+impl Listing<'_> {
+    fn names(&self) -> Vec<&str> {
+        match self {
+            Listing::Names(n) => n.iter().map(String::as_str).collect(),
+            Listing::Receipts(r) => r.iter().map(|r| r.entry.name.as_str()).collect(),
+        }
+    }
+}
+
 /// Publishes a new version of the dataset at `root` listing exactly `parts`, in that order (the
 /// first version of a new dataset, or a replacement of the newest one's list). Every part must be
 /// published and share one schema. Returns the committed manifest; [`Error::Conflict`] when
@@ -26,10 +83,16 @@ pub fn commit(
     parts: &[String],
     remote: &RemoteOptions,
 ) -> Result<VersionManifest> {
-    let o = objects(root.as_ref(), remote)?;
-    let base = listed_versions(&*o)?.last().copied().unwrap_or(0);
-    let (columns, entries) = describe_all(&*o, parts, None)?;
-    publish(&*o, base + 1, columns, entries)
+    commit_listing(root.as_ref(), Listing::Names(parts), remote)
+}
+
+/// [`commit`] of the parts `receipts` describe, none of them read: one listing and one create.
+pub fn commit_described(
+    root: impl AsRef<Path>,
+    receipts: &[PartReceipt],
+    remote: &RemoteOptions,
+) -> Result<VersionManifest> {
+    commit_listing(root.as_ref(), Listing::Receipts(receipts), remote)
 }
 
 /// Publishes a new version of the dataset at `root` listing the newest version's parts followed by
@@ -40,21 +103,87 @@ pub fn append(
     parts: &[String],
     remote: &RemoteOptions,
 ) -> Result<VersionManifest> {
+    append_listing(root.as_ref(), Listing::Names(parts), remote)
+}
+
+/// [`append`] of the parts `receipts` describe, none of them read.
+pub fn append_described(
+    root: impl AsRef<Path>,
+    receipts: &[PartReceipt],
+    remote: &RemoteOptions,
+) -> Result<VersionManifest> {
+    append_listing(root.as_ref(), Listing::Receipts(receipts), remote)
+}
+
+/// Reads part `part`'s container manifests (one request per column, in the calling process: a
+/// writer's, after it published the part) into the receipt a committer publishes it by.
+pub fn describe_part(
+    root: impl AsRef<Path>,
+    part: &str,
+    remote: &RemoteOptions,
+) -> Result<PartReceipt> {
     let o = objects(root.as_ref(), remote)?;
+    check_names(&*o, &[part])?;
+    let names = column_names(&*o, part)?;
+    let keys: Vec<String> = names.iter().map(|n| manifest_key(part, n)).collect();
+    let (columns, entry) = describe(&*o, part, &names, &mut o.read_all(&keys).into_iter())?;
+    Ok(PartReceipt { columns, entry })
+}
+
+fn commit_listing(
+    root: &Path,
+    listing: Listing<'_>,
+    remote: &RemoteOptions,
+) -> Result<VersionManifest> {
+    let o = objects(root, remote)?;
+    let base = listed_versions(&*o)?.last().copied().unwrap_or(0);
+    let (columns, entries) = settle_listing(&*o, listing, None)?;
+    publish(&*o, base + 1, columns, entries)
+}
+
+fn append_listing(
+    root: &Path,
+    listing: Listing<'_>,
+    remote: &RemoteOptions,
+) -> Result<VersionManifest> {
+    let o = objects(root, remote)?;
     let Some(&base) = listed_versions(&*o)?.last() else {
-        return commit(root, parts, remote);
+        return commit_listing(root, listing, remote);
     };
     let m = read_version_in(&*o, base)?;
-    if let Some(p) = parts.iter().find(|p| m.parts.iter().any(|q| &q.name == *p)) {
+    if let Some(p) = listing
+        .names()
+        .into_iter()
+        .find(|p| m.parts.iter().any(|q| q.name == *p))
+    {
         return Err(Error::invalid(format!(
             "part {p} is already listed by version {base} of {}",
             o.root().display()
         )));
     }
-    let (_, new) = describe_all(&*o, parts, Some(&m.columns))?;
+    let (_, new) = settle_listing(&*o, listing, Some(&m.columns))?;
     let mut all = m.parts;
     all.extend(new);
     publish(&*o, base + 1, m.columns, all)
+}
+
+/// The columns and entries of a listing, checked: by name (each part's manifests read) or from
+/// receipts (nothing read).
+fn settle_listing(
+    o: &dyn Objects,
+    listing: Listing<'_>,
+    schema: Option<&[ColumnSchema]>,
+) -> Result<(Vec<ColumnSchema>, Vec<PartEntry>)> {
+    match listing {
+        Listing::Names(parts) => describe_all(o, parts, schema),
+        Listing::Receipts(receipts) => {
+            check_names(o, &listing.names())?;
+            let described = receipts
+                .iter()
+                .map(|r| Ok((r.columns.clone(), r.entry.clone())));
+            settle(o, described, schema)
+        }
+    }
 }
 
 /// Creates version `n` listing `parts`, only if no version `n` exists.
@@ -78,14 +207,8 @@ fn publish(
     }
 }
 
-/// Describes `parts`, each against `schema` when given, else against the first part's: the
-/// dataset's columns and one entry per part, in order. The manifests are fetched
-/// [`DESCRIBE_CHUNK`] parts at a time, concurrently on an object store.
-fn describe_all(
-    o: &dyn Objects,
-    parts: &[String],
-    schema: Option<&[ColumnSchema]>,
-) -> Result<(Vec<ColumnSchema>, Vec<PartEntry>)> {
+/// Checks a commit's part names: at least one, none twice, each a valid name.
+fn check_names(o: &dyn Objects, parts: &[&str]) -> Result<()> {
     if parts.is_empty() {
         return Err(Error::invalid(format!(
             "a commit to {} lists at least one part",
@@ -93,7 +216,7 @@ fn describe_all(
         )));
     }
     let mut seen = std::collections::HashSet::new();
-    if let Some(p) = parts.iter().find(|p| !seen.insert(p.as_str())) {
+    if let Some(p) = parts.iter().find(|p| !seen.insert(**p)) {
         return Err(Error::invalid(format!("part {p} is listed twice")));
     }
     if let Some(p) = parts.iter().find(|p| !valid_name(p)) {
@@ -102,39 +225,88 @@ fn describe_all(
             o.root().join(PARTS_DIR).join(p).display()
         )));
     }
+    Ok(())
+}
+
+/// Describes `parts`, each against `schema` when given, else against the first part's: the
+/// dataset's columns and one entry per part, in order. The manifests are fetched
+/// [`DESCRIBE_CHUNK`] parts at a time, concurrently on an object store.
+fn describe_all(
+    o: &dyn Objects,
+    parts: &[String],
+    schema: Option<&[ColumnSchema]>,
+) -> Result<(Vec<ColumnSchema>, Vec<PartEntry>)> {
+    let names: Vec<&str> = parts.iter().map(String::as_str).collect();
+    check_names(o, &names)?;
     // Every part has the dataset's column folders (`""`: a part is one container).
-    let names: Vec<String> = match schema {
+    let columns: Vec<String> = match schema {
         Some(s) => s.iter().map(|c| c.name.clone()).collect(),
         None => column_names(o, &parts[0])?,
     };
-    let mut columns: Option<Vec<ColumnSchema>> = schema.map(<[ColumnSchema]>::to_vec);
-    let mut entries = Vec::with_capacity(parts.len());
-    for chunk in parts.chunks(DESCRIBE_CHUNK) {
+    let columns = &columns;
+    let described = parts.chunks(DESCRIBE_CHUNK).flat_map(|chunk| {
         let keys: Vec<String> = chunk
             .iter()
-            .flat_map(|p| names.iter().map(move |n| manifest_key(p, n)))
+            .flat_map(|p| columns.iter().map(move |n| manifest_key(p, n)))
             .collect();
         let mut fetched = o.read_all(&keys).into_iter();
-        for part in chunk {
-            let (cols, entry) = describe(o, part, &names, &mut fetched)?;
-            match &columns {
-                None => columns = Some(cols),
-                Some(want) => {
-                    if let Some((w, g)) = want.iter().zip(&cols).find(|(w, g)| w != g) {
-                        return Err(Error::format(
-                            o.root().join(PARTS_DIR).join(&entry.name),
-                            format!(
-                                "schema of column {:?} differs from the dataset's: expected {}, found {}",
-                                w.name,
-                                schema_text(w),
-                                schema_text(g)
-                            ),
-                        ));
-                    }
+        chunk
+            .iter()
+            .map(|part| describe(o, part, columns, &mut fetched))
+            .collect::<Vec<_>>()
+    });
+    settle(o, described, schema)
+}
+
+/// The dataset's columns (`schema`, else the first part's) and the parts' entries, each part
+/// checked against them (its schema and one entry column per column).
+fn settle(
+    o: &dyn Objects,
+    described: impl Iterator<Item = Result<(Vec<ColumnSchema>, PartEntry)>>,
+    schema: Option<&[ColumnSchema]>,
+) -> Result<(Vec<ColumnSchema>, Vec<PartEntry>)> {
+    let mut columns: Option<Vec<ColumnSchema>> = schema.map(<[ColumnSchema]>::to_vec);
+    let mut entries = Vec::new();
+    for d in described {
+        let (cols, entry) = d?;
+        let at = || o.root().join(PARTS_DIR).join(&entry.name);
+        if entry.columns.len() != cols.len() {
+            return Err(Error::format(
+                at(),
+                format!(
+                    "{} columns described, {} in its entry",
+                    cols.len(),
+                    entry.columns.len()
+                ),
+            ));
+        }
+        match &columns {
+            None => columns = Some(cols),
+            Some(want) => {
+                if want.len() != cols.len() {
+                    return Err(Error::format(
+                        at(),
+                        format!(
+                            "{} columns where the dataset has {}",
+                            cols.len(),
+                            want.len()
+                        ),
+                    ));
+                }
+                if let Some((w, g)) = want.iter().zip(&cols).find(|(w, g)| w != g) {
+                    return Err(Error::format(
+                        at(),
+                        format!(
+                            "schema of column {:?} differs from the dataset's: expected {}, found {}",
+                            w.name,
+                            schema_text(w),
+                            schema_text(g)
+                        ),
+                    ));
                 }
             }
-            entries.push(entry);
         }
+        entries.push(entry);
     }
     Ok((columns.unwrap_or_default(), entries))
 }

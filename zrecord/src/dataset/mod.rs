@@ -23,6 +23,6 @@ mod gc;
 mod versions;
 
 pub use crate::format::{ColumnSchema, PartColumn, PartEntry, VersionManifest};
-pub use commit::{append, commit};
+pub use commit::{PartReceipt, append, append_described, commit, commit_described, describe_part};
 pub use gc::{DatasetGc, gc};
 pub use versions::{PARTS_DIR, VERSIONS_DIR, new_part_name, part_path, read_version, versions};

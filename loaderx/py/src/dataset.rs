@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use zrecord::Kind;
-use zrecord::dataset::{self, VersionManifest};
+use zrecord::dataset::{self, PartReceipt, VersionManifest};
 
 use crate::errors::{IntoPyResult, guard};
 use crate::remote::remote_options;
@@ -47,30 +47,62 @@ fn manifest_dict<'py>(py: Python<'py>, m: &VersionManifest) -> PyResult<Bound<'p
     Ok(d)
 }
 
+/// What a commit lists: part names, or writers' receipts (bytes from `_dataset_describe_part`).
+#[derive(FromPyObject)]
+pub(crate) enum Listed {
+    Names(Vec<String>),
+    Receipts(Vec<Vec<u8>>),
+}
+
 /// Commits a version listing exactly `parts` (`append=True`: the newest version's parts, then
-/// `parts`). Raises `CommitConflictError` when another commit took the version first.
+/// `parts`): names (each part's manifests are read) or receipts (none is). Raises
+/// `CommitConflictError` when another commit took the version first.
 #[pyfunction]
 #[pyo3(signature = (root, parts, *, append = false, storage_options = None))]
 pub(crate) fn _dataset_commit<'py>(
     py: Python<'py>,
     root: PathBuf,
-    parts: Vec<String>,
+    parts: Listed,
     append: bool,
     storage_options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let o = remote_options(storage_options)?;
     let m = py
         .detach(|| {
-            guard(|| {
-                if append {
-                    dataset::append(&root, &parts, &o)
-                } else {
-                    dataset::commit(&root, &parts, &o)
+            guard(|| match &parts {
+                Listed::Names(parts) if append => dataset::append(&root, parts, &o),
+                Listed::Names(parts) => dataset::commit(&root, parts, &o),
+                Listed::Receipts(bytes) => {
+                    let receipts = bytes
+                        .iter()
+                        .map(|b| PartReceipt::decode(b))
+                        .collect::<zrecord::Result<Vec<_>>>()?;
+                    if append {
+                        dataset::append_described(&root, &receipts, &o)
+                    } else {
+                        dataset::commit_described(&root, &receipts, &o)
+                    }
                 }
             })
         })
         .py_err(py)?;
     manifest_dict(py, &m)
+}
+
+/// Part `part`'s receipt (its manifests read here): bytes a committer publishes it by.
+#[pyfunction]
+#[pyo3(signature = (root, part, *, storage_options = None))]
+pub(crate) fn _dataset_describe_part<'py>(
+    py: Python<'py>,
+    root: PathBuf,
+    part: String,
+    storage_options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let o = remote_options(storage_options)?;
+    let r = py
+        .detach(|| guard(|| dataset::describe_part(&root, &part, &o)))
+        .py_err(py)?;
+    Ok(PyBytes::new(py, &r.encode()))
 }
 
 /// The committed versions, oldest first.

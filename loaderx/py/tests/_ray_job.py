@@ -44,14 +44,14 @@ def _touch(path: str, text: str = "") -> None:
 
 class HangSink(ZrecordDatasink):
     def on_write_complete(self, write_result):
-        parts = [p for r in write_result.write_returns for p, _ in r["parts"]]
+        parts = [p[0] for r in write_result.write_returns for p in r["parts"]]
         _touch(os.path.join(ctl, "ready.json"), json.dumps(parts))
         threading.Event().wait()
 
 
 class BarrierSink(ZrecordDatasink):
     def on_write_complete(self, write_result):
-        parts = [p for r in write_result.write_returns for p, _ in r["parts"]]
+        parts = [p[0] for r in write_result.write_returns for p in r["parts"]]
         _touch(os.path.join(ctl, f"ready-{tag}"), json.dumps(parts))
         _wait_for(os.path.join(ctl, "go"))
         super().on_write_complete(write_result)

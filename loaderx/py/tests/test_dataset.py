@@ -7,6 +7,7 @@ commit / append, local and on a real SeaweedFS server."""
 import json
 import multiprocessing as mp
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -210,6 +211,56 @@ def test_a_dataset_on_object_storage(s3):
     g = dataset.gc(root, min_age_secs=0, dry_run=False, storage_options=so)
     assert g["removed"] == ["p050"] and g["files"] >= 3
     assert dataset.gc(root, min_age_secs=0, storage_options=so)["removed"] == []
+
+
+def _receipts(root, first, count, so):
+    """A writer process: its parts, then their receipts (what it sends the committer)."""
+    names = [write_part(root, p, 2 + p % 3, storage_options=so) for p in range(first, first + count)]
+    return [dataset.describe_part(root, n, storage_options=so) for n in names]
+
+
+def test_a_commit_from_writers_receipts_reads_no_part(s3):
+    so = s3.options()
+    root = "s3://datasets/receipts"
+    with mp.get_context("spawn").Pool(4) as pool:
+        receipts = sum(pool.starmap(_receipts, [(root, 10 * w, 6, so) for w in range(4)]), [])
+    assert all(isinstance(r, bytes) for r in receipts)
+    m = dataset.commit(root, receipts, storage_options=so)
+    assert (m["version"], len(m["parts"])) == (1, 24)
+    oracle = np.concatenate([part_data(10 * w + k, 2 + (10 * w + k) % 3) for w in range(4) for k in range(6)])
+    with DenseStore(root, storage_options=so) as s, Allocator() as a:
+        assert len(s) == len(oracle)
+        np.testing.assert_array_equal(dtypes.from_dlpack(s.bind(a)[np.arange(len(oracle))]), oracle)
+        s.verify()
+    # The same parts committed by name make the same version (the next one).
+    again = dataset.commit(root, [p["name"] for p in m["parts"]], storage_options=so)
+    assert again["parts"] == m["parts"] and again["version"] == 2
+    # A damaged receipt, a mixed list and a receipt listed twice are refused; nothing is committed.
+    bad = bytearray(receipts[0])
+    bad[-1] ^= 1
+    with pytest.raises(loaderx.CorruptError, match="part receipt"):
+        dataset.append(root, [bytes(bad)], storage_options=so)
+    with pytest.raises(TypeError):
+        dataset.commit(root, [receipts[0], "p000"], storage_options=so)
+    with pytest.raises(loaderx.InvalidInputError, match="already listed"):
+        dataset.append(root, receipts[:1], storage_options=so)
+    assert dataset.versions(root, storage_options=so) == [1, 2]
+
+
+def test_a_receipt_commit_reads_nothing_and_readers_check_the_parts(tmp_path):
+    root = str(tmp_path / "ds")
+    names = [write_part(root, p, 3) for p in range(2)]
+    receipts = [dataset.describe_part(root, n) for n in names]
+    # The second part is gone before the commit: a commit by name refuses it, one from receipts
+    # reads nothing and succeeds; a reader names the part when it first needs it.
+    shutil.rmtree(dataset.part_path(root, names[1]))
+    with pytest.raises(loaderx.FormatError, match=names[1]):
+        dataset.commit(root, names)
+    dataset.commit(root, receipts)
+    with DenseStore(root) as s, Allocator() as a:
+        np.testing.assert_array_equal(dtypes.from_dlpack(s.bind(a)[np.arange(3)]), part_data(0, 3))
+        with pytest.raises(loaderx.errors.Error, match=names[1]):
+            s.bind(a)[np.array([4])]
 
 
 def _race_remote(root, name, so, q):

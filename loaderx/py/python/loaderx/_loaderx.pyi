@@ -44,6 +44,7 @@ __all__ = [
     "gc",
     "publish",
     "_dataset_commit",
+    "_dataset_describe_part",
     "_dataset_gc",
     "_dataset_info",
     "_dataset_new_part_name",
@@ -303,8 +304,12 @@ class Loader(_Closing):
 
 def publish(path: _Path, url: str, *, storage_options: _StorageOptions | None = None) -> None: ...
 def _dataset_commit(
-    root: _Path, parts: list[str], *, append: bool = False, storage_options: _StorageOptions | None = None,
+    root: _Path, parts: list[str] | list[bytes], *, append: bool = False,
+    storage_options: _StorageOptions | None = None,
 ) -> dict[str, Any]: ...
+def _dataset_describe_part(
+    root: _Path, part: str, *, storage_options: _StorageOptions | None = None,
+) -> bytes: ...
 def _dataset_versions(root: _Path, *, storage_options: _StorageOptions | None = None) -> list[int]: ...
 def _dataset_info(
     root: _Path, version: int | None = None, *, storage_options: _StorageOptions | None = None,

@@ -5,7 +5,11 @@ complete container, or for several aligned columns one container per column,
 ``parts/<part>/<column>/``) and ``versions/<n>.zrv``, the manifests that list them. A writer writes
 its part where :func:`part_path` says (a local root: directly; a URL: locally, then
 ``loaderx.zrecord.publish`` to that URL) and any process commits: :func:`commit` publishes a version
-listing exactly the given parts, :func:`append` one that adds parts to the newest version. Two
+listing exactly the given parts, :func:`append` one that adds parts to the newest version. A commit
+reads each listed part's manifests (one request per part), unless it is handed the writers'
+receipts instead of names: a writer calls :func:`describe_part` on its published part and sends the
+bytes back (a Ray task's result, a queue), and the committer publishes them with no request per
+part; readers check each part against its receipt when they first open it. Two
 committers racing for one version never both win: the loser gets
 :class:`~loaderx.errors.CommitConflictError` and nothing was written. ``DenseStore(root)`` /
 ``RaggedStore(root)`` open the newest version (``version=`` pins one, ``column=`` picks a column);
@@ -20,7 +24,7 @@ from typing import Any
 from . import _loaderx as _native
 from .errors import CommitConflictError
 
-__all__ = ["append", "commit", "gc", "info", "new_part_name", "part_path", "versions"]
+__all__ = ["append", "commit", "describe_part", "gc", "info", "new_part_name", "part_path", "versions"]
 
 PathLike = str | os.PathLike
 
@@ -35,15 +39,23 @@ def new_part_name(tag: str = "") -> str:
     return _native._dataset_new_part_name(tag)
 
 
-def commit(root: PathLike, parts: list[str], *, storage_options: dict | None = None) -> dict[str, Any]:
+def describe_part(root: PathLike, part: str, *, storage_options: dict | None = None) -> bytes:
+    """Part ``part``'s receipt: what :func:`commit` reads of it (its schema, record count and
+    manifests' CRC32C and sizes), read here (one request per column) as bytes for a committer."""
+    return _native._dataset_describe_part(os.fspath(root), part, storage_options=storage_options)
+
+
+def commit(root: PathLike, parts: list[str] | list[bytes], *,
+           storage_options: dict | None = None) -> dict[str, Any]:
     """Publishes a new version listing exactly ``parts`` (in global record order) and returns it
-    as :func:`info` does. Every part must be published and share one schema (a ``FormatError``
-    names the part otherwise)."""
+    as :func:`info` does: part names (each part's manifests are read) or receipts from
+    :func:`describe_part` (none is). Every part must be published and share one schema (a
+    ``FormatError`` names the part otherwise)."""
     return _native._dataset_commit(os.fspath(root), list(parts), append=False,
                                    storage_options=storage_options)
 
 
-def append(root: PathLike, parts: list[str], *, retries: int = 0,
+def append(root: PathLike, parts: list[str] | list[bytes], *, retries: int = 0,
            storage_options: dict | None = None) -> dict[str, Any]:
     """Publishes a new version: the newest version's parts, then ``parts``. On
     :class:`CommitConflictError` (another commit took the version first) it re-reads and retries

@@ -5,7 +5,8 @@ part (or one part per ``rows_per_part`` rows) straight to the dataset root (a lo
 object-store URL with ``storage_options``), one container per column: Dense from scalar columns and
 fixed-shape tensor columns, Ragged from variable-shape tensor columns and lists, ``uint8`` Ragged
 from bytes columns. ``on_write_complete`` commits one version listing the parts the tasks returned,
-in task order; a failed job commits nothing and leaves its parts to :func:`loaderx.dataset.gc`.
+in task order, from the receipts the tasks read of their own parts (no request per part at commit);
+a failed job commits nothing and leaves its parts to :func:`loaderx.dataset.gc`.
 
 Read: ``read_zrecord(url, ...)`` (a :class:`ZrecordDatasource`): read tasks over parts and record
 ranges of one pinned version; each task opens its stores itself (nothing but the URL, the version
@@ -373,14 +374,15 @@ class ZrecordDatasink(Datasink):
             # Each write task returns once; a task re-run by Ray (an exception with retries on, or a
             # lost result rebuilt) returns only from the run that succeeded, under the same index.
             by_task.setdefault(int(ret["task"]), ret["parts"])
-        parts = [name for t in sorted(by_task) for name, rows in by_task[t] if rows]
-        self.parts = parts
+        listed = [(name, receipt) for t in sorted(by_task) for name, rows, receipt in by_task[t] if rows]
+        self.parts = parts = [name for name, _ in listed]
+        receipts = [receipt for _, receipt in listed]
         if not parts:
             self.result = None
             return
         so = self._storage_options
         if self._retries:
-            self.result = _dataset.append(self._root, parts, retries=self._retries, storage_options=so)
+            self.result = _dataset.append(self._root, receipts, retries=self._retries, storage_options=so)
             return
         vs = _dataset.versions(self._root, storage_options=so)
         newest = vs[-1] if vs else 0
@@ -391,9 +393,9 @@ class ZrecordDatasink(Datasink):
                 f"nothing committed (the job's {len(parts)} parts are left for gc)"
             )
         if self._mode == "append" and base:
-            self.result = _dataset.append(self._root, parts, storage_options=so)
+            self.result = _dataset.append(self._root, receipts, storage_options=so)
         else:
-            self.result = _dataset.commit(self._root, parts, storage_options=so)
+            self.result = _dataset.commit(self._root, receipts, storage_options=so)
 
     def on_write_failed(self, error: Exception) -> None:
         # Nothing is committed; parts written by tasks that finished are listed by no version and
@@ -433,20 +435,25 @@ class ZrecordDatasink(Datasink):
                     start += take
                     row += take
                     if self._rows_per_part and part.rows >= self._rows_per_part:
-                        part.close()
-                        done.append([part.name, part.rows])
+                        done.append(self._finish(part))
                         part = None
             if part is not None:
-                part.close()
-                done.append([part.name, part.rows])
+                done.append(self._finish(part))
                 part = None
         except BaseException as e:
             if part is not None:
                 part.abort()
             e.add_note(f"loaderx.ray: write task {task} into {self._root} (parts published so far, left for gc: "
-                       f"{', '.join(p for p, _ in done) or 'none'})")
+                       f"{', '.join(p[0] for p in done) or 'none'})")
             raise
         return {"task": task, "parts": done}
+
+    def _finish(self, part: _Part) -> list:
+        """Closes (publishes) ``part``; its name, rows and receipt (read here, in the task, so
+        that the commit reads nothing per part)."""
+        part.close()
+        receipt = _dataset.describe_part(self._root, part.name, storage_options=self._storage_options)
+        return [part.name, part.rows, receipt]
 
     def _append(self, part: _Part, table, task: int, row0: int) -> None:
         inputs = {}

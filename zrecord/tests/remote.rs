@@ -404,6 +404,23 @@ fn transient_faults_are_retried_and_lasting_ones_are_typed_errors() {
 }
 
 #[test]
+fn a_slow_down_with_retry_after_is_waited_out() {
+    deadline(120, || {
+        let (w, _dir, recs) = published("slow", 1, 16, &[8]);
+        // The first request is answered `503 Slow Down` with `Retry-After: 2`: the retry comes
+        // no sooner (the client's own backoff starts at 100 ms), and then the open and the read
+        // succeed.
+        let p = Proxy::start(w.s3, Fault::SlowDown(2), 1);
+        let t = std::time::Instant::now();
+        let s = DenseStore::open_with("s3://slow/d", through(&w, &p, 3)).unwrap();
+        let waited = t.elapsed();
+        assert_eq!(s.bind(alloc()).gather(&[3]).unwrap().bytes(), &recs[3][..]);
+        assert!(waited >= std::time::Duration::from_secs(2), "{waited:?}");
+        assert!(p.accepted.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+    });
+}
+
+#[test]
 fn opens_take_two_round_trips_and_an_outage_within_the_deadline_costs_latency_not_errors() {
     deadline(240, || {
         let (w, dir, recs) = published("out", 2, 64, &[512]);

@@ -74,6 +74,14 @@ fn backoff() -> object_store::BackoffConfig {
     }
 }
 
+/// The HTTP client of every scheme: `object_store`'s, with `Retry-After` honoured up to the retry
+/// deadline (`super::retry_after`).
+fn honour(opts: &RemoteOptions) -> super::retry_after::RetryAfterConnector {
+    super::retry_after::RetryAfterConnector {
+        cap: opts.retry_timeout,
+    }
+}
+
 /// The attributes of every object a publish writes: its [`CONTENT_TYPE`].
 pub(super) fn typed() -> object_store::Attributes {
     object_store::Attributes::from_iter([(object_store::Attribute::ContentType, CONTENT_TYPE)])
@@ -170,7 +178,10 @@ fn make(
                     b = b.with_config(key, v);
                 }
             }
-            let mut b = b.with_url(url).with_retry(retry);
+            let mut b = b
+                .with_url(url)
+                .with_retry(retry)
+                .with_http_connector(honour(opts));
             for (k, v) in &opts.storage_options {
                 let key: AmazonS3ConfigKey =
                     k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
@@ -182,7 +193,8 @@ fn make(
             use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
             let mut b = GoogleCloudStorageBuilder::from_env()
                 .with_url(url)
-                .with_retry(retry);
+                .with_retry(retry)
+                .with_http_connector(honour(opts));
             for (k, v) in &opts.storage_options {
                 let key: GoogleConfigKey =
                     k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
@@ -194,7 +206,8 @@ fn make(
             use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
             let mut b = MicrosoftAzureBuilder::from_env()
                 .with_url(url)
-                .with_retry(retry);
+                .with_retry(retry)
+                .with_http_connector(honour(opts));
             for (k, v) in &opts.storage_options {
                 let key: AzureConfigKey = k.to_ascii_lowercase().parse().map_err(|_| unknown(k))?;
                 b = b.with_config(key, v);
@@ -213,7 +226,8 @@ fn make(
             let b = HttpBuilder::new()
                 .with_url(&parsed[..url::Position::BeforePath])
                 .with_retry(retry)
-                .with_client_options(client);
+                .with_client_options(client)
+                .with_http_connector(honour(opts));
             Arc::new(b.build().map_err(bad)?)
         }
         other => {

@@ -23,7 +23,8 @@
 //! Requests are retried by `object_store` (5xx including `503 SlowDown`, `429`, `408`, refused
 //! and reset connections, timeouts of reads) with jittered backoff of 100 ms to 2 s until the
 //! retry deadline ([`crate::RemoteOptions::retry_timeout`]; the count cap
-//! [`crate::RemoteOptions::max_retries`] is unbounded by default), so an outage shorter than the
+//! [`crate::RemoteOptions::max_retries`] is unbounded by default), after at least the
+//! `Retry-After` a `503` or `429` names (`retry_after`), so an outage shorter than the
 //! deadline costs latency only; then the error names the URL, the byte range, the deadline and
 //! the retries made. A missing object is not retried and says "not found".
 
@@ -31,6 +32,7 @@ mod client;
 mod conn;
 mod objects;
 mod publish;
+mod retry_after;
 mod runtime;
 
 use std::fmt;

@@ -77,6 +77,8 @@ pub fn deadline<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'st
 pub enum Fault {
     /// Answers `503 Service Unavailable` and closes.
     Unavailable,
+    /// Answers `503 Slow Down` with `Retry-After` of this many seconds, and closes.
+    SlowDown(u64),
     /// Closes the connection as soon as the request has arrived (a reset, to the client).
     Reset,
     /// Waits this long before forwarding (longer than the client's timeout: a slow server).
@@ -109,6 +111,16 @@ impl Proxy {
                                 read_head(&mut client);
                                 let _ = client.write_all(
                                     b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                                );
+                                return;
+                            }
+                            Fault::SlowDown(secs) => {
+                                read_head(&mut client);
+                                let _ = client.write_all(
+                                    format!(
+                                        "HTTP/1.1 503 Slow Down\r\nRetry-After: {secs}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                                    )
+                                    .as_bytes(),
                                 );
                                 return;
                             }

@@ -27,8 +27,9 @@ process while it ran a write task of the job (the single-process row: of that pr
 whole conversion). Every output is read back whole and compared record by record with the
 driver's own decode / tokenisation: ``verified`` is true only when every repeat was compared equal.
 
-Each cell runs ``--repeats`` times, the sinks alternating; a row gives its fastest repeat and keeps
-all of them under ``repeats``.
+Each cell runs ``--repeats`` times, repeat r of every cell before repeat r + 1 of any (the sinks
+alternating; a fresh Ray cluster per repeat and worker count); a row gives its fastest repeat and
+keeps all of them under ``repeats``.
 
 Usage: python convert_bench.py --pets 400 --lines 8000 --workers 1,2 --where local,seaweedfs \
            --repeats 2 --work DIR --json OUT
@@ -393,12 +394,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=a.work, prefix="convert-") as tmp:
         work = Path(tmp)
         try:
-            for where in wheres:
-                so = servers[where]
-                for src, want in srcs:
-                    reps = [run_once("single-process", src, want, where, so, 1, r, work) for r in range(a.repeats)]
-                    rows.append(cell_row("single-process", src["job"], where, 1, src["rows"], reps))
-            rows += ray_rows(a, srcs, workers, wheres, servers, lance_missing, work)
+            rows += cells(a, srcs, workers, wheres, servers, lance_missing, work)
         finally:
             if s3 is not None:
                 s3.stop()
@@ -420,37 +416,52 @@ def _warm(batch):
     return batch
 
 
-def ray_rows(a, srcs, workers, wheres, servers, lance_missing, work):
+def cells(a, srcs, workers, wheres, servers, lance_missing, work):
+    """Every cell's rows. Repeat r of every cell runs before repeat r + 1 of any (the single-process
+    cells, then a Ray cluster per worker count), so a change in the machine's load over the run
+    falls on all rows alike."""
+    targets = ["loaderx"] + ([] if lance_missing else ["lance"])
+    reps: dict[tuple, list] = {}
+    for rep in range(a.repeats):
+        for where in wheres:
+            for src, want in srcs:
+                key = ("single-process", src["job"], where, 1)
+                reps.setdefault(key, []).append(run_once("single-process", src, want, where, servers[where], 1, rep, work))
+        for w in workers:
+            ray_repeat(rep, w, srcs, wheres, servers, targets, reps, work)
+    rows = []
+    for (row, job, where, w), got in reps.items():
+        src = next(s for s, _ in srcs if s["job"] == job)
+        rows.append(cell_row(row, job, where, w, src["rows"], got))
+        if lance_missing and row == "loaderx":
+            rows.append({"row": "lance", "job": job, "where": where, "workers": w, "rows": src["rows"],
+                         "verified": None, "note": lance_missing})
+    return rows
+
+
+def ray_repeat(rep, w, srcs, wheres, servers, targets, reps, work):
+    """Repeat ``rep`` of every Ray cell at ``w`` workers, on a Ray cluster of its own."""
     import bpe
     import ray
 
     import data2latent
 
-    rows = []
-    targets = ["loaderx"] + ([] if lance_missing else ["lance"])
-    for w in workers:
-        ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
-        try:
-            for m in (rc, data2latent, bpe, sys.modules[__name__]):
-                ray.cloudpickle.register_pickle_by_value(m)
-            ctx = ray.data.DataContext.get_current()
-            ctx.execution_options.preserve_order = True
-            ctx.enable_progress_bars = False
-            # Warm-up: start the workers and import what the write tasks import, untimed.
-            ray.data.range(4 * w, override_num_blocks=4 * w).map_batches(_warm, batch_size=1).materialize()
-            for where in wheres:
-                for src, want in srcs:
-                    reps = {t: [] for t in targets}
-                    for rep in range(a.repeats):
-                        for t in targets:
-                            reps[t].append(run_once(t, src, want, where, servers[where], w, rep, work))
-                    rows += [cell_row(t, src["job"], where, w, src["rows"], reps[t]) for t in targets]
-                    if lance_missing:
-                        rows.append({"row": "lance", "job": src["job"], "where": where, "workers": w,
-                                     "rows": src["rows"], "verified": None, "note": lance_missing})
-        finally:
-            ray.shutdown()
-    return rows
+    ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
+    try:
+        for m in (rc, data2latent, bpe, sys.modules[__name__]):
+            ray.cloudpickle.register_pickle_by_value(m)
+        ctx = ray.data.DataContext.get_current()
+        ctx.execution_options.preserve_order = True
+        ctx.enable_progress_bars = False
+        # Warm-up: start the workers and import what the write tasks import, untimed.
+        ray.data.range(4 * w, override_num_blocks=4 * w).map_batches(_warm, batch_size=1).materialize()
+        for where in wheres:
+            for src, want in srcs:
+                for t in targets:
+                    out = run_once(t, src, want, where, servers[where], w, rep, work)
+                    reps.setdefault((t, src["job"], where, w), []).append(out)
+    finally:
+        ray.shutdown()
 
 
 if __name__ == "__main__":

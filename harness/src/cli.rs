@@ -30,7 +30,8 @@ const USAGE: &str = "usage:
   harness render RUN [--out DIR] [--headline] [--check]
                 (tables.md and every plot from RUN/results.json, cold.md from RUN/cold.json;
                  --check: compare with RUN's committed tables, write nothing)
-tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader, packing, scale, fleet
+tables: dense-vision, ragged-vision, dense-tokens, ragged-tokens, sampler, loader, packing, scale, fleet,
+        convert
         (both loader tables; or loader-dense-vision, loader-ragged-tokens)";
 
 /// `run`, `prepare` and `remote`'s options (`--quick` alone times one repeat).

@@ -29,6 +29,7 @@
 mod cli;
 mod cold;
 mod common;
+mod convert;
 mod corpus;
 mod fleet;
 mod gate;

@@ -12,7 +12,7 @@ use crate::model::{CellResult, Report, Status};
 use crate::progress::{Ledger, progress};
 use crate::store::{self, sampler};
 use crate::table::{Corpus, Table};
-use crate::{fleet, loader, machine, packing, report, scale, working_set};
+use crate::{convert, fleet, loader, machine, packing, report, scale, working_set};
 
 /// Backends that the reference leaves out of the Ragged vision table when a batch takes > 1 s.
 pub const SLOW_RAGGED_VISION: &[&str] = &["hdf5-gzip", "arrow-ipc-zstd", "parquet-zstd"];
@@ -204,9 +204,17 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
             .free
             .push(phases.time("fleet", || fleet::run(&a, &work))?);
     }
+    if a.selected(Table::Convert) {
+        report
+            .free
+            .push(phases.time("convert", || convert::run(&a, &work))?);
+    }
     eprintln!(
         "{}",
-        phases.summary("sampler, loader, packing, scale and fleet tables", 5)
+        phases.summary(
+            "sampler, loader, packing, scale, fleet and convert tables",
+            6
+        )
     );
     report.machine = machine::receipts();
     report.source = machine::source_info();

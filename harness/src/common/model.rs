@@ -457,7 +457,12 @@ mod tests {
                         assert!(r.repeats.iter().all(|c| c.table == table), "{name}");
                     }
                 }
-                Stage::Sampler | Stage::Loader | Stage::Packing | Stage::Scale | Stage::Fleet => {
+                Stage::Sampler
+                | Stage::Loader
+                | Stage::Packing
+                | Stage::Scale
+                | Stage::Fleet
+                | Stage::Convert => {
                     let ft: FreeTable =
                         serde_json::from_value(t.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
                     assert_eq!(ft.name, table);

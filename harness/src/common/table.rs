@@ -28,6 +28,8 @@ pub enum Stage {
     Scale,
     /// Shuffled reads from object storage by several processes: requests, bytes, mixing.
     Fleet,
+    /// Corpus conversion with Ray Data into loaderx and Lance: rows/s, MiB/s, peak RSS.
+    Convert,
 }
 
 /// Record layout of a table's source.
@@ -73,6 +75,7 @@ named! {
         Packing = "packing",
         Scale = "scale",
         Fleet = "fleet",
+        Convert = "convert",
     }
 }
 
@@ -117,6 +120,8 @@ impl Table {
             Table::Scale => (Stage::Scale, None),
             // Writes its own stores to SeaweedFS (the corpora read directly), no store table's.
             Table::Fleet => (Stage::Fleet, None),
+            // Converts the corpora itself (pets decoded, text tokenised), no store table's.
+            Table::Convert => (Stage::Convert, None),
         }
     }
 
@@ -140,7 +145,7 @@ impl Table {
         match self {
             Table::LoaderDenseVision => Some(Table::DenseVision),
             Table::LoaderRaggedTokens => Some(Table::RaggedTokens),
-            Table::Sampler | Table::Packing | Table::Scale | Table::Fleet => None,
+            Table::Sampler | Table::Packing | Table::Scale | Table::Fleet | Table::Convert => None,
             store => Some(store),
         }
     }
@@ -263,6 +268,7 @@ mod tests {
             "packing",
             "scale",
             "fleet",
+            "convert",
         ];
         assert_eq!(names.len(), Table::ALL.len());
         for name in names {
@@ -313,7 +319,8 @@ mod tests {
                 "loader",
                 "packing",
                 "scale",
-                "fleet"
+                "fleet",
+                "convert"
             ]
         );
     }

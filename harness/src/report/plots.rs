@@ -396,6 +396,7 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
                 "random gathers of 256 records/s (higher is better)",
             ),
             Stage::Fleet => ("MiB/s", "MiB/s delivered (higher is better)"),
+            Stage::Convert => ("rows/s", "rows/s converted (higher is better)"),
             Stage::Store | Stage::Loader => ("samples/s", "samples/s (+/- SD over repeats)"),
         };
         let label_col = if value_col == "samples/s" {

@@ -167,10 +167,7 @@ impl Competitor for Hdf5 {
                 } else {
                     b.create("values")?
                 };
-                write_all(
-                    &ds,
-                    &r.values[base as usize * it..(base as usize + total) * it],
-                )?;
+                write_all(&ds, r.payload())?;
                 let offs: Vec<i64> = r.offsets.iter().map(|&o| o - base).collect();
                 file.new_dataset::<i64>()
                     .shape(offs.len())

@@ -65,9 +65,7 @@ impl Competitor for MemcpyLimit {
                 Mem::Ragged {
                     itemsize: it,
                     ndim: r.ndim,
-                    values: r.values
-                        [base as usize * it..*r.offsets.last().expect("n+1") as usize * it]
-                        .to_vec(),
+                    values: r.payload().to_vec(),
                     byte_offsets: r
                         .offsets
                         .iter()

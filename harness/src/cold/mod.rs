@@ -24,7 +24,7 @@ use crate::cell_args::{Cell, ColdCellArgs};
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
 use crate::corrupt;
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_file, write_json};
 use crate::model::{CellResult, CellTable, Status, or_nan};
 use crate::progress::progress;
 use crate::store::BATCH;
@@ -330,12 +330,9 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path, out: &Path) -> Result<(S
         .iter()
         .filter(|c| c.status == Status::Failed || c.verified == Some(false))
         .count();
-    let json_path = out.join("cold.json");
-    std::fs::write(&json_path, serde_json::to_vec_pretty(&cells)?)
-        .map_err(HarnessError::io("write", &json_path))?;
+    write_json(&out.join("cold.json"), &cells)?;
     let md = render(&tables, &cells, batches);
-    let md_path = out.join("cold.md");
-    std::fs::write(&md_path, &md).map_err(HarnessError::io("write", &md_path))?;
+    write_file(&out.join("cold.md"), &md)?;
     Ok((md, failed))
 }
 

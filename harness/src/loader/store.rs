@@ -59,9 +59,6 @@ pub fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf>
         competitors::Source::Ragged(r) => {
             let base = r.offsets[0];
             let cu: Vec<i32> = r.offsets.iter().map(|&o| (o - base) as i32).collect();
-            let isz = r.dtype.itemsize();
-            let values =
-                &r.values[base as usize * isz..*r.offsets.last().unwrap_or(&0) as usize * isz];
             let mut w = RaggedWriter::create(
                 &path,
                 r.dtype,
@@ -70,7 +67,7 @@ pub fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf>
                 WriterOptions::default(),
             )
             .map_err(HarnessError::store(&path))?;
-            w.append(values, &cu, r.shapes)
+            w.append(r.payload(), &cu, r.shapes)
                 .map_err(HarnessError::store(&path))?;
             w.close().map_err(HarnessError::store(&path))?;
         }

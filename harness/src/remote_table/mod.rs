@@ -43,7 +43,7 @@ use zrecord::{
 
 use crate::config::{self, RunArgs};
 use crate::corpus::{self, Loaded};
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_file, write_json};
 use crate::loader::arms;
 use crate::table::Table;
 
@@ -565,12 +565,11 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         "source": source,
         "tables": tables,
     });
-    let path = out.join("results.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
-        .map_err(HarnessError::io("write", &path))?;
-    let md = crate::remote_report::render(&report);
-    let path = out.join("tables.md");
-    std::fs::write(&path, md).map_err(HarnessError::io("write", &path))?;
+    write_json(&out.join("results.json"), &report)?;
+    write_file(
+        &out.join("tables.md"),
+        crate::remote_report::render(&report),
+    )?;
     eprintln!("harness remote: wrote {}", out.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -133,10 +133,17 @@ fn gate_fails(dir: &Path, dense: &Path, ragged: &Path, corrupt: u64) -> bool {
         && decision["pairs"] == json!([])
 }
 
-/// A store cell's command line (`harness cell field=value ...`): no timed seconds, 3 verified
-/// batches, seed 7, its stores under `tmp/work`, its result in `out`.
-fn cell_command(tmp: &Path, table: &str, backend: &str, corpus: &Path, out: &Path) -> Command {
+/// Runs store cell `backend` of `table` over `corpus` (`harness cell field=value ...`: no timed
+/// seconds, 3 verified batches, seed 7, its stores under `tmp/work`); returns its result.
+fn store_cell(
+    tmp: &Path,
+    table: &str,
+    backend: &str,
+    corpus: &Path,
+    corrupt: Option<u64>,
+) -> Value {
     let work = tmp.join("work");
+    let out = tmp.join(format!("{table}-{backend}-{corrupt:?}.json"));
     std::fs::create_dir_all(&work).expect("work dir");
     let mut c = Command::new(EXE);
     c.args([
@@ -148,19 +155,13 @@ fn cell_command(tmp: &Path, table: &str, backend: &str, corpus: &Path, out: &Pat
     .arg(format!("work={}", work.display()))
     .arg(format!("out={}", out.display()))
     .args(["min_seconds=0", "verify_batches=3", "seed=7"]);
-    c
-}
-
-/// Runs a store cell (`zrecord-raw`) of `table` over `corpus`; returns its result.
-fn store_cell(tmp: &Path, table: &str, corpus: &Path, corrupt: Option<u64>) -> Value {
-    let out = tmp.join(format!("{table}-{corrupt:?}.json"));
-    let c = cell_command(tmp, table, "zrecord-raw", corpus, &out);
     let o = run(c, corrupt);
     let r: Value = serde_json::from_slice(&std::fs::read(&out).expect("cell result"))
         .expect("cell result JSON");
+    // A failed cell exits non-zero; an ok or not-applicable one zero.
     assert_eq!(
         o.status.success(),
-        r["status"] == "ok",
+        r["status"] != "FAILED",
         "{r}: exit {:?}",
         o.status
     );
@@ -175,12 +176,12 @@ fn a_corrupted_store_cell_batch_fails_the_row() {
     let ragged = tmp.path().join("ragged");
     ragged_corpus(&ragged);
     for (table, corpus) in [("dense-tokens", &dense), ("ragged-tokens", &ragged)] {
-        let good = store_cell(tmp.path(), table, corpus, None);
+        let good = store_cell(tmp.path(), table, "zrecord-raw", corpus, None);
         assert_eq!(good["verified"], json!(true), "{good}");
         assert!(good["verified_batches"].as_u64() > Some(0), "{good}");
         // Batch 1 is a verification batch, batch 5 a timed one (3 verified before timing).
         for k in [1, 5] {
-            let bad = store_cell(tmp.path(), table, corpus, Some(k));
+            let bad = store_cell(tmp.path(), table, "zrecord-raw", corpus, Some(k));
             assert_eq!(bad["verified"], json!(false), "{table} batch {k}: {bad}");
             assert_eq!(bad["status"], json!("FAILED"), "{table} batch {k}: {bad}");
             assert!(
@@ -196,11 +197,7 @@ fn a_store_cell_with_no_layout_is_unverified_not_verified() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let ragged = tmp.path().join("ragged");
     ragged_corpus(&ragged);
-    let out = tmp.path().join("na.json");
-    let c = cell_command(tmp.path(), "ragged-tokens", "npy-mmap-raw", &ragged, &out);
-    let o = run(c, None);
-    assert!(o.status.success());
-    let r: Value = serde_json::from_slice(&std::fs::read(&out).expect("result")).expect("JSON");
+    let r = store_cell(tmp.path(), "ragged-tokens", "npy-mmap-raw", &ragged, None);
     assert_eq!(r["status"], json!("n/a"), "{r}");
     assert_eq!(r["verified"], Value::Null, "{r}");
 }

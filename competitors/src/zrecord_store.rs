@@ -179,17 +179,8 @@ enum View {
     Ragged(RaggedView),
 }
 
-/// Wraps a zrecord Dense batch as a [`Batch`], for callers that gather through a view of their
-/// own (e.g. one opened with other `OpenOptions`).
-pub fn zrecord_dense_batch(b: DenseBatch) -> Batch {
-    Batch::Dense(Box::new(b))
-}
-
-/// Wraps a zrecord Ragged batch as a [`Batch`] (see [`zrecord_dense_batch`]).
-pub fn zrecord_ragged_batch(b: RaggedBatch) -> Batch {
-    Batch::Ragged(Box::new(b))
-}
-
+/// A zrecord batch is a [`Batch`] without copying (`Batch::Dense(Box::new(batch))`), also for
+/// callers that gather through a view of their own (e.g. one opened with other `OpenOptions`).
 impl DenseOutput for DenseBatch {
     fn bytes(&self) -> &[u8] {
         DenseBatch::bytes(self)
@@ -222,8 +213,8 @@ impl Reader for View {
     fn gather(&mut self, indices: &[u64]) -> Result<Batch> {
         check_indices(indices, self.len())?;
         Ok(match self {
-            View::Dense(v) => zrecord_dense_batch(v.gather(indices)?),
-            View::Ragged(v) => zrecord_ragged_batch(v.gather(indices)?),
+            View::Dense(v) => Batch::Dense(Box::new(v.gather(indices)?)),
+            View::Ragged(v) => Batch::Ragged(Box::new(v.gather(indices)?)),
         })
     }
 }

@@ -114,8 +114,8 @@ impl Store {
     /// Gathers `idx` (timed by the caller) as a batch the verifier compares.
     fn gather(&self, idx: &[u64]) -> Result<competitors::Batch> {
         Ok(match self {
-            Store::Dense(_, v) => competitors::zrecord_dense_batch(v.gather(idx)?),
-            Store::Ragged(_, v) => competitors::zrecord_ragged_batch(v.gather(idx)?),
+            Store::Dense(_, v) => competitors::Batch::Dense(Box::new(v.gather(idx)?)),
+            Store::Ragged(_, v) => competitors::Batch::Ragged(Box::new(v.gather(idx)?)),
         })
     }
 

@@ -13,8 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use competitors::{Competitor, DenseSource, RaggedSource, Source, ZrecordCodec, ZrecordStore};
 use serde_json::{Value, json};
-use zrecord::{Codec, DType, DenseWriter, RaggedWriter, WriterOptions};
+use zrecord::DType;
 
 const EXE: &str = env!("CARGO_BIN_EXE_harness");
 const CORRUPT: &str = "LOADERX_HARNESS_CORRUPT_BATCH";
@@ -60,28 +61,21 @@ fn ragged_corpus(dir: &Path) -> (Vec<u8>, Vec<i64>) {
     (tokens, offsets)
 }
 
-/// The zrecord raw store of a dense corpus's bytes.
-fn dense_store(path: &Path, bytes: &[u8]) {
-    let mut w = DenseWriter::create(
-        path,
-        DType::Int32,
-        &[ITEM as u64],
-        Codec::Raw,
-        WriterOptions::default(),
-    )
-    .expect("create dense store");
-    w.append(bytes).expect("append");
-    w.close().expect("close");
+/// The zrecord raw store (competitors' `zrecord-raw` row) of `source` in `dir`: its path.
+fn store(dir: &Path, source: Source<'_>) -> PathBuf {
+    let row = ZrecordStore::new(ZrecordCodec::Raw).write(&source, dir);
+    row.expect("write the store");
+    dir.join("store.zr")
 }
 
-/// The zrecord raw store of a ragged corpus.
-fn ragged_store(path: &Path, tokens: &[u8], offsets: &[i64]) {
-    let cu: Vec<i32> = offsets.iter().map(|&o| o as i32).collect();
-    let shapes: Vec<u64> = offsets.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
-    let mut w = RaggedWriter::create(path, DType::Int32, 1, Codec::Raw, WriterOptions::default())
-        .expect("create ragged store");
-    w.append(tokens, &cu, &shapes).expect("append");
-    w.close().expect("close");
+/// The dense corpus's records, int32 `[ITEM]` each.
+fn dense_source(data: &[u8]) -> Source<'_> {
+    let item_shape = vec![ITEM as u64];
+    Source::Dense(DenseSource {
+        dtype: DType::Int32,
+        item_shape,
+        data,
+    })
 }
 
 /// Runs `cmd` with the corruption switch set to `corrupt` (and unset otherwise).
@@ -223,13 +217,28 @@ fn loader_cell(kind: &str, store: &Path, corpus: &Path, arm: &str, corrupt: Opti
 fn loader_inputs(tmp: &Path) -> Vec<(&'static str, PathBuf, PathBuf)> {
     let dense = tmp.join("dense");
     let bytes = dense_corpus(&dense);
-    dense_store(&tmp.join("dense.zr"), &bytes);
     let ragged = tmp.join("ragged");
-    let (tokens, offsets) = ragged_corpus(&ragged);
-    ragged_store(&tmp.join("ragged.zr"), &tokens, &offsets);
+    let (values, offsets) = ragged_corpus(&ragged);
+    let shapes: Vec<u64> = offsets.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
+    let (dtype, offsets, shapes) = (DType::Int32, &offsets[..], &shapes[..]);
+    let tokens = RaggedSource {
+        dtype,
+        ndim: 1,
+        values: &values,
+        offsets,
+        shapes,
+    };
     vec![
-        ("dense-tokens", tmp.join("dense.zr"), dense),
-        ("ragged-tokens", tmp.join("ragged.zr"), ragged),
+        (
+            "dense-tokens",
+            store(&tmp.join("dense-store"), dense_source(&bytes)),
+            dense,
+        ),
+        (
+            "ragged-tokens",
+            store(&tmp.join("ragged-store"), Source::Ragged(tokens)),
+            ragged,
+        ),
     ]
 }
 
@@ -282,8 +291,7 @@ fn a_store_that_differs_from_the_source_fails_the_rust_loader_row() {
     for b in bytes.iter_mut().step_by(ITEM * 4) {
         *b ^= 0x55;
     }
-    let store = tmp.path().join("stale.zr");
-    dense_store(&store, &bytes);
+    let store = store(&tmp.path().join("stale"), dense_source(&bytes));
     for arm in ["bare-gather", "loaderx-w1"] {
         let r = loader_cell("dense-tokens", &store, &dense, arm, None);
         assert_eq!(r["verified"], json!(false), "{arm}: {r}");

@@ -11,7 +11,7 @@
 //! allocator (256 MiB pool, what `Allocator("cpu")` gives Python users); a gather
 //! is `DenseView::gather` / `RaggedView::gather`, whose batches are returned without copying.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use zrecord::{
@@ -50,6 +50,11 @@ impl ZrecordStore {
     pub fn new(codec: ZrecordCodec) -> ZrecordStore {
         ZrecordStore { codec, dict: None }
     }
+
+    /// The zrecord container a write into `dir` leaves.
+    pub fn container(dir: &Path) -> PathBuf {
+        dir.join("store.zr")
+    }
 }
 
 struct SourceSample<'s, 'a>(&'s Source<'a>);
@@ -62,8 +67,6 @@ impl DictSample for SourceSample<'_, '_> {
         Ok(self.0.record(i).to_vec())
     }
 }
-
-const DIR: &str = "store.zr";
 
 impl Competitor for ZrecordStore {
     fn backend(&self) -> Backend {
@@ -103,7 +106,7 @@ impl Competitor for ZrecordStore {
             );
         }
         std::fs::create_dir_all(dir)?;
-        let path = dir.join(DIR);
+        let path = ZrecordStore::container(dir);
         let codec = match self.codec {
             ZrecordCodec::Raw => Codec::Raw,
             ZrecordCodec::Zstd => Codec::Zstd,
@@ -163,7 +166,7 @@ impl Competitor for ZrecordStore {
 }
 
 fn open_with(stored: &Stored, opts: OpenOptions) -> Result<Box<dyn Reader>> {
-    let path = stored.dir.join(DIR);
+    let path = ZrecordStore::container(&stored.dir);
     // The CPU allocator loaderx users get (`Allocator("cpu")`): a bounded 256 MiB pool.
     let alloc: Arc<dyn Allocator> =
         Arc::new(loaderx::PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));

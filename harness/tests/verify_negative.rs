@@ -65,7 +65,7 @@ fn ragged_corpus(dir: &Path) -> (Vec<u8>, Vec<i64>) {
 fn store(dir: &Path, source: Source<'_>) -> PathBuf {
     let row = ZrecordStore::new(ZrecordCodec::Raw).write(&source, dir);
     row.expect("write the store");
-    dir.join("store.zr")
+    ZrecordStore::container(dir)
 }
 
 /// The dense corpus's records, int32 `[ITEM]` each.

@@ -23,7 +23,7 @@ pub fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf>
         "loader-{table}-{}",
         corpus.file_name().and_then(|s| s.to_str()).unwrap_or("c")
     ));
-    let path = dir.join("store.zr");
+    let path = ZrecordStore::container(&dir);
     let loaded = Loaded::open(table, corpus)?;
     if path.exists() {
         // A store left by an earlier run is reused only when it still holds the source's

@@ -365,7 +365,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         let stored = ZrecordStore::new(ZrecordCodec::Raw)
             .write(&source, &work)
             .map_err(|e| HarnessError::other(format!("the zrecord-raw store of {name}: {e}")))?;
-        let local = stored.dir.join("store.zr");
+        let local = ZrecordStore::container(&stored.dir);
         let url = format!("s3://{BUCKET}/{name}");
         eprintln!("harness remote: publishing {name} to SeaweedFS");
         zrecord::remote::publish_dir(&local, &url, &ropts)?;

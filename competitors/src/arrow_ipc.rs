@@ -50,16 +50,10 @@ pub const BATCH_BYTES: usize = 1 << 20;
 const MAX_BATCH_ROWS: usize = 65536;
 
 /// The Arrow IPC rows.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct ArrowIpc {
-    zstd: bool,
-}
-
-impl ArrowIpc {
-    /// `arrow-ipc-zstd` when `zstd`, else `arrow-ipc-raw`.
-    pub fn new(zstd: bool) -> ArrowIpc {
-        ArrowIpc { zstd }
-    }
+    /// `arrow-ipc-zstd` when set, else `arrow-ipc-raw`.
+    pub zstd: bool,
 }
 
 /// Row ranges `[start, end)` cutting `n` rows at about `target` bytes each.

@@ -46,16 +46,10 @@ const GZIP_LEVEL: u8 = 4;
 const RAGGED_GZIP_CHUNK_BYTES: usize = 64 << 10;
 
 /// The HDF5 rows.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Hdf5 {
-    gzip: bool,
-}
-
-impl Hdf5 {
-    /// `hdf5-gzip` when `gzip`, else `hdf5-raw`.
-    pub fn new(gzip: bool) -> Hdf5 {
-        Hdf5 { gzip }
-    }
+    /// `hdf5-gzip` when set, else `hdf5-raw`.
+    pub gzip: bool,
 }
 
 /// The HDF5 datatype for a dtype, and whether it is native (else: uint8 + trailing itemsize dim).
@@ -167,10 +161,7 @@ impl Competitor for Hdf5 {
                 } else {
                     b.create("values")?
                 };
-                write_all(
-                    &ds,
-                    &r.values[base as usize * it..(base as usize + total) * it],
-                )?;
+                write_all(&ds, r.payload())?;
                 let offs: Vec<i64> = r.offsets.iter().map(|&o| o - base).collect();
                 file.new_dataset::<i64>()
                     .shape(offs.len())

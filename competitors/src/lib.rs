@@ -53,7 +53,7 @@ pub use output::{Batch, DenseOut, DenseOutput, RaggedOut, RaggedOutput, verify};
 pub use parquet_store::Parquet;
 pub use source::{DenseSource, Geometry, RaggedSource, Source};
 pub use util::PAR_MIN_BYTES;
-pub use zrecord_store::{ZrecordCodec, ZrecordStore, zrecord_dense_batch, zrecord_ragged_batch};
+pub use zrecord_store::{ZrecordCodec, ZrecordStore};
 
 impl Backend {
     /// A fresh adapter for this row.
@@ -66,13 +66,13 @@ impl Backend {
             Backend::NpyCrcLimit => Box::new(NpyMmap {
                 checksum_pass: true,
             }),
-            Backend::Hdf5Raw => Box::new(Hdf5::new(false)),
-            Backend::Hdf5Gzip => Box::new(Hdf5::new(true)),
+            Backend::Hdf5Raw => Box::new(Hdf5::default()),
+            Backend::Hdf5Gzip => Box::new(Hdf5 { gzip: true }),
             Backend::LmdbRaw => Box::new(Lmdb),
-            Backend::ArrowIpcRaw => Box::new(ArrowIpc::new(false)),
-            Backend::ArrowIpcZstd => Box::new(ArrowIpc::new(true)),
-            Backend::ParquetRaw => Box::new(Parquet::new(false)),
-            Backend::ParquetZstd => Box::new(Parquet::new(true)),
+            Backend::ArrowIpcRaw => Box::new(ArrowIpc::default()),
+            Backend::ArrowIpcZstd => Box::new(ArrowIpc { zstd: true }),
+            Backend::ParquetRaw => Box::new(Parquet::default()),
+            Backend::ParquetZstd => Box::new(Parquet { zstd: true }),
             Backend::ArrayRecordRaw => Box::new(ArrayRecord::new(false)),
             Backend::ArrayRecordZstd => Box::new(ArrayRecord::new(true)),
             Backend::MemcpyLimit => Box::new(MemcpyLimit::default()),

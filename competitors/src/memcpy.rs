@@ -65,9 +65,7 @@ impl Competitor for MemcpyLimit {
                 Mem::Ragged {
                     itemsize: it,
                     ndim: r.ndim,
-                    values: r.values
-                        [base as usize * it..*r.offsets.last().expect("n+1") as usize * it]
-                        .to_vec(),
+                    values: r.payload().to_vec(),
                     byte_offsets: r
                         .offsets
                         .iter()
@@ -151,15 +149,11 @@ impl Reader for MemcpyReader {
                     .map(|&i| &values[byte_offsets[i as usize]..byte_offsets[i as usize + 1]])
                     .collect();
                 let cu_seqlens = cu_seqlens(recs.iter().map(|r| r.len()), *itemsize)?;
-                let mut offs = Vec::with_capacity(recs.len() + 1);
-                offs.push(0usize);
-                for r in &recs {
-                    offs.push(offs[offs.len() - 1] + r.len());
-                }
-                let total = offs[recs.len()];
-                let mut values = self.bin.take(total);
+                // Record `k` starts at its first element's byte.
+                let at = |k: usize| cu_seqlens[k] as usize * itemsize;
                 let n = recs.len();
-                let at = |k: usize| offs[k];
+                let total = at(n);
+                let mut values = self.bin.take(total);
                 copy_records(
                     &mut values,
                     n,

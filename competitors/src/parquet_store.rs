@@ -45,16 +45,10 @@ pub const ROW_GROUP_BYTES: usize = 64 << 20;
 const WRITE_CHUNK_BYTES: usize = 8 << 20;
 
 /// The Parquet rows.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Parquet {
-    zstd: bool,
-}
-
-impl Parquet {
-    /// `parquet-zstd` when `zstd`, else `parquet-raw`.
-    pub fn new(zstd: bool) -> Parquet {
-        Parquet { zstd }
-    }
+    /// `parquet-zstd` when set, else `parquet-raw`.
+    pub zstd: bool,
 }
 
 impl Competitor for Parquet {

@@ -113,6 +113,13 @@ impl RaggedSource<'_> {
         &self.values[self.offsets[i] as usize * it..self.offsets[i + 1] as usize * it]
     }
 
+    /// The bytes of every record, back to back (`values` from the first offset to the last).
+    pub fn payload(&self) -> &[u8] {
+        let (it, o) = (self.dtype.itemsize(), self.offsets);
+        let (a, b) = (o.first().copied(), o.last().copied());
+        &self.values[a.unwrap_or(0) as usize * it..b.unwrap_or(0) as usize * it]
+    }
+
     /// Shape of record `i`.
     pub fn shape(&self, i: u64) -> &[u64] {
         let i = i as usize;
@@ -200,17 +207,17 @@ impl Source<'_> {
         }
     }
 
+    /// The source's logical bytes, as one slice (every record, back to back).
+    pub fn payload(&self) -> &[u8] {
+        match self {
+            Source::Dense(d) => d.data,
+            Source::Ragged(r) => r.payload(),
+        }
+    }
+
     /// Total payload bytes.
     pub fn payload_bytes(&self) -> u64 {
-        match self {
-            Source::Dense(d) => d.data.len() as u64,
-            Source::Ragged(r) => {
-                let it = r.dtype.itemsize() as u64;
-                (r.offsets.last().copied().unwrap_or(0) - r.offsets.first().copied().unwrap_or(0))
-                    as u64
-                    * it
-            }
-        }
+        self.payload().len() as u64
     }
 
     /// Checks the source for consistency.

@@ -11,7 +11,7 @@
 //! allocator (256 MiB pool, what `Allocator("cpu")` gives Python users); a gather
 //! is `DenseView::gather` / `RaggedView::gather`, whose batches are returned without copying.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use zrecord::{
@@ -50,6 +50,11 @@ impl ZrecordStore {
     pub fn new(codec: ZrecordCodec) -> ZrecordStore {
         ZrecordStore { codec, dict: None }
     }
+
+    /// The zrecord container a write into `dir` leaves.
+    pub fn container(dir: &Path) -> PathBuf {
+        dir.join("store.zr")
+    }
 }
 
 struct SourceSample<'s, 'a>(&'s Source<'a>);
@@ -62,8 +67,6 @@ impl DictSample for SourceSample<'_, '_> {
         Ok(self.0.record(i).to_vec())
     }
 }
-
-const DIR: &str = "store.zr";
 
 impl Competitor for ZrecordStore {
     fn backend(&self) -> Backend {
@@ -103,7 +106,7 @@ impl Competitor for ZrecordStore {
             );
         }
         std::fs::create_dir_all(dir)?;
-        let path = dir.join(DIR);
+        let path = ZrecordStore::container(dir);
         let codec = match self.codec {
             ZrecordCodec::Raw => Codec::Raw,
             ZrecordCodec::Zstd => Codec::Zstd,
@@ -163,7 +166,7 @@ impl Competitor for ZrecordStore {
 }
 
 fn open_with(stored: &Stored, opts: OpenOptions) -> Result<Box<dyn Reader>> {
-    let path = stored.dir.join(DIR);
+    let path = ZrecordStore::container(&stored.dir);
     // The CPU allocator loaderx users get (`Allocator("cpu")`): a bounded 256 MiB pool.
     let alloc: Arc<dyn Allocator> =
         Arc::new(loaderx::PooledAllocator::new(loaderx::DEFAULT_POOL_SIZE));
@@ -179,17 +182,8 @@ enum View {
     Ragged(RaggedView),
 }
 
-/// Wraps a zrecord Dense batch as a [`Batch`], for callers that gather through a view of their
-/// own (e.g. one opened with other `OpenOptions`).
-pub fn zrecord_dense_batch(b: DenseBatch) -> Batch {
-    Batch::Dense(Box::new(b))
-}
-
-/// Wraps a zrecord Ragged batch as a [`Batch`] (see [`zrecord_dense_batch`]).
-pub fn zrecord_ragged_batch(b: RaggedBatch) -> Batch {
-    Batch::Ragged(Box::new(b))
-}
-
+/// A zrecord batch is a [`Batch`] without copying (`Batch::Dense(Box::new(batch))`), also for
+/// callers that gather through a view of their own (e.g. one opened with other `OpenOptions`).
 impl DenseOutput for DenseBatch {
     fn bytes(&self) -> &[u8] {
         DenseBatch::bytes(self)
@@ -222,8 +216,8 @@ impl Reader for View {
     fn gather(&mut self, indices: &[u64]) -> Result<Batch> {
         check_indices(indices, self.len())?;
         Ok(match self {
-            View::Dense(v) => zrecord_dense_batch(v.gather(indices)?),
-            View::Ragged(v) => zrecord_ragged_batch(v.gather(indices)?),
+            View::Dense(v) => Batch::Dense(Box::new(v.gather(indices)?)),
+            View::Ragged(v) => Batch::Ragged(Box::new(v.gather(indices)?)),
         })
     }
 }

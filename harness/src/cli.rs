@@ -75,10 +75,7 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
             corpus::prepare_command(&a)?;
             Ok(ExitCode::SUCCESS)
         }
-        Some("run") => {
-            let a = parse_run(&args[1..])?;
-            run::main(a)
-        }
+        Some("run") => run::main(parse_run(&args[1..])?),
         Some("remote") => {
             let a = parse_run(&args[1..])?;
             #[cfg(feature = "remote")]
@@ -92,10 +89,7 @@ pub fn dispatch(args: &[String]) -> Result<ExitCode> {
                 })
             }
         }
-        _ => {
-            let a = parse_run(args)?;
-            run::main(a)
-        }
+        _ => run::main(parse_run(args)?),
     }
 }
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use crate::cell_args::{Cell, StoreCellArgs};
 use crate::config::{self, RunArgs};
 use crate::corpus::{self, Corpora};
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_file};
 use crate::model::{CellResult, Report, Status};
 use crate::progress::{Ledger, progress};
 use crate::store::{self, sampler};
@@ -170,7 +170,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         let receipt = serde_json::json!({"machine": machine::receipts(), "source": source});
         let path = out.join("receipt.json");
         let text = serde_json::to_string_pretty(&receipt).map_err(HarnessError::BadOutput)?;
-        std::fs::write(&path, text + "\n").map_err(HarnessError::io("write", &path))?;
+        write_file(&path, text + "\n")?;
     }
     if a.cold_only {
         if cold_failed > 0 {

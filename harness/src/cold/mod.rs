@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use competitors::ZrecordStore;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -24,7 +25,7 @@ use crate::cell_args::{Cell, ColdCellArgs};
 use crate::config::RunArgs;
 use crate::corpus::{Corpora, Loaded};
 use crate::corrupt;
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_file, write_json};
 use crate::model::{CellResult, CellTable, Status, or_nan};
 use crate::progress::progress;
 use crate::store::BATCH;
@@ -194,7 +195,7 @@ fn loader_cell(
     batches: u64,
     r: &mut CellResult,
 ) -> Result<()> {
-    let path = zrecord_container(dir)?;
+    let path = ZrecordStore::container(dir);
     let stat_file = DiskStat::file_for(dir)?;
     let run = loader::run(&path, source, workers, prefetch, batches, &stat_file)?;
     let records = run.batches * BATCH as u64;
@@ -209,19 +210,10 @@ fn loader_cell(
     Ok(())
 }
 
-/// The zrecord container a `zrecord-raw` write left in `dir`.
-fn zrecord_container(dir: &Path) -> Result<PathBuf> {
-    std::fs::read_dir(dir)
-        .map_err(HarnessError::io("list", dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.join("manifest.zrm").exists())
-        .ok_or_else(|| HarnessError::missing_in("zrecord container", dir))
-}
-
 /// The limit row: the extents of every drawn record, read with `O_DIRECT` once per queue depth;
 /// the row reports the depth with the most records/s (every depth goes in the note).
 fn limit_cell(dir: &Path, draws: &[Vec<u64>], r: &mut CellResult) -> Result<()> {
-    let path = zrecord_container(dir)?;
+    let path = ZrecordStore::container(dir);
     let extents = match zrecord::DenseStore::open(&path) {
         Ok(s) => s.record_extents(&draws.concat()),
         Err(_) => zrecord::RaggedStore::open(&path)
@@ -330,12 +322,9 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path, out: &Path) -> Result<(S
         .iter()
         .filter(|c| c.status == Status::Failed || c.verified == Some(false))
         .count();
-    let json_path = out.join("cold.json");
-    std::fs::write(&json_path, serde_json::to_vec_pretty(&cells)?)
-        .map_err(HarnessError::io("write", &json_path))?;
+    write_json(&out.join("cold.json"), &cells)?;
     let md = render(&tables, &cells, batches);
-    let md_path = out.join("cold.md");
-    std::fs::write(&md_path, &md).map_err(HarnessError::io("write", &md_path))?;
+    write_file(&out.join("cold.md"), &md)?;
     Ok((md, failed))
 }
 

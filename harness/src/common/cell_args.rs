@@ -300,7 +300,7 @@ mod tests {
         });
         round_trip(LoaderCellArgs {
             kind: Table::RaggedTokens,
-            store: "/w/loader-ragged-tokens-c.zr".into(),
+            store: "/w/loader-ragged-tokens-c/store.zr".into(),
             corpus: "/c".into(),
             arm: "loaderx-w4".into(),
             batches: 1250,

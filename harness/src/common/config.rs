@@ -2,6 +2,7 @@
 //! the workspace root, the corpus cache and the venv Python the Python rows run under.
 
 use std::path::PathBuf;
+use std::process::Command;
 
 use serde::{Deserialize, Deserializer};
 
@@ -113,6 +114,15 @@ fn venv_python(var: &str, default: &str) -> Option<String> {
 /// The venv Python (`$LOADERX_VENV`, or `.venv/` at the workspace root), if it exists.
 pub fn python() -> Option<String> {
     venv_python("LOADERX_VENV", ".venv")
+}
+
+/// `harness/python/<name>` under the project venv's Python (a table measured by a script).
+pub fn python_command(name: &str) -> Result<Command, HarnessError> {
+    let py = python()
+        .ok_or_else(|| HarnessError::missing("venv python (run scripts/install-deps.sh)"))?;
+    let mut cmd = Command::new(py);
+    cmd.arg(python_script(name));
+    Ok(cmd)
 }
 
 /// The MosaicML Streaming venv's Python (`$LOADERX_STREAMING_VENV`, or `.venv-streaming/` at the

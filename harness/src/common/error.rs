@@ -203,6 +203,16 @@ impl HarnessError {
     }
 }
 
+/// Writes `bytes` to `path`; a failure names the path.
+pub fn write_file(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
+    std::fs::write(path, bytes).map_err(HarnessError::io("write", path))
+}
+
+/// Writes `value` to `path` as pretty-printed JSON.
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    write_file(path, serde_json::to_vec_pretty(value)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

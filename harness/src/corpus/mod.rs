@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use zrecord::DType;
 
 use crate::config::RunArgs;
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_json};
 use crate::table::{Corpus, Layout, Stage, Table};
 use crate::working_set;
 
@@ -332,12 +332,6 @@ fn synth_image(h: usize, w: usize, seed: u64, out: &mut Vec<u8>) {
     }
 }
 
-fn write_meta(dir: &Path, meta: &Value) -> Result<()> {
-    let path = dir.join("metadata.json");
-    let text = serde_json::to_vec_pretty(meta).unwrap_or_default();
-    std::fs::write(&path, text).map_err(HarnessError::io("write", &path))
-}
-
 fn synth_vision(dir: &Path, n: usize) -> Result<()> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(HarnessError::io("create", dir))?;
@@ -383,7 +377,7 @@ fn synth_vision(dir: &Path, n: usize) -> Result<()> {
                    "logical_bytes": offsets[n], "height": {"min": hs[0], "median": hs[n / 2], "max": hs[n - 1]},
                    "width": {"min": ws[0], "median": ws[n / 2], "max": ws[n - 1]}},
     });
-    write_meta(dir, &meta)
+    write_json(&dir.join("metadata.json"), &meta)
 }
 
 fn synth_tokens(dir: &Path, n: usize) -> Result<()> {
@@ -428,7 +422,7 @@ fn synth_tokens(dir: &Path, n: usize) -> Result<()> {
                    "p10": lens[n / 10], "median": lens[n / 2], "p90": lens[n * 9 / 10]},
         "dense": {"records": n, "file": "dense.npy", "shape": [n, 512]},
     });
-    write_meta(dir, &meta)
+    write_json(&dir.join("metadata.json"), &meta)
 }
 
 fn dtype_of(descr: &str) -> Result<DType> {

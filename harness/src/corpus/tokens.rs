@@ -26,7 +26,7 @@ use datasets::tokens::{self, LengthStats, RecordSplitter};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_json};
 
 /// Which files feed which layout.
 #[derive(Clone, Debug, PartialEq)]
@@ -207,8 +207,7 @@ pub fn prepare(plan: &TextPlan, dir: &Path, req: &Request) -> Result<Value> {
         "notes": plan.notes,
         "request": req.to_json(),
     });
-    std::fs::write(dir.join("metadata.json"), serde_json::to_vec_pretty(&meta)?)
-        .map_err(HarnessError::io("write", dir.join("metadata.json")))?;
+    write_json(&dir.join("metadata.json"), &meta)?;
     Ok(meta)
 }
 

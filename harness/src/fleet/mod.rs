@@ -6,12 +6,11 @@
 //! its JSON rows into the table and its goals.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
 use crate::config::{self, RunArgs};
-use crate::error::{HarnessError, Result};
+use crate::error::Result;
 use crate::model::{FreeTable, columns, ratio};
 use crate::table::Table;
 
@@ -22,12 +21,9 @@ const GET_FRACTION: f64 = 0.8;
 const ENTROPY_FRACTION: f64 = 0.95;
 
 pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
-    let py = config::python()
-        .ok_or_else(|| HarnessError::missing("venv python (run scripts/install-deps.sh)"))?;
     let out = work.join("fleet.json");
-    let mut cmd = Command::new(&py);
-    cmd.arg(config::python_script("fleet_bench.py"))
-        .args(["--peers", "--work"])
+    let mut cmd = config::python_command("fleet_bench.py")?;
+    cmd.args(["--peers", "--work"])
         .arg(work)
         .arg("--json")
         .arg(&out);

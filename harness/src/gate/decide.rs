@@ -5,6 +5,7 @@
 //! confidence, a candidate more than 10 % slower) or when fewer than [`MIN_PAIRS`] pairs cannot
 //! bound it. **Reported**: the sign test, how many pairs were slower and `P(Bin(n, 1/2) >= slower)`.
 
+use benchkit::stats::median;
 use serde::Serialize;
 
 pub const CONFIDENCE: f64 = 0.95;
@@ -56,11 +57,6 @@ impl Verdict {
         let mut r: Vec<f64> = ratios.to_vec();
         r.sort_by(f64::total_cmp);
         let n = r.len();
-        let median_ratio = match n {
-            0 => f64::NAN,
-            _ if n % 2 == 1 => r[n / 2],
-            _ => (r[n / 2 - 1] + r[n / 2]) / 2.0,
-        };
         let rank = upper_rank(n, CONFIDENCE);
         let upper_bound = rank.map(|k| r[k - 1]);
         let slower = r.iter().filter(|&&x| x < 1.0).count();
@@ -70,7 +66,7 @@ impl Verdict {
             path: path.to_string(),
             metric: metric.to_string(),
             pairs: n,
-            median_ratio,
+            median_ratio: median(&r),
             upper_bound,
             upper_rank: rank,
             slower_pairs: slower,

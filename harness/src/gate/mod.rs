@@ -22,7 +22,7 @@ use serde_json::json;
 use crate::cell_args::{Syntax, flags};
 use crate::config::{self, RunArgs};
 use crate::corpus;
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_json};
 use crate::table::{Corpus, Table};
 use cells::{CELLS, Cell, Input, Measure};
 use decide::{CONFIDENCE, MIN_PAIRS, THRESHOLD, Verdict};
@@ -251,8 +251,7 @@ pub fn main(args: &[String]) -> Result<ExitCode> {
         "seconds": seconds,
     });
     let path = out.join("decision.json");
-    let text = serde_json::to_string_pretty(&doc)?;
-    std::fs::write(&path, text).map_err(HarnessError::io("write", &path))?;
+    write_json(&path, &doc)?;
     let verdict = if pass { "PASS" } else { "FAIL" };
     println!("gate: {verdict} in {seconds:.0} s ({})", path.display());
     Ok(ExitCode::from(u8::from(!pass)))

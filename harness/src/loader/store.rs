@@ -6,11 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use competitors::{Competitor, ZrecordCodec, ZrecordStore};
 use loaderx::{DEFAULT_POOL_SIZE, PooledAllocator, StreamView};
-use zrecord::{
-    Allocator, Codec, DenseStore, DenseWriter, OpenOptions, RaggedStore, RaggedWriter,
-    SystemAllocator, WriterOptions,
-};
+use zrecord::{Allocator, DenseStore, OpenOptions, RaggedStore, SystemAllocator};
 
 use crate::corpus::Loaded;
 use crate::error::{HarnessError, Result};
@@ -18,12 +16,14 @@ use crate::loader::arms::BATCH;
 use crate::loader::matching::Delivered;
 use crate::table::Table;
 
-/// Writes the zrecord raw store the loader rows read (untimed, once per corpus).
+/// Writes the zrecord raw store the loader rows read (untimed, once per corpus): competitors'
+/// `zrecord-raw` row's store, as the store tables write it.
 pub fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf> {
-    let path = work.join(format!(
-        "loader-{table}-{}.zr",
+    let dir = work.join(format!(
+        "loader-{table}-{}",
         corpus.file_name().and_then(|s| s.to_str()).unwrap_or("c")
     ));
+    let path = ZrecordStore::container(&dir);
     let loaded = Loaded::open(table, corpus)?;
     if path.exists() {
         // A store left by an earlier run is reused only when it still holds the source's
@@ -36,45 +36,13 @@ pub fn ensure_store(table: Table, corpus: &Path, work: &Path) -> Result<PathBuf>
             path.display(),
             corpus.display()
         );
-        let removed = if path.is_dir() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        removed.map_err(HarnessError::io("remove", &path))?;
     }
-    match loaded.source() {
-        competitors::Source::Dense(d) => {
-            let mut w = DenseWriter::create(
-                &path,
-                d.dtype,
-                &d.item_shape,
-                Codec::Raw,
-                WriterOptions::default(),
-            )
-            .map_err(HarnessError::store(&path))?;
-            w.append(d.data).map_err(HarnessError::store(&path))?;
-            w.close().map_err(HarnessError::store(&path))?;
-        }
-        competitors::Source::Ragged(r) => {
-            let base = r.offsets[0];
-            let cu: Vec<i32> = r.offsets.iter().map(|&o| (o - base) as i32).collect();
-            let isz = r.dtype.itemsize();
-            let values =
-                &r.values[base as usize * isz..*r.offsets.last().unwrap_or(&0) as usize * isz];
-            let mut w = RaggedWriter::create(
-                &path,
-                r.dtype,
-                r.ndim as u32,
-                Codec::Raw,
-                WriterOptions::default(),
-            )
-            .map_err(HarnessError::store(&path))?;
-            w.append(values, &cu, r.shapes)
-                .map_err(HarnessError::store(&path))?;
-            w.close().map_err(HarnessError::store(&path))?;
-        }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(HarnessError::io("remove", &dir))?;
     }
+    ZrecordStore::new(ZrecordCodec::Raw)
+        .write(&loaded.source(), &dir)
+        .map_err(HarnessError::backend("zrecord-raw", "write"))?;
     Ok(path)
 }
 
@@ -142,7 +110,7 @@ pub fn batch_bytes(path: &Path, records: u64) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zrecord::DType;
+    use zrecord::{Codec, DType, DenseWriter, WriterOptions};
 
     /// A dense corpus of `n` int32 records of 8 values each, every one distinct.
     fn corpus(dir: &Path, n: usize) -> Vec<u8> {

@@ -6,7 +6,6 @@
 //! its goals.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -28,22 +27,19 @@ pub fn run(a: &RunArgs, corpora: &Corpora, work: &Path) -> Result<FreeTable> {
         .as_ref()
         .map(|p| p.dir.clone())
         .ok_or_else(|| HarnessError::missing("the token corpus"))?;
-    let py = config::python()
-        .ok_or_else(|| HarnessError::missing("venv python (run scripts/install-deps.sh)"))?;
     let secs = if a.quick { "0.3" } else { "2" };
     let mut runs = Vec::new();
     for _ in 0..a.repeats.max(1) {
-        runs.push(one_pass(&py, &corpus, secs, &work.join("packing.json"))?);
+        runs.push(one_pass(&corpus, secs, &work.join("packing.json"))?);
     }
     let synthetic = corpora.tokens.as_ref().is_some_and(|p| p.synthetic);
     Ok(table(&merge(&runs), synthetic))
 }
 
 /// One run of the script over every cell: its rows.
-fn one_pass(py: &str, corpus: &Path, secs: &str, out: &Path) -> Result<Vec<Value>> {
-    let mut cmd = Command::new(py);
-    cmd.arg(config::python_script("packing_bench.py"))
-        .arg("--corpus")
+fn one_pass(corpus: &Path, secs: &str, out: &Path) -> Result<Vec<Value>> {
+    let mut cmd = config::python_command("packing_bench.py")?;
+    cmd.arg("--corpus")
         .arg(corpus)
         .args(["--seconds", secs, "--json"])
         .arg(out);

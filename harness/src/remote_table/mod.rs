@@ -43,7 +43,7 @@ use zrecord::{
 
 use crate::config::{self, RunArgs};
 use crate::corpus::{self, Loaded};
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_file, write_json};
 use crate::loader::arms;
 use crate::table::Table;
 
@@ -114,8 +114,8 @@ impl Store {
     /// Gathers `idx` (timed by the caller) as a batch the verifier compares.
     fn gather(&self, idx: &[u64]) -> Result<competitors::Batch> {
         Ok(match self {
-            Store::Dense(_, v) => competitors::zrecord_dense_batch(v.gather(idx)?),
-            Store::Ragged(_, v) => competitors::zrecord_ragged_batch(v.gather(idx)?),
+            Store::Dense(_, v) => competitors::Batch::Dense(Box::new(v.gather(idx)?)),
+            Store::Ragged(_, v) => competitors::Batch::Ragged(Box::new(v.gather(idx)?)),
         })
     }
 
@@ -365,7 +365,7 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         let stored = ZrecordStore::new(ZrecordCodec::Raw)
             .write(&source, &work)
             .map_err(|e| HarnessError::other(format!("the zrecord-raw store of {name}: {e}")))?;
-        let local = stored.dir.join("store.zr");
+        let local = ZrecordStore::container(&stored.dir);
         let url = format!("s3://{BUCKET}/{name}");
         eprintln!("harness remote: publishing {name} to SeaweedFS");
         zrecord::remote::publish_dir(&local, &url, &ropts)?;
@@ -565,12 +565,11 @@ pub fn main(a: RunArgs) -> Result<ExitCode> {
         "source": source,
         "tables": tables,
     });
-    let path = out.join("results.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
-        .map_err(HarnessError::io("write", &path))?;
-    let md = crate::remote_report::render(&report);
-    let path = out.join("tables.md");
-    std::fs::write(&path, md).map_err(HarnessError::io("write", &path))?;
+    write_json(&out.join("results.json"), &report)?;
+    write_file(
+        &out.join("tables.md"),
+        crate::remote_report::render(&report),
+    )?;
     eprintln!("harness remote: wrote {}", out.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use benchkit::stats::{median, sample_sd};
 use serde_json::Value;
 
-use crate::error::{HarnessError, Result};
+use crate::error::{Result, write_file, write_json};
 use crate::model::{CellResult, Report, Status, StoreRow, StoreTable, or_nan};
 use crate::table::{LIMIT_ROW, Table};
 
@@ -148,11 +148,8 @@ pub fn aggregate(
 /// failed cells.
 pub fn write(rep: &Report, out: &Path, plots: PlotSet) -> Result<usize> {
     let j = rep.to_json();
-    let json_path = out.join("results.json");
-    std::fs::write(&json_path, serde_json::to_vec_pretty(&j)?)
-        .map_err(HarnessError::io("write", &json_path))?;
-    let md_path = out.join("tables.md");
-    std::fs::write(&md_path, render_markdown(rep)).map_err(HarnessError::io("write", &md_path))?;
+    write_json(&out.join("results.json"), &j)?;
+    write_file(&out.join("tables.md"), render_markdown(rep))?;
     plots::render(rep, &out.join("plots"), plots)?;
     let store_rows = rep.store_tables.iter().flat_map(|t| &t.rows);
     let free_rows = rep.free.iter().flat_map(|t| &t.rows);
@@ -211,6 +208,18 @@ mod tests {
         }
     }
 
+    /// [`aggregate`]'s rows: `cells` grouped by backend, in the order each first appears.
+    fn rows(cells: Vec<CellResult>) -> Vec<(String, Vec<CellResult>)> {
+        let mut out: Vec<(String, Vec<CellResult>)> = Vec::new();
+        for c in cells {
+            match out.iter_mut().find(|(b, _)| *b == c.backend) {
+                Some((_, row)) => row.push(c),
+                None => out.push((c.backend.clone(), vec![c])),
+            }
+        }
+        out
+    }
+
     #[test]
     fn x_memcpy_is_the_median_of_each_cells_ratio_to_the_limit_timed_beside_it() {
         let paired = |gather_s: f64, limit_s: Option<f64>| CellResult {
@@ -218,25 +227,17 @@ mod tests {
             limit_gather_s: limit_s,
             ..cell("zrecord-raw", 500.0, None)
         };
-        let limit_row = (
-            "memcpy-limit".to_string(),
-            vec![CellResult {
-                gather_mib_s: 4000.0,
-                ..cell("memcpy-limit", 0.0, None)
-            }],
-        );
-        let rows = vec![
-            (
-                "zrecord-raw".to_string(),
-                vec![
-                    paired(2.0, Some(1.8)),
-                    paired(2.0, Some(1.0)),
-                    paired(1.0, Some(0.95)),
-                ],
-            ),
-            limit_row.clone(),
+        let limit = CellResult {
+            gather_mib_s: 4000.0,
+            ..cell("memcpy-limit", 0.0, None)
+        };
+        let cells = vec![
+            paired(2.0, Some(1.8)),
+            paired(2.0, Some(1.0)),
+            paired(1.0, Some(0.95)),
+            limit.clone(),
         ];
-        let t = aggregate(Table::RaggedTokens, false, rows);
+        let t = aggregate(Table::RaggedTokens, false, rows(cells));
         assert_eq!(
             t.rows[0].x_memcpy,
             Some(0.9),
@@ -244,50 +245,30 @@ mod tests {
         );
         assert_eq!(t.rows[1].x_memcpy, Some(1.0));
         // A cell without it (an older run): the row over the limit row, 1000 / 4000.
-        let rows = vec![
-            (
-                "zrecord-raw".to_string(),
-                vec![paired(2.0, Some(1.8)), paired(2.0, None)],
-            ),
-            limit_row,
-        ];
-        let t = aggregate(Table::RaggedTokens, false, rows);
+        let cells = vec![paired(2.0, Some(1.8)), paired(2.0, None), limit];
+        let t = aggregate(Table::RaggedTokens, false, rows(cells));
         assert_eq!(t.rows[0].x_memcpy, Some(0.25));
     }
 
     #[test]
     fn write_limit_row_and_ratios() {
-        let rows = vec![
-            (
-                "zrecord-raw".to_string(),
-                vec![cell("zrecord-raw", 500.0, None)],
-            ),
-            (
-                "memcpy-limit".to_string(),
-                vec![
-                    cell("memcpy-limit", 0.0, Some(1000.0)),
-                    cell("memcpy-limit", 0.0, Some(3000.0)),
-                    cell("memcpy-limit", 0.0, Some(2000.0)),
-                ],
-            ),
+        let cells = vec![
+            cell("zrecord-raw", 500.0, None),
+            cell("memcpy-limit", 0.0, Some(1000.0)),
+            cell("memcpy-limit", 0.0, Some(3000.0)),
+            cell("memcpy-limit", 0.0, Some(2000.0)),
         ];
-        let mut t = aggregate(Table::RaggedTokens, false, rows);
+        let mut t = aggregate(Table::RaggedTokens, false, rows(cells));
         assert_eq!(t.write_limit_mib_s, Some(2000.0));
         assert_eq!(t.rows[0].x_write_limit, Some(0.25));
         assert_eq!(t.rows[1].x_write_limit, None);
         // A cell with its own limit is divided by it, not by the table's.
-        let own = aggregate(
-            Table::RaggedTokens,
-            false,
-            vec![(
-                "arrow-ipc-raw".to_string(),
-                vec![
-                    cell("arrow-ipc-raw", 300.0, Some(600.0)),
-                    cell("arrow-ipc-raw", 900.0, Some(1000.0)),
-                    cell("arrow-ipc-raw", 100.0, Some(1000.0)),
-                ],
-            )],
-        );
+        let cells = vec![
+            cell("arrow-ipc-raw", 300.0, Some(600.0)),
+            cell("arrow-ipc-raw", 900.0, Some(1000.0)),
+            cell("arrow-ipc-raw", 100.0, Some(1000.0)),
+        ];
+        let own = aggregate(Table::RaggedTokens, false, rows(cells));
         assert_eq!(own.rows[0].x_write_limit, Some(0.5));
         assert_eq!(own.write_limit_mib_s, Some(1000.0));
         t.captions.push("Caption line.".into());
@@ -312,14 +293,7 @@ mod tests {
         z.gather_mib_s = 900.0;
         let mut r = cell("npy-crc-limit", 800.0, None);
         r.gather_mib_s = 950.0;
-        let t = aggregate(
-            Table::DenseTokens,
-            false,
-            vec![
-                ("zrecord-raw".to_string(), vec![z]),
-                ("npy-crc-limit".to_string(), vec![r]),
-            ],
-        );
+        let t = aggregate(Table::DenseTokens, false, rows(vec![z, r]));
         let mut rep = Report::new(true, 1, vec![]);
         rep.store_tables.push(t);
         let md = render_markdown(&rep);
@@ -345,23 +319,15 @@ mod tests {
             ..cell("lmdb-raw", 400.0, None)
         };
         let na = CellResult::new(Table::RaggedTokens, "npy-mmap-raw", Status::NotApplicable);
-        let rows = vec![
-            (
-                "zrecord-raw".to_string(),
-                vec![
-                    cell("zrecord-raw", 500.0, None),
-                    bad,
-                    cell("zrecord-raw", 500.0, None),
-                ],
-            ),
-            ("lmdb-raw".to_string(), vec![nothing]),
-            ("npy-mmap-raw".to_string(), vec![na]),
-            (
-                "memcpy-limit".to_string(),
-                vec![cell("memcpy-limit", 0.0, None)],
-            ),
+        let cells = vec![
+            cell("zrecord-raw", 500.0, None),
+            bad,
+            cell("zrecord-raw", 500.0, None),
+            nothing,
+            na,
+            cell("memcpy-limit", 0.0, None),
         ];
-        let t = aggregate(Table::RaggedTokens, false, rows);
+        let t = aggregate(Table::RaggedTokens, false, rows(cells));
         let z = &t.rows[0];
         assert_eq!((z.status, z.verified), (Status::Failed, Some(false)));
         assert!(z.gather_mib_s.is_nan() && z.write_mib_s.is_nan());

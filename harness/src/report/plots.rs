@@ -84,13 +84,11 @@ fn e<E: std::fmt::Display>(x: E) -> String {
     x.to_string()
 }
 
-/// One bar chart: labels, values, optional +/- SD per bar, and an optional named limit line.
+/// One bar chart: per bar its label, value and sample SD (0 or NaN: no whisker), and an optional
+/// named limit line.
 pub struct Bars<'a> {
     pub title: &'a str,
-    pub labels: &'a [String],
-    pub values: &'a [f64],
-    /// Sample SD per bar (0 or NaN: no whisker).
-    pub sds: &'a [f64],
+    pub bars: &'a [(String, f64, f64)],
     pub x_desc: &'a str,
     pub line: Option<(f64, &'a str)>,
 }
@@ -131,7 +129,7 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(e)?;
-    let mut all: Vec<f64> = c.values.to_vec();
+    let mut all: Vec<f64> = c.bars.iter().map(|b| b.1).collect();
     all.extend(c.line.map(|l| l.0));
     let log = wants_log(&all);
     let finite = |v: &f64| v.is_finite() && (!log || *v > 0.0);
@@ -148,7 +146,7 @@ where
     } else {
         (0.0, hi * 1.18)
     };
-    let n = c.labels.len().max(1);
+    let n = c.bars.len().max(1);
     let mut chart = ChartBuilder::on(&root)
         .caption(c.title, ("sans-serif", 16))
         .margin(12)
@@ -156,7 +154,6 @@ where
         .y_label_area_size(260)
         .build_cartesian_2d(x0..x1, -0.5..n as f64 - 0.5)
         .map_err(e)?;
-    let labels_owned = c.labels.to_vec();
     let desc = if log {
         format!("{} (log scale)", c.x_desc)
     } else {
@@ -176,26 +173,22 @@ where
         .y_labels(n)
         .y_label_formatter(&|y| {
             let k = y.round();
-            if (*y - k).abs() < 1e-6 && k >= 0.0 && (k as usize) < labels_owned.len() {
-                labels_owned[n - 1 - k as usize].clone()
+            if (*y - k).abs() < 1e-6 && k >= 0.0 && (k as usize) < c.bars.len() {
+                c.bars[n - 1 - k as usize].0.clone()
             } else {
                 String::new()
             }
         })
         .draw()
         .map_err(e)?;
-    let bars: Vec<(usize, f64)> = c
-        .values
-        .iter()
-        .copied()
-        .enumerate()
+    let bars: Vec<(usize, f64)> = (c.bars.iter().map(|b| b.1).enumerate())
         .filter(|(_, v)| finite(v))
         .collect();
     chart
         .draw_series(bars.iter().map(|&(i, v)| {
             let y = (n - 1 - i) as f64;
-            let color = if c.labels[i].starts_with("zrecord") || c.labels[i].starts_with("loaderx")
-            {
+            let label = &c.bars[i].0;
+            let color = if label.starts_with("zrecord") || label.starts_with("loaderx") {
                 BLUE.mix(0.8)
             } else {
                 BLACK.mix(0.45)
@@ -205,7 +198,7 @@ where
         .map_err(e)?;
     for &(i, v) in &bars {
         let y = (n - 1 - i) as f64;
-        let sd = c.sds.get(i).copied().unwrap_or(0.0);
+        let sd = c.bars[i].2;
         let mut end = t(v);
         if sd.is_finite() && sd > 0.0 {
             let (a, b) = (
@@ -317,7 +310,7 @@ fn save(dir: &Path, stem: &str, svg: bool, c: Chart<'_>) -> Result<()> {
         message,
     };
     let h = match &c {
-        Chart::Bars(b) => 90 + ROW_H * b.labels.len().max(1) as u32,
+        Chart::Bars(b) => 90 + ROW_H * b.bars.len().max(1) as u32,
         Chart::Scatter(..) => 640,
     };
     if svg {
@@ -350,9 +343,9 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
             .iter()
             .filter(|r| r.status == Status::Ok && r.backend != LIMIT_ROW)
             .collect();
-        let labels: Vec<String> = rows.iter().map(|r| r.backend.clone()).collect();
-        let values: Vec<f64> = rows.iter().map(|r| r.gather_mib_s).collect();
-        let sds: Vec<f64> = rows.iter().map(|r| r.sd).collect();
+        let bars: Vec<_> = (rows.iter())
+            .map(|r| (r.backend.clone(), r.gather_mib_s, r.sd))
+            .collect();
         let limit = t
             .rows
             .iter()
@@ -370,9 +363,7 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
                 svg,
                 Chart::Bars(Bars {
                     title: &format!("{}{syn}: logical gather", t.name),
-                    labels: &labels,
-                    values: &values,
-                    sds: &sds,
+                    bars: &bars,
                     x_desc: "MiB/s (+/- SD over repeats)",
                     line: limit,
                 }),
@@ -405,7 +396,7 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
             "row"
         };
         let sd_col = format!("{value_col} sd");
-        let (mut labels, mut values, mut sds) = (Vec::new(), Vec::new(), Vec::new());
+        let mut bars = Vec::new();
         let mut limit = None;
         for r in &t.rows {
             let (Some(l), Some(v)) = (r[label_col].as_str(), r[value_col].as_f64()) else {
@@ -424,9 +415,7 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
                 }
                 _ => {}
             }
-            labels.push(l.to_string());
-            values.push(v);
-            sds.push(r[&sd_col].as_f64().unwrap_or(0.0));
+            bars.push((l.to_string(), v, r[&sd_col].as_f64().unwrap_or(0.0)));
         }
         let syn = if t.synthetic { " (synthetic)" } else { "" };
         save(
@@ -435,9 +424,7 @@ pub fn render(rep: &Report, dir: &Path, set: PlotSet) -> Result<()> {
             svg,
             Chart::Bars(Bars {
                 title: &format!("{}{syn}: {}", t.name, desc),
-                labels: &labels,
-                values: &values,
-                sds: &sds,
+                bars: &bars,
                 x_desc: desc,
                 line: limit,
             }),

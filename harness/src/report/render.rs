@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::plots::{self, PlotSet};
 use super::{is_remote, render_results};
 use crate::cell_args::{Syntax, flags};
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_file};
 use crate::model::Report;
 
 const USAGE: &str = "usage: harness render RUN [--out DIR] [--headline] [--check]
@@ -108,7 +108,7 @@ pub fn main(a: &RenderArgs, cold_md: fn(&Path) -> Result<String>) -> Result<Exit
     std::fs::create_dir_all(out).map_err(HarnessError::io("create", out))?;
     for (name, text) in &docs {
         let path = out.join(name);
-        std::fs::write(&path, text).map_err(HarnessError::io("write", &path))?;
+        write_file(&path, text)?;
         println!("{}", path.display());
     }
     if let Some(j) = json.filter(|j| !is_remote(j)) {

@@ -6,12 +6,11 @@
 //! the table and its goals.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
 use crate::config::{self, RunArgs};
-use crate::error::{HarnessError, Result};
+use crate::error::Result;
 use crate::model::{FreeTable, columns, ratio};
 use crate::table::Table;
 
@@ -20,8 +19,6 @@ const OPEN_RSS_MIB: f64 = 32.0;
 const GATHER_FRACTION: f64 = 0.9;
 
 pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
-    let py = config::python()
-        .ok_or_else(|| HarnessError::missing("venv python (run scripts/install-deps.sh)"))?;
     // Quick (CI): 10^6 only, ~60 s with SeaweedFS and the writers' row; 10^7 adds ~2 min.
     let sizes = if a.quick {
         "1000000"
@@ -29,9 +26,8 @@ pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
         "1000000,10000000,100000000"
     };
     let out = work.join("scale.json");
-    let mut cmd = Command::new(&py);
-    cmd.arg(config::python_script("scale_bench.py"))
-        .args(["--sizes", sizes, "--remote", "--peers", "--work"])
+    let mut cmd = config::python_command("scale_bench.py")?;
+    cmd.args(["--sizes", sizes, "--remote", "--peers", "--work"])
         .arg(work)
         .arg("--json")
         .arg(&out);

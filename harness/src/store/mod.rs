@@ -16,7 +16,7 @@ use competitors::Source;
 use crate::cell_args::StoreCellArgs;
 use crate::corpus::Loaded;
 use crate::corrupt;
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_json};
 use crate::model::{CellResult, Status};
 use crate::table::LIMIT_ROW;
 
@@ -41,8 +41,7 @@ pub fn finish(mut r: CellResult, outcome: Result<()>, out: &Path) -> Result<Exit
         r.verified = Some(false);
         r.note = Some(e.to_string());
     }
-    let json = serde_json::to_vec_pretty(&r)?;
-    std::fs::write(out, json).map_err(HarnessError::io("write", out))?;
+    write_json(out, &r)?;
     Ok(ExitCode::from(u8::from(r.status == Status::Failed)))
 }
 
@@ -250,21 +249,9 @@ fn timed_writes<T>(
     Ok((out, dir, times))
 }
 
-/// The source's logical bytes, as one slice.
-fn payload<'a>(source: &Source<'a>) -> &'a [u8] {
-    match source {
-        Source::Dense(d) => d.data,
-        Source::Ragged(r) => {
-            let it = r.dtype.itemsize();
-            let (a, b) = (r.offsets[0], r.offsets[r.offsets.len() - 1]);
-            &r.values[a as usize * it..b as usize * it]
-        }
-    }
-}
-
 /// Reads one byte of every page of the source, so the timed writes find it in memory.
 pub(crate) fn touch(source: &Source<'_>) {
-    let bytes = payload(source);
+    let bytes = source.payload();
     let sum = bytes
         .iter()
         .step_by(4096)
@@ -278,7 +265,7 @@ pub(crate) fn plain_write(source: &Source<'_>, dir: &Path) -> Result<((), f64)> 
     let path = dir.join("limit.bin");
     let t = Instant::now();
     let mut f = File::create(&path).map_err(HarnessError::io("create", &path))?;
-    for chunk in payload(source).chunks(8 << 20) {
+    for chunk in source.payload().chunks(8 << 20) {
         f.write_all(chunk)
             .map_err(HarnessError::io("write", &path))?;
     }
@@ -289,13 +276,12 @@ pub(crate) fn plain_write(source: &Source<'_>, dir: &Path) -> Result<((), f64)> 
 /// Sets a cell's figures from the seconds of its timed batches of [`BATCH`] records (`total`
 /// their sum; `gather_bytes` counted as they came) and marks it ok, verified when it compared
 /// a batch.
-pub fn timed(r: &mut CellResult, mut times: Vec<f64>, total: f64) {
+pub fn timed(r: &mut CellResult, times: Vec<f64>, total: f64) {
     r.gather_s = total;
     r.gather_batches = times.len() as u64;
     r.gather_records = times.len() as u64 * BATCH as u64;
     r.gather_mib_s = r.gather_bytes as f64 / (1 << 20) as f64 / total;
     r.krecords_s = r.gather_records as f64 / total / 1e3;
-    times.sort_by(f64::total_cmp);
     r.p50_ms = percentile(&times, 0.5) * 1e3;
     r.p95_ms = percentile(&times, 0.95) * 1e3;
     r.verified = Some(r.verified_batches > 0);
@@ -385,23 +371,27 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
     let mut rng = SmallRng::seed_from_u64(args.seed);
     // The test-only switch (`corrupt::ENV`): one received batch gets a flipped byte.
     let mut counter = corrupt::Counter::from_env();
-    let draw =
-        |rng: &mut SmallRng| -> Vec<u64> { (0..BATCH).map(|_| rng.random_range(0..n)).collect() };
+    // One batch of random records: gathered (timed), then compared with the source as `what`;
+    // its draws, seconds and payload bytes.
+    let mut batch = |what: String| -> Result<(Vec<u64>, f64, u64)> {
+        let idx: Vec<u64> = (0..BATCH).map(|_| rng.random_range(0..n)).collect();
+        let t = Instant::now();
+        let got = reader
+            .gather(&idx)
+            .map_err(HarnessError::backend(&args.backend, "gather"))?;
+        let elapsed = t.elapsed().as_secs_f64();
+        let dt = reader.last_gather_seconds().unwrap_or(elapsed);
+        let bytes = got.payload_bytes() as u64;
+        let got = counter.pass(got);
+        source
+            .check(&idx, &got)
+            .map_err(HarnessError::differs(what))?;
+        Ok((idx, dt, bytes))
+    };
 
     // Probe: tables where a backend may be impractically slow time one batch first.
     if let Some(limit) = args.probe_seconds {
-        let idx = draw(&mut rng);
-        let t = Instant::now();
-        let b = reader
-            .gather(&idx)
-            .map_err(HarnessError::backend(&args.backend, "gather"))?;
-        let dt = reader
-            .last_gather_seconds()
-            .unwrap_or(t.elapsed().as_secs_f64());
-        let b = counter.pass(b);
-        source
-            .check(&idx, &b)
-            .map_err(HarnessError::differs("the probe batch"))?;
+        let (_, dt, _) = batch("the probe batch".into())?;
         if dt > limit {
             r.status = Status::Excluded;
             r.note = Some(format!(
@@ -417,14 +407,7 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
 
     // Verify before timing.
     for k in 0..args.verify_batches {
-        let idx = draw(&mut rng);
-        let got = reader
-            .gather(&idx)
-            .map_err(HarnessError::backend(&args.backend, "gather"))?;
-        let got = counter.pass(got);
-        source
-            .check(&idx, &got)
-            .map_err(HarnessError::differs(format!("verification batch {k}")))?;
+        batch(format!("verification batch {k}"))?;
         r.verified_batches += 1;
     }
     // The limit beside the gathers (`LIMIT_METHOD`): the same records copied from memory, in
@@ -441,25 +424,11 @@ fn run(args: &StoreCellArgs, r: &mut CellResult) -> Result<()> {
     let mut times = Vec::new();
     let mut total = 0.0;
     while total < args.min_seconds || times.len() < 5 {
-        let idx = draw(&mut rng);
-        let t = Instant::now();
-        let got = reader
-            .gather(&idx)
-            .map_err(HarnessError::backend(&args.backend, "gather"))?;
-        let elapsed = t.elapsed().as_secs_f64();
-        let dt = reader.last_gather_seconds().unwrap_or(elapsed);
+        let (idx, dt, bytes) = batch(format!("timed batch {}", times.len() + 1))?;
         total += dt;
         times.push(dt);
-        r.gather_bytes += got.payload_bytes() as u64;
-        let got = counter.pass(got);
-        source
-            .check(&idx, &got)
-            .map_err(HarnessError::differs(format!(
-                "timed batch {}",
-                times.len()
-            )))?;
+        r.gather_bytes += bytes;
         r.verified_batches += 1;
-        drop(got);
         if let Some(l) = limit.as_mut() {
             l.gathered(idx, dt)?;
         }

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::cell_args::{Cell, SamplerCellArgs};
 use crate::config::{self, RunArgs};
-use crate::error::{HarnessError, Result};
+use crate::error::{HarnessError, Result, write_file};
 use crate::model::FreeTable;
 use crate::progress::progress;
 use crate::table::Table;
@@ -118,11 +118,8 @@ fn rust_arm(imp: &str, batch: usize, min_seconds: f64) -> Result<(f64, bool)> {
 
 pub fn cell_main(args: &SamplerCellArgs) -> Result<ExitCode> {
     let (per, ok) = rust_arm(&args.arm, args.batch, args.seconds)?;
-    std::fs::write(
-        &args.out,
-        json!({"per_batch_s": per, "verified": ok}).to_string(),
-    )
-    .map_err(HarnessError::io("write", &args.out))?;
+    let result = json!({"per_batch_s": per, "verified": ok}).to_string();
+    write_file(&args.out, result)?;
     Ok(ExitCode::SUCCESS)
 }
 

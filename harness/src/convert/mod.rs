@@ -4,12 +4,11 @@
 //! cells and verifies every record; this module turns its JSON rows into the table and its goals.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
 use crate::config::{self, RunArgs};
-use crate::error::{HarnessError, Result};
+use crate::error::Result;
 use crate::model::{FreeTable, columns, ratio};
 use crate::table::Table;
 
@@ -18,12 +17,9 @@ const X_LANCE: f64 = 1.0;
 const X_SCALING: f64 = 1.8;
 
 pub fn run(a: &RunArgs, work: &Path) -> Result<FreeTable> {
-    let py = config::python()
-        .ok_or_else(|| HarnessError::missing("venv python (run scripts/install-deps.sh)"))?;
     let out = work.join("convert.json");
-    let mut cmd = Command::new(&py);
-    cmd.arg(config::python_script("convert_bench.py"))
-        .arg("--repeats")
+    let mut cmd = config::python_command("convert_bench.py")?;
+    cmd.arg("--repeats")
         .arg(a.repeats.to_string())
         .arg("--work")
         .arg(work)

@@ -138,11 +138,12 @@ def test_a_block_loader_reads_through_a_bounded_block_buffer(tmp_path):
         got = np.concatenate([ids_of(next(loader)).copy() for _ in range(epoch)])[:N]
     check_epoch(got, N, 8, 5)
     # The loader buffered the store (its views share it): the window, the blocks a batch spans,
-    # plus one; each block fetched about once in the epoch (two workers may race for one).
+    # plus one; each block fetched once in the epoch, or again when workers out of step dropped it
+    # before a later batch of its window.
     st = store.block_buffer_stats
     assert (st["records"], st["blocks"]) == (8, 5 + -(-B // 8) + 1), st
     assert st["held"] <= st["blocks"] and st["held_bytes"] <= st["blocks"] * 8 * 8, st
-    assert -(-N // 8) <= st["fetched"] <= -(-N // 8) + 16, st
+    assert -(-N // 8) <= st["fetched"] <= 2 * -(-N // 8), st
     assert view.block_buffer_stats == st
     store.buffer_blocks(8, st["blocks"])  # the same shape again: nothing
     with pytest.raises(loaderx.InvalidInputError, match="block buffer"):

@@ -606,3 +606,49 @@ fn a_block_buffer_fetches_each_block_once_and_checks_what_it_reads() {
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
     assert_eq!(fresh.block_buffer_stats().unwrap().held, 0);
 }
+
+/// A Ragged writer sizes its placement blocks by its first append (about 256 KiB of records, 64
+/// to 65,536 records), so consecutive small records share a shard run; `block_records` fixes
+/// it; 0 is refused.
+#[test]
+fn a_ragged_writer_sizes_its_shard_runs_by_its_first_append() {
+    let dir = tempfile::tempdir().unwrap();
+    // The shard file of records `ids` in a 4-shard Ragged container of `n` `len`-byte records.
+    let shards_of = |name: &str, len: usize, n: usize, block: Option<u64>, ids: &[u64]| {
+        let path = dir.path().join(name);
+        let opts = WriterOptions {
+            block_records: block,
+            ..WriterOptions::default()
+        };
+        let mut w = RaggedWriter::create(&path, DType::UInt8, 1, Codec::Raw, opts).unwrap();
+        let values = vec![7u8; len * n];
+        let cu: Vec<i32> = (0..=n).map(|k| (k * len) as i32).collect();
+        w.append(&values, &cu, &vec![len as u64; n]).unwrap();
+        w.close().unwrap();
+        let s = RaggedStore::open(&path).unwrap();
+        assert_eq!(s.data_shards(), 4);
+        let e = s.record_extents(ids).unwrap();
+        e.into_iter().map(|x| x.path).collect::<Vec<_>>()
+    };
+    // 100-byte records: blocks of 2,621 records; record 64 (and 2,620) in record 0's shard.
+    let small = shards_of("small", 100, 6000, None, &[0, 64, 2620, 2621]);
+    assert_eq!(small[0], small[1]);
+    assert_eq!(small[0], small[2]);
+    assert_ne!(small[0], small[3]);
+    // 64 KiB records: the least, 64 records.
+    let large = shards_of("large", 64 << 10, 130, None, &[0, 63, 64]);
+    assert_eq!(large[0], large[1]);
+    assert_ne!(large[0], large[2]);
+    // Fixed by the option.
+    let fixed = shards_of("fixed", 100, 300, Some(64), &[0, 63, 64]);
+    assert_eq!(fixed[0], fixed[1]);
+    assert_ne!(fixed[0], fixed[2]);
+    let zero = WriterOptions {
+        block_records: Some(0),
+        ..WriterOptions::default()
+    };
+    assert!(matches!(
+        RaggedWriter::create(dir.path().join("zero"), DType::UInt8, 1, Codec::Raw, zero),
+        Err(Error::InvalidInput(_))
+    ));
+}

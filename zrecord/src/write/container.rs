@@ -41,6 +41,8 @@ pub(super) struct Core {
     pub(super) dtype: DType,
     pub(super) shape: Shape,
     block: u64,
+    /// The block is the writer's default, to be sized by the first append (Ragged).
+    adapt_block: bool,
     level: i32,
     sync: bool,
     dict: Vec<u8>,
@@ -163,6 +165,9 @@ impl Core {
             }
             _ => Vec::new(),
         };
+        if opts.block_records == Some(0) {
+            return Err(Error::invalid("block_records must be at least 1"));
+        }
         if !(-7..=22).contains(&opts.zstd_level) {
             return Err(Error::invalid(format!(
                 "zstd level must be in -7..=22, got {}",
@@ -194,7 +199,8 @@ impl Core {
             codec,
             dtype,
             shape,
-            block,
+            block: opts.block_records.unwrap_or(block),
+            adapt_block: opts.block_records.is_none(),
             level: opts.zstd_level,
             sync: opts.sync,
             dict,
@@ -253,6 +259,15 @@ impl Core {
         });
         core.poisoned = false;
         Ok(core)
+    }
+
+    /// Sizes the placement block once, before any record is written (a Ragged writer's first
+    /// append); later calls and explicit `block_records` leave it.
+    pub(super) fn size_block(&mut self, block: u64) {
+        if self.adapt_block && self.records == 0 {
+            self.block = block.max(1);
+            self.adapt_block = false;
+        }
     }
 
     pub(super) fn check_usable(&self) -> Result<()> {

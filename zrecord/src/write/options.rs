@@ -19,6 +19,11 @@ pub struct WriterOptions {
     pub dict: Option<Vec<u8>>,
     /// zstd level for the zstd codecs (default 3).
     pub zstd_level: i32,
+    /// Records per placement block (`block_records`: consecutive records a shard holds before
+    /// the next shard's turn; docs/format.md, Record placement). `None` (the default): the
+    /// writer's choice, about 256 KiB of records (Dense: by the record size; Ragged: by the first
+    /// append's mean record, at least 64 and at most 65,536 records).
+    pub block_records: Option<u64>,
     /// fsync every file and directory on `close()` (default `true`). `false` still publishes
     /// atomically (readers and crashed processes never see a partial container) but the container
     /// may be lost or incomplete after a power failure; benchmarks use it to exclude stable-media
@@ -41,6 +46,7 @@ impl Default for WriterOptions {
             data_shards: DEFAULT_DATA_SHARDS,
             dict: None,
             zstd_level: DEFAULT_ZSTD_LEVEL,
+            block_records: None,
             sync: true,
             vfs: Arc::new(StdFs),
             remote: crate::read::RemoteOptions::default(),
@@ -56,6 +62,7 @@ impl fmt::Debug for WriterOptions {
             .field("data_shards", &self.data_shards)
             .field("dict_bytes", &self.dict.as_ref().map(Vec::len))
             .field("zstd_level", &self.zstd_level)
+            .field("block_records", &self.block_records)
             .finish()
     }
 }

@@ -12,8 +12,21 @@ use super::container::Shape;
 use super::options::WriterOptions;
 use super::writer::Writer;
 
-/// Records per block for Ragged stores.
+/// Records per placement block for Ragged stores until the first append sizes it, and its
+/// least: about [`RAGGED_RUN_BYTES`] of the first append's mean record, at least this many
+/// records and at most [`RAGGED_MAX_BLOCK`] (`WriterOptions::block_records` overrides it).
 const RAGGED_BLOCK_RECORDS: u64 = 64;
+/// The bytes a Ragged shard run aims at, as the Dense writer's (a block of consecutive records
+/// then lies in one shard run: one ranged GET on object storage, one sequential read locally).
+const RAGGED_RUN_BYTES: u64 = 256 << 10;
+/// The most records a Ragged placement block holds.
+const RAGGED_MAX_BLOCK: u64 = 1 << 16;
+
+/// A Ragged placement block for records of `bytes / n` bytes on average.
+fn ragged_block(bytes: u64, n: u64) -> u64 {
+    let mean = (bytes / n.max(1)).max(1);
+    (RAGGED_RUN_BYTES / mean).clamp(RAGGED_BLOCK_RECORDS, RAGGED_MAX_BLOCK)
+}
 
 impl Writer<Ragged> {
     /// Starts a new Ragged container with records of rank `ndim >= 1`.
@@ -53,6 +66,10 @@ impl Writer<Ragged> {
         let ndim = self.core.shape.ndim as usize;
         check_packed(values, cu_seqlens, shapes, isz, ndim)?;
         let n = cu_seqlens.len() - 1;
+        if n > 0 {
+            self.core
+                .size_block(ragged_block(values.len() as u64, n as u64));
+        }
         let span = move |a: u64, b: u64| {
             &values[cu_seqlens[a as usize] as usize * isz..cu_seqlens[b as usize] as usize * isz]
         };

@@ -124,9 +124,16 @@ pub fn describe_part(
 ) -> Result<PartReceipt> {
     let o = objects(root.as_ref(), remote)?;
     check_names(&*o, &[part])?;
-    let names = column_names(&*o, part)?;
-    let keys: Vec<String> = names.iter().map(|n| manifest_key(part, n)).collect();
-    let (columns, entry) = describe(&*o, part, &names, &mut o.read_all(&keys).into_iter())?;
+    let (names, manifest) = column_names(&*o, part)?;
+    // A part that is one container: its manifest was read finding that out.
+    let fetched = match manifest {
+        Some(bytes) => vec![Ok(bytes)],
+        None => {
+            let keys: Vec<String> = names.iter().map(|n| manifest_key(part, n)).collect();
+            o.read_all(&keys)
+        }
+    };
+    let (columns, entry) = describe(&*o, part, &names, &mut fetched.into_iter())?;
     Ok(PartReceipt { columns, entry })
 }
 
@@ -241,7 +248,7 @@ fn describe_all(
     // Every part has the dataset's column folders (`""`: a part is one container).
     let columns: Vec<String> = match schema {
         Some(s) => s.iter().map(|c| c.name.clone()).collect(),
-        None => column_names(o, &parts[0])?,
+        None => column_names(o, &parts[0])?.0,
     };
     let columns = &columns;
     let described = parts.chunks(DESCRIBE_CHUNK).flat_map(|chunk| {
@@ -329,12 +336,13 @@ fn schema_text(c: &ColumnSchema) -> String {
     }
 }
 
-/// The column folders of part `part`: `[""]` when the part is one container, else its folders.
-fn column_names(o: &dyn Objects, part: &str) -> Result<Vec<String>> {
+/// The column folders of part `part`: `[""]` and its manifest's bytes when the part is one
+/// container, else its folders.
+fn column_names(o: &dyn Objects, part: &str) -> Result<(Vec<String>, Option<Vec<u8>>)> {
     let dir = format!("{PARTS_DIR}/{part}");
     let at = o.root().join(&dir);
     match o.read(&manifest_key(part, "")) {
-        Ok(_) => Ok(vec![String::new()]),
+        Ok(bytes) => Ok((vec![String::new()], Some(bytes))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let listed = o.list(&dir).map_err(|e| Error::io("list", &at, e))?;
             let cols: Vec<String> = listed
@@ -348,7 +356,7 @@ fn column_names(o: &dyn Objects, part: &str) -> Result<Vec<String>> {
                     "no published part here (no manifest.zrm, no column folders)",
                 ));
             }
-            Ok(cols)
+            Ok((cols, None))
         }
         Err(e) => Err(Error::io("read", o.root().join(manifest_key(part, "")), e)),
     }

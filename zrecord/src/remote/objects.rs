@@ -61,6 +61,16 @@ impl RemoteObjects {
             .to_string()
     }
 
+    /// The whole object `key` by one GET through `c` (`read` and `read_all`).
+    async fn get_whole(&self, c: Arc<dyn ObjectStore>, key: &str) -> io::Result<Vec<u8>> {
+        let got = match c.get(&self.key(key)).await {
+            Ok(r) => r.bytes().await,
+            Err(e) => Err(e),
+        };
+        got.map(|b| b.to_vec())
+            .map_err(|e| self.error("GET", key, e))
+    }
+
     /// An `io::Error` for a failed request `what` of `key`, its kind kept (`NotFound` above all).
     fn error(&self, what: &str, key: &str, e: object_store::Error) -> io::Error {
         io::Error::new(
@@ -127,15 +137,7 @@ impl Objects for RemoteObjects {
 
     fn read(&self, key: &str) -> io::Result<Vec<u8>> {
         let c = self.client()?;
-        let k = self.key(key);
-        let got = block_on(async move {
-            match c.get(&k).await {
-                Ok(r) => r.bytes().await,
-                Err(e) => Err(e),
-            }
-        })?
-        .map_err(|e| self.error("GET", key, e))?;
-        Ok(got.to_vec())
+        block_on(self.get_whole(c, key))?
     }
 
     fn read_all(&self, keys: &[String]) -> Vec<io::Result<Vec<u8>>> {
@@ -148,17 +150,7 @@ impl Objects for RemoteObjects {
             Ok(c) => c,
             Err(e) => return failed(e),
         };
-        let gets = keys.iter().map(|key| {
-            let (c, k) = (c.clone(), self.key(key));
-            async move {
-                let got = match c.get(&k).await {
-                    Ok(r) => r.bytes().await,
-                    Err(e) => Err(e),
-                };
-                got.map(|b| b.to_vec())
-                    .map_err(|e| self.error("GET", key, e))
-            }
-        });
+        let gets = keys.iter().map(|key| self.get_whole(c.clone(), key));
         let concurrency = self.opts.concurrency.max(1);
         block_on(stream::iter(gets).buffered(concurrency).collect::<Vec<_>>())
             .unwrap_or_else(failed)

@@ -28,6 +28,10 @@ pub(super) struct Shape {
     pub(super) item_shape: Vec<u64>,
 }
 
+/// Target bytes of a placement block (consecutive records that land in the same shard), for both
+/// writers: Dense sizes its blocks by the record size, Ragged by its first append's mean record.
+pub(super) const BLOCK_BYTES: u64 = 256 << 10;
+
 /// Shared machinery of both writers.
 pub(super) struct Core {
     vfs: Arc<dyn Vfs>,

@@ -7,12 +7,9 @@ use crate::error::{Error, Result};
 use crate::format::{self, Codec};
 use crate::read::Dense;
 
-use super::container::Shape;
+use super::container::{BLOCK_BYTES, Shape};
 use super::options::WriterOptions;
 use super::writer::Writer;
-
-/// Target bytes per block of consecutive Dense records that land in the same shard.
-const DENSE_BLOCK_BYTES: u64 = 256 << 10;
 
 impl Writer<Dense> {
     /// Starts a new container at `path` (which must not exist). Nothing is visible at `path` until
@@ -44,7 +41,7 @@ impl Writer<Dense> {
             ndim: item_shape.len() as u32,
             item_shape: item_shape.to_vec(),
         };
-        let block = (DENSE_BLOCK_BYTES / stride).max(1);
+        let block = (BLOCK_BYTES / stride).max(1);
         Self::start(path.as_ref(), dtype, shape, block, codec, opts)
     }
 

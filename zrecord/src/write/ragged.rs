@@ -8,24 +8,21 @@ use crate::error::{Error, Result};
 use crate::format::{Codec, MAX_RECORD_BYTES};
 use crate::read::Ragged;
 
-use super::container::Shape;
+use super::container::{BLOCK_BYTES, Shape};
 use super::options::WriterOptions;
 use super::writer::Writer;
 
 /// Records per placement block for Ragged stores until the first append sizes it, and its
-/// least: about [`RAGGED_RUN_BYTES`] of the first append's mean record, at least this many
+/// least: about [`BLOCK_BYTES`] of the first append's mean record, at least this many
 /// records and at most [`RAGGED_MAX_BLOCK`] (`WriterOptions::block_records` overrides it).
 const RAGGED_BLOCK_RECORDS: u64 = 64;
-/// The bytes a Ragged shard run aims at, as the Dense writer's (a block of consecutive records
-/// then lies in one shard run: one ranged GET on object storage, one sequential read locally).
-const RAGGED_RUN_BYTES: u64 = 256 << 10;
 /// The most records a Ragged placement block holds.
 const RAGGED_MAX_BLOCK: u64 = 1 << 16;
 
 /// A Ragged placement block for records of `bytes / n` bytes on average.
 fn ragged_block(bytes: u64, n: u64) -> u64 {
     let mean = (bytes / n.max(1)).max(1);
-    (RAGGED_RUN_BYTES / mean).clamp(RAGGED_BLOCK_RECORDS, RAGGED_MAX_BLOCK)
+    (BLOCK_BYTES / mean).clamp(RAGGED_BLOCK_RECORDS, RAGGED_MAX_BLOCK)
 }
 
 impl Writer<Ragged> {

@@ -10,6 +10,10 @@
 //! 88, 180 and 311 ns for 540 bytes, 1, 2 and 4 KiB against 141, 138, 220 and 413 ns). Every path
 //! computes the same function (tested below), so stored checksums do not depend on which one ran.
 //!
+//! [`append3`] checksums three buffers at once (a verified gather's records, three at a time):
+//! where `append` would take `crc32c`, it interleaves three independent `crc32` chains, which the
+//! one-chain loop leaves two thirds of the unit idle for (each instruction waits for the last).
+//!
 //! [`copy_append`] copies and checksums in one pass: each vector is loaded once, stored to the
 //! destination and folded into the checksum from the same register (carry-less multiplies on
 //! 512-bit vectors with AVX-512 + VPCLMULQDQ, on 256-bit ones with AVX2 + VPCLMULQDQ), so a
@@ -58,6 +62,26 @@ pub(crate) fn append(crc: u32, data: &[u8]) -> u32 {
     let mut d = Digest::new_with_init_state(CrcAlgorithm::Crc32Iscsi, u64::from(!crc));
     d.update(data);
     d.finalize() as u32
+}
+
+/// `[append(crc[k], data[k]) for k in 0..3]`, for checksumming several records at once. On an
+/// x86-64 CPU with SSE4.2 and no folding kernel (the project's 2-core EPYC), buffers below 32 KiB
+/// go through three independent `crc32` chains interleaved (then two, then one, as the shorter
+/// buffers end): one chain waits out each instruction's latency, three keep the unit busy. On
+/// that CPU, three 544-byte buffers in L1: 24.5 GB/s against 8.8 GB/s through `crc32c` one
+/// buffer at a time. Elsewhere each buffer goes through [`append`].
+#[inline]
+pub(crate) fn append3(crc: [u32; 3], data: [&[u8]; 3]) -> [u32; 3] {
+    #[cfg(target_arch = "x86_64")]
+    if crc32c_below() == KERNEL_BELOW && data.iter().all(|d| d.len() < KERNEL_BELOW) {
+        // SAFETY: `crc32c_below()` returns `KERNEL_BELOW` only where SSE4.2 was detected.
+        return unsafe { x86::append3_sse42(crc, data) };
+    }
+    [
+        append(crc[0], data[0]),
+        append(crc[1], data[1]),
+        append(crc[2], data[2]),
+    ]
 }
 
 /// Buffers shorter than this go through `crc32c` in [`append`] (see the module docs): below
@@ -303,6 +327,52 @@ mod x86 {
             }
         }
         state
+    }
+
+    /// Three CRC32C states extended over their buffers, the chains interleaved eight bytes at a
+    /// time while at least two buffers have eight bytes left; each remainder then one chain
+    /// alone.
+    ///
+    /// # Safety
+    /// The CPU supports SSE4.2.
+    #[target_feature(enable = "sse4.2")]
+    pub(super) unsafe fn append3_sse42(crc: [u32; 3], data: [&[u8]; 3]) -> [u32; 3] {
+        // Lanes by length, shortest first: three chains over the shortest one's whole words,
+        // then two over the middle one's. The states are locals (not an indexed array), so each
+        // chain stays in a register.
+        let mut o = [0usize, 1, 2];
+        o.sort_unstable_by_key(|&k| data[k].len());
+        let [x, y, z] = o.map(|k| data[k]);
+        let (three, two) = (x.len() & !7, y.len() & !7);
+        let (mut sx, mut sy, mut sz) = (!crc[o[0]], !crc[o[1]], !crc[o[2]]);
+        let (px, py, pz) = (x.as_ptr(), y.as_ptr(), z.as_ptr());
+        let mut i = 0;
+        // SAFETY: `three <= x.len() <= y.len() <= z.len()` and `two <= y.len()`, so every read at
+        // `i..i + 8` below is inside its buffer; reads are unaligned.
+        unsafe {
+            while i < three {
+                sx = _mm_crc32_u64(u64::from(sx), px.add(i).cast::<u64>().read_unaligned()) as u32;
+                sy = _mm_crc32_u64(u64::from(sy), py.add(i).cast::<u64>().read_unaligned()) as u32;
+                sz = _mm_crc32_u64(u64::from(sz), pz.add(i).cast::<u64>().read_unaligned()) as u32;
+                i += 8;
+            }
+            while i < two {
+                sy = _mm_crc32_u64(u64::from(sy), py.add(i).cast::<u64>().read_unaligned()) as u32;
+                sz = _mm_crc32_u64(u64::from(sz), pz.add(i).cast::<u64>().read_unaligned()) as u32;
+                i += 8;
+            }
+        }
+        let rest = |st: u32, d: &[u8], done: usize| {
+            let r = &d[done..];
+            // SAFETY: SSE4.2 is present (caller); `r` is readable for its length, and without
+            // `COPY` the destination is never touched.
+            unsafe { copy_crc_words::<false>(st, r.as_ptr(), std::ptr::null_mut(), r.len()) }
+        };
+        let mut st = [0u32; 3];
+        st[o[0]] = rest(sx, x, three);
+        st[o[1]] = rest(sy, y, two);
+        st[o[2]] = rest(sz, z, two);
+        st.map(|s| !s)
     }
 
     /// # Safety

@@ -98,3 +98,21 @@ fn copy_append_copies_exactly_and_matches_the_reference() {
         }
     }
 }
+
+#[test]
+fn append3_matches_three_appends_for_every_length_mix() {
+    let src = buf(40_000);
+    let lens = [
+        0usize, 1, 7, 8, 9, 15, 16, 63, 64, 540, 541, 2047, 4096, 32_767, 32_768,
+    ];
+    for &a in &lens {
+        for &b in &lens {
+            for &c in &lens {
+                let data = [&src[..a], &src[3..3 + b], &src[101..101 + c]];
+                let seeds = [0u32, 0x1234_5678, u32::MAX];
+                let want = [0, 1, 2].map(|k| crc32c::crc32c_append(seeds[k], data[k]));
+                assert_eq!(super::append3(seeds, data), want, "lengths {a} {b} {c}");
+            }
+        }
+    }
+}

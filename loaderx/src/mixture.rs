@@ -60,8 +60,13 @@ pub struct WeightChange {
 }
 
 impl MixtureSpec {
-    /// The first source field that differs from `other`'s, as `(field, ours, theirs)`.
-    pub(crate) fn first_difference(&self, other: &MixtureSpec) -> Option<(String, String, String)> {
+    /// The first source field that differs from `other`'s, as `(field, ours, theirs)`; with
+    /// `any_len`, the sources' sizes are not compared.
+    pub(crate) fn first_difference(
+        &self,
+        other: &MixtureSpec,
+        any_len: bool,
+    ) -> Option<(String, String, String)> {
         if self.sources.len() != other.sources.len() {
             return Some((
                 "sources (count)".into(),
@@ -71,7 +76,7 @@ impl MixtureSpec {
         }
         for (k, (a, b)) in self.sources.iter().zip(&other.sources).enumerate() {
             let field = |f: &str| format!("sources[{k}].{f}");
-            if a.len != b.len {
+            if a.len != b.len && !any_len {
                 return Some((field("len"), a.len.to_string(), b.len.to_string()));
             }
             if a.mode != b.mode {

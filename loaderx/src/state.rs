@@ -156,12 +156,32 @@ impl LoaderState {
         serde_json::from_str(text).map_err(|e| Error::invalid(format!("not a loader state ({e})")))
     }
 
+    /// True when a view of `self` was read at another version of its dataset than the same view
+    /// of `mine` (views are paired in order, as [`LoaderState::check_loadable`] pairs them).
+    pub fn reads_other_version(&self, mine: &LoaderState) -> bool {
+        self.streams.iter().zip(&mine.streams).any(|(a, b)| {
+            a.views
+                .iter()
+                .zip(&b.views)
+                .any(|(u, v)| u.version != v.version)
+        })
+    }
+
     /// Checks that a loader whose own state is `mine` can load `self`: the same format and
     /// version, global batch, delivery mode, sampler and streams; a state with steps delivered
     /// ahead (completion order) also needs the same process slice, since other processes delivered
     /// other steps ahead. A mixture's weight schedule is not compared: the loaded one replaces the
     /// loader's. The error names the first field that differs, with both values.
     pub fn check_loadable(&self, mine: &LoaderState) -> Result<()> {
+        self.check_loadable_with(mine, false)
+    }
+
+    /// [`LoaderState::check_loadable`], where `other_version` accepts a state saved while
+    /// reading another version of a view's dataset (see [`LoaderState::reads_other_version`]):
+    /// those views' record counts and the sampler's index space (`len`, a mixture's sources'
+    /// `len`) may then differ; everything else must still match.
+    pub fn check_loadable_with(&self, mine: &LoaderState, other_version: bool) -> Result<()> {
+        let relaxed = other_version && self.reads_other_version(mine);
         let differs = |field: &str, theirs: &dyn std::fmt::Debug, ours: &dyn std::fmt::Debug| {
             Err(Error::invalid(format!(
                 "the state cannot be loaded: its {field} is {theirs:?} but this loader's is {ours:?}"
@@ -179,8 +199,10 @@ impl LoaderState {
         if self.ordered != mine.ordered {
             return differs("ordered", &self.ordered, &mine.ordered);
         }
-        check_versions(&self.streams, &mine.streams)?;
-        check_sampler(&self.sampler, &mine.sampler, &differs)?;
+        if !relaxed {
+            check_versions(&self.streams, &mine.streams)?;
+        }
+        check_sampler(&self.sampler, &mine.sampler, relaxed, &differs)?;
         if self.streams.len() != mine.streams.len() {
             return differs(
                 "number of streams",
@@ -210,7 +232,7 @@ impl LoaderState {
                 if u.store != v.store {
                     return differs(&format!("{at}.store"), &u.store, &v.store);
                 }
-                if u.records != v.records {
+                if u.records != v.records && !(relaxed && u.version != v.version) {
                     return differs(&format!("{at}.records"), &u.records, &v.records);
                 }
             }
@@ -245,7 +267,14 @@ impl LoaderState {
 
 type Differs<'a> = dyn Fn(&str, &dyn std::fmt::Debug, &dyn std::fmt::Debug) -> Result<()> + 'a;
 
-fn check_sampler(theirs: &SamplerSpec, ours: &SamplerSpec, differs: &Differs<'_>) -> Result<()> {
+/// Compares the samplers; `relaxed` (a state of another dataset version, accepted) lets the
+/// index space's size differ.
+fn check_sampler(
+    theirs: &SamplerSpec,
+    ours: &SamplerSpec,
+    relaxed: bool,
+    differs: &Differs<'_>,
+) -> Result<()> {
     match (theirs, ours) {
         (
             SamplerSpec::Index { len, mode, seed },
@@ -255,7 +284,7 @@ fn check_sampler(theirs: &SamplerSpec, ours: &SamplerSpec, differs: &Differs<'_>
                 seed: s2,
             },
         ) => {
-            if len != l2 {
+            if len != l2 && !relaxed {
                 return differs("sampler.len", len, l2);
             }
             if mode != m2 {
@@ -266,12 +295,14 @@ fn check_sampler(theirs: &SamplerSpec, ours: &SamplerSpec, differs: &Differs<'_>
             }
             Ok(())
         }
-        (SamplerSpec::Mixture(a), SamplerSpec::Mixture(b)) => match a.first_difference(b) {
-            Some((field, x, y)) => Err(Error::invalid(format!(
-                "the state cannot be loaded: its sampler.{field} is {x} but this loader's is {y}"
-            ))),
-            None => Ok(()),
-        },
+        (SamplerSpec::Mixture(a), SamplerSpec::Mixture(b)) => {
+            match a.first_difference(b, relaxed) {
+                Some((field, x, y)) => Err(Error::invalid(format!(
+                    "the state cannot be loaded: its sampler.{field} is {x} but this loader's is {y}"
+                ))),
+                None => Ok(()),
+            }
+        }
         (SamplerSpec::Custom, SamplerSpec::Custom) => Ok(()),
         (a, b) => differs("sampler.kind", &kind(a), &kind(b)),
     }

@@ -458,6 +458,43 @@ fn a_mixture_resumes_exactly_with_its_weight_changes_in_both_modes() {
 }
 
 #[test]
+fn a_mixture_state_of_another_dataset_version_keeps_its_weights_over_this_loaders_sources() {
+    // The state as a loader over version 1 of the sources' datasets (500 and 300 records) would
+    // have saved it, with a weight change at step 20; allowed, this loader goes on from its step
+    // with the state's weights over its own 1000 and 600 records: the oracle's steps.
+    let t = two();
+    let want = oracle(&t, 40);
+    let mut a = mixture(&t, LoaderOptions::new(0, 1).ordered(true), vec![]);
+    a.set_weights(vec![1.0, 2.0], Some(20)).unwrap();
+    a.by_ref().take(25).for_each(|r| drop(r.unwrap()));
+    let mut state = a.state_dict();
+    let loaderx::SamplerSpec::Mixture(m) = &mut state.sampler else {
+        panic!("not a mixture state");
+    };
+    m.sources[0].len = 500;
+    m.sources[1].len = 300;
+    for stream in &mut state.streams {
+        for v in &mut stream.views {
+            v.version = Some(1);
+            v.records /= 2;
+        }
+    }
+    let mut b = mixture(&t, LoaderOptions::new(2, 2).ordered(true), vec![]);
+    assert!(matches!(
+        b.load_state_dict(&state),
+        Err(Error::InvalidArgument(_))
+    ));
+    b.load_state_dict_with(&state, true).unwrap();
+    let got: Vec<_> = b.by_ref().take(15).map(Result::unwrap).collect();
+    assert_eq!(got, want[25..40]);
+    let loaderx::SamplerSpec::Mixture(now) = b.state_dict().sampler else {
+        panic!("not a mixture state");
+    };
+    assert_eq!((now.sources[0].len, now.sources[1].len), (1000, 600));
+    assert_eq!(now.schedule.len(), 2, "the state's weight change is kept");
+}
+
+#[test]
 fn a_mixture_state_resumes_on_another_process_count() {
     let t = two();
     let want = oracle(&t, 30);

@@ -517,6 +517,47 @@ fn loading_a_mismatched_state_names_the_first_field_that_differs() {
     l.load_state_dict(&good).unwrap();
 }
 
+#[test]
+fn a_state_of_another_dataset_version_loads_only_when_allowed_and_keeps_its_position() {
+    let fx = fixture();
+    let mut l = loader(&fx, 1, true);
+    let oracle = take(&mut l, 5);
+    let mut l = loader(&fx, 2, true);
+    take(&mut l, 3);
+    let good = l.state_dict();
+    // The state as a loader reading version 3 of a dataset of 900 records would have saved it.
+    let mut older = good.clone();
+    for stream in &mut older.streams {
+        for v in &mut stream.views {
+            v.version = Some(3);
+            v.records = 900;
+        }
+    }
+    older.sampler = index(900, Mode::Cyclic, 42);
+    assert!(older.reads_other_version(&good) && !good.reads_other_version(&good));
+    let mut r = loader(&fx, 2, true);
+    let m = refusal(&mut r, &older);
+    assert!(m.contains("read at version 3 of its dataset"), "{m}");
+    // Allowed: this loader's own sampler and records, from the state's step on.
+    r.load_state_dict_with(&older, true).unwrap();
+    assert_eq!(r.state_dict(), good);
+    assert_eq!(take(&mut r, 2), oracle[3..5]);
+    // Everything else must still match.
+    let mut seeded = older.clone();
+    seeded.sampler = index(900, Mode::Cyclic, 7);
+    match r.load_state_dict_with(&seeded, true) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("its sampler.seed is 7"), "{m}"),
+        other => panic!("loaded: {other:?}"),
+    }
+    // The same version with other record counts is not another version: still refused.
+    let mut counts = good.clone();
+    counts.streams[0].views[1].records = 5;
+    match r.load_state_dict_with(&counts, true) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("views[1].records is 5"), "{m}"),
+        other => panic!("loaded: {other:?}"),
+    }
+}
+
 fn index(len: u64, mode: Mode, seed: u64) -> SamplerSpec {
     SamplerSpec::Index { len, mode, seed }
 }

@@ -480,8 +480,18 @@ impl PyLoader {
     /// process count): workers stop, batches drawn ahead are dropped, and the next batches are
     /// exactly those an uninterrupted run delivers after the ones the state counts. A state of a
     /// loader over other streams, stores, record counts, global batch, delivery mode or sampler
-    /// raises `InvalidInputError` naming the first field that differs.
-    fn load_state_dict(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// raises `InvalidInputError` naming the first field that differs. A state saved while
+    /// reading another version of a dataset is refused too, unless `allow_other_version=True`:
+    /// the loader then goes on from the state's position over the records of the version it reads
+    /// now (not the batches the state's version would have given). Not for a packed loader, whose
+    /// state holds its version's documents.
+    #[pyo3(signature = (state, *, allow_other_version=false))]
+    fn load_state_dict(
+        &self,
+        py: Python<'_>,
+        state: &Bound<'_, PyAny>,
+        allow_other_version: bool,
+    ) -> PyResult<()> {
         if !state.is_instance_of::<PyDict>() {
             return Err(InvalidTypeError::new_err(format!(
                 "state must be the dict Loader.state_dict() returned, got {}",
@@ -513,7 +523,16 @@ impl PyLoader {
             None => None,
         };
         self.with_packing(py, None, |p, l| match (p.as_mut(), pack) {
-            (None, None) => l.load_state_dict(&parsed).map_err(CoreError::from),
+            (None, None) => l
+                .load_state_dict_with(&parsed, allow_other_version)
+                .map_err(CoreError::from),
+            (Some(_), Some(_)) if allow_other_version => {
+                Err(CoreError::from(loaderx::Error::InvalidArgument(
+                    "allow_other_version does not apply to a packed loader: its state holds \
+                     documents of the version it read; open that version to resume"
+                        .into(),
+                )))
+            }
             (Some(p), Some(pack)) => crate::packed::load(p, l, &json, &pack),
             (p, _) => Err(crate::packed::mismatch(p.is_none())),
         })

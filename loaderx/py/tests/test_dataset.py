@@ -127,6 +127,22 @@ def test_columns_errors_and_the_loader_state_names_the_version(tmp_path):
     with Loader(newer, Sampler(8, 4, Sampler.Mode.SEQUENTIAL), lambda s: s) as l:
         with pytest.raises(loaderx.InvalidInputError, match="version 1 of its dataset, this loader reads version 2"):
             l.load_state_dict(state)
+    # Unless asked: then the position carries over to version 2's records, here with a sampler
+    # over all 16 of them (step 1: records 4-7, as before; step 2: records 8-11, the new part's,
+    # where version 1's 8-record sampler would have started its second epoch).
+    grown = {"label": [DenseStore(root, column="label").bind(alloc)]}
+    with Loader(grown, Sampler(16, 4, Sampler.Mode.SEQUENTIAL)) as l:
+        one = {"streams": [s for s in state["streams"] if s["name"] == "label"]}
+        with pytest.raises(loaderx.InvalidInputError, match="version 1 of its dataset"):
+            l.load_state_dict({**state, **one, "sampler": {**state["sampler"], "len": 16}})
+        l.load_state_dict({**state, **one}, allow_other_version=True)
+        assert l.state_dict()["step"] == 1
+        assert l.state_dict()["streams"][0]["views"][0]["version"] == 2
+        got = [np.from_dlpack(next(l)[0]["label"]).tolist() for _ in range(2)]
+        assert got == [[4, 100, 101, 102], [0, 0, 0, 0]]
+        with pytest.raises(loaderx.InvalidInputError, match="sampler.seed"):
+            l.load_state_dict({**state, **one, "sampler": {**state["sampler"], "seed": 99}},
+                              allow_other_version=True)
     pinned = {"label": [DenseStore(root, column="label", version=1).bind(alloc)],
               "tok": [RaggedStore(root, column="tok", version=1).bind(alloc)]}
     with Loader(pinned, Sampler(8, 4, Sampler.Mode.SEQUENTIAL), lambda s: s) as l:

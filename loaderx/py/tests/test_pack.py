@@ -259,6 +259,8 @@ def test_refusals_name_the_reason(stores):
         packed.load_state_dict(plain.state_dict())
     with pytest.raises(InvalidInputError, match="already packs"):
         packed.pack("t", 64, 2)
+    with pytest.raises(InvalidInputError, match="allow_other_version does not apply to a packed loader"):
+        packed.load_state_dict(packed.state_dict(), allow_other_version=True)
     alloc = Allocator("cpu")
     tf = Loader({"t": [RaggedStore(stores[0]).bind(alloc)]}, Sampler(192, 8, Sampler.Mode.CYCLIC), transform=lambda s: s, workers=0)
     with pytest.raises(InvalidInputError, match="without a transform"):

@@ -58,6 +58,22 @@ impl<T: Send + 'static> Loader<T> {
     /// the same global batch, the processes' slices continue the same global sequence. A
     /// mixture's weight schedule is the state's (with the changes made before it was saved).
     pub fn load_state_dict(&mut self, state: &LoaderState) -> Result<()> {
+        self.load_state_dict_with(state, false)
+    }
+
+    /// [`Loader::load_state_dict`]; with `allow_other_version`, a state saved while reading
+    /// another version of a view's dataset is accepted instead of refused. The loader then goes
+    /// on from the state's step (and the steps it delivered ahead) over the records of the
+    /// version it reads now: its own sampler, seeded as the state's, over this version's index
+    /// space; a mixture keeps the state's weight schedule over this loader's sources. The batches
+    /// are not those the state's version would have given (records were added or replaced), only
+    /// the position carries over: for a dataset that grew, say, and a run that accepts that.
+    /// Every other field must match as in `load_state_dict`.
+    pub fn load_state_dict_with(
+        &mut self,
+        state: &LoaderState,
+        allow_other_version: bool,
+    ) -> Result<()> {
         if self.closed {
             return Err(Error::invalid(
                 "the loader is closed: build a new one to load a state",
@@ -70,9 +86,20 @@ impl<T: Send + 'static> Loader<T> {
                 used_in: now,
             });
         }
-        state.check_loadable(&self.state_dict())?;
-        let plan = match &state.sampler {
-            SamplerSpec::Mixture(spec) => Some(MixturePlan::from_spec(spec, self.batch)?),
+        let mine = self.state_dict();
+        state.check_loadable_with(&mine, allow_other_version)?;
+        let plan = match (&state.sampler, &mine.sampler) {
+            (SamplerSpec::Mixture(spec), SamplerSpec::Mixture(ours))
+                if allow_other_version && state.reads_other_version(&mine) =>
+            {
+                // This version's sources (sizes), the state's weight schedule.
+                let spec = crate::mixture::MixtureSpec {
+                    sources: ours.sources.clone(),
+                    schedule: spec.schedule.clone(),
+                };
+                Some(MixturePlan::from_spec(&spec, self.batch)?)
+            }
+            (SamplerSpec::Mixture(spec), _) => Some(MixturePlan::from_spec(spec, self.batch)?),
             _ => None,
         };
         self.stop();

@@ -10,9 +10,10 @@
 //! 88, 180 and 311 ns for 540 bytes, 1, 2 and 4 KiB against 141, 138, 220 and 413 ns). Every path
 //! computes the same function (tested below), so stored checksums do not depend on which one ran.
 //!
-//! [`append3`] checksums three buffers at once (a verified gather's records, three at a time):
-//! where `append` would take `crc32c`, it interleaves three independent `crc32` chains, which the
-//! one-chain loop leaves two thirds of the unit idle for (each instruction waits for the last).
+//! [`append_each`] checksums many buffers together (a verified gather's records): where `append`
+//! would take `crc32c`, it keeps three independent `crc32` chains going, each taking the next
+//! buffer as its last one ends; the one-chain loop leaves two thirds of the unit idle (each
+//! instruction waits for the last).
 //!
 //! [`copy_append`] copies and checksums in one pass: each vector is loaded once, stored to the
 //! destination and folded into the checksum from the same register (carry-less multiplies on
@@ -64,24 +65,24 @@ pub(crate) fn append(crc: u32, data: &[u8]) -> u32 {
     d.finalize() as u32
 }
 
-/// `[append(crc[k], data[k]) for k in 0..3]`, for checksumming several records at once. On an
-/// x86-64 CPU with SSE4.2 and no folding kernel (the project's 2-core EPYC), buffers below 32 KiB
-/// go through three independent `crc32` chains interleaved (then two, then one, as the shorter
-/// buffers end): one chain waits out each instruction's latency, three keep the unit busy. On
-/// that CPU, three 544-byte buffers in L1: 24.5 GB/s against 8.8 GB/s through `crc32c` one
-/// buffer at a time. Elsewhere each buffer goes through [`append`].
-#[inline]
-pub(crate) fn append3(crc: [u32; 3], data: [&[u8]; 3]) -> [u32; 3] {
+/// `out[k] = append(items[k].0, items[k].1)` for every item, for checksumming a gather's records
+/// together. On an x86-64 CPU with SSE4.2 and no folding kernel (the project's 2-core EPYC),
+/// buffers below 32 KiB go through three independent `crc32` chains: each chain takes the next
+/// buffer as soon as its last one ends, so all three stay busy until the last two buffers. One
+/// chain waits out each instruction's latency; three keep the unit busy. On that CPU, three
+/// 544-byte buffers in L1: 24.5 GB/s against 8.8 GB/s through `crc32c` one buffer at a time.
+/// Elsewhere each buffer goes through [`append`].
+pub(crate) fn append_each(items: &[(u32, &[u8])], out: &mut [u32]) {
+    assert_eq!(items.len(), out.len(), "append_each: lengths differ");
     #[cfg(target_arch = "x86_64")]
-    if crc32c_below() == KERNEL_BELOW && data.iter().all(|d| d.len() < KERNEL_BELOW) {
+    if crc32c_below() == KERNEL_BELOW && items.iter().all(|(_, d)| d.len() < KERNEL_BELOW) {
         // SAFETY: `crc32c_below()` returns `KERNEL_BELOW` only where SSE4.2 was detected.
-        return unsafe { x86::append3_sse42(crc, data) };
+        unsafe { x86::append_each_sse42(items, out) };
+        return;
     }
-    [
-        append(crc[0], data[0]),
-        append(crc[1], data[1]),
-        append(crc[2], data[2]),
-    ]
+    for (o, &(crc, d)) in out.iter_mut().zip(items) {
+        *o = append(crc, d);
+    }
 }
 
 /// Buffers shorter than this go through `crc32c` in [`append`] (see the module docs): below
@@ -301,14 +302,18 @@ mod x86 {
         // SAFETY: every access is at `i..i + w` with `i + w <= n` (loop bounds), unaligned; `d`
         // is written only with `COPY`.
         unsafe {
+            // A u64 state (`crc32` zero-extends its result): a cast per word would add a
+            // zero-extending move to the chain's latency.
+            let mut wide = u64::from(state);
             while i + 8 <= n {
                 let w = s.add(i).cast::<u64>().read_unaligned();
                 if COPY {
                     d.add(i).cast::<u64>().write_unaligned(w);
                 }
-                state = _mm_crc32_u64(u64::from(state), w) as u32;
+                wide = _mm_crc32_u64(wide, w);
                 i += 8;
             }
+            state = wide as u32;
             if i + 4 <= n {
                 let w = s.add(i).cast::<u32>().read_unaligned();
                 if COPY {
@@ -329,50 +334,124 @@ mod x86 {
         state
     }
 
-    /// Three CRC32C states extended over their buffers, the chains interleaved eight bytes at a
-    /// time while at least two buffers have eight bytes left; each remainder then one chain
-    /// alone.
+    /// One chain of [`append_each_sse42`]: the item it checksums, where it is, the whole-word
+    /// bytes it has left and its raw state.
+    #[derive(Clone, Copy)]
+    struct Lane {
+        k: usize,
+        p: *const u8,
+        words: usize,
+        st: u32,
+    }
+
+    /// `out[k] = append(items[k].0, items[k].1)`, three chains at a time: while three items are
+    /// open, eight bytes of each per round up to the shortest one's end; an item whose words are
+    /// done gets its last bytes and its result, and its chain the next item. With fewer than
+    /// three items left, two chains, then one.
     ///
     /// # Safety
-    /// The CPU supports SSE4.2.
+    /// The CPU supports SSE4.2; `items.len() == out.len()`.
     #[target_feature(enable = "sse4.2")]
-    pub(super) unsafe fn append3_sse42(crc: [u32; 3], data: [&[u8]; 3]) -> [u32; 3] {
-        // Lanes by length, shortest first: three chains over the shortest one's whole words,
-        // then two over the middle one's. The states are locals (not an indexed array), so each
-        // chain stays in a register.
-        let mut o = [0usize, 1, 2];
-        o.sort_unstable_by_key(|&k| data[k].len());
-        let [x, y, z] = o.map(|k| data[k]);
-        let (three, two) = (x.len() & !7, y.len() & !7);
-        let (mut sx, mut sy, mut sz) = (!crc[o[0]], !crc[o[1]], !crc[o[2]]);
-        let (px, py, pz) = (x.as_ptr(), y.as_ptr(), z.as_ptr());
-        let mut i = 0;
-        // SAFETY: `three <= x.len() <= y.len() <= z.len()` and `two <= y.len()`, so every read at
-        // `i..i + 8` below is inside its buffer; reads are unaligned.
-        unsafe {
-            while i < three {
-                sx = _mm_crc32_u64(u64::from(sx), px.add(i).cast::<u64>().read_unaligned()) as u32;
-                sy = _mm_crc32_u64(u64::from(sy), py.add(i).cast::<u64>().read_unaligned()) as u32;
-                sz = _mm_crc32_u64(u64::from(sz), pz.add(i).cast::<u64>().read_unaligned()) as u32;
-                i += 8;
+    pub(super) unsafe fn append_each_sse42(items: &[(u32, &[u8])], out: &mut [u32]) {
+        let mut next = 0;
+        let open = |next: &mut usize| {
+            let (crc, d) = items.get(*next)?;
+            *next += 1;
+            Some(Lane {
+                k: *next - 1,
+                p: d.as_ptr(),
+                words: d.len() & !7,
+                st: !crc,
+            })
+        };
+        let mut lanes: [Option<Lane>; 3] = [open(&mut next), open(&mut next), open(&mut next)];
+        loop {
+            // Close every lane whose words are done (its item's last bytes, its result) and give
+            // it the next item; several in a row while items are shorter than a word.
+            for lane in &mut lanes {
+                while let Some(l) = *lane
+                    && l.words == 0
+                {
+                    let d = items[l.k].1;
+                    let tail = &d[d.len() & !7..];
+                    // SAFETY: SSE4.2 is present (caller); `tail` is readable for its length, and
+                    // without `COPY` the destination is never touched.
+                    let st = unsafe {
+                        copy_crc_words::<false>(
+                            l.st,
+                            tail.as_ptr(),
+                            std::ptr::null_mut(),
+                            tail.len(),
+                        )
+                    };
+                    out[l.k] = !st;
+                    *lane = open(&mut next);
+                }
             }
-            while i < two {
-                sy = _mm_crc32_u64(u64::from(sy), py.add(i).cast::<u64>().read_unaligned()) as u32;
-                sz = _mm_crc32_u64(u64::from(sz), pz.add(i).cast::<u64>().read_unaligned()) as u32;
-                i += 8;
+            match lanes {
+                [Some(mut x), Some(mut y), Some(mut z)] => {
+                    let n = x.words.min(y.words).min(z.words);
+                    // The states stay u64 (`crc32` zero-extends its result): a cast per round
+                    // would add a zero-extending move to every chain's latency.
+                    let (mut sx, mut sy, mut sz) =
+                        (u64::from(x.st), u64::from(y.st), u64::from(z.st));
+                    let mut i = 0;
+                    // SAFETY: each lane's item has `words` whole-word bytes left from `p`, and
+                    // `n` is at most every lane's; reads are unaligned.
+                    unsafe {
+                        while i < n {
+                            sx = _mm_crc32_u64(sx, x.p.add(i).cast::<u64>().read_unaligned());
+                            sy = _mm_crc32_u64(sy, y.p.add(i).cast::<u64>().read_unaligned());
+                            sz = _mm_crc32_u64(sz, z.p.add(i).cast::<u64>().read_unaligned());
+                            i += 8;
+                        }
+                    }
+                    for (l, st) in [(&mut x, sx), (&mut y, sy), (&mut z, sz)] {
+                        // SAFETY: `n` bytes were read past `p`, inside the item.
+                        l.p = unsafe { l.p.add(n) };
+                        l.words -= n;
+                        l.st = st as u32;
+                    }
+                    lanes = [Some(x), Some(y), Some(z)];
+                }
+                [None, None, None] => return,
+                _ => {
+                    // Two or one chains left: the last items, each to its end in turn (two
+                    // chains while two are open).
+                    let mut live = lanes.into_iter().flatten();
+                    let pair = (live.next(), live.next());
+                    lanes = [None, None, None];
+                    if let (Some(mut x), Some(mut y)) = pair {
+                        let n = x.words.min(y.words);
+                        let (mut sx, mut sy) = (u64::from(x.st), u64::from(y.st));
+                        let mut i = 0;
+                        // SAFETY: as above, for two lanes.
+                        unsafe {
+                            while i < n {
+                                sx = _mm_crc32_u64(sx, x.p.add(i).cast::<u64>().read_unaligned());
+                                sy = _mm_crc32_u64(sy, y.p.add(i).cast::<u64>().read_unaligned());
+                                i += 8;
+                            }
+                        }
+                        for (l, st) in [(&mut x, sx), (&mut y, sy)] {
+                            // SAFETY: `n` bytes were read past `p`, inside the item.
+                            l.p = unsafe { l.p.add(n) };
+                            l.words -= n;
+                            l.st = st as u32;
+                        }
+                        lanes = [Some(x), Some(y), None];
+                    } else if let (Some(mut x), None) = pair {
+                        // SAFETY: SSE4.2 is present (caller); the lane's item has `words`
+                        // readable bytes from `p`.
+                        x.st = unsafe {
+                            copy_crc_words::<false>(x.st, x.p, std::ptr::null_mut(), x.words)
+                        };
+                        x.words = 0;
+                        lanes = [Some(x), None, None];
+                    }
+                }
             }
         }
-        let rest = |st: u32, d: &[u8], done: usize| {
-            let r = &d[done..];
-            // SAFETY: SSE4.2 is present (caller); `r` is readable for its length, and without
-            // `COPY` the destination is never touched.
-            unsafe { copy_crc_words::<false>(st, r.as_ptr(), std::ptr::null_mut(), r.len()) }
-        };
-        let mut st = [0u32; 3];
-        st[o[0]] = rest(sx, x, three);
-        st[o[1]] = rest(sy, y, two);
-        st[o[2]] = rest(sz, z, two);
-        st.map(|s| !s)
     }
 
     /// # Safety

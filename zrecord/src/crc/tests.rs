@@ -100,19 +100,39 @@ fn copy_append_copies_exactly_and_matches_the_reference() {
 }
 
 #[test]
-fn append3_matches_three_appends_for_every_length_mix() {
+fn append_each_matches_one_append_per_buffer_for_every_length_mix() {
     let src = buf(40_000);
     let lens = [
         0usize, 1, 7, 8, 9, 15, 16, 63, 64, 540, 541, 2047, 4096, 32_767, 32_768,
     ];
+    // Every ordered triple, then longer runs whose lanes refill at different times.
+    let mut cases: Vec<Vec<usize>> = Vec::new();
     for &a in &lens {
         for &b in &lens {
             for &c in &lens {
-                let data = [&src[..a], &src[3..3 + b], &src[101..101 + c]];
-                let seeds = [0u32, 0x1234_5678, u32::MAX];
-                let want = [0, 1, 2].map(|k| crc32c::crc32c_append(seeds[k], data[k]));
-                assert_eq!(super::append3(seeds, data), want, "lengths {a} {b} {c}");
+                cases.push(vec![a, b, c]);
             }
         }
+    }
+    cases.extend([
+        vec![],
+        vec![5],
+        vec![540, 9],
+        (0..70).map(|i| (i * 37) % 700).collect(),
+    ]);
+    cases.push((0..64).map(|i| [3usize, 600, 64, 0, 1500][i % 5]).collect());
+    for lengths in cases {
+        let items: Vec<(u32, &[u8])> = lengths
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| ((k as u32).wrapping_mul(0x9E37_79B9), &src[k..k + n]))
+            .collect();
+        let want: Vec<u32> = items
+            .iter()
+            .map(|&(seed, d)| crc32c::crc32c_append(seed, d))
+            .collect();
+        let mut got = vec![0u32; items.len()];
+        super::append_each(&items, &mut got);
+        assert_eq!(got, want, "lengths {lengths:?}");
     }
 }

@@ -109,8 +109,8 @@ fn read_run<F: Fn(usize) -> usize>(
 /// [`read_run`] for a verified gather of a raw container with cached stores (record `idx[j]` at
 /// `out[at(j)..at(j + 1)]`), a group of records at a time (at most [`GROUP_RECORDS`] records and [`GROUP_BYTES`] of
 /// output): first each record of the group is located, then every record is copied, then
-/// each is checksummed from the output, three at a time (so the caller gets exactly the bytes
-/// that were verified). A record's first line is requested [`PREFETCH_AHEAD`] records before its copy,
+/// each is checksummed from the output, all of them together (so the caller gets exactly the
+/// bytes that were verified). A record's first line is requested [`PREFETCH_AHEAD`] records before its copy,
 /// as in the one-record loop: requesting the whole group's first lines while locating it ran
 /// 7-10 % slower (2 KiB records, `harness gap-probe`, docs/performance.md), as up to 64
 /// prefetches at once hold the line-fill buffers the copy's loads need. A record of
@@ -163,23 +163,20 @@ fn read_run_grouped(
             // (checked when the container was opened), so the lengths match.
             out[at(k)..at(k + 1)].copy_from_slice(stored);
         }
-        // Three records at a time: their checksums are independent chains (`crc::append3`).
-        let mut k = g;
-        while k < j {
-            let m = (j - k).min(3);
-            let (mut seeds, mut bufs) = ([0u32; 3], [&[][..]; 3]);
-            for t in 0..m {
-                seeds[t] = format::record_seed_after(c.uuid_crc(), idx[k + t]);
-                bufs[t] = &out[at(k + t)..at(k + t + 1)];
+        // The group's checksums together: independent chains (`crc::append_each`).
+        let mut items = [(0u32, &[][..]); GROUP_RECORDS];
+        for (k, item) in (g..j).zip(&mut items) {
+            *item = (
+                format::record_seed_after(c.uuid_crc(), idx[k]),
+                &out[at(k)..at(k + 1)],
+            );
+        }
+        let mut got = [0u32; GROUP_RECORDS];
+        crate::crc::append_each(&items[..j - g], &mut got[..j - g]);
+        for (k, (&(s, e, _), &crc)) in (g..j).zip(located.iter().zip(&got)) {
+            if crc != e.crc {
+                return Err(c.crc_error(idx[k], s, e.offset, e.crc, crc));
             }
-            let got = crate::crc::append3(seeds, bufs);
-            for t in 0..m {
-                let (s, e, _) = located[k + t - g];
-                if got[t] != e.crc {
-                    return Err(c.crc_error(idx[k + t], s, e.offset, e.crc, got[t]));
-                }
-            }
-            k += m;
         }
         g = j;
     }

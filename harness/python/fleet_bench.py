@@ -210,18 +210,17 @@ def reader(c, p, barrier, queue):
         queue.put({"error": f"reader {p}: {type(e).__name__}: {e}"})
 
 
-# What a loaderx Loader lets a view's block buffer hold (loaderx::BLOCK_BUFFER_BYTES).
-BLOCK_BUFFER_BYTES = 256 << 20
-
-
 def buffer_blocks(store, c):
-    """Buffers a block order's blocks as a loaderx Loader does (StreamView::buffer_for_blocks):
-    the window plus the blocks one batch spans, plus one, when they hold at most 256 MiB."""
+    """Buffers a block order's blocks as a loaderx Loader does (the same rule,
+    ``loaderx.sampler.block_buffer_blocks``): the window plus the blocks one batch spans, plus
+    one, when they hold at most 256 MiB."""
+    from loaderx.sampler import block_buffer_blocks
+
     if c["order"] is None:
         return
     block, window = block_shape(c["order"])
-    held = window + -(-c["batch"] // block) + 1
-    if held * block * c["record_bytes"] <= BLOCK_BUFFER_BYTES:
+    held = block_buffer_blocks(block, window, c["batch"], c["record_bytes"])
+    if held is not None:
         store.buffer_blocks(block, held)
 
 

@@ -33,7 +33,10 @@ pub mod sampler;
 pub mod state;
 
 pub use error::{Error, Result};
-pub use loader::{Batch, Loader, LoaderOptions, MixtureSource, Shard, StreamView, Transform};
+pub use loader::{
+    BLOCK_BUFFER_BYTES, Batch, Loader, LoaderOptions, MixtureSource, Shard, StreamView, Transform,
+    block_buffer_blocks,
+};
 pub use mixture::{MixturePlan, MixtureSpec, WeightChange};
 pub use pack::{PackMode, PackOptions, PackState, PackedBatch, PackedState, Packer, Pull};
 pub use pool::{

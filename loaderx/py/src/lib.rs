@@ -47,6 +47,7 @@ fn _loaderx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add_classes!(m, writer::PyDenseWriter, writer::PyRaggedWriter);
     add_classes!(m, sampler::PySampler, sampler::PyMode, loader::PyLoader);
     m.add_function(wrap_pyfunction!(view::train_dict, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler::block_buffer_blocks, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::_dataset_commit, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::_dataset_describe_part, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::_dataset_versions, m)?)?;

@@ -381,3 +381,18 @@ impl Sampler for CustomSampler {
         Ok(())
     }
 }
+
+/// The blocks a `Loader`'s block buffer holds for a block shuffle (`block` records a block,
+/// `window` blocks a window, `batch` records a step, `record_bytes` each): the window and the
+/// blocks one batch spans, plus one; None when that is over the loader's 256 MiB bound (it then
+/// reads unbuffered). For readers that buffer a store themselves (`store.buffer_blocks`) the way a
+/// loader would.
+#[pyfunction]
+pub(crate) fn block_buffer_blocks(
+    block: u64,
+    window: u64,
+    batch: usize,
+    record_bytes: u64,
+) -> Option<usize> {
+    loaderx::block_buffer_blocks(block, window, batch, record_bytes)
+}

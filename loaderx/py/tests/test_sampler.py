@@ -9,7 +9,7 @@ import pytest
 
 import loaderx
 from loaderx import Allocator, Loader, dtypes
-from loaderx.sampler import Sampler
+from loaderx.sampler import Sampler, block_buffer_blocks
 from loaderx.zrecord import DenseStore, DenseWriter
 
 
@@ -142,6 +142,9 @@ def test_a_block_loader_reads_through_a_bounded_block_buffer(tmp_path):
     # before a later batch of its window.
     st = store.block_buffer_stats
     assert (st["records"], st["blocks"]) == (8, 5 + -(-B // 8) + 1), st
+    # The loader's rule, for readers that buffer a store themselves; None past its 256 MiB bound.
+    assert block_buffer_blocks(8, 5, B, 8) == st["blocks"]
+    assert block_buffer_blocks(256, 64, 1024, 16 << 10) is None
     assert st["held"] <= st["blocks"] and st["held_bytes"] <= st["blocks"] * 8 * 8, st
     assert -(-N // 8) <= st["fetched"] <= 2 * -(-N // 8), st
     assert view.block_buffer_stats == st

@@ -83,7 +83,9 @@ use self::handoff::recv_spinning;
 pub use self::options::{LoaderOptions, MixtureSource};
 use self::source::{Draw, Source};
 use self::stream::run_transform;
-pub use self::stream::{Batch, Shard, StreamView, Transform};
+pub use self::stream::{
+    BLOCK_BUFFER_BYTES, Batch, Shard, StreamView, Transform, block_buffer_blocks,
+};
 use self::worker::{Workers, start_workers, stop_workers};
 use crate::error::{Error, Result};
 use crate::mixture::MixtureSpec;

@@ -28,6 +28,29 @@ pub enum StreamView {
 /// a block shuffle whose window needs more is read without one.
 pub const BLOCK_BUFFER_BYTES: u64 = 256 << 20;
 
+/// The blocks a loader's block buffer holds for a block shuffle of `block`-record blocks in
+/// windows of `window` blocks, `batch` records a step, of `record_bytes` each: the window and the
+/// blocks one batch spans, plus one; `None` when they would hold more than
+/// [`BLOCK_BUFFER_BYTES`] (the loader then reads without a buffer). The rule
+/// [`StreamView::buffer_for_blocks`] applies, for readers that buffer a store themselves.
+pub fn block_buffer_blocks(
+    block: u64,
+    window: u64,
+    batch: usize,
+    record_bytes: u64,
+) -> Option<usize> {
+    let held = window
+        .saturating_add((batch as u64).div_ceil(block.max(1)))
+        .saturating_add(1);
+    let bytes = held
+        .saturating_mul(block)
+        .saturating_mul(record_bytes.max(1));
+    if bytes > BLOCK_BUFFER_BYTES {
+        return None;
+    }
+    usize::try_from(held).ok()
+}
+
 impl StreamView {
     /// Number of records.
     pub fn len(&self) -> u64 {
@@ -43,10 +66,9 @@ impl StreamView {
     }
 
     /// Reads through a block buffer ([`zrecord::Store::buffer_blocks`]) sized for a block
-    /// shuffle of `block`-record blocks in windows of `window` blocks, `batch` records a step:
-    /// the window and the blocks one batch spans, plus one. Only when they hold at most
-    /// [`BLOCK_BUFFER_BYTES`] (records sized as a Dense view's record bytes, a Ragged view's
-    /// stored bytes per record); returns whether it buffers. A view whose store buffers blocks
+    /// shuffle of `block`-record blocks in windows of `window` blocks, `batch` records a step, as
+    /// [`block_buffer_blocks`] sizes it (records sized as a Dense view's record bytes, a Ragged
+    /// view's stored bytes per record); returns whether it buffers. A view whose store buffers blocks
     /// already keeps its buffer.
     pub fn buffer_for_blocks(
         &self,
@@ -61,20 +83,16 @@ impl StreamView {
         if held_now.is_some() {
             return Ok(true);
         }
-        let held = window
-            .saturating_add((batch as u64).div_ceil(block.max(1)))
-            .saturating_add(1);
         let per_record = match self {
             StreamView::Dense(v) => v.record_bytes(),
             StreamView::Ragged(v) => v.disk_bytes() / v.len().max(1),
         };
-        let bytes = held.saturating_mul(block).saturating_mul(per_record.max(1));
-        if bytes > BLOCK_BUFFER_BYTES || held > usize::MAX as u64 {
+        let Some(held) = block_buffer_blocks(block, window, batch, per_record) else {
             return Ok(false);
-        }
+        };
         match self {
-            StreamView::Dense(v) => v.buffer_blocks(block, held as usize)?,
-            StreamView::Ragged(v) => v.buffer_blocks(block, held as usize)?,
+            StreamView::Dense(v) => v.buffer_blocks(block, held)?,
+            StreamView::Ragged(v) => v.buffer_blocks(block, held)?,
         }
         Ok(true)
     }

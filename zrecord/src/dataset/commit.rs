@@ -245,18 +245,22 @@ fn describe_all(
 ) -> Result<(Vec<ColumnSchema>, Vec<PartEntry>)> {
     let names: Vec<&str> = parts.iter().map(String::as_str).collect();
     check_names(o, &names)?;
-    // Every part has the dataset's column folders (`""`: a part is one container).
-    let columns: Vec<String> = match schema {
-        Some(s) => s.iter().map(|c| c.name.clone()).collect(),
-        None => column_names(o, &parts[0])?.0,
+    // Every part has the dataset's column folders (`""`: a part is one container). Learning that
+    // from a one-container first part reads its manifest, which is kept, not fetched again.
+    let (columns, mut first) = match schema {
+        Some(s) => (s.iter().map(|c| c.name.clone()).collect(), None),
+        None => column_names(o, &parts[0])?,
     };
     let columns = &columns;
     let described = parts.chunks(DESCRIBE_CHUNK).flat_map(|chunk| {
+        // Only in the first chunk, whose first part is `parts[0]`.
+        let known = first.take();
         let keys: Vec<String> = chunk
             .iter()
+            .skip(usize::from(known.is_some()))
             .flat_map(|p| columns.iter().map(move |n| manifest_key(p, n)))
             .collect();
-        let mut fetched = o.read_all(&keys).into_iter();
+        let mut fetched = known.map(Ok).into_iter().chain(o.read_all(&keys));
         chunk
             .iter()
             .map(|part| describe(o, part, columns, &mut fetched))
@@ -458,4 +462,69 @@ fn one_column(
             }],
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::path::Path;
+    use std::sync::Mutex;
+
+    use super::describe_all;
+    use crate::objects::{Listed, LocalObjects, Objects};
+    use crate::{Codec, DType, DenseWriter, WriterOptions};
+
+    /// Local objects that record every key read.
+    struct Counting(LocalObjects, Mutex<Vec<String>>);
+
+    impl Objects for Counting {
+        fn root(&self) -> &Path {
+            self.0.root()
+        }
+        fn list(&self, dir: &str) -> io::Result<Vec<Listed>> {
+            self.0.list(dir)
+        }
+        fn list_tree(&self, dir: &str) -> io::Result<Vec<(String, u64)>> {
+            self.0.list_tree(dir)
+        }
+        fn read(&self, key: &str) -> io::Result<Vec<u8>> {
+            self.1.lock().unwrap().push(key.to_string());
+            self.0.read(key)
+        }
+        fn create_new(&self, key: &str, bytes: &[u8]) -> io::Result<bool> {
+            self.0.create_new(key, bytes)
+        }
+        fn remove(&self, key: &str) -> io::Result<()> {
+            self.0.remove(key)
+        }
+    }
+
+    #[test]
+    fn a_commit_by_name_reads_each_parts_manifest_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<String> = (0..5).map(|p| format!("p{p}")).collect();
+        for (p, name) in names.iter().enumerate() {
+            let path = crate::dataset::part_path(dir.path(), name, None);
+            let mut w = DenseWriter::create(
+                &path,
+                DType::Int32,
+                &[],
+                Codec::Raw,
+                WriterOptions::default(),
+            )
+            .unwrap();
+            w.append(&(p as i32).to_le_bytes().repeat(3)).unwrap();
+            w.close().unwrap();
+        }
+        let o = Counting(
+            LocalObjects(dir.path().to_path_buf()),
+            Mutex::new(Vec::new()),
+        );
+        let (columns, entries) = describe_all(&o, &names, None).unwrap();
+        assert_eq!((columns.len(), entries.len()), (1, 5));
+        let mut read = o.1.lock().unwrap().clone();
+        read.sort();
+        let want: Vec<String> = names.iter().map(|n| super::manifest_key(n, "")).collect();
+        assert_eq!(read, want, "one read of each part's manifest");
+    }
 }

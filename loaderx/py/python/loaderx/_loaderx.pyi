@@ -250,6 +250,8 @@ class Mode:
 _Mode = Mode
 
 @final
+def block_buffer_blocks(block: int, window: int, batch: int, record_bytes: int) -> int | None: ...
+
 class Sampler:
     Mode: type[_Mode]
     def __new__(

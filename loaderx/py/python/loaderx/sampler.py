@@ -9,7 +9,9 @@ records in runs of ``block`` consecutive records: each epoch permutes the blocks
 within each window of ``window`` permuted blocks; every record is drawn once per epoch. Without
 ``block``/``window`` it takes ``block=256, window=64``, or, given ``record_bytes``, blocks of about
 1 MiB (at most 256 records) in windows of at most 64 MiB (at most 1,024 blocks); see
-``docs/loaderx.md``, "Block shuffle". A ``MixtureSource`` with ``Mode.BLOCK`` uses 256 and 64. Any object whose ``next()`` returns a 1-D integer index array can
+``docs/loaderx.md``, "Block shuffle". ``block_buffer_blocks(block, window, batch, record_bytes)`` is
+the block buffer a ``Loader`` gives such a view (None over its 256 MiB bound), for readers that call
+``store.buffer_blocks`` themselves. A ``MixtureSource`` with ``Mode.BLOCK`` uses 256 and 64. Any object whose ``next()`` returns a 1-D integer index array can
 replace it in a :class:`~loaderx.Loader`.
 
 ``MixtureSource(streams, weight, mode, seed)``: one source of ``Loader.mixture``: its streams (as
@@ -22,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._loaderx import Mode, Sampler
+from ._loaderx import Mode, Sampler, block_buffer_blocks
 
-__all__ = ["MixtureSource", "Sampler"]
+__all__ = ["MixtureSource", "Sampler", "block_buffer_blocks"]
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ __all__ = [
     "Mode",
     "Loader",
     "train_dict",
+    "block_buffer_blocks",
     "DEFAULT_DICT_BYTES",
     "DEFAULT_POOL_SIZE",
     "DEFAULT_DATA_SHARDS",
@@ -249,9 +250,9 @@ class Mode:
 
 _Mode = Mode
 
-@final
 def block_buffer_blocks(block: int, window: int, batch: int, record_bytes: int) -> int | None: ...
 
+@final
 class Sampler:
     Mode: type[_Mode]
     def __new__(

@@ -28,9 +28,9 @@ drop_tree
 # The last build left the baseline's executable in the shared target directory: put the
 # candidate's back, so a later `cargo run -p harness` here runs this tree's code.
 cp "$out/harness-candidate" "$CARGO_TARGET_DIR/release/harness"
-# Its libraries too: cargo names a workspace crate's artifacts by its path within the workspace, so
-# the baseline's replaced this tree's, and they are newer than this tree's sources, which cargo
-# would then take as built. Touching the sources makes the next build here compile them again.
+# The baseline build also left its workspace crates' artifacts there, newer than this tree's
+# sources (seen: a later cargo build here linked the baseline's competitors and failed to
+# compile). Touching the sources makes the next build here compile them again.
 find zrecord loaderx competitors harness benchkit datasets -name '*.rs' -exec touch {} +
 echo "ci-gate: builds took $((SECONDS - start)) s"
 corpora=${LOADERX_CORPORA:-$root/../shared/corpora}

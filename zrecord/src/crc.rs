@@ -190,6 +190,8 @@ pub(crate) fn copy_with(dst: &mut [u8], src: &[u8], stores: Stores) {
 mod x86 {
     use std::arch::x86_64::*;
 
+    use super::chains::copy_crc_words;
+
     /// The CRC32C generator polynomial, normal bit order, with its x^32 term.
     const POLY: u64 = 0x1_1EDC_6F41;
 
@@ -284,56 +286,6 @@ mod x86 {
     #[target_feature(enable = "sse4.2")]
     pub(super) unsafe fn append_u64_sse42(crc: u32, v: u64) -> u32 {
         !(_mm_crc32_u64(u64::from(!crc), v) as u32)
-    }
-
-    /// Extends the raw (not inverted) CRC state over `n` bytes from `s`, eight bytes per `crc32`
-    /// instruction, copying them to `d` when `COPY` (else `d` is not used).
-    ///
-    /// # Safety
-    /// The CPU supports SSE4.2; `s` is readable for `n` bytes, and with `COPY` `d` is writable
-    /// for `n` bytes.
-    #[inline]
-    #[target_feature(enable = "sse4.2")]
-    unsafe fn copy_crc_words<const COPY: bool>(
-        mut state: u32,
-        s: *const u8,
-        d: *mut u8,
-        n: usize,
-    ) -> u32 {
-        let mut i = 0;
-        // SAFETY: every access is at `i..i + w` with `i + w <= n` (loop bounds), unaligned; `d`
-        // is written only with `COPY`.
-        unsafe {
-            // A u64 state (`crc32` zero-extends its result): a cast per word would add a
-            // zero-extending move to the chain's latency.
-            let mut wide = u64::from(state);
-            while i + 8 <= n {
-                let w = s.add(i).cast::<u64>().read_unaligned();
-                if COPY {
-                    d.add(i).cast::<u64>().write_unaligned(w);
-                }
-                wide = _mm_crc32_u64(wide, w);
-                i += 8;
-            }
-            state = wide as u32;
-            if i + 4 <= n {
-                let w = s.add(i).cast::<u32>().read_unaligned();
-                if COPY {
-                    d.add(i).cast::<u32>().write_unaligned(w);
-                }
-                state = _mm_crc32_u32(state, w);
-                i += 4;
-            }
-            while i < n {
-                let b = *s.add(i);
-                if COPY {
-                    *d.add(i) = b;
-                }
-                state = _mm_crc32_u8(state, b);
-                i += 1;
-            }
-        }
-        state
     }
 
     /// # Safety

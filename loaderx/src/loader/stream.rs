@@ -68,8 +68,8 @@ impl StreamView {
     /// Reads through a block buffer ([`zrecord::Store::buffer_blocks`]) sized for a block
     /// shuffle of `block`-record blocks in windows of `window` blocks, `batch` records a step, as
     /// [`block_buffer_blocks`] sizes it (records sized as a Dense view's record bytes, a Ragged
-    /// view's stored bytes per record); returns whether it buffers. A view whose store buffers blocks
-    /// already keeps its buffer.
+    /// view's stored bytes per record); returns whether it buffers. A view whose store buffers
+    /// blocks already keeps its buffer.
     pub fn buffer_for_blocks(
         &self,
         block: u64,

@@ -1,33 +1,58 @@
-//! The three-chain checksum of many buffers (`crc::append_each`) on an x86-64 CPU with SSE4.2:
-//! `crc32` has a latency of several cycles and a throughput of one per cycle, so one chain leaves
-//! the unit idle most of the time and three independent ones keep it busy.
+//! The `crc32`-instruction loops on an x86-64 CPU with SSE4.2: one chain over a buffer (copying it
+//! or not; the short-buffer path of `crc::copy_append` and the tails below), and three chains over
+//! many buffers (`crc::append_each`): `crc32` has a latency of several cycles and a throughput of
+//! one per cycle, so one chain leaves the unit idle most of the time and three keep it busy.
 
 use std::arch::x86_64::{_mm_crc32_u8, _mm_crc32_u32, _mm_crc32_u64};
 
-/// Extends the raw state `st` over `n` bytes from `p` on one chain.
+/// Extends the raw (not inverted) CRC state over `n` bytes from `s`, eight bytes per `crc32`
+/// instruction, copying them to `d` when `COPY` (else `d` is not used).
 ///
 /// # Safety
-/// The CPU supports SSE4.2; `p` is readable for `n` bytes.
+/// The CPU supports SSE4.2; `s` is readable for `n` bytes, and with `COPY` `d` is writable
+/// for `n` bytes.
+#[inline]
 #[target_feature(enable = "sse4.2")]
-unsafe fn one_chain(st: u32, p: *const u8, n: usize) -> u32 {
-    let (mut wide, mut i) = (u64::from(st), 0);
-    // SAFETY: every read is at `i..i + w` with `i + w <= n` (loop bounds), unaligned.
+pub(super) unsafe fn copy_crc_words<const COPY: bool>(
+    mut state: u32,
+    s: *const u8,
+    d: *mut u8,
+    n: usize,
+) -> u32 {
+    let mut i = 0;
+    // SAFETY: every access is at `i..i + w` with `i + w <= n` (loop bounds), unaligned; `d`
+    // is written only with `COPY`.
     unsafe {
+        // A u64 state (`crc32` zero-extends its result): a cast per word would add a
+        // zero-extending move to the chain's latency.
+        let mut wide = u64::from(state);
         while i + 8 <= n {
-            wide = _mm_crc32_u64(wide, p.add(i).cast::<u64>().read_unaligned());
+            let w = s.add(i).cast::<u64>().read_unaligned();
+            if COPY {
+                d.add(i).cast::<u64>().write_unaligned(w);
+            }
+            wide = _mm_crc32_u64(wide, w);
             i += 8;
         }
-        let mut st = wide as u32;
+        state = wide as u32;
         if i + 4 <= n {
-            st = _mm_crc32_u32(st, p.add(i).cast::<u32>().read_unaligned());
+            let w = s.add(i).cast::<u32>().read_unaligned();
+            if COPY {
+                d.add(i).cast::<u32>().write_unaligned(w);
+            }
+            state = _mm_crc32_u32(state, w);
             i += 4;
         }
         while i < n {
-            st = _mm_crc32_u8(st, *p.add(i));
+            let b = *s.add(i);
+            if COPY {
+                *d.add(i) = b;
+            }
+            state = _mm_crc32_u8(state, b);
             i += 1;
         }
-        st
     }
+    state
 }
 
 /// One chain of [`append_each_sse42`]: the item it checksums, where it is, the whole-word
@@ -70,8 +95,11 @@ pub(super) unsafe fn append_each_sse42(items: &[(u32, &[u8])], out: &mut [u32]) 
             {
                 let d = items[l.k].1;
                 let tail = &d[d.len() & !7..];
-                // SAFETY: SSE4.2 is present (caller); `tail` is readable for its length.
-                let st = unsafe { one_chain(l.st, tail.as_ptr(), tail.len()) };
+                // SAFETY: SSE4.2 is present (caller); `tail` is readable for its length, and
+                // without `COPY` the destination is never touched.
+                let st = unsafe {
+                    copy_crc_words::<false>(l.st, tail.as_ptr(), std::ptr::null_mut(), tail.len())
+                };
                 out[l.k] = !st;
                 *lane = open(&mut next);
             }
@@ -130,7 +158,9 @@ pub(super) unsafe fn append_each_sse42(items: &[(u32, &[u8])], out: &mut [u32]) 
                 } else if let (Some(mut x), None) = pair {
                     // SAFETY: SSE4.2 is present (caller); the lane's item has `words`
                     // readable bytes from `p`.
-                    x.st = unsafe { one_chain(x.st, x.p, x.words) };
+                    x.st = unsafe {
+                        copy_crc_words::<false>(x.st, x.p, std::ptr::null_mut(), x.words)
+                    };
                     x.words = 0;
                     lanes = [Some(x), None, None];
                 }

@@ -287,7 +287,10 @@ impl Parts {
         // Short runs of small records (a random batch over many parts): one engine call per
         // part into a scratch buffer, then each record copied to its place; the copy costs less
         // than an engine call per record.
-        if runs.len() * MIN_MEAN_RUN > idx.len() && out.len() < idx.len() * GROUP_BELOW_BYTES {
+        if runs.len() * MIN_MEAN_RUN > idx.len()
+            && out.len() < idx.len() * GROUP_BELOW_BYTES
+            && idx.len() <= u32::MAX as usize
+        {
             return self.fill_grouped(&local, &runs, out, offsets);
         }
         let mut rest = out;
@@ -312,27 +315,30 @@ impl Parts {
         out: &mut [u8],
         offsets: &(dyn Fn(usize) -> usize + Sync),
     ) -> Result<()> {
-        // Output positions grouped by part, in output order within each part.
-        let mut order: Vec<(usize, usize)> = runs
+        // Output positions grouped by part, in output order within each part: one integer key
+        // a position, its part above its position (`fill` sends at most 2^32 positions here).
+        let mut order: Vec<u64> = runs
             .iter()
-            .flat_map(|r| (r.a..r.b).map(move |k| (r.part, k)))
+            .flat_map(|r| (r.a..r.b).map(move |k| (r.part as u64) << 32 | k as u64))
             .collect();
         order.sort_unstable();
         let mut scratch = Vec::new();
         let mut ids = Vec::new();
         let mut offs = Vec::new();
-        for group in order.chunk_by(|x, y| x.0 == y.0) {
+        for group in order.chunk_by(|x, y| x >> 32 == y >> 32) {
             ids.clear();
             offs.clear();
             offs.push(0usize);
-            for &(_, k) in group {
+            for &key in group {
+                let k = (key & u32::MAX as u64) as usize;
                 ids.push(local[k]);
                 offs.push(offs.last().copied().unwrap_or(0) + offsets(k + 1) - offsets(k));
             }
             scratch.resize(offs[offs.len() - 1], 0);
-            let c = self.part(group[0].0)?;
+            let c = self.part((group[0] >> 32) as usize)?;
             gather_into(c, &ids, &mut scratch, &|j| offs[j])?;
-            for (j, &(_, k)) in group.iter().enumerate() {
+            for (j, &key) in group.iter().enumerate() {
+                let k = (key & u32::MAX as u64) as usize;
                 out[offsets(k)..offsets(k + 1)].copy_from_slice(&scratch[offs[j]..offs[j + 1]]);
             }
         }

@@ -124,6 +124,12 @@ fn read_run_grouped(
     maps: &Maps<'_>,
 ) -> Result<()> {
     let mut located: [(u32, Entry, &[u8]); GROUP_RECORDS] = [(0, Entry::ZERO, &[]); GROUP_RECORDS];
+    // The first group's entries are requested together before any is read (the loop below
+    // requests each later entry a group ahead): a short run, such as one part's share of a
+    // random batch over a dataset of parts, would otherwise wait for each entry in turn.
+    for &i in &idx[..idx.len().min(GROUP_RECORDS)] {
+        c.prefetch_entry(maps.index, i);
+    }
     let mut g = 0;
     while g < idx.len() {
         let start = at(g);

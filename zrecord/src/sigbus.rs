@@ -19,9 +19,12 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-/// Live guarded maps per process (each open store holds one per shard, plus its index when that
-/// is larger than 64 MiB, and a remote store with a cache up to 4,096 block maps): 384 KiB.
-pub const SLOTS: usize = 16384;
+/// Live guarded maps per process (each open store or dataset part holds one per shard, plus its
+/// index when that is larger than 64 MiB, and a remote store with a cache up to 4,096 block maps):
+/// Linux's default `vm.max_map_count` (65,530), so every map a process can make is guarded, e.g.
+/// 10^4 parts of 4 shards each. 1.5 MiB of zeroed static memory, of which a process touches the
+/// pages its live maps have reached.
+pub const SLOTS: usize = 65536;
 
 /// One registered map: `[start, end)` (0 when free) and whether a fault was caught in it.
 struct Slot {

@@ -1,10 +1,14 @@
 //! The local file behind [`ReadFile`]: memory-mapped (under the `SIGBUS` guard of
-//! [`crate::sigbus`], with its descriptor kept for `O_DIRECT` reads, which the direct and io_uring
-//! engines make) or opened for positional reads only.
+//! [`crate::sigbus`]) or opened for positional reads only.
+//!
+//! A mapped file holds no descriptor: the map outlives the one it was made from, so a process
+//! with thousands of stores or dataset parts open stays far below the usual limit of 1,024 open
+//! files. The `O_DIRECT` descriptor that the direct and io_uring engines read through is opened
+//! at the first direct read, and only if the path still names the file that was mapped.
 
 use std::fs::File;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::file::{ReadFile, copy_at};
@@ -24,7 +28,8 @@ pub(crate) fn open_mapped(path: &Path) -> io::Result<Arc<dyn ReadFile>> {
     Ok(Arc::new(StdReadFile::Mapped {
         guard: crate::sigbus::Guard::register(&map),
         map,
-        file: f,
+        path: path.to_path_buf(),
+        identity: identity(&f),
         direct: std::sync::OnceLock::new(),
     }))
 }
@@ -42,11 +47,12 @@ enum StdReadFile {
         /// the map unregistered) before the map is unmapped. `None` when every slot was taken.
         guard: Option<crate::sigbus::Guard>,
         map: memmap2::Mmap,
-        /// The descriptor the map was made from, kept for direct reads.
-        file: File,
-        /// Whether `file` reads with `O_DIRECT`: switched on at the first direct read (`None`
-        /// until then; `Some(false)` where the file system refuses the flag).
-        direct: std::sync::OnceLock<bool>,
+        /// Where the map was made from, and that file's device and inode.
+        path: PathBuf,
+        identity: Option<(u64, u64)>,
+        /// The `O_DIRECT` descriptor, opened at the first direct read (`Some(None)` where the
+        /// file system refuses the flag or the path no longer names the mapped file).
+        direct: std::sync::OnceLock<Option<File>>,
     },
     /// Opened for positional reads only.
     Unmapped {
@@ -92,23 +98,37 @@ impl ReadFile for StdReadFile {
         }
     }
 
-    /// The descriptor the file was mapped from, switched to `O_DIRECT` on first use (the map
-    /// does not depend on the descriptor's flags, and nothing else reads through it).
+    /// The file opened again with `O_DIRECT` on first use (the map does not need a descriptor;
+    /// direct reads do), where the file system accepts the flag and the path still names the file
+    /// that was mapped (a container replaced at that path is another inode: its bytes never mix
+    /// with this map's).
     #[cfg(target_os = "linux")]
     fn direct(&self) -> Option<&File> {
-        let StdReadFile::Mapped { file, direct, .. } = self else {
+        let StdReadFile::Mapped {
+            path,
+            identity: Some(id),
+            direct,
+            ..
+        } = self
+        else {
             return None;
         };
-        let on = *direct.get_or_init(|| {
-            use std::os::fd::AsRawFd;
-            let fd = file.as_raw_fd();
-            // SAFETY: fcntl on a descriptor this value owns and keeps open; F_GETFL and F_SETFL
-            // only read and change its status flags.
-            unsafe {
-                let flags = libc::fcntl(fd, libc::F_GETFL);
-                flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT) == 0
-            }
-        });
-        on.then_some(file)
+        direct
+            .get_or_init(|| {
+                use std::os::unix::fs::OpenOptionsExt;
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(path)
+                    .ok()?;
+                (identity(&f) == Some(*id)).then_some(f)
+            })
+            .as_ref()
     }
+}
+
+/// The device and inode of an open file (`None` where they cannot be read).
+fn identity(f: &File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    f.metadata().ok().map(|m| (m.dev(), m.ino()))
 }

@@ -29,6 +29,11 @@ One more row: ``--writer-parts`` parts written by 8 spawned writer processes and
 (write time, commit time, then the dataset opened and one batch verified); with ``--remote`` the
 same for ``--remote-writer-parts`` parts on SeaweedFS.
 
+``--giant N`` adds one Dense size, local rows as above (MosaicML Streaming above
+``--streaming-max`` is not written) and, with ``--remote``, a dataset of ``N / --part-records``
+parts on SeaweedFS written by the 8 writer processes (the writers' row at that size) and then read
+by a loaderx cell: the full matrix's 10^9 records as 10^4 parts.
+
 Usage: python scale_bench.py --sizes 1000000,10000000 [--remote] [--peers] --json OUT
 """
 
@@ -408,6 +413,18 @@ def remote_rows(s3, layout, n, per_part, budget):
     return rows
 
 
+def remote_giant(s3, n, per_part, budget):
+    """`n` Dense records as `n / per_part` parts written to SeaweedFS by the writer processes and
+    committed once (the writers' row), then read by a loaderx cell."""
+    so, parts = s3.options(), n // per_part
+    root = f"s3://scale/dense-{n}-parts"
+    w = writers_row(root, parts, per_part, "seaweedfs", so)
+    base = {"layout": "dense", "records": n, "where": "seaweedfs", "seed": n % 9973}
+    r = spawn_cell({**base, "impl": "loaderx", "path": root, "storage_options": so, "budget": budget})
+    return [w, {**base, "row": "loaderx-parts", "parts": parts, "write_s": w["write_s"],
+                "note": loaderx_note(parts) + f"; written by the {WRITERS} writers' row", **r}]
+
+
 def _writer(root, first, count, per_part, so):
     """A writer process: its parts, and their receipts (what it hands the committer)."""
     from loaderx import dataset
@@ -479,6 +496,7 @@ def main():
     ap.add_argument("--write-mds")
     ap.add_argument("--writer-parts", type=int, default=1000)
     ap.add_argument("--remote-writer-parts", type=int, default=100)
+    ap.add_argument("--giant", type=int, default=0)
     ap.add_argument("--work", type=Path)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
@@ -490,7 +508,7 @@ def main():
         print(json.dumps(CELLS[c["impl"]](c)))
         return 0
     sizes = [int(float(s)) for s in a.sizes.split(",")]
-    if any(n % a.part_records and n > a.part_records for n in sizes):
+    if any(n % a.part_records and n > a.part_records for n in sizes + [a.giant]):
         ap.error("every size above --part-records must be a multiple of it")
     peers = peers_available() if a.peers else {}
     rows = []
@@ -500,6 +518,9 @@ def main():
             for layout in a.layouts.split(","):
                 rows += local_rows(work, layout, n, a.part_records, peers, a.peer_seconds,
                                    a.streaming_max)
+        if a.giant:
+            rows += local_rows(work, "dense", a.giant, a.part_records, peers, a.peer_seconds,
+                               a.streaming_max)
         rows.append(writers_row(str(work / "writers"), a.writer_parts, 1000, "local"))
         if a.remote:
             sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loaderx/py/tests"))
@@ -517,6 +538,8 @@ def main():
                             rows += remote_rows(s3, layout, n, a.part_records, a.remote_seconds)
                     rows.append(writers_row("s3://scale/writers", a.remote_writer_parts, 1000,
                                             "seaweedfs", s3.options()))
+                    if a.giant:
+                        rows += remote_giant(s3, a.giant, a.part_records, a.remote_seconds)
                 finally:
                     s3.stop()
     return finish(rows, a.json)

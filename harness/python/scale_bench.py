@@ -514,13 +514,9 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory(dir=a.work) as tmp:
         work = Path(tmp)
-        for n in sizes:
-            for layout in a.layouts.split(","):
-                rows += local_rows(work, layout, n, a.part_records, peers, a.peer_seconds,
-                                   a.streaming_max)
-        if a.giant:
-            rows += local_rows(work, "dense", a.giant, a.part_records, peers, a.peer_seconds,
-                               a.streaming_max)
+        local = [(n, layout) for n in sizes for layout in a.layouts.split(",")]
+        for n, layout in local + ([(a.giant, "dense")] if a.giant else []):
+            rows += local_rows(work, layout, n, a.part_records, peers, a.peer_seconds, a.streaming_max)
         rows.append(writers_row(str(work / "writers"), a.writer_parts, 1000, "local"))
         if a.remote:
             sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loaderx/py/tests"))

@@ -102,10 +102,10 @@ fn table(rows: &[Value]) -> FreeTable {
         title: format!(
             "Scale: tiny records (Dense int32[2]; Ragged uint16 of 1-8 values; codec raw) as a \
              dataset of parts (10^5 records a part) and as one container (the eager-index \
-             baseline), 10^6-10^8 records and, in a full run, 10^9 Dense ones (10^4 parts, also on \
-             SeaweedFS, written there by 8 processes), each cell in a fresh process: open, RSS growth after open and after the \
-             first batch and 1,000 more random batches of 256 (on SeaweedFS, no node cache: at \
-             most 2 s of them), the first batch, steady gathers/s of 256 random records (every \
+             baseline), 10^6-10^8 records and, in a full run, 10^9 Dense ones (10^4 parts, also \
+             on SeaweedFS, written there by 8 processes), each cell in a fresh process: open, RSS \
+             growth after open and after the first batch and 1,000 more random batches of 256 (on \
+             SeaweedFS, no node cache: at most 2 s of them), the first batch, steady gathers/s of 256 random records (every \
              batch verified). Lance, Parquet and MosaicML Streaming (to 10^7 records) on the \
              same records, local (at most 3 s of batches); one pass. Goals: {}; {}",
             goal(&format!("open RSS <= {OPEN_RSS_MIB} MiB"), rss),

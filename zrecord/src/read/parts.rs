@@ -322,6 +322,7 @@ impl Parts {
             .flat_map(|r| (r.a..r.b).map(move |k| (r.part as u64) << 32 | k as u64))
             .collect();
         order.sort_unstable();
+        let position = |key: u64| (key & u64::from(u32::MAX)) as usize;
         let mut scratch = Vec::new();
         let mut ids = Vec::new();
         let mut offs = Vec::new();
@@ -330,15 +331,14 @@ impl Parts {
             offs.clear();
             offs.push(0usize);
             for &key in group {
-                let k = (key & u32::MAX as u64) as usize;
+                let k = position(key);
                 ids.push(local[k]);
                 offs.push(offs.last().copied().unwrap_or(0) + offsets(k + 1) - offsets(k));
             }
             scratch.resize(offs[offs.len() - 1], 0);
             let c = self.part((group[0] >> 32) as usize)?;
             gather_into(c, &ids, &mut scratch, &|j| offs[j])?;
-            for (j, &key) in group.iter().enumerate() {
-                let k = (key & u32::MAX as u64) as usize;
+            for (j, k) in group.iter().map(|&key| position(key)).enumerate() {
                 out[offsets(k)..offsets(k + 1)].copy_from_slice(&scratch[offs[j]..offs[j + 1]]);
             }
         }

@@ -16,8 +16,8 @@ use super::file::{ReadFile, copy_at};
 /// Maps the file at `path` (an empty file is not mapped: it has no bytes to map).
 pub(crate) fn open_mapped(path: &Path) -> io::Result<Arc<dyn ReadFile>> {
     let f = File::open(path)?;
-    let len = f.metadata()?.len();
-    if len == 0 {
+    let meta = f.metadata()?;
+    if meta.len() == 0 {
         return Ok(Arc::new(StdReadFile::Empty));
     }
     // SAFETY: containers are immutable after publish; the map is read-only. A file shrunk
@@ -29,7 +29,7 @@ pub(crate) fn open_mapped(path: &Path) -> io::Result<Arc<dyn ReadFile>> {
         guard: crate::sigbus::Guard::register(&map),
         map,
         path: path.to_path_buf(),
-        identity: identity(&f),
+        identity: identity(&meta),
         direct: std::sync::OnceLock::new(),
     }))
 }
@@ -49,7 +49,7 @@ enum StdReadFile {
         map: memmap2::Mmap,
         /// Where the map was made from, and that file's device and inode.
         path: PathBuf,
-        identity: Option<(u64, u64)>,
+        identity: (u64, u64),
         /// The `O_DIRECT` descriptor, opened at the first direct read (`Some(None)` where the
         /// file system refuses the flag or the path no longer names the mapped file).
         direct: std::sync::OnceLock<Option<File>>,
@@ -106,7 +106,7 @@ impl ReadFile for StdReadFile {
     fn direct(&self) -> Option<&File> {
         let StdReadFile::Mapped {
             path,
-            identity: Some(id),
+            identity: id,
             direct,
             ..
         } = self
@@ -121,14 +121,15 @@ impl ReadFile for StdReadFile {
                     .custom_flags(libc::O_DIRECT)
                     .open(path)
                     .ok()?;
-                (identity(&f) == Some(*id)).then_some(f)
+                let same = f.metadata().is_ok_and(|m| identity(&m) == *id);
+                same.then_some(f)
             })
             .as_ref()
     }
 }
 
-/// The device and inode of an open file (`None` where they cannot be read).
-fn identity(f: &File) -> Option<(u64, u64)> {
+/// A file's device and inode.
+fn identity(m: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
-    f.metadata().ok().map(|m| (m.dev(), m.ino()))
+    (m.dev(), m.ino())
 }

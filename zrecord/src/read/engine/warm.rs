@@ -107,15 +107,15 @@ fn read_run<F: Fn(usize) -> usize>(
 }
 
 /// [`read_run`] for a verified gather of a raw container with cached stores (record `idx[j]` at
-/// `out[at(j)..at(j + 1)]`), a group of records at a time (at most [`GROUP_RECORDS`] records and [`GROUP_BYTES`] of
-/// output): first each record of the group is located, then every record is copied, then
-/// each is checksummed from the output, all of them together (so the caller gets exactly the
-/// bytes that were verified). A record's first line is requested [`PREFETCH_AHEAD`] records
-/// before its copy, as in the one-record loop: requesting the whole group's first lines while locating it ran
-/// 7-10 % slower (2 KiB records, `harness gap-probe`, docs/performance.md), as up to 64
-/// prefetches at once hold the line-fill buffers the copy's loads need. A record of
-/// `GROUP_BYTES` or more is copied and checksummed in one pass, as the hardware prefetcher
-/// streams it anyway.
+/// `out[at(j)..at(j + 1)]`), a group of records at a time (at most [`GROUP_RECORDS`] records and
+/// [`GROUP_BYTES`] of output): first each record of the group is located, then every record is
+/// copied, then each is checksummed from the output, all of them together (so the caller gets
+/// exactly the bytes that were verified). A record's first line is requested
+/// [`PREFETCH_AHEAD`] records before its copy, as in the one-record loop: requesting the whole
+/// group's first lines while locating it ran 7-10 % slower (2 KiB records, `harness gap-probe`,
+/// docs/performance.md), as up to 64 prefetches at once hold the line-fill buffers the copy's
+/// loads need. A record of `GROUP_BYTES` or more is copied and checksummed in one pass, as the
+/// hardware prefetcher streams it anyway.
 fn read_run_grouped(
     c: &Container,
     idx: &[u64],

@@ -6,7 +6,8 @@
 mod support;
 
 use support::fixtures::{alloc, tiny_dense, tiny_ragged, tiny_record, tiny_value as value};
-use zrecord::{DenseStore, DenseView, RaggedStore, RaggedView};
+use zrecord::dataset::{commit, part_path};
+use zrecord::{DenseStore, DenseView, RaggedStore, RaggedView, RemoteOptions};
 
 /// Records a container: a 4.7 MiB index (16 bytes a record), past the bound set below.
 const N: u64 = 300_000;
@@ -136,4 +137,43 @@ fn random_reads_keep_index_pages_within_the_bound() {
     r.verify().unwrap();
     let got = dv.gather(&[N - 1, 0, 7]).unwrap();
     assert_eq!(got.bytes(), &[value(N - 1), value(0), value(7)]);
+
+    // A dataset of parts whose indexes are read by page too: random batches go across the parts
+    // in one pass, each part's pages checked and held before its entries are read.
+    let parts = [N / 2, N / 3, N / 5];
+    let (pd, pr) = (dir.path().join("pd"), dir.path().join("pr"));
+    let mut names = Vec::new();
+    for (k, &n) in parts.iter().enumerate() {
+        let name = format!("p{k}");
+        tiny_dense(&part_path(&pd, &name, None), n);
+        tiny_ragged(&part_path(&pr, &name, None), n);
+        names.push(name);
+    }
+    commit(&pd, &names, &RemoteOptions::default()).unwrap();
+    commit(&pr, &names, &RemoteOptions::default()).unwrap();
+    let (dv, rv) = (
+        DenseStore::open(&pd).unwrap().bind(alloc()),
+        RaggedStore::open(&pr).unwrap().bind(alloc()),
+    );
+    assert_eq!(file_maps_kib("index.zri"), (0, 0), "a part's index mapped");
+    let local = |i: u64| {
+        let (mut i, mut p) = (i, 0);
+        while i >= parts[p] {
+            i -= parts[p];
+            p += 1;
+        }
+        i
+    };
+    let total: u64 = parts.iter().sum();
+    let mut x = 5u64;
+    for _ in 0..200 {
+        let idx: Vec<u64> = draw(&mut x, 96).iter().map(|i| i * 7 % total).collect();
+        let got = dv.gather(&idx).unwrap();
+        let want: Vec<u8> = idx.iter().map(|&i| value(local(i))).collect();
+        assert_eq!(got.bytes(), &want[..]);
+        let b = rv.gather(&idx).unwrap();
+        for (k, &i) in idx.iter().enumerate() {
+            assert_eq!(b.record(k), &tiny_record(local(i))[..], "record {i}");
+        }
+    }
 }

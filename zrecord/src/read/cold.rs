@@ -15,10 +15,13 @@
 
 use rayon::prelude::*;
 
+use std::sync::atomic::AtomicU32;
+
 use crate::threads::{cores, in_parallel};
 
 use super::container::{ColdReads, Container, Maps};
 use super::hint::{page_size, resident, will_need};
+use super::plan::AcrossParts;
 
 /// Gathers of fewer records than this skip the probe: one record read ahead of its own fault
 /// gains nothing.
@@ -97,6 +100,85 @@ pub(super) fn before_gather(
     }
     request_records(c, &maps, idx);
     false
+}
+
+/// A dataset's gather-wide cold-read state: the policy its parts were opened with, its count of
+/// consecutive resident gathers, and whether its parts together outgrow memory.
+pub(in crate::read) struct AcrossCold {
+    pub(in crate::read) policy: ColdReads,
+    pub(in crate::read) warm: AtomicU32,
+    pub(in crate::read) outgrows_memory: bool,
+}
+
+/// [`before_gather`] for a gather across a dataset's parts (`src`), whose share of each part may
+/// be one record (a random batch over thousands of parts). The policy is the dataset's, applied to
+/// the whole batch: the probe looks at [`PROBES`] records spread over the batch, and a cold batch
+/// requests the index entries and stored bytes of every record, whichever part it lies in,
+/// before the copy starts, instead of faulting them in one at a time. The records are then copied
+/// through the map (gathers that come here hold small records: never a direct read).
+pub(in crate::read) fn before_gather_across(src: &AcrossParts<'_, '_>, cold: &AcrossCold) {
+    let n = src.recs.len();
+    let probe = match cold.policy {
+        ColdReads::Never => return,
+        ColdReads::Always if n == 0 => return,
+        ColdReads::Always => {
+            let (c, _, i) = src.recs[0];
+            Probe {
+                index_cold: !index_resident(c, i),
+                data_cold: true,
+            }
+        }
+        ColdReads::Auto if n < MIN_RECORDS => return,
+        ColdReads::Auto => {
+            use std::sync::atomic::Ordering::Relaxed;
+            let warm = cold.warm.load(Relaxed);
+            if !probes(warm, cold.outgrows_memory) {
+                cold.warm.store(warm.wrapping_add(1), Relaxed);
+                return;
+            }
+            let mut p = Probe {
+                index_cold: false,
+                data_cold: false,
+            };
+            for k in (0..n).step_by(n.div_ceil(PROBES)) {
+                let (c, _, i) = src.recs[k];
+                let one = probe(c, &[i]);
+                p.index_cold |= one.index_cold;
+                p.data_cold |= one.data_cold;
+                if p.data_cold {
+                    break;
+                }
+            }
+            let next = match p.data_cold || p.index_cold {
+                true => 0,
+                false => warm.wrapping_add(1),
+            };
+            cold.warm.store(next, Relaxed);
+            p
+        }
+    };
+    if !probe.data_cold && !probe.index_cold {
+        return;
+    }
+    let request = |ks: std::ops::Range<usize>| {
+        for k in ks {
+            let (c, maps, i) = src.recs[k];
+            if probe.index_cold && !c.index_in_memory() {
+                will_need(c.entry_bytes(maps.index, i));
+            }
+            will_need(c.locate(maps, i).2);
+        }
+    };
+    if n >= PARALLEL_REQUESTS && cores() > 1 {
+        let part = n.div_ceil(cores());
+        in_parallel(|| {
+            (0..n.div_ceil(part))
+                .into_par_iter()
+                .for_each(|p| request(p * part..n.min(p * part + part)))
+        });
+    } else {
+        request(0..n);
+    }
 }
 
 fn index_resident(c: &Container, i: u64) -> bool {

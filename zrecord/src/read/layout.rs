@@ -19,6 +19,7 @@ use super::container::Container;
 use super::engine::gather_into;
 use super::hint::PREFETCH_AHEAD;
 use super::opened::Opened;
+use super::parts::Located;
 use super::plan::push_shape;
 
 /// Alignment of every output region and of each field inside a Ragged region.
@@ -142,18 +143,18 @@ mod sealed {
         ) -> Result<(Allocation, RaggedFields)> {
             let isz = o.dtype().itemsize();
             let ndim = o.ndim() as usize;
-            let (cu, dims) = sizes(o, idx)?;
+            let (cu, dims, at) = sizes(o, idx)?;
             ragged_output(alloc, ndim, isz, &cu, &dims, |values| match o.window() {
-                None => fill_ragged(o, idx, &cu, values),
+                None => fill_ragged(o, idx, &cu, values, at.as_ref()),
                 Some(w) => w.fill(
                     o.records(),
                     idx,
                     values,
                     |k| cu[k] as usize * isz..cu[k + 1] as usize * isz,
                     |ids| {
-                        let (cu, _) = sizes(o, ids)?;
+                        let (cu, _, at) = sizes(o, ids)?;
                         let mut bytes = vec![0u8; cu[ids.len()] as usize * isz];
-                        fill_ragged(o, ids, &cu, &mut bytes)?;
+                        fill_ragged(o, ids, &cu, &mut bytes, at.as_ref())?;
                         Ok((bytes, cu.iter().map(|&c| c as usize * isz).collect()))
                     },
                 ),
@@ -176,23 +177,34 @@ fn fill_dense(o: &Opened, idx: &[u64], out: &mut [u8], stride: usize) -> Result<
     }
 }
 
-/// A Ragged gather's element counts and shapes, from the index of a container or the parts'.
-fn sizes(o: &Opened, idx: &[u64]) -> Result<(Vec<i32>, Vec<u64>)> {
+/// A Ragged gather's element counts and shapes, from the index of a container or the parts' (and
+/// then where the records are, for [`fill_ragged`]).
+#[allow(clippy::type_complexity)]
+fn sizes<'o>(o: &'o Opened, idx: &[u64]) -> Result<(Vec<i32>, Vec<u64>, Option<Located<'o>>)> {
     match o {
-        Opened::One(c) => ragged_sizes(c, idx),
-        Opened::Parts(p) => p.ragged_sizes(idx),
+        Opened::One(c) => ragged_sizes(c, idx).map(|(cu, dims)| (cu, dims, None)),
+        Opened::Parts(p) => p
+            .ragged_sizes(idx)
+            .map(|(cu, dims, at)| (cu, dims, Some(at))),
     }
 }
 
-/// Fills `values` with the Ragged records `idx` of `o` (element counts `cu`), read from the
-/// store.
-fn fill_ragged(o: &Opened, idx: &[u64], cu: &[i32], values: &mut [u8]) -> Result<()> {
-    match o {
-        Opened::One(c) => {
+/// Fills `values` with the Ragged records `idx` of `o` (element counts `cu`; in a dataset of
+/// parts, located by [`sizes`] as `at`), read from the store.
+fn fill_ragged(
+    o: &Opened,
+    idx: &[u64],
+    cu: &[i32],
+    values: &mut [u8],
+    at: Option<&Located<'_>>,
+) -> Result<()> {
+    match (o, at) {
+        (Opened::Parts(p), Some(at)) => p.fill_ragged(at, cu, values),
+        (Opened::Parts(p), None) => p.fill_ragged(&p.locate_batch(idx)?, cu, values),
+        (Opened::One(c), _) => {
             let isz = c.dtype().itemsize();
             gather_into(c, idx, values, &|k| cu[k] as usize * isz)
         }
-        Opened::Parts(p) => p.fill_ragged(idx, cu, values),
     }
 }
 

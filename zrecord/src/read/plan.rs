@@ -6,7 +6,7 @@
 use crate::crc::Stores;
 use crate::error::Result;
 
-use super::container::Container;
+use super::container::{Container, Maps};
 
 /// One gather, as an engine receives it: `idx[k]` goes to `out[offsets(k)..offsets(k + 1)]` of
 /// the output the engine is handed, and raw records are copied with `stores`.
@@ -121,6 +121,12 @@ pub fn split_output<'o, F: Fn(usize) -> usize>(
         consumed = end;
     }
     runs
+}
+
+/// Records across several containers (a dataset's parts): record `j` is record `recs[j].2` of
+/// container `recs[j].0`, read through that container's maps `recs[j].1`.
+pub(in crate::read) struct AcrossParts<'a, 'm> {
+    pub(in crate::read) recs: &'a [(&'a Container, &'a Maps<'m>, u64)],
 }
 
 #[cfg(test)]

@@ -160,7 +160,7 @@ pub(super) fn load_dict(
 /// Whether `data_bytes` of shards are more than half of this machine's memory (`sysinfo`): such a
 /// store cannot all stay in the page cache, so reading its cold records past the cache keeps
 /// them from evicting the rest. `false` where the size of memory is unknown.
-pub(super) fn outgrows_memory(data_bytes: u64) -> bool {
+pub(in crate::read) fn outgrows_memory(data_bytes: u64) -> bool {
     // SAFETY: sysinfo only writes the struct it is given, which is plain data.
     let ram = unsafe {
         let mut info: libc::sysinfo = std::mem::zeroed();

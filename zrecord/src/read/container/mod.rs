@@ -34,6 +34,7 @@ use crate::source::{Opener, ReadFile};
 
 use super::hint::{PREFETCH_BYTES, prefetch};
 use super::window::Window;
+pub(in crate::read) use files::outgrows_memory;
 use fixed::Fixed;
 pub(in crate::read) use paged::IndexGuard;
 
@@ -167,6 +168,13 @@ impl Container {
             }
         }
         Ok(guard)
+    }
+
+    /// Whether every entry may be read without [`Container::check_pages`]: the index is not
+    /// paged and every page of it has been checked.
+    #[inline]
+    pub(in crate::read) fn index_ready(&self) -> bool {
+        self.paged.is_none() && self.pages.as_ref().is_none_or(|p| p.all())
     }
 
     #[cold]

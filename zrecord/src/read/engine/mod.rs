@@ -30,12 +30,14 @@ pub(in crate::read) use remote::requests as remote_requests;
 mod uring;
 mod warm;
 
+use crate::crc::Stores;
 use crate::error::Result;
 use crate::format::Codec;
 
-use super::cold::before_gather;
+use super::cold::{AcrossCold, before_gather, before_gather_across};
 use super::container::{ColdReads, Container};
-use super::plan::{Plan, ReadEngine, stores_for};
+use super::fan_out;
+use super::plan::{AcrossParts, Plan, ReadEngine, stores_for};
 
 /// A cold batch reads its records directly when they average at least this many bytes (or
 /// when reads are queued on io_uring, whatever their size); smaller ones are requested with
@@ -88,6 +90,76 @@ pub(super) fn gather_into<F: Fn(usize) -> usize + Sync>(
     // report, whatever the engine made of the zeros.
     c.check_faults()?;
     done.map_err(|e| c.explain(e))
+}
+
+/// Whether a gather of `total` output bytes from container `c` may be read by
+/// [`gather_across`]: a mapped, local, verified raw container, and an output small enough to be
+/// copied by the calling thread with ordinary stores (a larger one fans out over the pool through
+/// [`gather_into`]).
+pub(in crate::read) fn across_suits(c: &Container, total: usize) -> bool {
+    #[cfg(feature = "remote")]
+    if c.remote().is_some() {
+        return false;
+    }
+    c.mapped()
+        && c.verifies()
+        && c.codec() == Codec::Raw
+        && total < fan_out::PARALLEL_BYTES
+        && stores_for(total) == Stores::Cached
+}
+
+/// Fills `out` with records from several containers in one pass (a random batch over a
+/// dataset's parts): record k is record `local[k]` of `parts[slot[k]]`, at
+/// `out[offsets(k)..offsets(k + 1)]`. Every container must suit ([`across_suits`]). The
+/// dataset's cold-read policy (`cold`) decides for the whole batch whether its records are
+/// requested before the copy; then the warm engine's grouped copy-then-check reads them, one
+/// record after another in output order, whichever part each lies in: no per-part call, no
+/// scratch copy.
+pub(in crate::read) fn gather_across<F: Fn(usize) -> usize>(
+    parts: &[&Container],
+    slot: &[u32],
+    local: &[u64],
+    out: &mut [u8],
+    offsets: &F,
+    cold: &AcrossCold,
+) -> Result<()> {
+    // A part whose index pages are not all checked yet (or are read by page) has its records'
+    // pages checked (and held) before their entries are read: each part's records together, by
+    // a counting sort on the slot.
+    let mut guards = Vec::new();
+    if parts.iter().any(|c| !c.index_ready()) {
+        let mut starts = vec![0usize; parts.len() + 1];
+        for &s in slot {
+            starts[s as usize + 1] += 1;
+        }
+        for s in 0..parts.len() {
+            starts[s + 1] += starts[s];
+        }
+        let mut next = starts.clone();
+        let mut grouped = vec![0u64; local.len()];
+        for (&s, &i) in slot.iter().zip(local) {
+            grouped[next[s as usize]] = i;
+            next[s as usize] += 1;
+        }
+        for (s, c) in parts.iter().enumerate() {
+            guards.push(c.check_pages(&grouped[starts[s]..starts[s + 1]])?);
+        }
+    }
+    let maps: Vec<_> = parts.iter().map(|c| c.maps()).collect();
+    let recs: Vec<_> = slot
+        .iter()
+        .zip(local)
+        .map(|(&s, &i)| (parts[s as usize], &maps[s as usize], i))
+        .collect();
+    let src = AcrossParts { recs: &recs };
+    before_gather_across(&src, cold);
+    let done = warm::read_grouped(&src, out, offsets);
+    drop(guards);
+    // A map that met a file shorter than itself read zeros, not records (as in `gather_into`).
+    for c in parts {
+        c.check_faults()?;
+    }
+    done
 }
 
 /// The engine for a gather of `idx` into `total` output bytes: the cold-read policy

@@ -9,13 +9,13 @@
 use rayon::prelude::*;
 
 use crate::crc::Stores;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{self, Codec, Entry};
 use crate::read::container::{Container, Maps};
 use crate::read::decode::{Decoder, GROUP_BYTES, GROUP_RECORDS, read_record};
 use crate::read::fan_out::{PARALLEL_BYTES, count_fan_out, sequential};
 use crate::read::hint::{PREFETCH_AHEAD, PREFETCH_BYTES, prefetch};
-use crate::read::plan::{Offsets, Plan, ReadEngine, split_output};
+use crate::read::plan::{AcrossParts, Offsets, Plan, ReadEngine, split_output};
 use crate::threads::{cores, process_pool};
 
 /// Copies records out of the memory-mapped shards.
@@ -89,7 +89,12 @@ fn read_run<F: Fn(usize) -> usize>(
     let base = offsets(first);
     let at = |j: usize| offsets(first + j) - base;
     if c.verifies() && c.codec() == Codec::Raw && stores == Stores::Cached {
-        return read_run_grouped(c, idx, out, at, &maps);
+        let one = OneContainer {
+            c,
+            maps: &maps,
+            idx,
+        };
+        return read_grouped(&one, out, at);
     }
     let mut start = 0;
     for (j, &i) in idx.iter().enumerate() {
@@ -106,85 +111,185 @@ fn read_run<F: Fn(usize) -> usize>(
     Ok(())
 }
 
-/// [`read_run`] for a verified gather of a raw container with cached stores (record `idx[j]` at
-/// `out[at(j)..at(j + 1)]`), a group of records at a time (at most [`GROUP_RECORDS`] records and
-/// [`GROUP_BYTES`] of output): first each record of the group is located, then every record is
-/// copied, then each is checksummed from the output, all of them together (so the caller gets
-/// exactly the bytes that were verified). A record's first line is requested
-/// [`PREFETCH_AHEAD`] records before its copy, as in the one-record loop: requesting the whole
-/// group's first lines while locating it ran 7-10 % slower (2 KiB records, `harness gap-probe`,
-/// docs/performance.md), as up to 64 prefetches at once hold the line-fill buffers the copy's
-/// loads need. A record of `GROUP_BYTES` or more is copied and checksummed in one pass, as the
-/// hardware prefetcher streams it anyway.
-fn read_run_grouped(
-    c: &Container,
-    idx: &[u64],
+/// The records of a grouped run ([`read_grouped`]): record `j`'s container, where it lies and how
+/// it is checked. One container's run ([`OneContainer`]) and a run across a dataset's parts
+/// ([`AcrossParts`]) are the two; the loop is compiled for each.
+pub(super) trait GroupedRecords<'m> {
+    fn len(&self) -> usize;
+    /// Starts loading record `j`'s index entry (or checksum slot) into cache.
+    fn prefetch_entry(&self, j: usize);
+    /// Record `j`'s shard, entry, stored bytes and checksum seed (its container's and its id's).
+    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8], u32);
+    /// The error a checksum mismatch of record `j` is.
+    fn crc_error(&self, j: usize, s: u32, offset: u64, expected: u32, found: u32) -> Error;
+    /// Reads record `j` (of [`GROUP_BYTES`] or more) into `dst` in one copy-and-check pass.
+    fn read_whole(&self, j: usize, dst: &mut [u8]) -> Result<()>;
+}
+
+/// Records `idx` of one container.
+struct OneContainer<'a, 'm> {
+    c: &'a Container,
+    maps: &'a Maps<'m>,
+    idx: &'a [u64],
+}
+
+impl<'m> GroupedRecords<'m> for OneContainer<'_, 'm> {
+    fn len(&self) -> usize {
+        self.idx.len()
+    }
+
+    #[inline]
+    fn prefetch_entry(&self, j: usize) {
+        self.c.prefetch_entry(self.maps.index, self.idx[j]);
+    }
+
+    #[inline]
+    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8], u32) {
+        let i = self.idx[j];
+        let (s, e, stored) = self.c.locate(self.maps, i);
+        (
+            s,
+            e,
+            stored,
+            format::record_seed_after(self.c.uuid_crc(), i),
+        )
+    }
+
+    fn crc_error(&self, j: usize, s: u32, offset: u64, expected: u32, found: u32) -> Error {
+        self.c.crc_error(self.idx[j], s, offset, expected, found)
+    }
+
+    fn read_whole(&self, j: usize, dst: &mut [u8]) -> Result<()> {
+        let dec = &mut Decoder::None;
+        read_record(
+            self.c,
+            self.maps,
+            self.idx[j],
+            dst,
+            dec,
+            true,
+            Stores::Cached,
+        )
+    }
+}
+
+impl<'m> GroupedRecords<'m> for AcrossParts<'_, 'm> {
+    fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    #[inline(always)]
+    fn prefetch_entry(&self, j: usize) {
+        let (c, maps, i) = self.recs[j];
+        c.prefetch_entry(maps.index, i);
+    }
+
+    #[inline(always)]
+    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8], u32) {
+        let (c, maps, i) = self.recs[j];
+        let (s, e, stored) = c.locate(maps, i);
+        (s, e, stored, format::record_seed_after(c.uuid_crc(), i))
+    }
+
+    fn crc_error(&self, j: usize, s: u32, offset: u64, expected: u32, found: u32) -> Error {
+        let (c, _, i) = self.recs[j];
+        c.explain(c.crc_error(i, s, offset, expected, found))
+    }
+
+    fn read_whole(&self, j: usize, dst: &mut [u8]) -> Result<()> {
+        let (c, maps, i) = self.recs[j];
+        read_record(c, maps, i, dst, &mut Decoder::None, true, Stores::Cached)
+            .map_err(|e| c.explain(e))
+    }
+}
+
+/// A verified gather of raw records with cached stores (record `j` at `out[at(j)..at(j + 1)]`),
+/// a group of records at a time (at most [`GROUP_RECORDS`] records and [`GROUP_BYTES`] of
+/// output): first each record of the group is located, then every record is copied, then each is
+/// checksummed from the output, all of them together (so the caller gets exactly the bytes that
+/// were verified). A record's first line is requested [`PREFETCH_AHEAD`] records before its copy,
+/// as in the one-record loop: requesting the whole group's first lines while locating it ran
+/// 7-10 % slower (2 KiB records, `harness gap-probe`, docs/performance.md), as up to 64
+/// prefetches at once hold the line-fill buffers the copy's loads need. A record of
+/// `GROUP_BYTES` or more is copied and checksummed in one pass, as the hardware prefetcher
+/// streams it anyway.
+pub(super) fn read_grouped<'m, R: GroupedRecords<'m>>(
+    src: &R,
     out: &mut [u8],
     at: impl Fn(usize) -> usize,
-    maps: &Maps<'_>,
 ) -> Result<()> {
-    let mut located: [(u32, Entry, &[u8]); GROUP_RECORDS] = [(0, Entry::ZERO, &[]); GROUP_RECORDS];
+    let n = src.len();
+    let mut located: [(u32, Entry, &[u8], u32); GROUP_RECORDS] =
+        [(0, Entry::ZERO, &[], 0); GROUP_RECORDS];
     // The first group's entries are requested together before any is read (the loop below
     // requests each later entry a group ahead): a short run, such as one part's share of a
     // random batch over a dataset of parts, would otherwise wait for each entry in turn.
-    for &i in &idx[..idx.len().min(GROUP_RECORDS)] {
-        c.prefetch_entry(maps.index, i);
+    for j in 0..n.min(GROUP_RECORDS) {
+        src.prefetch_entry(j);
     }
     let mut g = 0;
-    while g < idx.len() {
+    while g < n {
         let start = at(g);
         let mut j = g;
-        while j < idx.len() && j - g < GROUP_RECORDS && at(j + 1) - start <= GROUP_BYTES {
-            if let Some(&ahead) = idx.get(j + GROUP_RECORDS) {
-                c.prefetch_entry(maps.index, ahead);
+        while j < n && j - g < GROUP_RECORDS && at(j + 1) - start <= GROUP_BYTES {
+            if j + GROUP_RECORDS < n {
+                src.prefetch_entry(j + GROUP_RECORDS);
             }
-            let (s, e, stored) = c.locate(maps, idx[j]);
+            let (s, e, stored, seed) = src.locate(j);
             if j - g < PREFETCH_AHEAD {
                 prefetch(&stored[..stored.len().min(PREFETCH_BYTES)]);
             }
-            located[j - g] = (s, e, stored);
+            located[j - g] = (s, e, stored, seed);
             j += 1;
         }
         if j == g {
             // One record of GROUP_BYTES or more: one pass.
-            let dst = &mut out[at(g)..at(g + 1)];
-            read_record(
-                c,
-                maps,
-                idx[g],
-                dst,
-                &mut Decoder::None,
-                true,
-                Stores::Cached,
-            )?;
+            src.read_whole(g, &mut out[at(g)..at(g + 1)])?;
             g += 1;
             continue;
         }
-        for (k, &(_, _, stored)) in (g..j).zip(&located) {
+        for (k, &(_, _, stored, _)) in (g..j).zip(&located) {
             if k + PREFETCH_AHEAD < j {
                 let ahead = located[k - g + PREFETCH_AHEAD].2;
                 prefetch(&ahead[..ahead.len().min(PREFETCH_BYTES)]);
             }
             // A raw container's entries all have `stored_len` equal to the record's size
             // (checked when the container was opened), so the lengths match.
-            out[at(k)..at(k + 1)].copy_from_slice(stored);
+            copy_record(&mut out[at(k)..at(k + 1)], stored);
         }
         // The group's checksums together: independent chains (`crc::append_each`).
         let mut items = [(0u32, &[][..]); GROUP_RECORDS];
-        for (k, item) in (g..j).zip(&mut items) {
-            *item = (
-                format::record_seed_after(c.uuid_crc(), idx[k]),
-                &out[at(k)..at(k + 1)],
-            );
+        for ((k, item), l) in (g..j).zip(&mut items).zip(&located) {
+            *item = (l.3, &out[at(k)..at(k + 1)]);
         }
         let mut got = [0u32; GROUP_RECORDS];
         crate::crc::append_each(&items[..j - g], &mut got[..j - g]);
-        for (k, (&(s, e, _), &crc)) in (g..j).zip(located.iter().zip(&got)) {
+        for (k, (&(s, e, _, _), &crc)) in (g..j).zip(located.iter().zip(&got)) {
             if crc != e.crc {
-                return Err(c.crc_error(idx[k], s, e.offset, e.crc, crc));
+                return Err(src.crc_error(k, s, e.offset, e.crc, crc));
             }
         }
         g = j;
     }
     Ok(())
+}
+
+/// Copies one record (`dst` and `src` of equal length). Records of 4 to 32 bytes (tiny Dense
+/// records, short token runs) are copied with two overlapping fixed-size moves the compiler
+/// inlines, where `copy_from_slice` would call `memmove`: with 8-byte records that call was a
+/// quarter of a random gather's time.
+#[inline(always)]
+fn copy_record(dst: &mut [u8], src: &[u8]) {
+    debug_assert_eq!(dst.len(), src.len());
+    fn two<const W: usize>(dst: &mut [u8], src: &[u8]) {
+        let n = src.len();
+        dst[..W].copy_from_slice(&src[..W]);
+        dst[n - W..].copy_from_slice(&src[n - W..]);
+    }
+    match src.len() {
+        4..=7 => two::<4>(dst, src),
+        8..=15 => two::<8>(dst, src),
+        16..=32 => two::<16>(dst, src),
+        _ => dst.copy_from_slice(src),
+    }
 }

@@ -12,9 +12,12 @@ For each size (``--sizes``) and layout the same records are written as a dataset
 codec ``raw``, locally and, with ``--remote``, on a SeaweedFS server on loopback (for sizes up to
 ``--remote-max``). Every cell runs in a fresh process (``--cell``): VmRSS from /proc/self/status
 after the imports, open time and RSS after open, first-batch latency (256 random ids), then 1,000
-random batches of 256 (steady gathers/s over the gather calls alone), RSS after them; on SeaweedFS
-(no node cache) the steady loop stops at 1,000 batches or ``--remote-seconds`` of gathers. Every
-batch is compared with its recomputed content after its timer stops.
+random batches of 256 (steady gathers/s over the gather calls alone: the median of ten consecutive
+groups' rates, see ``steady_rate``), RSS after them; on SeaweedFS (no node cache) the steady loop
+stops at 1,000 batches or ``--remote-seconds`` of gathers. Every batch is compared with its
+recomputed content after its timer stops. Locally, up to ``--repeat-max`` records, the two loaderx
+cells run ``--loaderx-repeats`` times, alternating (parts, one container, parts, ...): a row is the
+run with the median rate, every run kept under ``repeats``.
 
 Peers on the same records, local only, when installed (``--peers``): Lance (``lance.write_dataset``
 default write; ``lance.dataset`` open + ``take`` of the same 256 ids), Parquet (pyarrow
@@ -160,17 +163,30 @@ def run_batches(c, gather, open_s, open_rss, base, budget=None):
     got = gather(ids)
     first_s = time.perf_counter() - t
     ok = verify(c["layout"], ids, got)
-    spent, done = 0.0, 0
-    while done < BATCHES and (budget is None or spent < budget):
+    times = []
+    while len(times) < BATCHES and (budget is None or sum(times) < budget):
         ids = rng.integers(0, c["records"], BATCH)
         t = time.perf_counter()
         got = gather(ids)
-        spent += time.perf_counter() - t
+        times.append(time.perf_counter() - t)
         ok = ok and verify(c["layout"], ids, got)
-        done += 1
     return {"open_ms": open_s * 1e3, "open_rss_mib": open_rss, "epoch_rss_mib": rss_mib() - base,
-            "first_batch_ms": first_s * 1e3, "gathers_per_s": done / spent, "batches": done + 1,
-            "verified": bool(ok)}
+            "first_batch_ms": first_s * 1e3, "gathers_per_s": steady_rate(times),
+            "batches": len(times) + 1, "verified": bool(ok)}
+
+
+def steady_rate(times, groups=10):
+    """Gathers per second of the batches timed `times` (seconds each, in order): the median of the
+    rates of `groups` consecutive groups of them (each its batches over their summed time), so a
+    stall of the shared machine during one group moves the figure no more than a slow group does.
+    Fewer batches than groups: all of them as one group."""
+    n = len(times)
+    if n < groups:
+        return n / sum(times)
+    bounds = [n * g // groups for g in range(groups + 1)]
+    rates = sorted((b - a) / sum(times[a:b]) for a, b in zip(bounds, bounds[1:]))
+    mid = groups // 2
+    return rates[mid] if groups % 2 else (rates[mid - 1] + rates[mid]) / 2
 
 
 def from_arrow(layout, col):
@@ -336,7 +352,14 @@ def streaming_row(work, base, n, budget, streaming_max):
                     "Dataset Format: MDS)"}
 
 
-def local_rows(work, layout, n, per_part, peers, budget, streaming_max):
+def median_run(runs):
+    """The run of `runs` (cell results) with the median steady rate, all its figures from that run,
+    with every run's figures kept under `repeats`."""
+    order = sorted(runs, key=lambda r: r.get("gathers_per_s") or 0.0)
+    return {**order[(len(order) - 1) // 2], "repeats": runs}
+
+
+def local_rows(work, layout, n, per_part, peers, budget, streaming_max, repeats=1):
     from loaderx import dataset
 
     rows = []
@@ -350,9 +373,15 @@ def local_rows(work, layout, n, per_part, peers, budget, streaming_max):
     dataset.commit(str(root), names)
     parts_write = time.perf_counter() - t
     base = {"layout": layout, "records": n, "where": "local", "seed": n % 9973}
-    for impl, path, nparts, w in (("loaderx-parts", root, parts, parts_write),
-                                  ("loaderx-single", single, 1, single_write)):
-        r = spawn_cell({**base, "impl": "loaderx", "path": str(path)})
+    cells = (("loaderx-parts", root, parts, parts_write), ("loaderx-single", single, 1, single_write))
+    # The two loaderx cells alternate `repeats` times (parts, one container, parts, ...), each
+    # run a fresh process; the row is the median run.
+    runs = {impl: [] for impl, *_ in cells}
+    for _ in range(repeats):
+        for impl, path, *_ in cells:
+            runs[impl].append(spawn_cell({**base, "impl": "loaderx", "path": str(path)}))
+    for impl, path, nparts, w in cells:
+        r = median_run(runs[impl])
         rows.append({**base, "row": impl, "parts": nparts, "write_s": w, "note": loaderx_note(nparts), **r})
     shutil.rmtree(single, ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
@@ -497,6 +526,8 @@ def main():
     ap.add_argument("--writer-parts", type=int, default=1000)
     ap.add_argument("--remote-writer-parts", type=int, default=100)
     ap.add_argument("--giant", type=int, default=0)
+    ap.add_argument("--loaderx-repeats", type=int, default=3)
+    ap.add_argument("--repeat-max", type=int, default=100_000_000)
     ap.add_argument("--work", type=Path)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
@@ -516,7 +547,9 @@ def main():
         work = Path(tmp)
         local = [(n, layout) for n in sizes for layout in a.layouts.split(",")]
         for n, layout in local + ([(a.giant, "dense")] if a.giant else []):
-            rows += local_rows(work, layout, n, a.part_records, peers, a.peer_seconds, a.streaming_max)
+            reps = a.loaderx_repeats if n <= a.repeat_max else 1
+            rows += local_rows(work, layout, n, a.part_records, peers, a.peer_seconds, a.streaming_max,
+                               reps)
         rows.append(writers_row(str(work / "writers"), a.writer_parts, 1000, "local"))
         if a.remote:
             sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loaderx/py/tests"))

@@ -118,8 +118,10 @@ pub(super) trait GroupedRecords<'m> {
     fn len(&self) -> usize;
     /// Starts loading record `j`'s index entry (or checksum slot) into cache.
     fn prefetch_entry(&self, j: usize);
-    /// Record `j`'s shard, entry, stored bytes and checksum seed (its container's and its id's).
-    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8], u32);
+    /// Record `j`'s shard, entry and stored bytes.
+    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8]);
+    /// The checksum seed of record `j` (its container's and its id's).
+    fn seed(&self, j: usize) -> u32;
     /// The error a checksum mismatch of record `j` is.
     fn crc_error(&self, j: usize, s: u32, offset: u64, expected: u32, found: u32) -> Error;
     /// Reads record `j` (of [`GROUP_BYTES`] or more) into `dst` in one copy-and-check pass.
@@ -138,21 +140,19 @@ impl<'m> GroupedRecords<'m> for OneContainer<'_, 'm> {
         self.idx.len()
     }
 
-    #[inline]
+    #[inline(always)]
     fn prefetch_entry(&self, j: usize) {
         self.c.prefetch_entry(self.maps.index, self.idx[j]);
     }
 
-    #[inline]
-    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8], u32) {
-        let i = self.idx[j];
-        let (s, e, stored) = self.c.locate(self.maps, i);
-        (
-            s,
-            e,
-            stored,
-            format::record_seed_after(self.c.uuid_crc(), i),
-        )
+    #[inline(always)]
+    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8]) {
+        self.c.locate(self.maps, self.idx[j])
+    }
+
+    #[inline(always)]
+    fn seed(&self, j: usize) -> u32 {
+        format::record_seed_after(self.c.uuid_crc(), self.idx[j])
     }
 
     fn crc_error(&self, j: usize, s: u32, offset: u64, expected: u32, found: u32) -> Error {
@@ -185,10 +185,15 @@ impl<'m> GroupedRecords<'m> for AcrossParts<'_, 'm> {
     }
 
     #[inline(always)]
-    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8], u32) {
+    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8]) {
         let (c, maps, i) = self.recs[j];
-        let (s, e, stored) = c.locate(maps, i);
-        (s, e, stored, format::record_seed_after(c.uuid_crc(), i))
+        c.locate(maps, i)
+    }
+
+    #[inline(always)]
+    fn seed(&self, j: usize) -> u32 {
+        let (c, _, i) = self.recs[j];
+        format::record_seed_after(c.uuid_crc(), i)
     }
 
     fn crc_error(&self, j: usize, s: u32, offset: u64, expected: u32, found: u32) -> Error {
@@ -219,8 +224,7 @@ pub(super) fn read_grouped<'m, R: GroupedRecords<'m>>(
     at: impl Fn(usize) -> usize,
 ) -> Result<()> {
     let n = src.len();
-    let mut located: [(u32, Entry, &[u8], u32); GROUP_RECORDS] =
-        [(0, Entry::ZERO, &[], 0); GROUP_RECORDS];
+    let mut located: [(u32, Entry, &[u8]); GROUP_RECORDS] = [(0, Entry::ZERO, &[]); GROUP_RECORDS];
     // The first group's entries are requested together before any is read (the loop below
     // requests each later entry a group ahead): a short run, such as one part's share of a
     // random batch over a dataset of parts, would otherwise wait for each entry in turn.
@@ -235,11 +239,11 @@ pub(super) fn read_grouped<'m, R: GroupedRecords<'m>>(
             if j + GROUP_RECORDS < n {
                 src.prefetch_entry(j + GROUP_RECORDS);
             }
-            let (s, e, stored, seed) = src.locate(j);
+            let (s, e, stored) = src.locate(j);
             if j - g < PREFETCH_AHEAD {
                 prefetch(&stored[..stored.len().min(PREFETCH_BYTES)]);
             }
-            located[j - g] = (s, e, stored, seed);
+            located[j - g] = (s, e, stored);
             j += 1;
         }
         if j == g {
@@ -248,7 +252,7 @@ pub(super) fn read_grouped<'m, R: GroupedRecords<'m>>(
             g += 1;
             continue;
         }
-        for (k, &(_, _, stored, _)) in (g..j).zip(&located) {
+        for (k, &(_, _, stored)) in (g..j).zip(&located) {
             if k + PREFETCH_AHEAD < j {
                 let ahead = located[k - g + PREFETCH_AHEAD].2;
                 prefetch(&ahead[..ahead.len().min(PREFETCH_BYTES)]);
@@ -259,12 +263,12 @@ pub(super) fn read_grouped<'m, R: GroupedRecords<'m>>(
         }
         // The group's checksums together: independent chains (`crc::append_each`).
         let mut items = [(0u32, &[][..]); GROUP_RECORDS];
-        for ((k, item), l) in (g..j).zip(&mut items).zip(&located) {
-            *item = (l.3, &out[at(k)..at(k + 1)]);
+        for (k, item) in (g..j).zip(&mut items) {
+            *item = (src.seed(k), &out[at(k)..at(k + 1)]);
         }
         let mut got = [0u32; GROUP_RECORDS];
         crate::crc::append_each(&items[..j - g], &mut got[..j - g]);
-        for (k, (&(s, e, _, _), &crc)) in (g..j).zip(located.iter().zip(&got)) {
+        for (k, (&(s, e, _), &crc)) in (g..j).zip(located.iter().zip(&got)) {
             if crc != e.crc {
                 return Err(src.crc_error(k, s, e.offset, e.crc, crc));
             }

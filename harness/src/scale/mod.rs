@@ -105,8 +105,8 @@ fn table(rows: &[Value]) -> FreeTable {
              dataset of parts (10^5 records a part) and as one container (the eager-index \
              baseline), 10^6-10^8 records and, in a full run, 10^9 Dense ones (10^4 parts, also \
              on SeaweedFS, written there by 8 processes), each cell in a fresh process: open, RSS \
-             growth after open and after the first batch and 1,000 more random batches of 256 (on \
-             SeaweedFS, no node cache: at most 2 s of them), the first batch, steady gathers/s of 256 \
+             growth after open and after the first batch and 1,000 or more random batches of 256 (at \
+             least 0.5 s of them; on SeaweedFS, no node cache: at most 2 s), the first batch, steady gathers/s of 256 \
              random records (the median of ten consecutive groups' rates; every batch verified); \
              locally to 10^8 records the loaderx cells run 3 times, alternating, the median run \
              shown. Lance, Parquet and MosaicML Streaming (to 10^7 records) on the \

@@ -36,7 +36,7 @@ def test_scale_cells_verify_and_the_giant_size_is_read_locally_and_on_seaweedfs(
             assert x["gathers_per_s"] in [r["gathers_per_s"] for r in x["repeats"]], x
     giant = row("loaderx-parts", 4000, "local")
     assert len(giant["repeats"]) == 1, giant
-    assert giant["parts"] == 4 and giant["batches"] == 1001 and giant["gathers_per_s"] > 0, giant
+    assert giant["parts"] == 4 and giant["batches"] >= 1001 and giant["gathers_per_s"] > 0, giant
     assert row("loaderx-single", 4000, "local")["parts"] == 1
     remote = row("loaderx-parts", 4000, "seaweedfs")
     assert remote["parts"] == 4 and remote["batches"] > 1, remote

@@ -48,7 +48,6 @@ static CAUGHT: AtomicU64 = AtomicU64::new(0);
 /// How many faults the handler has caught in registered maps so far. A reader of many maps reads
 /// it before and after its copies and checks each map's [`Guard::faulted`] only when it moved
 /// (one load a gather instead of one per map touched).
-#[cfg(feature = "remote")]
 pub fn caught() -> u64 {
     CAUGHT.load(Ordering::Acquire)
 }

@@ -119,7 +119,7 @@ fn shard_crc_error(c: &Container, s: u32, crc: u32) -> Error {
 /// [`verify_all`] of a mapped store.
 fn verify_mapped(c: &Container) -> Result<()> {
     let maps = c.maps();
-    for (s, bytes) in (0u32..).zip(&maps.shards) {
+    for (s, bytes) in (0u32..).zip(maps.shards.iter()) {
         let crc = crate::crc::append(0, bytes);
         if crc != c.shard_crc(s) {
             // Locate the damaged record for a precise report, then fall back to the file.

@@ -60,7 +60,30 @@ pub(in crate::read) struct Maps<'a> {
     /// The index file.
     pub(in crate::read) index: &'a [u8],
     /// Every shard file, in shard order.
-    pub(in crate::read) shards: Vec<&'a [u8]>,
+    pub(in crate::read) shards: ShardBytes<'a>,
+}
+
+/// Every shard file's bytes, in shard order: up to [`INLINE_SHARDS`] held in place (no allocation
+/// for a container of few shards, as each part of a random batch over a dataset's parts fetches
+/// its maps), more in a `Vec`. Reads as a slice.
+pub(in crate::read) enum ShardBytes<'a> {
+    Inline([&'a [u8]; INLINE_SHARDS], usize),
+    Heap(Vec<&'a [u8]>),
+}
+
+/// Shards a [`ShardBytes`] holds without allocating.
+const INLINE_SHARDS: usize = 4;
+
+impl<'a> std::ops::Deref for ShardBytes<'a> {
+    type Target = [&'a [u8]];
+
+    #[inline]
+    fn deref(&self) -> &[&'a [u8]] {
+        match self {
+            ShardBytes::Inline(a, n) => &a[..*n],
+            ShardBytes::Heap(v) => v,
+        }
+    }
 }
 
 /// An open, validated container.
@@ -483,9 +506,19 @@ impl Container {
 
     /// The mapped index and shard bytes, fetched once for a run of records.
     pub(in crate::read) fn maps(&self) -> Maps<'_> {
+        let shards = match self.shards.len() {
+            n if n <= INLINE_SHARDS => {
+                let mut a: [&[u8]; INLINE_SHARDS] = [&[]; INLINE_SHARDS];
+                for (slot, f) in a.iter_mut().zip(&self.shards) {
+                    *slot = f.bytes();
+                }
+                ShardBytes::Inline(a, n)
+            }
+            _ => ShardBytes::Heap(self.shards.iter().map(|f| f.bytes()).collect()),
+        };
         Maps {
             index: self.index.bytes(),
-            shards: self.shards.iter().map(|f| f.bytes()).collect(),
+            shards,
         }
     }
 

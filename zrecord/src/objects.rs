@@ -38,6 +38,11 @@ pub(crate) trait Objects: Send + Sync {
     fn create_new(&self, key: &str, bytes: &[u8]) -> io::Result<bool>;
     /// Removes `key` (a file).
     fn remove(&self, key: &str) -> io::Result<()>;
+    /// The requests made through this root so far and the bytes they received, for a root on
+    /// object storage; `None` for local files.
+    fn request_stats(&self) -> Option<crate::source::RequestStats> {
+        None
+    }
     /// Removes every file under `dir`; returns how many there were.
     fn remove_tree(&self, dir: &str) -> io::Result<usize> {
         let files = self.list_tree(dir)?;

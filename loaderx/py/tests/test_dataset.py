@@ -214,6 +214,11 @@ def test_a_dataset_on_object_storage(s3):
     oracle = np.concatenate([part_data(p, 3 + p) for p in range(4)])
     with DenseStore(root, storage_options=so) as s, Allocator() as a:
         assert (s.version, len(s)) == (2, len(oracle))
+        # The open read the version manifest only: a listing and one GET, no request a part
+        # (a pinned version: the GET alone); each part costs its own when first touched.
+        assert s.request_stats["requests"] == 2, s.request_stats
+        with DenseStore(root, storage_options=so, version=1) as pinned:
+            assert pinned.request_stats["requests"] == 1, pinned.request_stats
         idx = np.random.default_rng(1).integers(0, len(oracle), 64)
         np.testing.assert_array_equal(dtypes.from_dlpack(s.bind(a)[idx]), oracle[idx])
         s.verify()

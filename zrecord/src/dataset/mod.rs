@@ -25,4 +25,5 @@ mod versions;
 pub use crate::format::{ColumnSchema, PartColumn, PartEntry, VersionManifest};
 pub use commit::{PartReceipt, append, append_described, commit, commit_described, describe_part};
 pub use gc::{DatasetGc, gc};
+pub(crate) use versions::read_version_counted;
 pub use versions::{PARTS_DIR, VERSIONS_DIR, new_part_name, part_path, read_version, versions};

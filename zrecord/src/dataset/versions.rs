@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::format::{MAX_NAME, VersionManifest, valid_name, version_file_name, version_of_file};
 use crate::objects::Objects;
-use crate::source::RemoteOptions;
+use crate::source::{RemoteOptions, RequestStats};
 
 /// The folder of a dataset root that holds its version manifests.
 pub const VERSIONS_DIR: &str = "versions";
@@ -97,21 +97,37 @@ pub fn read_version(
     version: Option<u64>,
     remote: &RemoteOptions,
 ) -> Result<Option<VersionManifest>> {
-    let o = objects(root.as_ref(), remote)?;
+    read_version_counted(root.as_ref(), version, remote).map(|(m, _)| m)
+}
+
+/// [`read_version`], and the requests it made (a root on object storage; `None` for a local
+/// one).
+pub(crate) fn read_version_counted(
+    root: &Path,
+    version: Option<u64>,
+    remote: &RemoteOptions,
+) -> Result<(Option<VersionManifest>, Option<RequestStats>)> {
+    let o = objects(root, remote)?;
+    let m = newest_or_pinned(&*o, version)?;
+    Ok((m, o.request_stats()))
+}
+
+/// Version `version` of the dataset whose root is `o`, or its newest with `None`.
+fn newest_or_pinned(o: &dyn Objects, version: Option<u64>) -> Result<Option<VersionManifest>> {
     // A pinned version is read by its name (one request); the listing is only for the newest, or
     // for the error of a pinned one that is not there.
     if let Some(n) = version {
-        match read_version_in(&*o, n) {
+        match read_version_in(o, n) {
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
             read => return read.map(Some),
         }
     }
-    let listed = listed_versions(&*o)?;
+    let listed = listed_versions(o)?;
     let Some(&newest) = listed.last() else {
         return Ok(None);
     };
     match version {
-        None => read_version_in(&*o, newest).map(Some),
+        None => read_version_in(o, newest).map(Some),
         Some(n) => Err(Error::invalid(format!(
             "{}: no version {n} (versions {}..={newest})",
             o.root().display(),

@@ -17,6 +17,7 @@ use std::sync::{Arc, OnceLock};
 use crate::dataset::{ColumnSchema, VersionManifest, part_path};
 use crate::error::{Error, Location, Result};
 use crate::format::{Kind, dense_stride};
+use crate::source::RequestStats;
 
 use super::cold::AcrossCold;
 use super::container::{Container, OpenOptions, outgrows_memory};
@@ -41,6 +42,8 @@ pub(in crate::read) struct Parts {
     pub(in crate::read) window: OnceLock<Window>,
     /// The dataset's cold-read state for gathers across its parts.
     cold: AcrossCold,
+    /// The requests the open made (the version manifest's listing and read), on object storage.
+    open_requests: Option<RequestStats>,
     closed: AtomicBool,
 }
 
@@ -72,7 +75,9 @@ impl Parts {
         kind: Kind,
         opts: &OpenOptions,
     ) -> Result<Option<Parts>> {
-        let Some(m) = crate::dataset::read_version(root, opts.version, &opts.remote)? else {
+        let (m, open_requests) =
+            crate::dataset::read_version_counted(root, opts.version, &opts.remote)?;
+        let Some(m) = m else {
             return Ok(None);
         };
         let column = match (&opts.column, m.columns.len()) {
@@ -120,6 +125,7 @@ impl Parts {
         Ok(Some(Parts {
             root: root.to_path_buf(),
             cold,
+            open_requests,
             opened: (0..m.parts.len()).map(|_| OnceLock::new()).collect(),
             m,
             column,
@@ -247,6 +253,12 @@ impl Parts {
             c.close();
         }
         Ok(self.opened[p].get_or_init(|| Arc::new(c)))
+    }
+
+    /// The requests opening the dataset made (object storage only): its parts' are their
+    /// containers' own.
+    pub(in crate::read) fn open_requests(&self) -> Option<RequestStats> {
+        self.open_requests
     }
 
     /// The parts' containers opened so far.

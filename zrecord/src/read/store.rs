@@ -72,13 +72,13 @@ impl<L: Layout> Store<L> {
     }
 
     /// The requests this store on object storage has made in this process (its open included)
-    /// and the bytes they received; a dataset: summed over the parts opened so far. `None` for a
-    /// local store.
+    /// and the bytes they received; a dataset: its open's (the version's listing and read) and
+    /// those of the parts opened so far. `None` for a local store.
     pub fn request_stats(&self) -> Option<crate::RequestStats> {
         match &self.c {
             Opened::One(c) => c.request_stats(),
             Opened::Parts(p) => p.opened_parts().map(|c| c.request_stats()).fold(
-                None,
+                p.open_requests(),
                 |sum: Option<crate::RequestStats>, r| match (sum, r) {
                     (s, None) => s,
                     (None, Some(r)) => Some(r),

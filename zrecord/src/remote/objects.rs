@@ -6,6 +6,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 use object_store::path::Path as Key;
@@ -13,10 +14,13 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 
 use crate::error::Result;
 use crate::objects::{Listed, Objects};
-use crate::source::RemoteOptions;
+use crate::source::{RemoteOptions, RequestStats};
 
 use super::client::{build, ended, io_kind, key_under, typed};
 use super::runtime::block_on;
+
+/// Keys an S3 listing returns a page.
+const LIST_PAGE: u64 = 1000;
 
 /// A dataset root at a URL.
 pub(crate) struct RemoteObjects {
@@ -24,6 +28,9 @@ pub(crate) struct RemoteObjects {
     url: String,
     prefix: Key,
     opts: RemoteOptions,
+    /// Requests made and bytes received through this root (`Objects::request_stats`).
+    requests: AtomicU64,
+    bytes: AtomicU64,
 }
 
 impl RemoteObjects {
@@ -36,6 +43,8 @@ impl RemoteObjects {
             url,
             prefix,
             opts: opts.clone(),
+            requests: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
         })
     }
 
@@ -67,8 +76,15 @@ impl RemoteObjects {
             Ok(r) => r.bytes().await,
             Err(e) => Err(e),
         };
+        self.count(1, got.as_ref().map_or(0, |b| b.len()));
         got.map(|b| b.to_vec())
             .map_err(|e| self.error("GET", key, e))
+    }
+
+    /// Counts `n` requests that received `bytes`.
+    fn count(&self, n: u64, bytes: usize) {
+        self.requests.fetch_add(n, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// An `io::Error` for a failed request `what` of `key`, its kind kept (`NotFound` above all).
@@ -121,6 +137,8 @@ impl Objects for RemoteObjects {
         let got: Vec<object_store::ObjectMeta> =
             block_on(async move { c.list(Some(&key)).try_collect().await })?
                 .map_err(|e| self.error("LIST", dir, e))?;
+        // One request a page of up to 1,000 keys (S3's ListObjectsV2).
+        self.count((got.len() as u64).div_ceil(LIST_PAGE).max(1), 0);
         let base = dir.trim_end_matches('/');
         let mut out: Vec<(String, u64)> = got
             .iter()
@@ -165,6 +183,7 @@ impl Objects for RemoteObjects {
             ..PutOptions::default()
         };
         let payload = PutPayload::from(bytes.to_vec());
+        self.count(1, 0);
         match block_on(async move { c.put_opts(&k, payload, opts).await })? {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. })
@@ -176,6 +195,14 @@ impl Objects for RemoteObjects {
     fn remove(&self, key: &str) -> io::Result<()> {
         let c = self.client()?;
         let k = self.key(key);
+        self.count(1, 0);
         block_on(async move { c.delete(&k).await })?.map_err(|e| self.error("DELETE", key, e))
+    }
+
+    fn request_stats(&self) -> Option<RequestStats> {
+        Some(RequestStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        })
     }
 }

@@ -16,6 +16,7 @@
 mod files;
 mod fixed;
 mod index;
+mod maps;
 mod opening;
 mod options;
 mod paged;
@@ -36,6 +37,8 @@ use super::hint::{PREFETCH_BYTES, prefetch};
 use super::window::Window;
 pub(in crate::read) use files::outgrows_memory;
 use fixed::Fixed;
+pub(in crate::read) use maps::Maps;
+use maps::{INLINE_SHARDS, ShardBytes};
 pub(in crate::read) use paged::IndexGuard;
 
 pub use crate::format::container_files;
@@ -52,38 +55,6 @@ pub struct RecordExtent {
     pub offset: u64,
     /// Stored length in bytes (compressed length for a compressed record).
     pub len: u64,
-}
-
-/// A store's mapped bytes for one run of records, fetched once so that the per-record path makes
-/// no virtual calls.
-pub(in crate::read) struct Maps<'a> {
-    /// The index file.
-    pub(in crate::read) index: &'a [u8],
-    /// Every shard file, in shard order.
-    pub(in crate::read) shards: ShardBytes<'a>,
-}
-
-/// Every shard file's bytes, in shard order: up to [`INLINE_SHARDS`] held in place (no allocation
-/// for a container of few shards, as each part of a random batch over a dataset's parts fetches
-/// its maps), more in a `Vec`. Reads as a slice.
-pub(in crate::read) enum ShardBytes<'a> {
-    Inline([&'a [u8]; INLINE_SHARDS], usize),
-    Heap(Vec<&'a [u8]>),
-}
-
-/// Shards a [`ShardBytes`] holds without allocating.
-const INLINE_SHARDS: usize = 4;
-
-impl<'a> std::ops::Deref for ShardBytes<'a> {
-    type Target = [&'a [u8]];
-
-    #[inline]
-    fn deref(&self) -> &[&'a [u8]] {
-        match self {
-            ShardBytes::Inline(a, n) => &a[..*n],
-            ShardBytes::Heap(v) => v,
-        }
-    }
 }
 
 /// An open, validated container.

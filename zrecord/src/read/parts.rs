@@ -47,12 +47,14 @@ pub(in crate::read) struct Parts {
     closed: AtomicBool,
 }
 
-/// A gather whose runs of one part average fewer records than this is grouped by part
-/// ([`Parts::fill`]) when its records are small.
+/// A gather whose runs of one part average fewer records than this is read in one pass across
+/// the parts, or grouped by part where they do not suit the pass ([`Parts::fill`]), when its
+/// records are small.
 const MIN_MEAN_RUN: usize = 4;
 
-/// Records averaging fewer bytes than this are gathered grouped by part when runs are short:
-/// the extra copy through a scratch buffer costs less than an engine call per record.
+/// Records averaging fewer bytes than this are read across parts (or grouped by part) when runs
+/// are short: a record's part lookup (or, grouped, its copy through a scratch buffer) costs less
+/// than an engine call per record.
 const GROUP_BELOW_BYTES: usize = 16 << 10;
 
 /// Datasets of at most this many parts find a gather's slots through a table by part number

@@ -62,35 +62,16 @@ pub(super) fn before_gather(
     total: usize,
     direct_suits: impl FnOnce(usize, usize) -> bool,
 ) -> bool {
-    let probe = match c.cold_reads() {
-        ColdReads::Never => return false,
-        ColdReads::Always if idx.is_empty() => return false,
-        ColdReads::Always => Probe {
-            index_cold: !index_resident(c, idx[0]),
-            data_cold: true,
-        },
-        ColdReads::Auto if idx.len() < MIN_RECORDS => return false,
-        ColdReads::Auto => {
-            use std::sync::atomic::Ordering::Relaxed;
-            // Threads race on the count harmlessly: the probe only decides read-ahead.
-            let warm = c.warm_gathers().load(Relaxed);
-            if !probes(warm, c.outgrows_memory()) {
-                c.warm_gathers().store(warm.wrapping_add(1), Relaxed);
-                return false;
-            }
-            let p = probe(c, idx);
-            let next = if p.data_cold || p.index_cold {
-                0
-            } else {
-                warm.wrapping_add(1)
-            };
-            c.warm_gathers().store(next, Relaxed);
-            p
-        }
-    };
-    if !probe.data_cold && !probe.index_cold {
+    let Some(probe) = decide(
+        c.cold_reads(),
+        idx.len(),
+        c.warm_gathers(),
+        c.outgrows_memory(),
+        || !index_resident(c, idx[0]),
+        || probe(c, idx),
+    ) else {
         return false;
-    }
+    };
     let maps = c.maps();
     if probe.index_cold {
         request_index(c, &maps, idx);
@@ -117,68 +98,83 @@ pub(in crate::read) struct AcrossCold {
 /// before the copy starts, instead of faulting them in one at a time. The records are then copied
 /// through the map (gathers that come here hold small records: never a direct read).
 pub(in crate::read) fn before_gather_across(src: &AcrossParts<'_, '_>, cold: &AcrossCold) {
-    let n = src.recs.len();
-    let probe = match cold.policy {
-        ColdReads::Never => return,
-        ColdReads::Always if n == 0 => return,
-        ColdReads::Always => {
-            let (c, _, i) = src.recs[0];
-            Probe {
-                index_cold: !index_resident(c, i),
-                data_cold: true,
+    let recs = src.recs;
+    let spread = || {
+        let mut p = Probe {
+            index_cold: false,
+            data_cold: false,
+        };
+        for &(c, _, i) in recs.iter().step_by(recs.len().div_ceil(PROBES)) {
+            let one = probe(c, &[i]);
+            p.index_cold |= one.index_cold;
+            p.data_cold |= one.data_cold;
+            if p.data_cold {
+                break;
             }
         }
-        ColdReads::Auto if n < MIN_RECORDS => return,
-        ColdReads::Auto => {
-            use std::sync::atomic::Ordering::Relaxed;
-            let warm = cold.warm.load(Relaxed);
-            if !probes(warm, cold.outgrows_memory) {
-                cold.warm.store(warm.wrapping_add(1), Relaxed);
-                return;
-            }
-            let mut p = Probe {
-                index_cold: false,
-                data_cold: false,
-            };
-            for k in (0..n).step_by(n.div_ceil(PROBES)) {
-                let (c, _, i) = src.recs[k];
-                let one = probe(c, &[i]);
-                p.index_cold |= one.index_cold;
-                p.data_cold |= one.data_cold;
-                if p.data_cold {
-                    break;
-                }
-            }
-            let next = match p.data_cold || p.index_cold {
-                true => 0,
-                false => warm.wrapping_add(1),
-            };
-            cold.warm.store(next, Relaxed);
-            p
-        }
+        p
     };
-    if !probe.data_cold && !probe.index_cold {
+    let Some(probe) = decide(
+        cold.policy,
+        recs.len(),
+        &cold.warm,
+        cold.outgrows_memory,
+        || !index_resident(recs[0].0, recs[0].2),
+        spread,
+    ) else {
         return;
-    }
-    let request = |ks: std::ops::Range<usize>| {
-        for k in ks {
-            let (c, maps, i) = src.recs[k];
+    };
+    let request = |part: &[(&Container, &Maps<'_>, u64)]| {
+        for &(c, maps, i) in part {
             if probe.index_cold && !c.index_in_memory() {
                 will_need(c.entry_bytes(maps.index, i));
             }
             will_need(c.locate(maps, i).2);
         }
     };
-    if n >= PARALLEL_REQUESTS && cores() > 1 {
-        let part = n.div_ceil(cores());
-        in_parallel(|| {
-            (0..n.div_ceil(part))
-                .into_par_iter()
-                .for_each(|p| request(p * part..n.min(p * part + part)))
-        });
+    if recs.len() >= PARALLEL_REQUESTS && cores() > 1 {
+        let part = recs.len().div_ceil(cores());
+        in_parallel(|| recs.par_chunks(part).for_each(request));
     } else {
-        request(0..n);
+        request(recs);
     }
+}
+
+/// What a gather of `n` records does under `policy`, for one container or a dataset's batch
+/// across parts: `None` when it copies as it is, else what looks cold. `warm` counts the store's
+/// consecutive resident gathers (threads race on it harmlessly: it only decides read-ahead) and
+/// `outgrows` says whether the store outgrows memory (see [`probes`]); `Always` asks
+/// `first_index_cold` of the batch, `Auto` runs `probe` when it probes.
+fn decide(
+    policy: ColdReads,
+    n: usize,
+    warm: &AtomicU32,
+    outgrows: bool,
+    first_index_cold: impl FnOnce() -> bool,
+    probe: impl FnOnce() -> Probe,
+) -> Option<Probe> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let p = match policy {
+        ColdReads::Never => return None,
+        ColdReads::Always if n == 0 => return None,
+        ColdReads::Always => Probe {
+            index_cold: first_index_cold(),
+            data_cold: true,
+        },
+        ColdReads::Auto if n < MIN_RECORDS => return None,
+        ColdReads::Auto => {
+            let w = warm.load(Relaxed);
+            if !probes(w, outgrows) {
+                warm.store(w.wrapping_add(1), Relaxed);
+                return None;
+            }
+            let p = probe();
+            let cold = p.data_cold || p.index_cold;
+            warm.store(if cold { 0 } else { w.wrapping_add(1) }, Relaxed);
+            p
+        }
+    };
+    (p.data_cold || p.index_cold).then_some(p)
 }
 
 fn index_resident(c: &Container, i: u64) -> bool {

@@ -36,8 +36,30 @@ pub struct Remote {
     /// taken by the open of each (at most one open's files).
     pub(super) held: Mutex<HashMap<String, Head>>,
     /// Requests made and bytes received through this connection.
-    pub(super) requests: AtomicU64,
-    pub(super) bytes: AtomicU64,
+    pub(super) counted: Counted,
+}
+
+/// Requests made and bytes received through one connection or dataset root.
+#[derive(Default)]
+pub(super) struct Counted {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Counted {
+    /// Counts `n` requests that received `bytes` in all.
+    pub(super) fn add(&self, n: u64, bytes: usize) {
+        self.requests.fetch_add(n, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// What was counted so far.
+    pub(super) fn stats(&self) -> RequestStats {
+        RequestStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// The first bytes of an object (all of it, for a small one) and its length, as one GET learns
@@ -87,8 +109,7 @@ impl Remote {
             upload,
             cache,
             held: Mutex::default(),
-            requests: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
+            counted: Counted::default(),
         };
         Ok(Arc::new(r))
     }
@@ -150,16 +171,12 @@ impl Remote {
 
     /// Counts a request that received `bytes`.
     pub(super) fn count(&self, bytes: usize) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.counted.add(1, bytes);
     }
 
     /// Requests made and bytes received through this connection so far.
     pub fn request_stats(&self) -> RequestStats {
-        RequestStats {
-            requests: self.requests.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-        }
+        self.counted.stats()
     }
 
     /// The first `n` bytes of file `name` (all of it `n == None`) and its length, with one GET.

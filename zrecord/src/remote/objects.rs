@@ -6,7 +6,6 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 use object_store::path::Path as Key;
@@ -17,6 +16,7 @@ use crate::objects::{Listed, Objects};
 use crate::source::{RemoteOptions, RequestStats};
 
 use super::client::{build, ended, io_kind, key_under, typed};
+use super::conn::Counted;
 use super::runtime::block_on;
 
 /// Keys an S3 listing returns a page.
@@ -29,8 +29,7 @@ pub(crate) struct RemoteObjects {
     prefix: Key,
     opts: RemoteOptions,
     /// Requests made and bytes received through this root (`Objects::request_stats`).
-    requests: AtomicU64,
-    bytes: AtomicU64,
+    counted: Counted,
 }
 
 impl RemoteObjects {
@@ -43,8 +42,7 @@ impl RemoteObjects {
             url,
             prefix,
             opts: opts.clone(),
-            requests: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
+            counted: Counted::default(),
         })
     }
 
@@ -76,15 +74,9 @@ impl RemoteObjects {
             Ok(r) => r.bytes().await,
             Err(e) => Err(e),
         };
-        self.count(1, got.as_ref().map_or(0, |b| b.len()));
+        self.counted.add(1, got.as_ref().map_or(0, |b| b.len()));
         got.map(|b| b.to_vec())
             .map_err(|e| self.error("GET", key, e))
-    }
-
-    /// Counts `n` requests that received `bytes`.
-    fn count(&self, n: u64, bytes: usize) {
-        self.requests.fetch_add(n, Ordering::Relaxed);
-        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// An `io::Error` for a failed request `what` of `key`, its kind kept (`NotFound` above all).
@@ -138,7 +130,8 @@ impl Objects for RemoteObjects {
             block_on(async move { c.list(Some(&key)).try_collect().await })?
                 .map_err(|e| self.error("LIST", dir, e))?;
         // One request a page of up to 1,000 keys (S3's ListObjectsV2).
-        self.count((got.len() as u64).div_ceil(LIST_PAGE).max(1), 0);
+        self.counted
+            .add((got.len() as u64).div_ceil(LIST_PAGE).max(1), 0);
         let base = dir.trim_end_matches('/');
         let mut out: Vec<(String, u64)> = got
             .iter()
@@ -183,7 +176,7 @@ impl Objects for RemoteObjects {
             ..PutOptions::default()
         };
         let payload = PutPayload::from(bytes.to_vec());
-        self.count(1, 0);
+        self.counted.add(1, 0);
         match block_on(async move { c.put_opts(&k, payload, opts).await })? {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. })
@@ -195,14 +188,11 @@ impl Objects for RemoteObjects {
     fn remove(&self, key: &str) -> io::Result<()> {
         let c = self.client()?;
         let k = self.key(key);
-        self.count(1, 0);
+        self.counted.add(1, 0);
         block_on(async move { c.delete(&k).await })?.map_err(|e| self.error("DELETE", key, e))
     }
 
     fn request_stats(&self) -> Option<RequestStats> {
-        Some(RequestStats {
-            requests: self.requests.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-        })
+        Some(self.counted.stats())
     }
 }

@@ -111,21 +111,18 @@ fn read_run<F: Fn(usize) -> usize>(
     Ok(())
 }
 
-/// The records of a grouped run ([`read_grouped`]): record `j`'s container, where it lies and how
-/// it is checked. One container's run ([`OneContainer`]) and a run across a dataset's parts
-/// ([`AcrossParts`]) are the two; the loop is compiled for each.
+/// The records of a grouped run ([`read_grouped`]): where record `j` lies. One container's run
+/// ([`OneContainer`]) and a run across a dataset's parts ([`AcrossParts`]) are the two; the loop
+/// is compiled for each.
 pub(super) trait GroupedRecords<'m> {
     fn len(&self) -> usize;
-    /// Starts loading record `j`'s index entry (or checksum slot) into cache.
-    fn prefetch_entry(&self, j: usize);
-    /// Record `j`'s shard, entry and stored bytes.
-    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8]);
-    /// The checksum seed of record `j` (its container's and its id's).
-    fn seed(&self, j: usize) -> u32;
-    /// The error a checksum mismatch of record `j` is.
-    fn crc_error(&self, j: usize, s: u32, offset: u64, expected: u32, found: u32) -> Error;
-    /// Reads record `j` (of [`GROUP_BYTES`] or more) into `dst` in one copy-and-check pass.
-    fn read_whole(&self, j: usize, dst: &mut [u8]) -> Result<()>;
+    /// Record `j`'s container, that container's maps and the record's id in it.
+    fn at(&self, j: usize) -> (&Container, &Maps<'m>, u64);
+    /// The error a read of record `j` of container `c` reports: a dataset's explains it by its
+    /// part (one container's gather does so once, after the run).
+    fn explain(&self, _c: &Container, e: Error) -> Error {
+        e
+    }
 }
 
 /// Records `idx` of one container.
@@ -141,35 +138,8 @@ impl<'m> GroupedRecords<'m> for OneContainer<'_, 'm> {
     }
 
     #[inline(always)]
-    fn prefetch_entry(&self, j: usize) {
-        self.c.prefetch_entry(self.maps.index, self.idx[j]);
-    }
-
-    #[inline(always)]
-    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8]) {
-        self.c.locate(self.maps, self.idx[j])
-    }
-
-    #[inline(always)]
-    fn seed(&self, j: usize) -> u32 {
-        format::record_seed_after(self.c.uuid_crc(), self.idx[j])
-    }
-
-    fn crc_error(&self, j: usize, s: u32, offset: u64, expected: u32, found: u32) -> Error {
-        self.c.crc_error(self.idx[j], s, offset, expected, found)
-    }
-
-    fn read_whole(&self, j: usize, dst: &mut [u8]) -> Result<()> {
-        let dec = &mut Decoder::None;
-        read_record(
-            self.c,
-            self.maps,
-            self.idx[j],
-            dst,
-            dec,
-            true,
-            Stores::Cached,
-        )
+    fn at(&self, j: usize) -> (&Container, &Maps<'m>, u64) {
+        (self.c, self.maps, self.idx[j])
     }
 }
 
@@ -179,32 +149,12 @@ impl<'m> GroupedRecords<'m> for AcrossParts<'_, 'm> {
     }
 
     #[inline(always)]
-    fn prefetch_entry(&self, j: usize) {
-        let (c, maps, i) = self.recs[j];
-        c.prefetch_entry(maps.index, i);
+    fn at(&self, j: usize) -> (&Container, &Maps<'m>, u64) {
+        self.recs[j]
     }
 
-    #[inline(always)]
-    fn locate(&self, j: usize) -> (u32, Entry, &'m [u8]) {
-        let (c, maps, i) = self.recs[j];
-        c.locate(maps, i)
-    }
-
-    #[inline(always)]
-    fn seed(&self, j: usize) -> u32 {
-        let (c, _, i) = self.recs[j];
-        format::record_seed_after(c.uuid_crc(), i)
-    }
-
-    fn crc_error(&self, j: usize, s: u32, offset: u64, expected: u32, found: u32) -> Error {
-        let (c, _, i) = self.recs[j];
-        c.explain(c.crc_error(i, s, offset, expected, found))
-    }
-
-    fn read_whole(&self, j: usize, dst: &mut [u8]) -> Result<()> {
-        let (c, maps, i) = self.recs[j];
-        read_record(c, maps, i, dst, &mut Decoder::None, true, Stores::Cached)
-            .map_err(|e| c.explain(e))
+    fn explain(&self, c: &Container, e: Error) -> Error {
+        c.explain(e)
     }
 }
 
@@ -228,8 +178,12 @@ pub(super) fn read_grouped<'m, R: GroupedRecords<'m>>(
     // The first group's entries are requested together before any is read (the loop below
     // requests each later entry a group ahead): a short run, such as one part's share of a
     // random batch over a dataset of parts, would otherwise wait for each entry in turn.
+    let prefetch_entry = |j: usize| {
+        let (c, maps, i) = src.at(j);
+        c.prefetch_entry(maps.index, i);
+    };
     for j in 0..n.min(GROUP_RECORDS) {
-        src.prefetch_entry(j);
+        prefetch_entry(j);
     }
     let mut g = 0;
     while g < n {
@@ -237,9 +191,10 @@ pub(super) fn read_grouped<'m, R: GroupedRecords<'m>>(
         let mut j = g;
         while j < n && j - g < GROUP_RECORDS && at(j + 1) - start <= GROUP_BYTES {
             if j + GROUP_RECORDS < n {
-                src.prefetch_entry(j + GROUP_RECORDS);
+                prefetch_entry(j + GROUP_RECORDS);
             }
-            let (s, e, stored) = src.locate(j);
+            let (c, maps, i) = src.at(j);
+            let (s, e, stored) = c.locate(maps, i);
             if j - g < PREFETCH_AHEAD {
                 prefetch(&stored[..stored.len().min(PREFETCH_BYTES)]);
             }
@@ -248,7 +203,10 @@ pub(super) fn read_grouped<'m, R: GroupedRecords<'m>>(
         }
         if j == g {
             // One record of GROUP_BYTES or more: one pass.
-            src.read_whole(g, &mut out[at(g)..at(g + 1)])?;
+            let (c, maps, i) = src.at(g);
+            let dst = &mut out[at(g)..at(g + 1)];
+            read_record(c, maps, i, dst, &mut Decoder::None, true, Stores::Cached)
+                .map_err(|e| src.explain(c, e))?;
             g += 1;
             continue;
         }
@@ -264,13 +222,18 @@ pub(super) fn read_grouped<'m, R: GroupedRecords<'m>>(
         // The group's checksums together: independent chains (`crc::append_each`).
         let mut items = [(0u32, &[][..]); GROUP_RECORDS];
         for (k, item) in (g..j).zip(&mut items) {
-            *item = (src.seed(k), &out[at(k)..at(k + 1)]);
+            let (c, _, i) = src.at(k);
+            *item = (
+                format::record_seed_after(c.uuid_crc(), i),
+                &out[at(k)..at(k + 1)],
+            );
         }
         let mut got = [0u32; GROUP_RECORDS];
         crate::crc::append_each(&items[..j - g], &mut got[..j - g]);
         for (k, (&(s, e, _), &crc)) in (g..j).zip(located.iter().zip(&got)) {
             if crc != e.crc {
-                return Err(src.crc_error(k, s, e.offset, e.crc, crc));
+                let (c, _, i) = src.at(k);
+                return Err(src.explain(c, c.crc_error(i, s, e.offset, e.crc, crc)));
             }
         }
         g = j;
